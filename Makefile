@@ -1,0 +1,33 @@
+# Every target creates .venv with python3 -m venv when missing and installs the project into it.
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+
+.PHONY: demo test lint bench clean
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+
+$(STAMP): pyproject.toml | $(BIN)/python
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e '.[test]'
+	touch $(STAMP)
+
+demo: $(STAMP)
+	$(BIN)/elevator plan --nodegroups deployments/examples/nodegroups.yaml \
+		--cluster deployments/examples/cluster.json --asg deployments/examples/asgs.json \
+		--now 2026-11-21T12:00:00Z
+
+test: $(STAMP)
+	$(BIN)/python -m pytest -q
+
+lint: $(STAMP)
+	$(BIN)/ruff check flows tasks fakes tests benchmarks
+	$(BIN)/mypy flows tasks fakes
+
+bench: $(STAMP)
+	$(BIN)/python -m benchmarks
+
+clean:
+	rm -rf $(VENV) .mypy_cache .ruff_cache

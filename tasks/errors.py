@@ -1,0 +1,19 @@
+"""The one error type for bad input: it names the file, the key path and the rule."""
+
+from __future__ import annotations
+
+
+class InputError(Exception):
+    """Bad input at the edge (config, snapshot, API object).
+
+    Each problem is one line ``<file>: <key path>: <rule>``; the CLI prints them and exits 2.
+    """
+
+    def __init__(self, problems: list[str]) -> None:
+        self.problems = list(problems)
+        super().__init__("\n".join(self.problems))
+
+
+def join_location(source: str, path: str, message: str) -> str:
+    """``nodegroups.yaml: node_groups[1] (batch): message``, skipping empty parts."""
+    return ": ".join(part for part in (source, path, message) if part)
