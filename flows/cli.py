@@ -1,1 +1,200 @@
-print("placeholder")
+"""`elevator`: the command line. Bad input prints every problem and exits 2, never a traceback."""
+
+from __future__ import annotations
+
+import functools
+import sys
+from collections.abc import Callable, Sequence
+from datetime import UTC, datetime
+from enum import StrEnum
+from pathlib import Path
+from typing import Annotated, ParamSpec, TypeVar
+
+import orjson
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from tasks.collect import ClusterSnapshot, load_asg_file, load_cluster_files
+from tasks.config import LoadedConfig, load_node_groups
+from tasks.decide import ScalePlan, decide_all
+from tasks.errors import InputError
+from tasks.lock import DEFAULT_LEASE_NAMESPACE, GroupState, lease_name
+
+app = typer.Typer(
+    help="kube-elevator: Escalator's node-group autoscaling (and more) as Prefect flows.",
+    no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False,
+)
+# Piped output (CI logs, files) gets room for the reason column instead of rich's 80 columns.
+console = Console(width=None if sys.stdout.isatty() else 160)
+errors = Console(stderr=True, width=None if sys.stderr.isatty() else 160)
+
+INPUT_ERROR_EXIT = 2
+P = ParamSpec("P")
+R = TypeVar("R")
+
+
+def reports_input_errors(command: Callable[P, R]) -> Callable[P, R]:
+    """Turn InputError into its problem lines on stderr and exit code 2."""
+
+    @functools.wraps(command)
+    def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
+        try:
+            return command(*args, **kwargs)
+        except InputError as error:
+            for problem in error.problems:
+                errors.print(f"[red]error:[/red] {problem}", highlight=False, markup=True,
+                             soft_wrap=True)
+            raise typer.Exit(INPUT_ERROR_EXIT) from None
+
+    return wrapper
+
+
+class OutputFormat(StrEnum):
+    table = "table"
+    json = "json"
+
+
+def parse_now(text: str | None) -> float:
+    """`--now`: ISO 8601 or Unix seconds; default the current time."""
+    if text is None:
+        return datetime.now(UTC).timestamp()
+    try:
+        return float(text)
+    except ValueError:
+        pass
+    try:
+        moment = datetime.fromisoformat(text)
+    except ValueError:
+        raise InputError([f"--now: {text!r} is neither ISO 8601 nor Unix seconds"]) from None
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=UTC)
+    return moment.timestamp()
+
+
+def print_warnings(config: LoadedConfig) -> None:
+    for warning in config.warnings:
+        errors.print(f"[yellow]warning:[/yellow] {warning}", highlight=False, soft_wrap=True)
+
+
+@app.command()
+@reports_input_errors
+def validate(
+    file: Annotated[Path, typer.Argument(help="Escalator node-group file (YAML or JSON).")],
+) -> None:
+    """Check a node-group file: a line per group when valid, every problem when not."""
+    config = load_node_groups(file)
+    print_warnings(config)
+    for group in config.node_groups:
+        min_max = ("min/max from the ASG" if group.auto_discover_min_max
+                   else f"nodes {group.min_nodes}..{group.max_nodes}")
+        console.print(
+            f"{group.name}: {group.label_key}={group.label_value} → ASG "
+            f"{group.cloud_provider_group_name}, {min_max}, thresholds "
+            f"{group.taint_lower_capacity_threshold_percent}/"
+            f"{group.taint_upper_capacity_threshold_percent}/"
+            f"{group.scale_up_threshold_percent}%, removal "
+            f"{group.slow_node_removal_rate}/{group.fast_node_removal_rate}, grace "
+            f"{group.soft_delete_grace_period}/{group.hard_delete_grace_period}, cool-down "
+            f"{group.scale_up_cool_down_period}" + (", dry mode" if group.dry_mode else ""),
+            highlight=False, soft_wrap=True)
+    console.print(f"{file}: {len(config.node_groups)} node groups, valid", highlight=False)
+
+
+def group_states(config: LoadedConfig, snapshot: ClusterSnapshot,
+                 namespace: str) -> dict[str, GroupState]:
+    return {
+        group.name: snapshot.states[(namespace, lease_name(group.name))]
+        for group in config.node_groups
+        if (namespace, lease_name(group.name)) in snapshot.states
+    }
+
+
+def plans_document(now: float, plans: Sequence[ScalePlan]) -> dict[str, object]:
+    return {"now": now, "node_groups": [plan.to_json() for plan in plans]}
+
+
+def _percent(value: float | None) -> str:
+    return "from 0" if value is None else f"{value:.1f}%"
+
+
+def plans_table(now: float, plans: Sequence[ScalePlan]) -> Table:
+    moment = datetime.fromtimestamp(now, UTC).strftime("%Y-%m-%d %H:%M:%SZ")
+    table = Table(title=f"What one tick would do at {moment}", show_lines=True,
+                  caption="nodes: total (untainted/tainted/force-tainted/cordoned)")
+    for column in ("group", "pods", "nodes", "cpu", "memory", "delta", "actions"):
+        table.add_column(column, overflow="fold", no_wrap=column != "actions")
+    table.add_column("reason", overflow="fold", ratio=1)
+    for plan in plans:
+        actions = []
+        if plan.untaint:
+            actions.append(f"untaint {', '.join(plan.untaint)}")
+        if plan.cloud_increase:
+            actions.append(f"ASG +{plan.cloud_increase}")
+        if plan.taint:
+            actions.append(f"taint {', '.join(plan.taint)}")
+        if plan.delete:
+            actions.append(f"delete {', '.join(plan.delete)}")
+        if plan.asg_desired != plan.asg_desired_before:
+            actions.append(f"ASG desired {plan.asg_desired_before} → {plan.asg_desired}")
+        reason = plan.reason
+        if plan.error:
+            reason = f"[red]{plan.error}[/red]: {reason}"
+        if plan.locked:
+            reason += " [dim](locked)[/dim]"
+        for note in plan.notes:
+            reason += f"\n[yellow]{note}[/yellow]"
+        nodes = plan.nodes
+        table.add_row(
+            plan.name + (" [dim](dry)[/dim]" if plan.dry_mode else ""), str(plan.pods),
+            f"{nodes.total} ({nodes.untainted}/{nodes.tainted}/{nodes.force_tainted}/"
+            f"{nodes.cordoned})",
+            _percent(plan.cpu_percent), _percent(plan.mem_percent), f"{plan.delta:+d}",
+            "\n".join(actions) or "nothing", reason)
+    return table
+
+
+def print_plans(now: float, plans: Sequence[ScalePlan], output: OutputFormat) -> None:
+    if output is OutputFormat.json:
+        sys.stdout.buffer.write(orjson.dumps(plans_document(now, plans),
+                                             option=orjson.OPT_INDENT_2) + b"\n")
+        sys.stdout.flush()
+    else:
+        console.print(plans_table(now, plans))
+
+
+@app.command()
+@reports_input_errors
+def plan(
+    nodegroups: Annotated[Path, typer.Option(help="Escalator node-group file.")],
+    cluster: Annotated[list[Path], typer.Option(
+        help="`kubectl get nodes,pods,leases -A -o json` output (repeatable).")] = [],  # noqa: B006
+    asg: Annotated[Path | None, typer.Option(
+        help="`aws autoscaling describe-auto-scaling-groups` output. Without it each ASG is "
+             "MinSize=min_nodes, MaxSize=max_nodes, desired=the group's node count.")] = None,
+    now: Annotated[str | None, typer.Option(
+        help="The tick's time: ISO 8601 or Unix seconds (default: now).")] = None,
+    output: Annotated[OutputFormat, typer.Option(help="table or json.")] = OutputFormat.table,
+    lease_namespace: Annotated[str, typer.Option(
+        help="Namespace of the elevator-<group> Leases in the snapshot.")] =
+        DEFAULT_LEASE_NAMESPACE,
+    dry_mode: Annotated[bool, typer.Option(
+        "--dry-mode", help="Force Escalator's dry mode for every group.")] = False,
+) -> None:
+    """What one tick would do, and why, without touching anything."""
+    moment = parse_now(now)
+    config = load_node_groups(nodegroups)
+    print_warnings(config)
+    snapshot = load_cluster_files(cluster)
+    asgs = load_asg_file(asg) if asg is not None else None
+    plans = decide_all(config.node_groups, snapshot.pods, snapshot.nodes, asgs,
+                       group_states(config, snapshot, lease_namespace), moment, dry_mode)
+    print_plans(moment, plans, output)
+
+
+def main() -> None:
+    app()
+
+
+if __name__ == "__main__":
+    main()

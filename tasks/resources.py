@@ -129,8 +129,9 @@ class RawNodeAffinity(msgspec.Struct, gc=False):
 
 class RawAffinity(msgspec.Struct, gc=False):
     nodeAffinity: RawNodeAffinity | None = None
-    podAffinity: msgspec.Raw | None = None
-    podAntiAffinity: msgspec.Raw | None = None
+    # Only presence matters; Raw keeps the bytes undecoded (an empty Raw means absent).
+    podAffinity: msgspec.Raw = msgspec.Raw()
+    podAntiAffinity: msgspec.Raw = msgspec.Raw()
 
 
 class Toleration(msgspec.Struct, frozen=True, gc=False):
@@ -270,6 +271,10 @@ def _summed(containers: list[RawContainer] | None) -> tuple[int, int, int, int]:
     return total_cpu, total_memory, largest_cpu, largest_memory
 
 
+def _present(raw: msgspec.Raw) -> bool:
+    return len(raw) > 0 and bytes(raw) != b"null"
+
+
 def pod_record(raw: RawObject) -> PodRecord:
     """Fold a raw pod into a record. Escalator §5.3: max(sum(containers), max(init)) + overhead."""
     spec = raw.spec or RawSpec()
@@ -305,8 +310,8 @@ def pod_record(raw: RawObject) -> PodRecord:
         required_node_terms=required.nodeSelectorTerms if required is not None else (),
         has_affinity=affinity is not None and (
             node_affinity is not None
-            or affinity.podAffinity is not None
-            or affinity.podAntiAffinity is not None
+            or _present(affinity.podAffinity)
+            or _present(affinity.podAntiAffinity)
         ),
         scheduled=scheduled,
         unschedulable=unschedulable,

@@ -1,0 +1,321 @@
+"""A local AWS (moto's threaded server) for tests, plus AWS error injection via botocore events.
+
+Why a server and not `moto.mock_aws`: the flows may run the ASG adapter in another process
+(a Prefect worker, the CLI), which can only be pointed at an endpoint (`FakeAws.env()`).
+
+Moto facts the tests rely on or work around:
+* moto does NOT enforce an ASG's MinSize/MaxSize on SetDesiredCapacity (our adapter clamps);
+* moto answers SetDesiredCapacity for an unknown ASG name, and TerminateInstanceInAutoScalingGroup
+  for an instance in no ASG, with an HTML HTTP 500 (real AWS: a ValidationError);
+* moto's state lives in this process, shared by every `FakeAws` and `mock_aws` in it: use
+  unique names per test, or `reset()`.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import urllib.request
+import uuid
+from types import TracebackType
+from typing import TYPE_CHECKING, Any, Literal, cast, overload
+
+import boto3
+import botocore.session
+from botocore.awsrequest import AWSResponse, HTTPHeaders
+from botocore.config import Config
+from moto.server import ThreadedMotoServer
+
+if TYPE_CHECKING:
+    from mypy_boto3_autoscaling import AutoScalingClient
+    from mypy_boto3_ec2 import EC2Client
+    from mypy_boto3_ec2.literals import InstanceTypeType
+
+# moto accepts any credentials; these only keep boto3's credential chain from looking further.
+FAKE_ACCESS_KEY_ID = "testing"
+FAKE_SECRET_ACCESS_KEY = "testing"
+# An AMI id that moto ships in its default image list.
+FAKE_IMAGE_ID = "ami-12c6146b"
+
+
+class FakeAws:
+    """moto's `ThreadedMotoServer` on 127.0.0.1 on a free port."""
+
+    def __init__(self, region: str = "us-east-1") -> None:
+        self.region = region
+        self._server: ThreadedMotoServer | None = None
+        self._endpoint_url: str | None = None
+        # Loading a service model costs ~0.1 s per session: `client()` reuses one session's
+        # models (each client still has its own event hooks); the helpers below reuse clients
+        # that nobody outside can hook.
+        self._shared_session: boto3.Session | None = None
+        self._helper_clients: dict[str, Any] = {}
+
+    # --- lifecycle ------------------------------------------------------------------------
+
+    def start(self) -> FakeAws:
+        """Start the server; port 0 lets the OS pick a free port, read back after binding."""
+        if self._server is not None:
+            return self
+        # werkzeug logs every request to stderr; tests make hundreds.
+        logging.getLogger("werkzeug").setLevel(logging.ERROR)
+        server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+        server.start()
+        host, port = server.get_host_and_port()
+        self._server = server
+        self._endpoint_url = f"http://{host}:{port}"
+        return self
+
+    def stop(self) -> None:
+        if self._server is not None:
+            self._server.stop()
+        self._server = None
+        self._endpoint_url = None
+        self._shared_session = None
+        self._helper_clients.clear()
+
+    def __enter__(self) -> FakeAws:
+        return self.start()
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        self.stop()
+
+    def reset(self) -> None:
+        """Forget every resource (moto's reset API); affects all moto users in this process."""
+        request = urllib.request.Request(f"{self.endpoint_url}/moto-api/reset", method="POST")
+        with urllib.request.urlopen(request, timeout=10):
+            pass
+
+    # --- connection details ---------------------------------------------------------------
+
+    @property
+    def endpoint_url(self) -> str:
+        if self._endpoint_url is None:
+            raise RuntimeError("FakeAws is not started")
+        return self._endpoint_url
+
+    def env(self) -> dict[str, str]:
+        """Environment for a separate process: boto3's default chain then talks to this fake."""
+        return {
+            "AWS_ENDPOINT_URL": self.endpoint_url,
+            "AWS_DEFAULT_REGION": self.region,
+            "AWS_ACCESS_KEY_ID": FAKE_ACCESS_KEY_ID,
+            "AWS_SECRET_ACCESS_KEY": FAKE_SECRET_ACCESS_KEY,
+        }
+
+    def session(self) -> boto3.Session:
+        """A new boto3 session with the fake's region and dummy credentials.
+
+        New each time, so hooks registered on it reach no other session's clients.
+        """
+        return boto3.Session(
+            aws_access_key_id=FAKE_ACCESS_KEY_ID,
+            aws_secret_access_key=FAKE_SECRET_ACCESS_KEY,
+            region_name=self.region,
+        )
+
+    @overload
+    def client(
+        self, service: Literal["autoscaling"], config: Config | None = None
+    ) -> AutoScalingClient: ...
+
+    @overload
+    def client(self, service: Literal["ec2"], config: Config | None = None) -> EC2Client: ...
+
+    @overload
+    def client(self, service: str, config: Config | None = None) -> Any: ...
+
+    def client(self, service: str, config: Config | None = None) -> Any:
+        """A new boto3 client for `service` pointed at the fake (its own event hooks)."""
+        if self._shared_session is None:
+            self._shared_session = self.session()
+        return self._shared_session.client(  # type: ignore[call-overload]
+            service, endpoint_url=self.endpoint_url, config=config
+        )
+
+    def _helper(self, service: str) -> Any:
+        if service not in self._helper_clients:
+            self._helper_clients[service] = self.client(service)
+        return self._helper_clients[service]
+
+    # --- fixtures -------------------------------------------------------------------------
+
+    def create_asg(
+        self,
+        name: str,
+        min_size: int,
+        max_size: int,
+        desired: int,
+        instance_type: str = "m5.large",
+        availability_zones: tuple[str, ...] = ("us-east-1a",),
+        tags: dict[str, str] | None = None,
+    ) -> None:
+        """Create launch template `lt-<name>`, then the ASG using it.
+
+        moto starts `desired` instances at once, spread over `availability_zones`.
+        """
+        ec2: EC2Client = self._helper("ec2")
+        template_name = f"lt-{name}"
+        ec2.create_launch_template(
+            LaunchTemplateName=template_name,
+            LaunchTemplateData={
+                "ImageId": FAKE_IMAGE_ID,
+                "InstanceType": cast("InstanceTypeType", instance_type),
+            },
+        )
+        autoscaling: AutoScalingClient = self._helper("autoscaling")
+        autoscaling.create_auto_scaling_group(
+            AutoScalingGroupName=name,
+            MinSize=min_size,
+            MaxSize=max_size,
+            DesiredCapacity=desired,
+            LaunchTemplate={"LaunchTemplateName": template_name, "Version": "$Latest"},
+            AvailabilityZones=list(availability_zones),
+            Tags=[
+                {
+                    "ResourceId": name,
+                    "ResourceType": "auto-scaling-group",
+                    "Key": key,
+                    "Value": value,
+                    "PropagateAtLaunch": True,
+                }
+                for key, value in (tags or {}).items()
+            ],
+        )
+
+    def instances(self, asg_name: str) -> list[dict[str, Any]]:
+        """The ASG's `Instances` as DescribeAutoScalingGroups returns them ([] if no such ASG)."""
+        autoscaling: AutoScalingClient = self._helper("autoscaling")
+        answer = autoscaling.describe_auto_scaling_groups(AutoScalingGroupNames=[asg_name])
+        return [
+            dict(instance)
+            for group in answer["AutoScalingGroups"]
+            for instance in group.get("Instances", [])
+        ]
+
+    def instance_state(self, instance_id: str) -> str:
+        """EC2's state name for an instance (`running`, `terminated`, ...)."""
+        ec2: EC2Client = self._helper("ec2")
+        answer = ec2.describe_instances(InstanceIds=[instance_id])
+        return answer["Reservations"][0]["Instances"][0]["State"]["Name"]
+
+
+# --- error injection -------------------------------------------------------------------------
+
+
+class _EmptyBody:
+    """The raw body of an injected response; read only by handlers that look at the bytes."""
+
+    def stream(self, **kwargs: Any) -> list[bytes]:
+        return [b""]
+
+
+class InjectedFailures:
+    """Handle on an injected failure: how many are left, and a way to take it back."""
+
+    def __init__(
+        self,
+        emitter: Any,
+        event_name: str,
+        count: int,
+        after: int,
+        code: str,
+        http_status: int,
+        message: str,
+    ) -> None:
+        self.remaining = count
+        self.passed = 0
+        self.injected = 0
+        self._to_pass = after
+        self._code = code
+        self._http_status = http_status
+        self._message = message
+        self._lock = threading.Lock()
+        self._emitter = emitter
+        self._event_name = event_name
+        self._unique_id = f"kube-elevator-fail-{uuid.uuid4()}"
+        emitter.register(event_name, self._before_call, unique_id=self._unique_id)
+
+    def remove(self) -> None:
+        """Stop injecting, even if some failures are left."""
+        self._emitter.unregister(self._event_name, unique_id=self._unique_id)
+        self.remaining = 0
+
+    def _before_call(self, **kwargs: Any) -> tuple[AWSResponse, dict[str, Any]] | None:
+        # `before-call` handlers may return (http_response, parsed_response); botocore's
+        # `_make_api_call` then skips the request and raises from the parsed error as for a real
+        # answer (protocol-independent, and never retried by botocore, so "next N calls" means
+        # N API calls, not N HTTP attempts).
+        with self._lock:
+            if self._to_pass > 0:
+                self._to_pass -= 1
+                self.passed += 1
+                return None
+            if self.remaining <= 0:
+                return None
+            self.remaining -= 1
+            self.injected += 1
+        request_id = str(uuid.uuid4())
+        headers = HTTPHeaders()
+        headers["x-amzn-requestid"] = request_id
+        http = AWSResponse("http://fake-aws.invalid/", self._http_status, headers, _EmptyBody())
+        parsed = {
+            "Error": {
+                "Code": self._code,
+                "Message": self._message,
+                "Type": "Receiver" if self._http_status >= 500 else "Sender",
+            },
+            "ResponseMetadata": {
+                "RequestId": request_id,
+                "HTTPStatusCode": self._http_status,
+                "HTTPHeaders": {"x-amzn-requestid": request_id},
+                "RetryAttempts": 0,
+            },
+        }
+        return http, parsed
+
+
+def fail_next_calls(
+    target: Any,
+    operation_name: str,
+    count: int = 1,
+    code: str = "Throttling",
+    http_status: int = 400,
+    *,
+    message: str | None = None,
+    after: int = 0,
+    service: str | None = None,
+) -> InjectedFailures:
+    """Make the next `count` calls of `operation_name` (e.g. "SetDesiredCapacity") fail.
+
+    `target` is a boto3 client (only that client is affected), or a boto3 / botocore session
+    (clients it creates afterwards are affected: a client copies its session's handlers when it
+    is created). `after` lets that many calls through first, to fail in the middle of a batch.
+    `service` is botocore's hyphenated service id (`auto-scaling`, `ec2`); by default the
+    client's own, or every service for a session.
+    """
+    if count < 0 or after < 0:
+        raise ValueError("count and after must not be negative")
+    if isinstance(target, boto3.Session):
+        emitter: Any = target.events
+        service_id = service or "*"
+    elif isinstance(target, botocore.session.Session):
+        emitter = target.get_component("event_emitter")
+        service_id = service or "*"
+    else:
+        emitter = target.meta.events
+        service_id = service or target.meta.service_model.service_id.hyphenize()
+    return InjectedFailures(
+        emitter=emitter,
+        event_name=f"before-call.{service_id}.{operation_name}",
+        count=count,
+        after=after,
+        code=code,
+        http_status=http_status,
+        message=message or f"injected {code} by fakes.aws.fail_next_calls",
+    )

@@ -1,0 +1,210 @@
+"""Turning API JSON into records: snapshot files (`kubectl get -o json`) and list pages.
+
+Items are decoded one at a time from `msgspec.Raw` slices of the buffer, so peak memory is the
+raw bytes plus the slim records, never a tree of every object, and a bad item can be named.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import msgspec
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from tasks.errors import InputError, join_location
+from tasks.lock import LEASE_PREFIX, GroupState, state_from_annotations
+from tasks.resources import (
+    OBJECT_DECODER,
+    AsgInstance,
+    AutoScalingGroup,
+    NodeRecord,
+    PodRecord,
+    RawObject,
+    cpu_milli,
+    memory_bytes,
+    node_record,
+    pod_record,
+)
+
+
+class _RawItems(msgspec.Struct, gc=False):
+    kind: str = ""
+    items: list[msgspec.Raw] | None = None
+
+
+_ITEMS_DECODER = msgspec.json.Decoder(_RawItems)
+
+
+@dataclass
+class ClusterSnapshot:
+    """Pods, nodes and the project's Lease states (by namespace and name) of one cluster read."""
+
+    pods: list[PodRecord] = field(default_factory=list)
+    nodes: list[NodeRecord] = field(default_factory=list)
+    states: dict[tuple[str, str], GroupState] = field(default_factory=dict)
+
+
+def _describe(raw: RawObject, kind: str) -> str:
+    metadata = raw.metadata
+    name = f"{metadata.namespace}/{metadata.name}" if metadata.namespace else metadata.name
+    return f"{kind} {name or '<no name>'}"
+
+
+def _bad_quantity_path(raw: RawObject) -> str:
+    """Slow path, on error only: which quantity field failed to parse."""
+    spec, status = raw.spec, raw.status
+    fields: list[tuple[str, Any]] = []
+    for list_name in ("containers", "initContainers"):
+        for index, container in enumerate(getattr(spec, list_name, None) or ()):
+            requests = container.resources.requests if container.resources else None
+            if requests is not None:
+                base = f"spec.{list_name}[{index}].resources.requests"
+                fields += [(f"{base}.cpu", requests.cpu), (f"{base}.memory", requests.memory)]
+    if spec is not None and spec.overhead is not None:
+        fields += [("spec.overhead.cpu", spec.overhead.cpu),
+                   ("spec.overhead.memory", spec.overhead.memory)]
+    if status is not None and status.allocatable is not None:
+        fields += [("status.allocatable.cpu", status.allocatable.cpu),
+                   ("status.allocatable.memory", status.allocatable.memory)]
+    for path, value in fields:
+        try:
+            cpu_milli(value)
+            memory_bytes(value)
+        except ValueError:
+            return path
+    return ""
+
+
+def add_item(snapshot: ClusterSnapshot, raw: RawObject, kind: str, where: str) -> None:
+    """Fold one decoded object into the snapshot; other kinds are ignored."""
+    try:
+        if kind == "Pod":
+            snapshot.pods.append(pod_record(raw))
+        elif kind == "Node":
+            snapshot.nodes.append(node_record(raw))
+        elif kind == "Lease" and raw.metadata.name.startswith(LEASE_PREFIX):
+            key = (raw.metadata.namespace, raw.metadata.name)
+            snapshot.states[key] = state_from_annotations(
+                raw.metadata.annotations or {}, raw.metadata.resourceVersion)
+    except ValueError as error:
+        raise InputError([join_location(
+            where, " ".join(p for p in (_describe(raw, kind), _bad_quantity_path(raw)) if p),
+            str(error))]) from None
+
+
+def decode_items(
+    snapshot: ClusterSnapshot, items: Iterable[msgspec.Raw], source: str,
+    default_kind: str = "", first_index: int = 0,
+) -> None:
+    """Decode items of a List (mixed kinds) or of a typed list page (`default_kind`)."""
+    for index, item in enumerate(items, start=first_index):
+        where = f"{source}: items[{index}]"
+        try:
+            raw = OBJECT_DECODER.decode(item)
+        except msgspec.ValidationError as error:
+            raise InputError([f"{where}: {_json_path(error)}"]) from None
+        add_item(snapshot, raw, raw.kind or default_kind, where)
+
+
+_PATH_IN_MESSAGE = re.compile(r" - at `\$\.?(.*)`$")
+
+
+def _json_path(error: msgspec.ValidationError) -> str:
+    """msgspec's "Expected `str`, got `int` - at `$.metadata.name`" as "metadata.name: ..."."""
+    message = str(error)
+    match = _PATH_IN_MESSAGE.search(message)
+    if not match:
+        return message
+    return f"{match.group(1)}: {message[:match.start()]}"
+
+
+def decode_list_document(data: bytes | memoryview, source: str,
+                         snapshot: ClusterSnapshot | None = None) -> ClusterSnapshot:
+    """A `kind: List` (or `PodList`, `NodeList`, ...) document into a snapshot."""
+    snapshot = snapshot if snapshot is not None else ClusterSnapshot()
+    try:
+        document = _ITEMS_DECODER.decode(data)
+    except msgspec.DecodeError as error:
+        raise InputError([join_location(source, "", f"not valid JSON: {error}")]) from None
+    if not document.kind.endswith("List") or document.items is None:
+        shown = document.kind or "no kind"
+        raise InputError([join_location(
+            source, "kind", f"expected a Kubernetes List (kubectl get ... -o json), got {shown}")])
+    default_kind = document.kind[:-4] if document.kind != "List" else ""
+    decode_items(snapshot, document.items, source, default_kind)
+    return snapshot
+
+
+def load_cluster_files(paths: Sequence[str | Path]) -> ClusterSnapshot:
+    """Read `kubectl get nodes,pods,leases -A -o json` files into one snapshot."""
+    snapshot = ClusterSnapshot()
+    for path in paths:
+        try:
+            data = Path(path).read_bytes()
+        except OSError as error:
+            raise InputError([join_location(str(path), "",
+                                            f"cannot read file: {error.strerror}")]) from None
+        decode_list_document(data, str(path), snapshot)
+    return snapshot
+
+
+# --- ASG descriptions ---------------------------------------------------------------------
+
+
+class _InstanceDescription(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+    InstanceId: str = Field(min_length=1)
+    AvailabilityZone: str = ""
+    LifecycleState: str = "InService"
+
+
+class _GroupDescription(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+    AutoScalingGroupName: str = Field(min_length=1)
+    MinSize: int = Field(ge=0)
+    MaxSize: int = Field(ge=0)
+    DesiredCapacity: int = Field(ge=0)
+    Instances: list[_InstanceDescription] = []
+
+
+class _DescribeOutput(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+    AutoScalingGroups: list[_GroupDescription]
+
+
+def parse_asg_description(document: Any, source: str) -> dict[str, AutoScalingGroup]:
+    """`aws autoscaling describe-auto-scaling-groups` output (or boto3's) into records by name."""
+    try:
+        parsed = _DescribeOutput.model_validate(document)
+    except ValidationError as error:
+        raise InputError([
+            join_location(source, ".".join(str(part) for part in detail["loc"]), detail["msg"])
+            for detail in error.errors()
+        ]) from None
+    return {
+        group.AutoScalingGroupName: AutoScalingGroup(
+            name=group.AutoScalingGroupName, min_size=group.MinSize, max_size=group.MaxSize,
+            desired_capacity=group.DesiredCapacity,
+            instances=tuple(AsgInstance(i.InstanceId, i.AvailabilityZone, i.LifecycleState)
+                            for i in group.Instances),
+        )
+        for group in parsed.AutoScalingGroups
+    }
+
+
+def load_asg_file(path: str | Path) -> dict[str, AutoScalingGroup]:
+    source = str(path)
+    try:
+        data = Path(path).read_bytes()
+    except OSError as error:
+        raise InputError([join_location(source, "", f"cannot read file: {error.strerror}")]) \
+            from None
+    try:
+        document = msgspec.json.decode(data)
+    except msgspec.DecodeError as error:
+        raise InputError([join_location(source, "", f"not valid JSON: {error}")]) from None
+    return parse_asg_description(document, source)

@@ -1,0 +1,130 @@
+"""The scale lock and the rest of a node group's state, kept in one Lease per group.
+
+Escalator holds this in process memory; we keep it in the cluster so a restarted or second
+worker sees the same state (DESIGN §2). One `coordination.k8s.io/v1` Lease per group, named
+`elevator-<group>`, holds it in annotations:
+
+| annotation                              | meaning                                             |
+|-----------------------------------------|-----------------------------------------------------|
+| `elevator.io/scale-lock-time`           | RFC 3339 time of the last cloud increase ("" = none) |
+| `elevator.io/scale-lock-requested-nodes`| nodes asked of the cloud then (Escalator's delta while locked) |
+| `elevator.io/scale-locked`              | "true" while the cool-down runs                      |
+| `elevator.io/dry-mode-tainted-nodes`    | JSON list: dry mode's taint tracker                  |
+| `elevator.io/node-capacity`             | JSON {"cpu_milli", "memory_bytes"}: for scale-from-zero |
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import TypeVar
+
+from tasks.utilization import Resources
+
+LEASE_PREFIX = "elevator-"
+DEFAULT_LEASE_NAMESPACE = "kube-system"
+HOLDER_IDENTITY = "kube-elevator"
+
+LOCK_TIME = "elevator.io/scale-lock-time"
+LOCK_REQUESTED = "elevator.io/scale-lock-requested-nodes"
+LOCKED = "elevator.io/scale-locked"
+DRY_MODE_TAINTED = "elevator.io/dry-mode-tainted-nodes"
+NODE_CAPACITY = "elevator.io/node-capacity"
+
+T = TypeVar("T")
+
+
+def lease_name(group_name: str) -> str:
+    return f"{LEASE_PREFIX}{group_name}"
+
+
+@dataclass(frozen=True)
+class ScaleLock:
+    """Escalator §5.7: a pure cool-down of `scale_up_cool_down_period` from the cloud request."""
+
+    is_locked: bool = False
+    requested_nodes: int = 0
+    lock_time_unix_seconds: float = 0.0
+
+    def held(self, now: float, cool_down_seconds: float) -> bool:
+        return self.is_locked and now - self.lock_time_unix_seconds < cool_down_seconds
+
+    def lock(self, requested_nodes: int, now: float) -> ScaleLock:
+        return ScaleLock(True, requested_nodes, now)
+
+    def unlock(self) -> ScaleLock:
+        # Keep the lock time: it is history worth showing, and `held` reads is_locked first.
+        return ScaleLock(False, 0, self.lock_time_unix_seconds)
+
+    def unlocks_at(self, cool_down_seconds: float) -> float:
+        return self.lock_time_unix_seconds + cool_down_seconds
+
+
+@dataclass(frozen=True)
+class GroupState:
+    """Everything a tick carries over to the next for one node group."""
+
+    lock: ScaleLock = field(default_factory=ScaleLock)
+    dry_mode_tainted: tuple[str, ...] = ()
+    node_capacity: Resources | None = None
+    resource_version: str = ""
+
+
+def _format_time(unix_seconds: float) -> str:
+    return datetime.fromtimestamp(unix_seconds, UTC).isoformat().replace("+00:00", "Z")
+
+
+def state_to_annotations(state: GroupState) -> dict[str, str]:
+    capacity = state.node_capacity
+    return {
+        LOCKED: "true" if state.lock.is_locked else "false",
+        LOCK_TIME: (_format_time(state.lock.lock_time_unix_seconds)
+                    if state.lock.lock_time_unix_seconds else ""),
+        LOCK_REQUESTED: str(state.lock.requested_nodes),
+        DRY_MODE_TAINTED: json.dumps(list(state.dry_mode_tainted)),
+        NODE_CAPACITY: (json.dumps({"cpu_milli": capacity.cpu_milli,
+                                    "memory_bytes": capacity.memory_bytes})
+                        if capacity is not None else ""),
+    }
+
+
+def _read(annotations: Mapping[str, str], key: str, parse: Callable[[str], T]) -> T:
+    raw = annotations.get(key, "")
+    try:
+        return parse(raw)
+    except (ValueError, TypeError, KeyError) as error:
+        raise ValueError(f"annotation {key}: cannot read {raw!r} ({error})") from None
+
+
+def _lock_time(raw: str) -> float:
+    return datetime.fromisoformat(raw).timestamp() if raw else 0.0
+
+
+def _tracker(raw: str) -> tuple[str, ...]:
+    names = json.loads(raw) if raw else []
+    if not isinstance(names, list) or not all(isinstance(name, str) for name in names):
+        raise ValueError("expected a JSON list of node names")
+    return tuple(names)
+
+
+def _capacity(raw: str) -> Resources | None:
+    if not raw:
+        return None
+    value = json.loads(raw)
+    return Resources(int(value["cpu_milli"]), int(value["memory_bytes"]))
+
+
+def state_from_annotations(annotations: Mapping[str, str], resource_version: str = "") -> GroupState:
+    """Read a Lease's annotations; ValueError names the annotation that is malformed."""
+    return GroupState(
+        lock=ScaleLock(
+            is_locked=annotations.get(LOCKED, "false") == "true",
+            requested_nodes=_read(annotations, LOCK_REQUESTED, lambda raw: int(raw or 0)),
+            lock_time_unix_seconds=_read(annotations, LOCK_TIME, _lock_time),
+        ),
+        dry_mode_tainted=_read(annotations, DRY_MODE_TAINTED, _tracker),
+        node_capacity=_read(annotations, NODE_CAPACITY, _capacity),
+        resource_version=resource_version,
+    )

@@ -1,0 +1,226 @@
+"""Escalator's node-group file: every rule of spec §3.2, Go durations, loading errors."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tasks.config import (
+    load_node_groups,
+    parse_go_duration,
+    parse_node_groups,
+    validate_node_group,
+)
+from tasks.errors import InputError
+from tests.builders import group_dict, make_group
+
+
+def problems_of(**overrides: Any) -> list[str]:
+    """Escalator's messages for one group (without the file prefix)."""
+    from tasks.config import NodeGroupConfig
+
+    return validate_node_group(NodeGroupConfig.model_validate(group_dict(**overrides)))
+
+
+def test_valid_group_has_no_problems() -> None:
+    assert problems_of() == []
+
+
+@pytest.mark.parametrize(
+    ("overrides", "message"),
+    [
+        ({"name": ""}, "name cannot be empty"),
+        ({"label_key": ""}, "label_key cannot be empty"),
+        ({"label_value": ""}, "label_value cannot be empty"),
+        ({"cloud_provider_group_name": ""}, "cloud_provider_group_name cannot be empty"),
+        ({"taint_upper_capacity_threshold_percent": 0},
+         "taint_upper_capacity_threshold_percent must be larger than 0"),
+        ({"taint_lower_capacity_threshold_percent": 0},
+         "taint_lower_capacity_threshold_percent must be larger than 0"),
+        ({"scale_up_threshold_percent": 0}, "scale_up_threshold_percent must be larger than 0"),
+        ({"taint_lower_capacity_threshold_percent": 40},
+         "taint_lower_capacity_threshold_percent must be less than "
+         "taint_upper_capacity_threshold_percent"),
+        ({"taint_upper_capacity_threshold_percent": 70},
+         "taint_upper_capacity_threshold_percent must be less than scale_up_threshold_percent"),
+        ({"min_nodes": 10, "max_nodes": 10}, "min_nodes must be less than max_nodes"),
+        ({"min_nodes": -2, "max_nodes": -1}, "max_nodes must be larger than 0"),
+        ({"min_nodes": -1, "max_nodes": 3}, "min_nodes must be not less than 0"),
+        ({"slow_node_removal_rate": 3},
+         "slow_node_removal_rate must be less than fast_node_removal_rate"),
+        ({"soft_delete_grace_period": ""}, "soft_delete_grace_period must not be empty"),
+        ({"hard_delete_grace_period": ""}, "hard_delete_grace_period must not be empty"),
+        ({"soft_delete_grace_period": "10"},
+         "soft_delete_grace_period failed to parse into a time.Duration. check your formatting."),
+        ({"hard_delete_grace_period": "abc"},
+         "hard_delete_grace_period failed to parse into a time.Duration. check your formatting."),
+        ({"soft_delete_grace_period": "10m"},
+         "soft_delete_grace_period must be less than hard_delete_grace_period"),
+        ({"scale_up_cool_down_period": ""}, "scale_up_cool_down_period must not be empty"),
+        ({"taint_effect": "NoWay"}, "taint_effect must be valid kubernetes taint"),
+        ({"aws": {"lifecycle": "reserved"}},
+         "aws.lifecycle must be 'on-demand' or 'spot' if provided."),
+        ({"max_node_age": "1d"},
+         "max_node_age failed to parse into a time.Duration. Set to '0' or '' to disable, or a "
+         "positive Go duration to enable."),
+        ({"unhealthy_node_grace_period": "x", "health_check_newest_nodes_percent": 50},
+         "unhealthy_node_grace_period failed to parse into a time.Duration. "
+         "check your formatting."),
+        ({"unhealthy_node_grace_period": "5m"},
+         "health_check_newest_nodes_percent must be greater than 0"),
+        ({"unhealthy_node_grace_period": "5m", "health_check_newest_nodes_percent": 101},
+         "health_check_newest_nodes_percent must be less than or equal to 100"),
+        ({"unhealthy_node_grace_period": "5m", "health_check_newest_nodes_percent": 50,
+          "max_unhealthy_nodes_percent": -1},
+         "max_unhealthy_nodes_percent must be greater than or equal to 0"),
+        ({"unhealthy_node_grace_period": "5m", "health_check_newest_nodes_percent": 50,
+          "max_unhealthy_nodes_percent": 100},
+         "max_unhealthy_nodes_percent must be less than 100"),
+    ],
+)
+def test_each_rule_has_escalators_message(overrides: dict[str, Any], message: str) -> None:
+    assert message in problems_of(**overrides)
+
+
+def test_bad_cool_down_is_reported_under_soft_delete_name_as_escalator_does() -> None:
+    assert problems_of(scale_up_cool_down_period="5") == [
+        "soft_delete_grace_period failed to parse into a time.Duration. check your formatting."]
+
+
+def test_empty_duration_reports_both_empty_and_parse_failure_in_order() -> None:
+    assert problems_of(soft_delete_grace_period="") == [
+        "soft_delete_grace_period must not be empty",
+        "soft_delete_grace_period failed to parse into a time.Duration. check your formatting.",
+    ]
+
+
+def test_all_problems_are_reported_in_escalators_order() -> None:
+    problems = problems_of(name="", scale_up_threshold_percent=0, taint_effect="x",
+                           slow_node_removal_rate=5)
+    assert problems == [
+        "name cannot be empty",
+        "scale_up_threshold_percent must be larger than 0",
+        "taint_upper_capacity_threshold_percent must be less than scale_up_threshold_percent",
+        "slow_node_removal_rate must be less than fast_node_removal_rate",
+        "taint_effect must be valid kubernetes taint",
+    ]
+
+
+def test_min_max_checks_are_skipped_when_auto_discovering() -> None:
+    group = make_group(min_nodes=0, max_nodes=0)
+    assert group.auto_discover_min_max
+    assert validate_node_group(group) == []
+
+
+def test_slow_equal_to_fast_is_allowed() -> None:
+    assert problems_of(slow_node_removal_rate=2, fast_node_removal_rate=2) == []
+
+
+def test_unhealthy_checks_only_when_feature_on() -> None:
+    assert problems_of(health_check_newest_nodes_percent=500) == []
+
+
+def test_zero_max_node_age_disables_rotation() -> None:
+    assert problems_of(max_node_age="0") == []
+    assert make_group(max_node_age="0").max_node_age_seconds == 0
+
+
+def test_file_errors_name_file_group_and_rule(tmp_path: Path) -> None:
+    path = tmp_path / "nodegroups.yaml"
+    path.write_text(
+        "node_groups:\n"
+        "  - name: ok\n    label_key: a\n    label_value: b\n"
+        "    cloud_provider_group_name: c\n    min_nodes: 1\n    max_nodes: 2\n"
+        "    taint_upper_capacity_threshold_percent: 40\n"
+        "    taint_lower_capacity_threshold_percent: 10\n"
+        "    scale_up_threshold_percent: 70\n"
+        "    soft_delete_grace_period: 1m\n    hard_delete_grace_period: 10m\n"
+        "    scale_up_cool_down_period: 1m\n"
+        "  - name: batch\n    label_key: a\n    label_value: b\n"
+        "    cloud_provider_group_name: c\n    min_nodes: 1\n    max_nodes: 2\n"
+        "    taint_upper_capacity_threshold_percent: 40\n"
+        "    taint_lower_capacity_threshold_percent: 10\n"
+        "    scale_up_threshold_percent: 70\n"
+        "    soft_delete_grace_period: 1h\n    hard_delete_grace_period: 10m\n"
+        "    scale_up_cool_down_period: 1m\n")
+    with pytest.raises(InputError) as caught:
+        load_node_groups(path)
+    assert caught.value.problems == [
+        f"{path}: node_groups[1] (batch): soft_delete_grace_period must be less than "
+        "hard_delete_grace_period"]
+
+
+def test_type_errors_name_the_key_path() -> None:
+    with pytest.raises(InputError) as caught:
+        parse_node_groups({"node_groups": [group_dict(min_nodes="three", dry_mode="maybe")]},
+                          "ng.yaml")
+    problems = "\n".join(caught.value.problems)
+    assert "ng.yaml: node_groups[0] (batch).min_nodes: Input should be a valid integer" in problems
+    assert "ng.yaml: node_groups[0] (batch).dry_mode: Input should be a valid boolean" in problems
+
+
+def test_yaml_number_for_a_duration_becomes_its_string_and_fails_to_parse() -> None:
+    # Escalator's YAML-to-JSON decoding: `hard_delete_grace_period: 42` is "42", not a duration.
+    with pytest.raises(InputError) as caught:
+        parse_node_groups({"node_groups": [group_dict(hard_delete_grace_period=42)]}, "f")
+    assert ("f: node_groups[0] (batch): hard_delete_grace_period failed to parse into a "
+            "time.Duration. check your formatting.") in caught.value.problems
+
+
+def test_unknown_keys_are_warnings_not_dropped_silently() -> None:
+    loaded = parse_node_groups(
+        {"node_groups": [group_dict(scale_up_cool_down_timeout="10m", aws={"colour": "red"})],
+         "cluster_autoscaler": {}}, "f.yaml")
+    assert loaded.warnings == (
+        "f.yaml: cluster_autoscaler: unknown top-level key, ignored",
+        "f.yaml: node_groups[0] (batch).scale_up_cool_down_timeout: unknown key, ignored "
+        "(as Escalator does)",
+        "f.yaml: node_groups[0] (batch).aws.colour: unknown key, ignored (as Escalator does)",
+    )
+
+
+def test_duplicate_names_are_an_error() -> None:
+    with pytest.raises(InputError) as caught:
+        parse_node_groups({"node_groups": [group_dict(), group_dict()]}, "f.yaml")
+    assert caught.value.problems == [
+        "f.yaml: node_groups[1] (batch): duplicate node group name 'batch' (also node_groups[0])"]
+
+
+@pytest.mark.parametrize("document", [[1, 2], "text", None])
+def test_top_level_must_be_a_mapping(document: Any) -> None:
+    with pytest.raises(InputError, match="top level must be a mapping"):
+        parse_node_groups(document, "f.yaml")
+
+
+def test_json_files_load_too(tmp_path: Path) -> None:
+    import json
+
+    path = tmp_path / "ng.json"
+    path.write_text(json.dumps({"node_groups": [group_dict()]}))
+    assert load_node_groups(path).node_groups[0].name == "batch"
+
+
+def test_unreadable_and_malformed_files(tmp_path: Path) -> None:
+    with pytest.raises(InputError, match="cannot read file"):
+        load_node_groups(tmp_path / "missing.yaml")
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("node_groups: [\n  - {name: x\n")
+    with pytest.raises(InputError, match=r"bad.yaml: line \d+, column \d+: not valid YAML"):
+        load_node_groups(bad)
+
+
+@pytest.mark.parametrize(
+    ("text", "seconds"),
+    [("1h10m", 4200), ("1.5h", 5400), ("90s", 90), ("0", 0), ("-2m", -120), ("500ms", 0.5),
+     ("1h0m0.5s", 3600.5), (".5s", 0.5), ("2us", 2e-6), ("3µs", 3e-6), ("7ns", 7e-9)],
+)
+def test_go_durations(text: str, seconds: float) -> None:
+    assert parse_go_duration(text) == pytest.approx(seconds)
+
+
+@pytest.mark.parametrize("text", ["", "10", "1d", "h", "1 h", ".s", "1h-5m", "+"])
+def test_go_duration_errors(text: str) -> None:
+    with pytest.raises(ValueError):
+        parse_go_duration(text)
