@@ -1,0 +1,103 @@
+"""`make bench`: every figure with its target and the floor it is compared with, in one table.
+
+Writes the same table to benchmarks/RESULTS.md with the machine, the command and the date.
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import statistics
+import sys
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+
+from rich.console import Console
+from rich.table import Table
+
+from benchmarks.plan_scale import make_snapshot, orjson_floor_seconds, plan_in_process_seconds, run_plan
+
+RESULTS = Path(__file__).parent / "RESULTS.md"
+
+
+@dataclass(frozen=True)
+class Figure:
+    name: str
+    value: str
+    target: str
+    floor: str
+    met: bool | None
+
+
+def plan_figures() -> list[Figure]:
+    snapshot = make_snapshot(150_000, 5_000)
+    floor = orjson_floor_seconds(snapshot.cluster)
+    runs = [run_plan(snapshot) for _ in range(3)]
+    seconds = statistics.median(run[0] for run in runs)
+    rss_mb = max(run[1] for run in runs)
+    ratio = seconds / floor
+    size_mb = snapshot.size_bytes / 2**20
+    return [
+        Figure(f"elevator plan, 150k pods / 5k nodes / 10 groups ({size_mb:.0f} MB), median of 3",
+               f"{seconds:.2f} s ({ratio:.2f}x)", "≤ 1.5x floor",
+               f"orjson.loads, GC off: {floor:.2f} s", ratio <= 1.5),
+        Figure("elevator plan peak RSS", f"{rss_mb:.0f} MB", "< 600 MB", "", rss_mb < 600),
+    ]
+
+
+def scaling_figures() -> list[Figure]:
+    sizes = [1_000, 10_000, 50_000, 150_000]
+    times = []
+    for pods in sizes:
+        snapshot = make_snapshot(pods, max(pods // 30, 10))
+        times.append(min(plan_in_process_seconds(snapshot) for _ in range(2)))
+    per_pod_us = [t / n * 1e6 for t, n in zip(times, sizes, strict=True)]
+    # Linear growth: the cost per pod at 150k stays within 1.5x of that at 10k.
+    linear = per_pod_us[-1] <= 1.5 * per_pod_us[1]
+    points = ", ".join(f"{n // 1000}k: {t:.2f} s" for n, t in zip(sizes, times, strict=True))
+    return [Figure("plan scaling (in-process) " + points,
+                   f"{per_pod_us[-1]:.1f} µs/pod at 150k", "linear (≤ 1.5x µs/pod of 10k)",
+                   f"{per_pod_us[1]:.1f} µs/pod at 10k", linear)]
+
+
+def render(figures: list[Figure]) -> Table:
+    table = Table(title="kube-elevator benchmarks")
+    for column in ("figure", "value", "target", "floor", "met"):
+        table.add_column(column, overflow="fold")
+    for figure in figures:
+        met = "n/a" if figure.met is None else ("yes" if figure.met else "NO")
+        table.add_row(figure.name, figure.value, figure.target, figure.floor, met)
+    return table
+
+
+def write_results(figures: list[Figure]) -> None:
+    lines = [
+        "# Benchmark results",
+        "",
+        f"- date: {datetime.now(UTC):%Y-%m-%d %H:%M} UTC",
+        f"- machine: {platform.machine()}, {os.cpu_count()} CPUs, {platform.system()} "
+        f"{platform.release()}, Python {platform.python_version()}",
+        "- command: `make bench` (runs `python -m benchmarks`)",
+        "",
+        "| figure | value | target | floor | met |",
+        "|---|---|---|---|---|",
+    ]
+    for figure in figures:
+        met = "n/a" if figure.met is None else ("yes" if figure.met else "**no**")
+        lines.append(f"| {figure.name} | {figure.value} | {figure.target} | {figure.floor} | "
+                     f"{met} |")
+    RESULTS.write_text("\n".join(lines) + "\n")
+
+
+def main() -> int:
+    console = Console(width=160)
+    figures = plan_figures() + scaling_figures()
+    console.print(render(figures))
+    write_results(figures)
+    console.print(f"written to {RESULTS}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
