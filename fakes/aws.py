@@ -41,8 +41,9 @@ FAKE_IMAGE_ID = "ami-12c6146b"
 class FakeAws:
     """moto's `ThreadedMotoServer` on 127.0.0.1 on a free port."""
 
-    def __init__(self, region: str = "us-east-1") -> None:
+    def __init__(self, region: str = "us-east-1", port: int = 0) -> None:
         self.region = region
+        self.port = port
         self._server: ThreadedMotoServer | None = None
         self._endpoint_url: str | None = None
         # Loading a service model costs ~0.1 s per session: `client()` reuses one session's
@@ -54,12 +55,12 @@ class FakeAws:
     # --- lifecycle ------------------------------------------------------------------------
 
     def start(self) -> FakeAws:
-        """Start the server; port 0 lets the OS pick a free port, read back after binding."""
+        """Start the server; port 0 (the default) lets the OS pick a free one, read back after."""
         if self._server is not None:
             return self
         # werkzeug logs every request to stderr; tests make hundreds.
         logging.getLogger("werkzeug").setLevel(logging.ERROR)
-        server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+        server = ThreadedMotoServer(ip_address="127.0.0.1", port=self.port, verbose=False)
         server.start()
         host, port = server.get_host_and_port()
         self._server = server

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import functools
+import signal
 import sys
+import threading
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from enum import StrEnum
@@ -190,6 +192,87 @@ def plan(
     plans = decide_all(config.node_groups, snapshot.pods, snapshot.nodes, asgs,
                        group_states(config, snapshot, lease_namespace), moment, dry_mode)
     print_plans(moment, plans, output)
+
+
+def wait_for_stop_signal() -> threading.Event:
+    """An event set by SIGTERM or SIGINT, so loops stop cleanly between ticks."""
+    stop = threading.Event()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(signum, lambda *_: stop.set())
+    return stop
+
+
+@app.command()
+@reports_input_errors
+def run(
+    nodegroups: Annotated[Path, typer.Option(help="Escalator node-group file.")],
+    kubeconfig: Annotated[Path | None, typer.Option(
+        help="kubeconfig file (default: in-cluster config, else ~/.kube/config).")] = None,
+    dry_run: Annotated[bool, typer.Option(
+        "--dry-run", help="Decide and report; change nothing.")] = False,
+    once: Annotated[bool, typer.Option("--once", help="One tick, then exit.")] = False,
+    interval: Annotated[str, typer.Option(help="Time between ticks (Go duration).")] = "60s",
+    lease_namespace: Annotated[str, typer.Option(
+        help="Namespace of the elevator-<group> Leases.")] = DEFAULT_LEASE_NAMESPACE,
+    output: Annotated[OutputFormat, typer.Option(help="table or json.")] = OutputFormat.table,
+) -> None:
+    """Run the autoscale flow against a cluster, as Prefect flow runs (ephemeral server by default).
+
+    AWS endpoint and region come from boto3's usual settings (AWS_ENDPOINT_URL,
+    AWS_DEFAULT_REGION), so the same command drives moto.
+    """
+    from tasks.config import parse_go_duration
+
+    load_node_groups(nodegroups)  # bad input fails here, before any flow run
+    try:
+        period = parse_go_duration(interval)
+    except ValueError:
+        raise InputError([f"--interval: {interval!r} is not a Go duration (like 60s)"]) from None
+    if period <= 0:
+        raise InputError([f"--interval: {interval!r} must be positive"])
+    from flows.autoscale import autoscale
+
+    stop = wait_for_stop_signal()
+    while not stop.is_set():
+        results = autoscale(nodegroups=str(nodegroups), dry_run=dry_run,
+                            lease_namespace=lease_namespace,
+                            kubeconfig=str(kubeconfig) if kubeconfig else None)
+        if output is OutputFormat.json:
+            sys.stdout.buffer.write(orjson.dumps(results) + b"\n")
+            sys.stdout.flush()
+        else:
+            for result in results:
+                console.print(f"{result['name']}: {result['status']} (delta "
+                              f"{result['delta']:+d}) {result['reason']}", highlight=False,
+                              soft_wrap=True)
+        if once:
+            break
+        stop.wait(period)
+
+
+@app.command("fake-cluster")
+def fake_cluster(
+    kube_port: Annotated[int, typer.Option(help="Port of the fake Kubernetes API (0: any).")] = 0,
+    aws_port: Annotated[int, typer.Option(help="Port of the moto server (0: any).")] = 0,
+    kubeconfig_out: Annotated[Path, typer.Option(
+        help="Where to write the kubeconfig.")] = Path("fake-kubeconfig.yaml"),
+) -> None:
+    """Start the fake Kubernetes API and moto on 127.0.0.1 until Ctrl-C or SIGTERM."""
+    from fakes.aws import FakeAws
+    from fakes.kube_api import FakeKubeApi
+
+    stop = wait_for_stop_signal()
+    with FakeKubeApi(port=kube_port) as kube, FakeAws(port=aws_port) as aws:
+        path = kube.write_kubeconfig(kubeconfig_out)
+        console.print(f"Kubernetes API: {kube.url}", highlight=False)
+        console.print(f"moto (AWS):     {aws.endpoint_url}", highlight=False)
+        console.print(f"kubeconfig:     {path}", highlight=False)
+        console.print("export " + " ".join(f"{key}={value}" for key, value in aws.env().items()),
+                      highlight=False, soft_wrap=True)
+        console.print(f"export KUBECONFIG={path}", highlight=False)
+        sys.stdout.flush()
+        stop.wait()
+    console.print("stopped", highlight=False)
 
 
 def main() -> None:

@@ -10,7 +10,7 @@ import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import msgspec
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
@@ -29,11 +29,21 @@ from tasks.resources import (
     node_record,
     pod_record,
 )
+from tasks.retry import step
+
+if TYPE_CHECKING:
+    from tasks.cloud import AsgClient
+    from tasks.kube import KubeClient
+
+
+class _ListMetadata(msgspec.Struct, gc=False):
+    continue_: str = msgspec.field(default="", name="continue")
 
 
 class _RawItems(msgspec.Struct, gc=False):
     kind: str = ""
     items: list[msgspec.Raw] | None = None
+    metadata: _ListMetadata = msgspec.field(default_factory=_ListMetadata)
 
 
 _ITEMS_DECODER = msgspec.json.Decoder(_RawItems)
@@ -126,6 +136,13 @@ def decode_list_document(data: bytes | memoryview, source: str,
                          snapshot: ClusterSnapshot | None = None) -> ClusterSnapshot:
     """A `kind: List` (or `PodList`, `NodeList`, ...) document into a snapshot."""
     snapshot = snapshot if snapshot is not None else ClusterSnapshot()
+    decode_page(data, source, snapshot)
+    return snapshot
+
+
+def decode_page(data: bytes | memoryview, source: str, snapshot: ClusterSnapshot,
+                first_index: int = 0) -> tuple[str, int]:
+    """One list answer into `snapshot`; returns its `continue` token and its item count."""
     try:
         document = _ITEMS_DECODER.decode(data)
     except msgspec.DecodeError as error:
@@ -135,8 +152,8 @@ def decode_list_document(data: bytes | memoryview, source: str,
         raise InputError([join_location(
             source, "kind", f"expected a Kubernetes List (kubectl get ... -o json), got {shown}")])
     default_kind = document.kind[:-4] if document.kind != "List" else ""
-    decode_items(snapshot, document.items, source, default_kind)
-    return snapshot
+    decode_items(snapshot, document.items, source, default_kind, first_index)
+    return document.metadata.continue_, len(document.items)
 
 
 def load_cluster_files(paths: Sequence[str | Path]) -> ClusterSnapshot:
@@ -208,3 +225,23 @@ def load_asg_file(path: str | Path) -> dict[str, AutoScalingGroup]:
     except msgspec.DecodeError as error:
         raise InputError([join_location(source, "", f"not valid JSON: {error}")]) from None
     return parse_asg_description(document, source)
+
+
+# --- the collection steps of a live tick ----------------------------------------------------
+
+
+@step
+def collect_pods(kube: KubeClient) -> list[PodRecord]:
+    """Every active pod, listed once per tick for all groups."""
+    return kube.list_pods()
+
+
+@step
+def collect_nodes(kube: KubeClient) -> list[NodeRecord]:
+    return kube.list_nodes()
+
+
+@step
+def describe_node_groups(cloud: AsgClient, names: Sequence[str]) -> dict[str, AutoScalingGroup]:
+    """One paged DescribeAutoScalingGroups for all configured ASGs (Escalator's Refresh)."""
+    return cloud.describe(list(names))

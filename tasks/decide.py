@@ -16,21 +16,23 @@ from datetime import UTC, datetime
 from tasks.config import NodeGroupConfig, effective_min_max
 from tasks.filter_nodes import (
     ESCALATOR_TAINT_KEY,
+    GroupMembers,
     NodeClasses,
-    classify_nodes,
+    filter_group,
+    is_unhealthy,
     nodes_by_group,
     pods_by_group,
 )
 from tasks.lock import GroupState
 from tasks.resources import AutoScalingGroup, NodeRecord, PodRecord
+from tasks.retry import step
 from tasks.utilization import (
     SCALE_FROM_ZERO,
     PercentCalculationError,
     Resources,
     Utilization,
     calc_percent_usage,
-    compute_utilization,
-    pods_by_node,
+    group_utilization,
 )
 
 
@@ -135,12 +137,6 @@ def calc_scale_up_delta(
     if delta < 0:
         raise NegativeScaleUpDelta("negative scale up delta")
     return delta
-
-
-def is_unhealthy(node: NodeRecord, grace_seconds: float, now: float) -> bool:
-    """Escalator §5.11: not cordoned, at least `grace` old, and Ready absent or not True."""
-    return (not node.unschedulable and node.created_unix_seconds + grace_seconds <= now
-            and not node.ready)
 
 
 def is_group_healthy(nodes: Sequence[NodeRecord], group: NodeGroupConfig, now: float) -> bool:
@@ -324,21 +320,23 @@ class _Tick:
             self.add_taint(node)
 
 
-def decide(
+def decide_plan(
     group: NodeGroupConfig,
-    pods: Sequence[PodRecord],
-    nodes: Sequence[NodeRecord],
+    members: GroupMembers,
+    usage: Utilization,
     asg: AutoScalingGroup,
     state: GroupState,
     now: float,
-    dry_mode: bool = False,
 ) -> ScalePlan:
-    """One Escalator tick for one group, as a plan. `pods` and `nodes` are the group's own."""
-    dry = dry_mode or group.dry_mode
+    """Escalator's steps 2 and 5 to 23 for one group, on its classified members and usage."""
+    pods, nodes, classes = members.pods, members.nodes, members.classes
+    dry = members.dry_mode
     min_nodes, max_nodes = effective_min_max(group, asg.min_size, asg.max_size)
     tick = _Tick(group=group, pods=pods, nodes=nodes, asg=asg, state=state, now=now,
                  dry_mode=dry, min_nodes=min_nodes, max_nodes=max_nodes,
-                 asg_desired=asg.desired_capacity, tracker=list(state.dry_mode_tainted))
+                 asg_desired=asg.desired_capacity, tracker=list(members.dry_mode_tainted),
+                 classes=classes, pods_on_node=usage.pods_on_node,
+                 taint=list(members.unhealthy_to_taint))
 
     # 2. Cache a node's allocatable for scaling up from zero (kept in the Lease, not in memory).
     if nodes:
@@ -346,18 +344,8 @@ def decide(
         tick.state = replace(tick.state, node_capacity=Resources(
             first.cpu_allocatable_milli, first.memory_allocatable_bytes))
 
-    # 3. Unhealthy nodes are tainted at once; non-dry classification still sees them as listed.
-    if group.unhealthy_node_feature:
-        for node in nodes:
-            if tick.unhealthy(node) and (dry or not node.has_taint(ESCALATOR_TAINT_KEY)):
-                tick.add_taint(node)
-
-    # 4. Classify.
-    tick.classes = classes = classify_nodes(nodes, dry, tick.tracker)
     counts = NodeCounts(len(nodes), len(classes.untainted), len(classes.tainted),
                         len(classes.force_tainted), len(classes.cordoned))
-    tick.pods_on_node = pods_by_node(pods, nodes)
-    usage = compute_utilization(pods, classes.untainted, tick.pods_on_node)
 
     def finish(delta: int, reason: str, error: str | None = None,
                cpu: float | None = None, mem: float | None = None) -> ScalePlan:
@@ -536,6 +524,29 @@ def decide_all(
         else:
             plans.append(missing_asg_plan(group, len(own_pods), len(members)))
             continue
-        plans.append(decide(group, own_pods, members, asg,
-                            states.get(group.name, GroupState()), now, dry_mode))
+        plans.append(plan_group(group, own_pods, members, asg,
+                                states.get(group.name, GroupState()), now, dry_mode))
     return plans
+
+
+def plan_group(
+    group: NodeGroupConfig,
+    pods: Sequence[PodRecord],
+    nodes: Sequence[NodeRecord],
+    asg: AutoScalingGroup,
+    state: GroupState,
+    now: float,
+    dry_mode: bool = False,
+) -> ScalePlan:
+    """One whole Escalator tick for one group: filter, measure, decide."""
+    members = filter_group(group, pods, nodes, state.dry_mode_tainted, now,
+                           dry_mode or group.dry_mode)
+    usage = group_utilization(pods, nodes, members.classes.untainted)
+    return decide_plan(group, members, usage, asg, state, now)
+
+
+@step
+def decide(group: NodeGroupConfig, members: GroupMembers, usage: Utilization,
+           asg: AutoScalingGroup, state: GroupState, now: float) -> ScalePlan:
+    """The tick step: the plan for one group."""
+    return decide_plan(group, members, usage, asg, state, now)

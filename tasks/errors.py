@@ -17,3 +17,11 @@ class InputError(Exception):
 def join_location(source: str, path: str, message: str) -> str:
     """``nodegroups.yaml: node_groups[1] (batch): message``, skipping empty parts."""
     return ": ".join(part for part in (source, path, message) if part)
+
+
+class LeaseConflict(Exception):
+    """Another tick wrote the group's Lease first: this tick lost the race and does nothing."""
+
+
+class NodeChanged(Exception):
+    """A node kept changing under us through every conflict retry."""

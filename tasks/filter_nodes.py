@@ -9,9 +9,14 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from tasks.config import NodeGroupConfig
 from tasks.resources import NodeRecord, PodRecord
+from tasks.retry import step
+
+if TYPE_CHECKING:
+    from tasks.lock import GroupState
 
 ESCALATOR_TAINT_KEY = "atlassian.com/escalator"
 FORCE_TAINT_KEY = "atlassian.com/escalator-force"
@@ -114,3 +119,53 @@ def classify_nodes(
         else:
             untainted.append(node)
     return NodeClasses(tuple(untainted), tuple(tainted), tuple(force_tainted), tuple(cordoned))
+
+
+def is_unhealthy(node: NodeRecord, grace_seconds: float, now: float) -> bool:
+    """Escalator §5.11: not cordoned, at least `grace` old, and Ready absent or not True."""
+    return (not node.unschedulable and node.created_unix_seconds + grace_seconds <= now
+            and not node.ready)
+
+
+@dataclass(frozen=True)
+class GroupMembers:
+    """One group's pods and nodes, its nodes classified: Escalator steps 3 and 4."""
+
+    pods: Sequence[PodRecord]
+    nodes: Sequence[NodeRecord]
+    classes: NodeClasses
+    dry_mode: bool
+    unhealthy_to_taint: tuple[str, ...] = ()
+    dry_mode_tainted: tuple[str, ...] = ()
+
+
+def filter_group(
+    group: NodeGroupConfig, pods: Sequence[PodRecord], nodes: Sequence[NodeRecord],
+    dry_mode_tainted: Sequence[str], now: float, dry_mode: bool,
+) -> GroupMembers:
+    """Classify the group's nodes, after tainting unhealthy ones (step 3) in dry mode's tracker.
+
+    Outside dry mode the classification still sees unhealthy nodes as listed, as Escalator's
+    does (its taints land on the API, not on the nodes it already listed).
+    """
+    tracker = list(dry_mode_tainted)
+    unhealthy: list[str] = []
+    if group.unhealthy_node_feature:
+        grace = group.unhealthy_node_grace_seconds
+        for node in nodes:
+            if is_unhealthy(node, grace, now) and (dry_mode or not node.has_taint(
+                    ESCALATOR_TAINT_KEY)):
+                unhealthy.append(node.name)
+                if dry_mode and node.name not in tracker:
+                    tracker.append(node.name)
+    return GroupMembers(pods=pods, nodes=nodes,
+                        classes=classify_nodes(nodes, dry_mode, tracker), dry_mode=dry_mode,
+                        unhealthy_to_taint=tuple(unhealthy), dry_mode_tainted=tuple(tracker))
+
+
+@step
+def filter_nodes(group: NodeGroupConfig, pods: Sequence[PodRecord], nodes: Sequence[NodeRecord],
+                 state: GroupState, now: float, dry_mode: bool) -> GroupMembers:
+    """The tick step: classify one group's nodes (dry mode: by the tracker in its Lease)."""
+    return filter_group(group, pods, nodes, state.dry_mode_tainted, now,
+                        dry_mode or group.dry_mode)

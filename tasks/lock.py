@@ -11,6 +11,7 @@ worker sees the same state (DESIGN §2). One `coordination.k8s.io/v1` Lease per 
 | `elevator.io/scale-locked`              | "true" while the cool-down runs                      |
 | `elevator.io/dry-mode-tainted-nodes`    | JSON list: dry mode's taint tracker                  |
 | `elevator.io/node-capacity`             | JSON {"cpu_milli", "memory_bytes"}: for scale-from-zero |
+| `elevator.io/last-tick`                 | RFC 3339 time of the tick that wrote the Lease       |
 """
 
 from __future__ import annotations
@@ -19,9 +20,13 @@ import json
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
+from tasks.retry import step
 from tasks.utilization import Resources
+
+if TYPE_CHECKING:
+    from tasks.kube import KubeClient
 
 LEASE_PREFIX = "elevator-"
 DEFAULT_LEASE_NAMESPACE = "kube-system"
@@ -32,6 +37,7 @@ LOCK_REQUESTED = "elevator.io/scale-lock-requested-nodes"
 LOCKED = "elevator.io/scale-locked"
 DRY_MODE_TAINTED = "elevator.io/dry-mode-tainted-nodes"
 NODE_CAPACITY = "elevator.io/node-capacity"
+LAST_TICK = "elevator.io/last-tick"
 
 T = TypeVar("T")
 
@@ -128,3 +134,19 @@ def state_from_annotations(annotations: Mapping[str, str], resource_version: str
         node_capacity=_read(annotations, NODE_CAPACITY, _capacity),
         resource_version=resource_version,
     )
+
+
+# --- the Lease steps of a live tick ---------------------------------------------------------
+
+
+@step
+def read_lock(kube: KubeClient, namespace: str, group_name: str) -> GroupState:
+    """The group's state as its Lease holds it (a fresh state before the first write)."""
+    return kube.read_state(namespace, lease_name(group_name))
+
+
+@step
+def write_lock(kube: KubeClient, namespace: str, group_name: str, state: GroupState,
+               now: float) -> GroupState:
+    """Write the state if nobody wrote since we read it (else LeaseConflict: we lost the race)."""
+    return kube.write_state(namespace, lease_name(group_name), state, now)

@@ -4,9 +4,14 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from tasks.resources import NodeRecord, PodRecord
+from tasks.retry import step
+
+if TYPE_CHECKING:
+    from tasks.filter_nodes import GroupMembers
 
 # Escalator's sentinel for "no untainted capacity but work to do": scale up from zero.
 SCALE_FROM_ZERO = sys.float_info.max
@@ -36,6 +41,8 @@ class Utilization:
     largest_pending_memory: Resources
     largest_available_cpu: Resources
     largest_available_memory: Resources
+    # Escalator's node_info_map: node name -> this group's pods bound to it.
+    pods_on_node: Mapping[str, Sequence[PodRecord]] = field(default_factory=dict)
 
 
 def pod_requests(pods: Iterable[PodRecord]) -> Resources:
@@ -64,7 +71,7 @@ def pods_by_node(pods: Iterable[PodRecord], nodes: Iterable[NodeRecord]) -> dict
     return by_node
 
 
-def compute_utilization(
+def measure_utilization(
     pods: Sequence[PodRecord],
     untainted: Sequence[NodeRecord],
     pods_on_node: Mapping[str, Sequence[PodRecord]],
@@ -99,7 +106,14 @@ def compute_utilization(
         largest_pending_memory=largest_pending_memory,
         largest_available_cpu=largest_available_cpu,
         largest_available_memory=largest_available_memory,
+        pods_on_node=pods_on_node,
     )
+
+
+def group_utilization(pods: Sequence[PodRecord], nodes: Sequence[NodeRecord],
+                      untainted: Sequence[NodeRecord]) -> Utilization:
+    """Escalator steps 8 and 9 for one group: node_info_map, requests, capacity."""
+    return measure_utilization(pods, untainted, pods_by_node(pods, nodes))
 
 
 def calc_percent_usage(
@@ -114,3 +128,9 @@ def calc_percent_usage(
         raise PercentCalculationError("cannot divide by zero in percent calculation")
     return (requests.cpu_milli / capacity.cpu_milli * 100,
             requests.memory_bytes / capacity.memory_bytes * 100)
+
+
+@step
+def compute_utilization(members: GroupMembers) -> Utilization:
+    """The tick step: requests over untainted capacity for one group's members."""
+    return group_utilization(members.pods, members.nodes, members.classes.untainted)

@@ -7,7 +7,7 @@ from typing import Any
 import msgspec
 import pytest
 
-from tasks.decide import ScalePlan, calc_scale_up_delta, decide, is_group_healthy
+from tasks.decide import ScalePlan, calc_scale_up_delta, is_group_healthy, plan_group
 from tasks.filter_nodes import classify_nodes, pod_matches_group, pods_by_group
 from tasks.lock import GroupState, ScaleLock
 from tasks.resources import MatchExpression, NodeSelectorTerm, Taint
@@ -24,7 +24,7 @@ NOW = 1_800_000_000.0
 
 def tick(nodes: list[Any], pods: list[Any], asg: Any = None, state: GroupState | None = None,
          now: float = NOW, dry_mode: bool = False, **group: Any) -> ScalePlan:
-    return decide(make_group(**group), pods, nodes, asg or make_asg(len(nodes)),
+    return plan_group(make_group(**group), pods, nodes, asg or make_asg(len(nodes)),
                   state or GroupState(), now, dry_mode)
 
 

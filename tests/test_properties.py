@@ -7,7 +7,7 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tasks.decide import ScalePlan, decide, taint_time
+from tasks.decide import ScalePlan, plan_group, taint_time
 from tasks.lock import GroupState, ScaleLock
 from tasks.resources import AutoScalingGroup, NodeRecord
 from tests.builders import make_group, make_node, make_pod
@@ -59,7 +59,7 @@ def clusters(draw: st.DrawFn) -> dict[str, Any]:
 
 
 def plan_for(cluster: dict[str, Any]) -> ScalePlan:
-    return decide(cluster["group"], cluster["pods"], cluster["nodes"], cluster["asg"],
+    return plan_group(cluster["group"], cluster["pods"], cluster["nodes"], cluster["asg"],
                   cluster["state"], cluster["now"])
 
 

@@ -1,0 +1,330 @@
+"""Label and field selector parsing for the fake Kubernetes API server.
+
+Kept apart from `fakes.kube_api` because the grammar is fiddly and worth testing on its
+own; the behaviour mirrors `k8s.io/apimachinery/pkg/labels` and `.../fields` closely
+enough that a selector the real API server accepts (or rejects) is accepted (or rejected)
+here too.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Collection, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+__all__ = [
+    "FieldRequirement",
+    "FieldSelector",
+    "LabelRequirement",
+    "LabelSelector",
+    "SelectorError",
+    "format_label_selector",
+    "parse_field_selector",
+    "parse_label_selector",
+]
+
+
+class SelectorError(ValueError):
+    """A selector the real API server would answer with 400 BadRequest."""
+
+
+_NAME = r"[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?"
+_DNS_SUBDOMAIN = r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*"
+_KEY_RE = re.compile(rf"^(({_DNS_SUBDOMAIN})/)?{_NAME}$")
+_VALUE_RE = re.compile(rf"^({_NAME})?$")
+
+
+def _check_key(key: str) -> None:
+    """Reject label keys the API server rejects, so tests see the same 400s."""
+    name = key.rsplit("/", 1)[-1]
+    if not _KEY_RE.match(key) or len(name) > 63 or len(key) - len(name) > 254:
+        raise SelectorError(f"invalid label key {key!r}: must be a qualified name")
+
+
+def _check_value(value: str) -> None:
+    """Reject label values the API server rejects."""
+    if len(value) > 63 or not _VALUE_RE.match(value):
+        raise SelectorError(f"invalid label value: {value!r}: must be a valid label value")
+
+
+# Label selectors ---------------------------------------------------------------------
+
+_OPERATORS = ("==", "!=", "=", "!", "(", ")", ",", ">", "<")
+_SPACE = " \t\r\n"
+
+
+def _tokenize(text: str) -> list[str]:
+    """Split a label selector into identifiers and operator tokens."""
+    tokens: list[str] = []
+    i = 0
+    n = len(text)
+    while i < n:
+        ch = text[i]
+        if ch in _SPACE:
+            i += 1
+            continue
+        for op in _OPERATORS:
+            if text.startswith(op, i):
+                tokens.append(op)
+                i += len(op)
+                break
+        else:
+            j = i
+            while j < n and text[j] not in _SPACE and text[j] not in "=!(),<>":
+                j += 1
+            tokens.append(text[i:j])
+            i = j
+    return tokens
+
+
+def _is_ident(token: str | None) -> bool:
+    return token is not None and token not in _OPERATORS
+
+
+@dataclass(frozen=True)
+class LabelRequirement:
+    """One comma-separated term of a label selector."""
+
+    key: str
+    operator: str  # "=", "!=", "in", "notin", "exists", "!", "gt", "lt"
+    values: tuple[str, ...] = ()
+
+    def matches(self, labels: Mapping[str, str]) -> bool:
+        """Evaluate the term the way `labels.Requirement.Matches` does."""
+        op = self.operator
+        if op == "exists":
+            return self.key in labels
+        if op == "!":
+            return self.key not in labels
+        value = labels.get(self.key)
+        if op in ("=", "in"):
+            return value is not None and value in self.values
+        if op in ("!=", "notin"):
+            return value is None or value not in self.values
+        if value is None:
+            return False
+        try:
+            have = int(value)
+        except ValueError:
+            return False
+        want = int(self.values[0])
+        return have > want if op == "gt" else have < want
+
+
+@dataclass(frozen=True)
+class LabelSelector:
+    """A parsed label selector: all requirements must hold (comma means AND)."""
+
+    requirements: tuple[LabelRequirement, ...] = ()
+
+    @property
+    def empty(self) -> bool:
+        """An empty selector matches everything, which lets listing skip the check."""
+        return not self.requirements
+
+    def matches(self, labels: Mapping[str, str] | None) -> bool:
+        """Whether an object carrying `labels` is selected."""
+        if not self.requirements:
+            return True
+        have: Mapping[str, str] = labels or {}
+        return all(req.matches(have) for req in self.requirements)
+
+
+def parse_label_selector(text: str) -> LabelSelector:
+    """Parse `a=b,c!=d,e in (x,y),f notin (z),g,!h,i>1` into a `LabelSelector`."""
+    tokens = _tokenize(text)
+    requirements: list[LabelRequirement] = []
+    pos = 0
+
+    def peek() -> str | None:
+        return tokens[pos] if pos < len(tokens) else None
+
+    def take() -> str | None:
+        nonlocal pos
+        token = peek()
+        pos += 1
+        return token
+
+    def fail(why: str) -> SelectorError:
+        return SelectorError(f"unable to parse requirement: {why} in {text!r}")
+
+    while pos < len(tokens):
+        token = take()
+        if token == "!":
+            key = take()
+            if not _is_ident(key):
+                raise fail("expected a key after '!'")
+            assert key is not None
+            _check_key(key)
+            requirements.append(LabelRequirement(key, "!"))
+        elif _is_ident(token):
+            assert token is not None
+            key = token
+            _check_key(key)
+            op = peek()
+            if op is None or op == ",":
+                requirements.append(LabelRequirement(key, "exists"))
+            elif op in ("=", "==", "!="):
+                take()
+                value = peek()
+                if _is_ident(value):
+                    take()
+                else:
+                    value = ""  # `a=` selects an empty value, as upstream allows
+                assert value is not None
+                _check_value(value)
+                requirements.append(LabelRequirement(key, "!=" if op == "!=" else "=", (value,)))
+            elif op in (">", "<"):
+                take()
+                value = take()
+                if not _is_ident(value):
+                    raise fail(f"expected an integer after {op!r}")
+                assert value is not None
+                try:
+                    int(value)
+                except ValueError:
+                    raise fail(f"for 'Gt', 'Lt' operators, the value must be an integer, "
+                               f"got {value!r}") from None
+                requirements.append(LabelRequirement(key, "gt" if op == ">" else "lt", (value,)))
+            elif op in ("in", "notin"):
+                take()
+                if take() != "(":
+                    raise fail(f"expected '(' after {op!r}")
+                values: list[str] = []
+                while True:
+                    item = take()
+                    if item == ")" and not values:
+                        break
+                    if not _is_ident(item):
+                        raise fail("expected a value in the set")
+                    assert item is not None
+                    _check_value(item)
+                    values.append(item)
+                    sep = take()
+                    if sep == ")":
+                        break
+                    if sep != ",":
+                        raise fail("expected ',' or ')' in the set")
+                if not values:
+                    raise fail(f"for {op!r} operator, values set can't be empty")
+                requirements.append(LabelRequirement(key, op, tuple(values)))
+            else:
+                raise fail(f"found {op!r}, expected an operator")
+        else:
+            raise fail(f"found {token!r}, expected a key")
+        sep = take()
+        if sep not in (None, ","):
+            raise fail(f"found {sep!r}, expected ','")
+        if sep == "," and peek() is None:
+            raise fail("found trailing ','")
+    return LabelSelector(tuple(requirements))
+
+
+def format_label_selector(selector: Mapping[str, Any] | None) -> str:
+    """Render a `LabelSelector` object as its string form (as `Scale.status.selector` is)."""
+    if not selector:
+        return ""
+    parts: list[str] = []
+    for key, value in sorted((selector.get("matchLabels") or {}).items()):
+        parts.append(f"{key}={value}")
+    for expr in selector.get("matchExpressions") or []:
+        key = expr.get("key", "")
+        op = expr.get("operator", "")
+        values = ",".join(sorted(expr.get("values") or []))
+        if op == "In":
+            parts.append(f"{key} in ({values})")
+        elif op == "NotIn":
+            parts.append(f"{key} notin ({values})")
+        elif op == "Exists":
+            parts.append(key)
+        elif op == "DoesNotExist":
+            parts.append(f"!{key}")
+    return ",".join(parts)
+
+
+# Field selectors ---------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class FieldRequirement:
+    """One `field=value` / `field!=value` term."""
+
+    field: str
+    negate: bool
+    value: str
+
+
+@dataclass(frozen=True)
+class FieldSelector:
+    """A parsed field selector: all terms must hold."""
+
+    requirements: tuple[FieldRequirement, ...] = ()
+
+    @property
+    def empty(self) -> bool:
+        """An empty selector matches everything."""
+        return not self.requirements
+
+    def matches(self, field_value: Callable[[str], str]) -> bool:
+        """Whether an object, seen through `field_value(field) -> str`, is selected."""
+        return all((field_value(req.field) == req.value) != req.negate
+                   for req in self.requirements)
+
+
+def _split_unescaped(text: str, sep: str) -> list[str]:
+    """Split on `sep` except where it is escaped with a backslash."""
+    parts: list[str] = []
+    current: list[str] = []
+    i = 0
+    while i < len(text):
+        ch = text[i]
+        if ch == "\\" and i + 1 < len(text):
+            current.append(text[i : i + 2])
+            i += 2
+            continue
+        if ch == sep:
+            parts.append("".join(current))
+            current = []
+        else:
+            current.append(ch)
+        i += 1
+    parts.append("".join(current))
+    return parts
+
+
+def _unescape(value: str) -> str:
+    """Undo `fields.EscapeValue` (`\\\\`, `\\,`, `\\=`); any other escape is an error."""
+    out: list[str] = []
+    i = 0
+    while i < len(value):
+        ch = value[i]
+        if ch == "\\":
+            if i + 1 >= len(value) or value[i + 1] not in "\\,=":
+                raise SelectorError(f"invalid field selector value escape in {value!r}")
+            out.append(value[i + 1])
+            i += 2
+            continue
+        if ch in ",=":
+            raise SelectorError(f"invalid field selector value: unescaped {ch!r} in {value!r}")
+        out.append(ch)
+        i += 1
+    return "".join(out)
+
+
+def parse_field_selector(text: str, supported: Collection[str]) -> FieldSelector:
+    """Parse `f1=v1,f2!=v2`; a field outside `supported` is an error, as upstream."""
+    requirements: list[FieldRequirement] = []
+    if not text.strip():
+        return FieldSelector()
+    for term in _split_unescaped(text, ","):
+        if not term:
+            continue
+        match = re.match(r"^([^=!\\]*)(!=|==|=)(.*)$", term, re.DOTALL)
+        if match is None:
+            raise SelectorError(f"invalid selector: '{text}'; can't understand '{term}'")
+        field, op, raw = match.group(1).strip(), match.group(2), match.group(3)
+        if field not in supported:
+            raise SelectorError(f"field label not supported: {field}")
+        requirements.append(FieldRequirement(field, op == "!=", _unescape(raw)))
+    return FieldSelector(tuple(requirements))

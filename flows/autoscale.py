@@ -1,0 +1,166 @@
+"""The `autoscale` flow: one Escalator tick for every node group.
+
+Reads like the algorithm: pods, nodes and ASGs are collected once, then each group (in parallel)
+reads its lock, filters its nodes, measures, decides, claims the tick in its Lease, and acts.
+"""
+
+from __future__ import annotations
+
+import contextvars
+from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime
+from typing import Any, Literal, TypeVar
+
+from prefect import flow, get_run_logger
+
+from tasks.act import ActionsDone, Adapters, taint_and_remove, untaint_or_increase
+from tasks.collect import collect_nodes, collect_pods, describe_node_groups
+from tasks.config import NodeGroupConfig, load_node_groups
+from tasks.decide import ScalePlan, decide, missing_asg_plan
+from tasks.errors import LeaseConflict
+from tasks.filter_nodes import filter_nodes, nodes_by_group, pods_by_group
+from tasks.lock import DEFAULT_LEASE_NAMESPACE, GroupState, read_lock, write_lock
+from tasks.resources import AutoScalingGroup, NodeRecord, PodRecord
+from tasks.retry import Step
+from tasks.utilization import compute_utilization
+
+R = TypeVar("R")
+Status = Literal["acted", "nothing to do", "dry run", "lost race", "failed"]
+
+
+def run_as_task(step: Step[..., R], *args: Any) -> R:
+    """Inside a flow: a recorded task run with retries."""
+    return step(*args)
+
+
+def run_plain(step: Step[..., R], *args: Any) -> R:
+    """Without Prefect (the simulator's fast mode): the same function, called directly."""
+    return step.fn(*args)
+
+
+Runner = Callable[..., Any]
+
+
+@dataclass(frozen=True)
+class GroupResult:
+    """One group's tick: the plan `elevator plan` prints, and what was actually done."""
+
+    plan: ScalePlan
+    status: Status
+    done: ActionsDone = field(default_factory=ActionsDone)
+    message: str = ""
+
+    def to_json(self) -> dict[str, object]:
+        return {**self.plan.to_json(), "status": self.status, "message": self.message,
+                "done": self.done.to_json()}
+
+
+def needs_claim(plan: ScalePlan, state: GroupState) -> bool:
+    """Write the Lease before acting whenever the tick changes anything, cluster or state."""
+    return plan.changes_anything or replace(plan.next_state, resource_version="") != replace(
+        state, resource_version="")
+
+
+def tick_group(
+    run: Runner, adapters: Adapters, group: NodeGroupConfig, pods: Sequence[PodRecord],
+    nodes: Sequence[NodeRecord], asg: AutoScalingGroup | None, now: float, dry_run: bool,
+) -> GroupResult:
+    """Escalator's scale_node_group as steps, for one group."""
+    if asg is None:
+        return GroupResult(missing_asg_plan(group, len(pods), len(nodes)), "failed",
+                           message="Auto Scaling Group not found")
+    namespace = adapters.lease_namespace
+    state = run(read_lock, adapters.kube, namespace, group.name)
+    members = run(filter_nodes, group, pods, nodes, state, now, False)
+    usage = run(compute_utilization, members)
+    plan: ScalePlan = run(decide, group, members, usage, asg, state, now)
+    if dry_run:
+        return GroupResult(plan, "dry run")
+    if not needs_claim(plan, state):
+        return GroupResult(plan, "nothing to do")
+    # Claim the tick: a concurrent tick that read the same Lease version now gets a 409.
+    claimed = replace(plan.next_state, resource_version=state.resource_version)
+    try:
+        written = run(write_lock, adapters.kube, namespace, group.name, claimed, now)
+    except LeaseConflict as conflict:
+        return GroupResult(plan, "lost race", message=str(conflict))
+    done = run(taint_and_remove, adapters, plan, asg, nodes, now)
+    try:
+        done = done.merged(run(untaint_or_increase, adapters, plan, asg))
+    except Exception:
+        if plan.cloud_increase:
+            # Escalator takes the lock only after the cloud accepted the increase.
+            released = replace(written, lock=state.lock)
+            run(write_lock, adapters.kube, namespace, group.name, released, now)
+        raise
+    return GroupResult(plan, "acted", done)
+
+
+def tick(
+    run: Runner, adapters: Adapters, groups: Sequence[NodeGroupConfig], now: float,
+    dry_run: bool = False,
+) -> list[GroupResult]:
+    """Collect once, then every group concurrently; one group's failure does not stop others."""
+    pods = run(collect_pods, adapters.kube)
+    nodes = run(collect_nodes, adapters.kube)
+    asgs: Mapping[str, AutoScalingGroup] = run(
+        describe_node_groups, adapters.cloud, [g.cloud_provider_group_name for g in groups])
+    group_pods = pods_by_group(pods, groups)
+    group_nodes = nodes_by_group(nodes, groups)
+
+    def one(group: NodeGroupConfig) -> GroupResult:
+        return tick_group(run, adapters, group, group_pods[group.name], group_nodes[group.name],
+                          asgs.get(group.cloud_provider_group_name), now, dry_run)
+
+    with ThreadPoolExecutor(max_workers=max(len(groups), 1),
+                            thread_name_prefix="node-group") as pool:
+        # Each thread gets a copy of this context, so task runs belong to the flow run.
+        futures = [pool.submit(contextvars.copy_context().run, one, group) for group in groups]
+    results = []
+    for group, future in zip(groups, futures, strict=True):
+        error = future.exception()
+        if error is None:
+            results.append(future.result())
+        else:
+            failed = missing_asg_plan(group, len(group_pods[group.name]),
+                                      len(group_nodes[group.name]))
+            results.append(GroupResult(replace(failed, error=str(error),
+                                               reason="the tick failed: see the message"),
+                                       "failed", message=f"{type(error).__name__}: {error}"))
+    return results
+
+
+def make_adapters(kubeconfig: str | None, lease_namespace: str,
+                  aws_credentials_block: str | None) -> Adapters:
+    from tasks.cloud import AsgClient
+    from tasks.kube import KubeClient
+
+    return Adapters(KubeClient.from_config(kubeconfig),
+                    AsgClient.from_environment(aws_credentials_block=aws_credentials_block),
+                    lease_namespace)
+
+
+@flow(name="autoscale", log_prints=False)
+def autoscale(
+    nodegroups: str,
+    now: datetime | None = None,
+    dry_run: bool = False,
+    lease_namespace: str = DEFAULT_LEASE_NAMESPACE,
+    kubeconfig: str | None = None,
+    aws_credentials_block: str | None = None,
+) -> list[dict[str, object]]:
+    """One Escalator tick for every node group in `nodegroups`.
+
+    `now` defaults to the current time; `dry_run` decides and reports without changing anything.
+    """
+    config = load_node_groups(nodegroups)
+    moment = (now or datetime.now(UTC)).timestamp()
+    adapters = make_adapters(kubeconfig, lease_namespace, aws_credentials_block)
+    results = tick(run_as_task, adapters, config.node_groups, moment, dry_run)
+    logger = get_run_logger()
+    for result in results:
+        logger.info("%s: %s (delta %+d): %s", result.plan.name, result.status,
+                    result.plan.delta, result.plan.reason)
+    return [result.to_json() for result in results]

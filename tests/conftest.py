@@ -1,0 +1,55 @@
+"""Shared fixtures: one Prefect server per session, fake AWS per session, fake Kubernetes per test."""
+
+from __future__ import annotations
+
+import os
+
+# Before any step is built: retries without waiting, and a quiet, local Prefect.
+os.environ.setdefault("ELEVATOR_RETRY_DELAY_SECONDS", "0")
+os.environ.setdefault("PREFECT_LOGGING_LEVEL", "WARNING")
+os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from fakes.aws import FakeAws
+from fakes.kube_api import FakeKubeApi
+
+
+@pytest.fixture(scope="session")
+def prefect_server() -> Iterator[None]:
+    """A temporary Prefect server for the whole session (it takes 8-15 s to start here)."""
+    from prefect.testing.utilities import prefect_test_harness
+
+    with prefect_test_harness(server_startup_timeout=180):
+        yield
+
+
+@pytest.fixture(scope="session")
+def fake_aws() -> Iterator[FakeAws]:
+    aws = FakeAws()
+    aws.start()
+    saved = {key: os.environ.get(key) for key in aws.env()}
+    os.environ.update(aws.env())
+    try:
+        yield aws
+    finally:
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+        aws.stop()
+
+
+@pytest.fixture
+def fake_kube(tmp_path: Path) -> Iterator[FakeKubeApi]:
+    with FakeKubeApi() as api:
+        yield api
+
+
+@pytest.fixture
+def kubeconfig(fake_kube: FakeKubeApi, tmp_path: Path) -> Path:
+    return fake_kube.write_kubeconfig(tmp_path / "kubeconfig")

@@ -1,0 +1,232 @@
+"""One live tick end to end: the real `kubernetes` client over HTTP against the fake API server,
+real boto3 against moto, real Prefect flow runs (issue "Live ticks", acceptance list)."""
+
+from __future__ import annotations
+
+import itertools
+import threading
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import botocore.exceptions
+import pytest
+import yaml
+from prefect import flow
+
+from fakes.aws import FakeAws, fail_next_calls
+from fakes.cluster import node_for_instance
+from fakes.kube_api import FakeKubeApi
+from flows.autoscale import autoscale, run_as_task, tick
+from tasks.act import Adapters
+from tasks.cloud import AsgClient
+from tasks.config import load_node_groups
+from tasks.kube import KubeClient
+from tests.builders import group_dict
+
+pytestmark = pytest.mark.usefixtures("prefect_server")
+
+T0 = 1_800_000_000.0
+MiB = 2**20
+_names = itertools.count()
+
+
+def at(seconds: float) -> datetime:
+    return datetime.fromtimestamp(seconds, UTC)
+
+
+class Cluster:
+    """One test's node group: an ASG in moto whose instances joined the fake API as Nodes."""
+
+    def __init__(self, aws: FakeAws, kube: FakeKubeApi, kubeconfig: Path, tmp_path: Path,
+                 nodes: int, min_size: int = 1, max_size: int = 10, **group: Any) -> None:
+        self.aws, self.kube, self.kubeconfig = aws, kube, kubeconfig
+        self.asg = f"asg-{next(_names)}-{tmp_path.name[-12:]}"
+        aws.create_asg(self.asg, min_size, max_size, nodes)
+        self.config = tmp_path / "nodegroups.yaml"
+        self.config.write_text(yaml.safe_dump({"node_groups": [group_dict(
+            cloud_provider_group_name=self.asg, **group)]}))
+        # Nodes join one minute apart, so "oldest" and "newest" are well defined.
+        self.node_names = []
+        for index, instance in enumerate(aws.instances(self.asg)):
+            kube.create("nodes", node_for_instance(instance, {"customer": "batch"}, 1000,
+                                                   4000 * MiB, T0 - 3600 + index * 60))
+            self.node_names.append(instance["InstanceId"])
+
+    def pod(self, name: str, cpu: str = "500m", memory: str = "100Mi", node: str | None = None,
+            ) -> None:
+        spec: dict[str, Any] = {
+            "nodeSelector": {"customer": "batch"},
+            "containers": [{"name": "c", "resources": {"requests": {"cpu": cpu,
+                                                                    "memory": memory}}}]}
+        status = {"phase": "Pending"}
+        if node:
+            spec["nodeName"] = node
+            status = {"phase": "Running",
+                      "conditions": [{"type": "PodScheduled", "status": "True"}]}
+        self.kube.create("pods", {"metadata": {"name": name, "namespace": "jobs"},
+                                  "spec": spec, "status": status}, namespace="jobs")
+
+    def taint(self, node: str, at_seconds: float) -> None:
+        self.kube.patch("nodes", node, {"spec": {"taints": [
+            {"key": "atlassian.com/escalator", "value": str(int(at_seconds)),
+             "effect": "NoSchedule"}]}})
+
+    def desired(self) -> int:
+        answer = self.aws.client("autoscaling").describe_auto_scaling_groups(
+            AutoScalingGroupNames=[self.asg])
+        return int(answer["AutoScalingGroups"][0]["DesiredCapacity"])
+
+    def taints(self, node: str) -> list[dict[str, str]]:
+        return list(self.kube.get("nodes", node)["spec"].get("taints", []))
+
+    def tick(self, now: float, **options: Any) -> dict[str, Any]:
+        (result,) = autoscale(nodegroups=str(self.config), now=at(now),
+                              kubeconfig=str(self.kubeconfig), **options)
+        return result
+
+
+@pytest.fixture
+def cluster_factory(fake_aws: FakeAws, fake_kube: FakeKubeApi, kubeconfig: Path,
+                    tmp_path: Path) -> Any:
+    def make(nodes: int, **kwargs: Any) -> Cluster:
+        return Cluster(fake_aws, fake_kube, kubeconfig, tmp_path, nodes, **kwargs)
+
+    return make
+
+
+def test_spec_worked_example_scales_two_to_eight_then_holds_the_lock(cluster_factory: Any) -> None:
+    cluster = cluster_factory(2)
+    for index in range(10):
+        cluster.pod(f"job-{index}")
+    result = cluster.tick(T0)
+    assert (result["cpu_percent"], result["delta"], result["status"]) == (250.0, 6, "acted")
+    assert cluster.desired() == 8
+    lease = cluster.kube.get("leases", "elevator-batch", "kube-system")
+    assert lease["metadata"]["annotations"]["elevator.io/scale-locked"] == "true"
+    assert lease["metadata"]["annotations"]["elevator.io/scale-lock-requested-nodes"] == "6"
+
+    writes_before = [r for r in cluster.kube.requests if r.verb not in ("get", "list")]
+    again = cluster.tick(T0 + 60)  # inside the 2m cool-down
+    assert again["locked"] and again["delta"] == 6 and again["status"] == "nothing to do"
+    assert cluster.desired() == 8
+    assert [r for r in cluster.kube.requests if r.verb not in ("get", "list")] == writes_before
+
+
+def test_rising_load_untaints_newest_first_then_raises_asg_by_the_rest(
+        cluster_factory: Any) -> None:
+    cluster = cluster_factory(4)
+    oldest, *tainted = cluster.node_names
+    for node in tainted:
+        cluster.taint(node, T0 - 30)
+    for index in range(4):
+        cluster.pod(f"job-{index}", cpu="1")
+    result = cluster.tick(T0)
+    # 4000m on one 1000m node: 400% => ceil(1 * 330 / 70) = 5: untaint 3, the cloud adds 2
+    assert result["delta"] == 5
+    assert result["done"]["untainted"] == list(reversed(tainted))
+    assert all(cluster.taints(node) == [] for node in tainted)
+    assert cluster.taints(oldest) == []
+    assert cluster.desired() == 6
+
+
+def test_falling_load_taints_oldest_then_removes_after_grace_periods(
+        cluster_factory: Any) -> None:
+    cluster = cluster_factory(4, min_nodes=1, soft_delete_grace_period="1m",
+                              hard_delete_grace_period="10m")
+    first, second, third, fourth = cluster.node_names
+    result = cluster.tick(T0)  # no pods: 0% => fast removal of 2, oldest first
+    assert result["done"]["tainted"] == [first, second]
+    assert cluster.taints(first) == [{"key": "atlassian.com/escalator",
+                                      "value": str(int(T0)), "effect": "NoSchedule"}]
+    cluster.pod("busy", cpu="1", node=second)  # 1000m of 2000m untainted: 50% => delta 0
+
+    assert cluster.tick(T0 + 30)["done"]["deleted_nodes"] == []  # within the soft grace
+    result = cluster.tick(T0 + 61)
+    assert result["done"]["deleted_nodes"] == [first]  # empty, past the soft grace
+    assert cluster.desired() == 3
+    assert first not in {n["metadata"]["name"] for n in cluster.kube.list("nodes")}
+    assert cluster.tick(T0 + 599)["done"]["deleted_nodes"] == []  # busy: waits for hard grace
+    assert cluster.tick(T0 + 601)["done"]["deleted_nodes"] == [second]
+    assert cluster.desired() == 2
+    assert {n["metadata"]["name"] for n in cluster.kube.list("nodes")} == {third, fourth}
+
+
+def test_dry_run_changes_nothing_and_reports_the_plan(cluster_factory: Any) -> None:
+    cluster = cluster_factory(2)
+    for index in range(10):
+        cluster.pod(f"job-{index}")
+    writes_before = len([r for r in cluster.kube.requests if r.verb not in ("get", "list")])
+    result = cluster.tick(T0, dry_run=True)
+    assert result["status"] == "dry run"
+    assert result["actions"]["asg_desired"] == 8 and result["done"]["asg_desired_set"] is None
+    assert cluster.desired() == 2
+    assert len([r for r in cluster.kube.requests if r.verb not in ("get", "list")]) == \
+        writes_before
+
+
+def test_two_ticks_at_once_scale_up_once(cluster_factory: Any) -> None:
+    cluster = cluster_factory(2)
+    for index in range(10):
+        cluster.pod(f"job-{index}")
+    # Hold the first Lease write back, so both ticks read the Lease before either writes.
+    cluster.kube.delay_next("create", "leases", seconds=1.0)
+    results: list[dict[str, Any]] = []
+    threads = [threading.Thread(target=lambda: results.append(cluster.tick(T0)))
+               for _ in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    # Exactly one acts; the other lost the Lease race, or (if it read late) saw the lock held.
+    statuses = sorted(result["status"] for result in results)
+    assert statuses in (["acted", "lost race"], ["acted", "nothing to do"])
+    assert cluster.desired() == 8
+
+
+@flow(name="autoscale-with-faults")
+def tick_with_adapters(config: str, adapters: Adapters, now: float) -> list[dict[str, Any]]:
+    """The same tick as `autoscale`, on adapters the test has wired faults into."""
+    groups = load_node_groups(config).node_groups
+    return [result.to_json() for result in tick(run_as_task, adapters, groups, now)]
+
+
+def test_faults_are_retried_and_the_asg_is_raised_once(cluster_factory: Any,
+                                                       fake_aws: FakeAws) -> None:
+    cluster = cluster_factory(2)
+    for index in range(10):
+        cluster.pod(f"job-{index}")
+    autoscaling, ec2 = fake_aws.client("autoscaling"), fake_aws.client("ec2")
+    cloud = AsgClient(autoscaling, ec2)
+    # Kubernetes: the first two pod lists fail with 500.
+    cluster.kube.fail_next("list", "pods", count=2, status=500)
+    # AWS: the first describe is throttled; the first SetDesiredCapacity reaches AWS but its
+    # answer is lost (a read timeout), so the retry must not raise the ASG again.
+    fail_next_calls(autoscaling, "DescribeAutoScalingGroups", count=1)
+    sent = []
+
+    def lose_first_answer(**_: Any) -> None:
+        sent.append(1)
+        if len(sent) == 1:
+            raise botocore.exceptions.ReadTimeoutError(endpoint_url=fake_aws.endpoint_url)
+
+    autoscaling.meta.events.register("after-call.auto-scaling.SetDesiredCapacity",
+                                     lose_first_answer)
+    adapters = Adapters(KubeClient.from_config(cluster.kubeconfig), cloud)
+    (result,) = tick_with_adapters(str(cluster.config), adapters, T0)
+    assert result["status"] == "acted" and result["done"]["asg_desired_set"] == 8
+    assert cluster.desired() == 8
+    assert len(sent) == 1  # the retry found desired already at 8 and sent nothing
+    failed_lists = [r for r in cluster.kube.requests if r.verb == "list"
+                    and r.resource == "pods" and r.status == 500]
+    assert len(failed_lists) == 2
+
+
+def test_conflict_on_taint_rereads_the_node_and_still_taints(cluster_factory: Any) -> None:
+    cluster = cluster_factory(3)
+    cluster.kube.fail_next("patch", "nodes", count=1, status=409)
+    result = cluster.tick(T0)  # 0% => fast removal of 2
+    assert result["done"]["tainted"] == cluster.node_names[:2]
+    assert all(cluster.taints(node) for node in cluster.node_names[:2])
+    patches = [r for r in cluster.kube.requests if r.verb == "patch" and r.resource == "nodes"]
+    assert [r.status for r in patches] == [409, 200, 200]
