@@ -4,17 +4,22 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint bench clean
+.PHONY: demo plan-example test lint bench clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 
 $(STAMP): pyproject.toml | $(BIN)/python
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[test]'
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[test]'
 	touch $(STAMP)
 
+# The bundled scenario on the embedded fake cluster, every tick a real Prefect flow run.
 demo: $(STAMP)
+	$(BIN)/elevator simulate deployments/examples/scenario.yaml --prefect --plot demo.png
+
+# What one tick would decide on a shipped snapshot, without touching anything.
+plan-example: $(STAMP)
 	$(BIN)/elevator plan --nodegroups deployments/examples/nodegroups.yaml \
 		--cluster deployments/examples/cluster.json --asg deployments/examples/asgs.json \
 		--now 2026-11-21T12:00:00Z

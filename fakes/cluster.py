@@ -1,24 +1,56 @@
-"""The simulated cluster: Nodes that join for ASG instances, on a clock the caller controls."""
+"""The simulated cluster: what kubelets, the scheduler and Job controllers would do, on a clock.
+
+Everything goes through the fake API server and moto, so the autoscaler sees exactly what a real
+cluster would show: Nodes join for ASG instances after a boot delay, pending pods are bound
+first-fit (oldest node first) to nodes they fit and tolerate, batch pods finish after their
+duration, and pods of a vanished node go back to pending.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any
+
+import msgspec
+import orjson
 
 from fakes.aws import FakeAws
 from fakes.kube_api import FakeKubeApi
+from fakes.scenario import AsgSpec, TracePod, Wave
 from fakes.snapshots import rfc3339
+from tasks.config import NodeGroupConfig
+from tasks.decide import taint_time
+from tasks.resources import (
+    OBJECT_DECODER,
+    NodeRecord,
+    PodRecord,
+    RawObject,
+    Taint,
+    Toleration,
+    node_record,
+    pod_record,
+)
+
+POD_NAMESPACE = "workload"
+
+
+def _decoded(obj: Mapping[str, Any]) -> RawObject:
+    """An API object (as the fake store holds it) through the same decoder as live lists."""
+    return OBJECT_DECODER.decode(orjson.dumps(obj))
 
 
 def node_for_instance(instance: Mapping[str, Any], labels: Mapping[str, str], cpu_milli: int,
-                      memory_bytes: int, created: float) -> dict[str, Any]:
+                      memory_bytes: int, created: float, name: str | None = None,
+                      ) -> dict[str, Any]:
     """The Node a kubelet registers for an ASG instance (providerID as the AWS cloud provider)."""
     instance_id = instance["InstanceId"]
     zone = instance.get("AvailabilityZone", "us-east-1a")
+    node_name = name or instance_id
     return {
         "apiVersion": "v1", "kind": "Node",
-        "metadata": {"name": instance_id, "creationTimestamp": rfc3339(created),
-                     "labels": {**labels, "kubernetes.io/hostname": instance_id,
+        "metadata": {"name": node_name, "creationTimestamp": rfc3339(created),
+                     "labels": {**labels, "kubernetes.io/hostname": node_name,
                                 "topology.kubernetes.io/zone": zone}},
         "spec": {"providerID": f"aws:///{zone}/{instance_id}"},
         "status": {
@@ -29,15 +61,246 @@ def node_for_instance(instance: Mapping[str, Any], labels: Mapping[str, str], cp
     }
 
 
-def join_instances(kube: FakeKubeApi, aws: FakeAws, asg_name: str, labels: Mapping[str, str],
-                   cpu_milli: int, memory_bytes: int, created: float) -> list[str]:
-    """Register a Node for every in-service instance of the ASG that has none yet."""
-    existing = {node["metadata"]["name"] for node in kube.list("nodes")}
-    joined = []
-    for instance in aws.instances(asg_name):
-        if instance["InstanceId"] in existing or instance.get("LifecycleState") != "InService":
-            continue
-        kube.create("nodes", node_for_instance(instance, labels, cpu_milli, memory_bytes,
-                                               created))
-        joined.append(instance["InstanceId"])
-    return joined
+def tolerates(tolerations: Sequence[Toleration], taint: Taint) -> bool:
+    """Kubernetes: a toleration matches key (or Exists with no key), value (Equal) and effect."""
+    for toleration in tolerations:
+        key_matches = toleration.key == taint.key or (toleration.key == ""
+                                                      and toleration.operator == "Exists")
+        value_matches = toleration.operator == "Exists" or toleration.value == taint.value
+        effect_matches = toleration.effect in ("", taint.effect)
+        if key_matches and value_matches and effect_matches:
+            return True
+    return False
+
+
+def _expression_matches(labels: Mapping[str, str], key: str, operator: str,
+                        values: Sequence[str]) -> bool:
+    present = key in labels
+    if operator == "In":
+        return present and labels[key] in values
+    if operator == "NotIn":
+        return not present or labels[key] not in values
+    if operator == "Exists":
+        return present
+    if operator == "DoesNotExist":
+        return not present
+    if operator in ("Gt", "Lt") and present and values:
+        try:
+            node_value, bound = int(labels[key]), int(values[0])
+        except ValueError:
+            return False
+        return node_value > bound if operator == "Gt" else node_value < bound
+    return False
+
+
+def fits_constraints(pod: PodRecord, node: NodeRecord) -> bool:
+    """nodeSelector, required node affinity (terms OR-ed, expressions AND-ed), taints."""
+    if any(node.labels.get(key) != value for key, value in pod.node_selector.items()):
+        return False
+    if pod.required_node_terms and not any(
+            all(_expression_matches(node.labels, e.key, e.operator, e.values)
+                for e in term.matchExpressions)
+            for term in pod.required_node_terms):
+        return False
+    return all(taint.effect == "PreferNoSchedule" or tolerates(pod.tolerations, taint)
+               for taint in node.taints)
+
+
+@dataclass
+class PodLife:
+    """One simulated pod's timeline."""
+
+    namespace: str
+    name: str
+    arrival: float
+    duration: float | None
+    pending_since: float
+    pending_seconds: float = 0.0
+    bound_at: float | None = None
+    node: str | None = None
+    completed_at: float | None = None
+    marked_unschedulable: bool = False
+
+
+@dataclass
+class Termination:
+    """A node that went away, and whether that broke a rule (group pods before hard grace)."""
+
+    at: float
+    node: str
+    group_pods: int
+    taint_age_seconds: float | None
+    premature: bool
+
+
+@dataclass
+class SimulatedCluster:
+    kube: FakeKubeApi
+    aws: FakeAws
+    asgs: Sequence[AsgSpec]
+    groups: Sequence[NodeGroupConfig]
+    pods: dict[tuple[str, str], PodLife] = field(default_factory=dict)
+    first_seen: dict[str, float] = field(default_factory=dict)
+    node_of_instance: dict[str, str] = field(default_factory=dict)
+    node_asg: dict[str, AsgSpec] = field(default_factory=dict)
+    last_nodes: dict[str, NodeRecord] = field(default_factory=dict)
+    terminations: list[Termination] = field(default_factory=list)
+    evictions: int = 0
+    _sequence: dict[str, int] = field(default_factory=dict)
+
+    # --- nodes ------------------------------------------------------------------------------
+
+    def create_asgs(self, now: float) -> None:
+        """The ASGs and, already joined, the nodes of their initial instances."""
+        for asg in self.asgs:
+            self.aws.create_asg(asg.name, asg.min, asg.max, asg.desired,
+                                availability_zones=(asg.availability_zone,))
+            for instance in sorted(self.aws.instances(asg.name), key=lambda i: i["InstanceId"]):
+                self.first_seen[instance["InstanceId"]] = now - asg.boot_delay
+        self.reconcile_instances(now)
+
+    def _next_node_name(self, asg: AsgSpec) -> str:
+        # Deterministic names (moto's instance ids are random): `<asg>-<n>` in join order.
+        number = self._sequence.get(asg.name, 0) + 1
+        self._sequence[asg.name] = number
+        return f"{asg.name}-{number:03d}"
+
+    def reconcile_instances(self, now: float) -> None:
+        """Join Nodes for instances past their boot delay; drop Nodes of vanished instances."""
+        live: set[str] = set()
+        for asg in self.asgs:
+            instances = sorted(self.aws.instances(asg.name), key=lambda i: i["InstanceId"])
+            for instance in instances:
+                instance_id = instance["InstanceId"]
+                if instance.get("LifecycleState", "InService") != "InService":
+                    continue
+                live.add(instance_id)
+                seen = self.first_seen.setdefault(instance_id, now)
+                if instance_id not in self.node_of_instance and now >= seen + asg.boot_delay:
+                    name = self._next_node_name(asg)
+                    cpu, memory = asg.allocatable
+                    self.kube.create("nodes", node_for_instance(
+                        instance, asg.node_labels, cpu, memory, now, name))
+                    self.node_of_instance[instance_id] = name
+                    self.node_asg[name] = asg
+        for instance_id, name in list(self.node_of_instance.items()):
+            if instance_id not in live:
+                del self.node_of_instance[instance_id]
+                try:
+                    self.kube.delete("nodes", name)
+                except KeyError:
+                    pass  # the autoscaler deleted the Node object itself
+
+    def nodes(self) -> list[NodeRecord]:
+        return [node_record(_decoded(raw)) for raw in self.kube.list("nodes")]
+
+    # --- pods -------------------------------------------------------------------------------
+
+    def arrive(self, name: str, arrival: Wave | TracePod, node_selector: Mapping[str, str],
+               now: float) -> None:
+        tolerations = [t.model_dump() for t in arrival.tolerations] \
+            if isinstance(arrival, Wave) else []
+        duration = arrival.duration if isinstance(arrival, Wave) else arrival.duration_s
+        self.kube.create("pods", {
+            "metadata": {"name": name, "namespace": POD_NAMESPACE,
+                         "creationTimestamp": rfc3339(now),
+                         "labels": {"app": name.rsplit("-", 1)[0]}},
+            "spec": {"nodeSelector": dict(node_selector), "tolerations": tolerations,
+                     "containers": [{"name": "main", "image": "busybox", "resources": {
+                         "requests": {"cpu": arrival.cpu, "memory": arrival.memory}}}]},
+            "status": {"phase": "Pending"},
+        }, namespace=POD_NAMESPACE)
+        self.pods[(POD_NAMESPACE, name)] = PodLife(POD_NAMESPACE, name, now, duration, now)
+
+    def complete(self, now: float) -> None:
+        """Batch pods whose duration has passed succeed; their Job removes them."""
+        for life in self.pods.values():
+            if (life.completed_at is None and life.bound_at is not None
+                    and life.duration is not None and life.bound_at + life.duration <= now):
+                life.completed_at = now
+                self.kube.delete("pods", life.name, life.namespace)
+
+    def schedule(self, now: float) -> None:
+        """Bind pending pods first-fit, oldest node first; evict pods of vanished nodes."""
+        nodes = sorted(self.nodes(), key=lambda n: (n.created_unix_seconds, n.name))
+        self._record_terminations(nodes, now)
+        by_name = {node.name: node for node in nodes}
+        free = {node.name: [node.cpu_allocatable_milli, node.memory_allocatable_bytes]
+                for node in nodes}
+        pending: list[tuple[PodLife, PodRecord]] = []
+        for raw in self.kube.list("pods"):
+            pod = pod_record(_decoded(raw))
+            life = self.pods.get((pod.namespace, pod.name))
+            if pod.node_name and pod.node_name not in by_name and life is not None:
+                self._evict(life, now)
+                pod = msgspec.structs.replace(pod, node_name="")
+            if pod.node_name:
+                room = free[pod.node_name]
+                room[0] -= pod.cpu_request_milli
+                room[1] -= pod.memory_request_bytes
+            elif pod.phase == "Pending" and life is not None:
+                pending.append((life, pod))
+        pending.sort(key=lambda item: (item[0].arrival, item[0].name))
+        ready = [node for node in nodes if node.ready and not node.unschedulable]
+        for life, pod in pending:
+            target = next((node for node in ready if fits_constraints(pod, node)
+                           and free[node.name][0] >= pod.cpu_request_milli
+                           and free[node.name][1] >= pod.memory_request_bytes), None)
+            if target is None:
+                if not life.marked_unschedulable:
+                    self._set_pod_status(life, "Pending", scheduled=False)
+                    life.marked_unschedulable = True
+                continue
+            free[target.name][0] -= pod.cpu_request_milli
+            free[target.name][1] -= pod.memory_request_bytes
+            self.kube.patch("pods", life.name, {"spec": {"nodeName": target.name}},
+                            life.namespace)
+            self._set_pod_status(life, "Running", scheduled=True)
+            life.pending_seconds += now - life.pending_since
+            life.bound_at, life.node = now, target.name
+        self.last_nodes = by_name
+
+    def _set_pod_status(self, life: PodLife, phase: str, scheduled: bool) -> None:
+        condition: dict[str, str] = {"type": "PodScheduled",
+                                     "status": "True" if scheduled else "False"}
+        if not scheduled:
+            condition["reason"] = "Unschedulable"
+        self.kube.patch("pods", life.name, {"status": {"phase": phase,
+                                                       "conditions": [condition]}},
+                        life.namespace)
+
+    def _evict(self, life: PodLife, now: float) -> None:
+        """Its node is gone: the pod is re-created pending (as a Job controller would)."""
+        self.kube.patch("pods", life.name, {"spec": {"nodeName": None}}, life.namespace)
+        self._set_pod_status(life, "Pending", scheduled=False)
+        life.bound_at, life.node, life.pending_since = None, None, now
+        life.marked_unschedulable = True
+        self.evictions += 1
+
+    def _record_terminations(self, nodes: Sequence[NodeRecord], now: float) -> None:
+        present = {node.name for node in nodes}
+        for name, node in self.last_nodes.items():
+            if name in present:
+                continue
+            running = [life for life in self.pods.values()
+                       if life.node == name and life.completed_at is None]
+            tainted_at = taint_time(node)
+            age = None if tainted_at is None else now - tainted_at
+            hard = self._hard_grace(node)
+            premature = bool(running) and (age is None or age <= hard)
+            self.terminations.append(Termination(now, name, len(running), age, premature))
+
+    def _hard_grace(self, node: NodeRecord) -> float:
+        for group in self.groups:
+            if node.labels.get(group.label_key) == group.label_value:
+                return group.hard_delete_grace_seconds
+        return 0.0
+
+    def advance(self, now: float) -> None:
+        """One step of the world: nodes join or leave, pods finish, pending pods are bound."""
+        self.reconcile_instances(now)
+        self.complete(now)
+        self.schedule(now)
+
+    def pod_records(self) -> list[PodRecord]:
+        return [pod_record(_decoded(raw)) for raw in self.kube.list("pods")]

@@ -972,6 +972,7 @@ _FAULT_MESSAGES = {
     504: "the server was unable to return a response in the time allotted",
 }
 _TRUE = frozenset({"1", "t", "T", "true", "True", "TRUE"})
+_VERBS = frozenset({"get", "list", "watch", "create", "update", "patch", "delete", "*"})
 
 
 @dataclass
@@ -1144,13 +1145,28 @@ class FakeKubeApi:
         `verb` and `resource` may be "*"; `resource` names a subresource as
         `pods/eviction`.  Only HTTP requests are affected, never in-process calls.
         """
+        self._check_fault_target(verb, resource)
+        if status < 400:
+            raise ValueError(f"an injected failure needs an error status, not {status}")
         with self._lock:
             self._faults.append(_Fault(verb, resource, count, status=status, name=name))
 
     def delay_next(self, verb: str, resource: str, seconds: float, count: int = 1) -> None:
         """Hold the next `count` matching HTTP requests for `seconds` before serving them."""
+        self._check_fault_target(verb, resource)
         with self._lock:
             self._faults.append(_Fault(verb, resource, count, delay=seconds))
+
+    @staticmethod
+    def _check_fault_target(verb: str, resource: str) -> None:
+        """Catch typos ("pod", "evict") that would otherwise silently never match."""
+        if verb not in _VERBS:
+            raise ValueError(f"unknown verb {verb!r}; expected one of {sorted(_VERBS)}")
+        plural, _, sub = resource.partition("/")
+        if resource != "*" and (plural not in RESOURCES
+                                or (sub and sub not in RESOURCES[plural].subresources)):
+            raise ValueError(f"unknown resource {resource!r}; served: {sorted(RESOURCES)} "
+                             "and their subresources, e.g. pods/eviction, deployments/scale")
 
     def set_eviction_blocked(self, namespace: str, name: str, blocked: bool) -> None:
         """Make evictions of one pod answer 429, as a PodDisruptionBudget would."""

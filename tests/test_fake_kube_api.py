@@ -710,6 +710,9 @@ def test_fail_next_429_by_name_and_wildcards(api: FakeKubeApi, core: client.Core
     with pytest.raises(ApiException) as err:
         core.create_namespaced_pod_eviction("a", ns, {"metadata": {"name": "a"}})
     assert err.value.status == 503
+    for verb, resource in (("list", "pod"), ("evict", "pods"), ("create", "pods/evict")):
+        with pytest.raises(ValueError):  # a typo must not silently never match
+            api.fail_next(verb, resource)
     patches = [r for r in api.requests if r.verb == "patch" and r.namespace == ns]
     assert [(r.name, r.status) for r in patches] == [("a", 200), ("b", 429), ("b", 200)]
     assert api.requests[-1].full_resource == "pods/eviction"
@@ -750,6 +753,7 @@ def test_watch_resumes_from_a_resource_version(api: FakeKubeApi, core: client.Co
 
 def test_watch_streams_live_events(api: FakeKubeApi, core: client.CoreV1Api, ns: str) -> None:
     api.create("pods", pod("existing", ns, labels={"watched": "yes"}))
+    assert api.wait_for_watchers("pods", 0)  # earlier tests' watches are gone
 
     def writer() -> None:
         assert api.wait_for_watchers("pods", 1)

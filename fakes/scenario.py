@@ -1,0 +1,230 @@
+"""Scenario files for the simulator: the node groups, their ASGs, the clock, and the workload.
+
+Validated at the edge like configs: every problem names the file, the key path and the rule.
+"""
+
+from __future__ import annotations
+
+import csv
+from pathlib import Path
+from typing import Annotated, Any
+
+import yaml
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
+
+from tasks.config import LoadedConfig, load_node_groups, parse_go_duration, parse_node_groups
+from tasks.errors import InputError, join_location
+from tasks.resources import cpu_milli, memory_bytes
+
+# vCPU and memory (GiB) of the instance types a scenario may name.
+INSTANCE_TYPES: dict[str, tuple[int, int]] = {
+    "t3.medium": (2, 4), "t3.large": (2, 8), "t3.xlarge": (4, 16),
+    "m5.large": (2, 8), "m5.xlarge": (4, 16), "m5.2xlarge": (8, 32), "m5.4xlarge": (16, 64),
+    "c5.large": (2, 4), "c5.xlarge": (4, 8), "c5.2xlarge": (8, 16), "c5.4xlarge": (16, 32),
+    "r5.large": (2, 16), "r5.xlarge": (4, 32), "r5.2xlarge": (8, 64),
+}
+# What the kubelet and system daemons keep for themselves (allocatable = capacity - reserve).
+RESERVED_CPU_MILLI = 100
+RESERVED_MEMORY_BYTES = 512 * 2**20
+
+
+def _seconds(value: Any) -> Any:
+    """Durations as Go strings (`90s`, `1h`) or plain seconds."""
+    if isinstance(value, str):
+        return parse_go_duration(value)
+    return value
+
+
+Seconds = Annotated[float, BeforeValidator(_seconds), Field(ge=0)]
+
+
+def _quantity_check(value: Any, parse: Any) -> Any:
+    text = str(value)
+    parse(text)  # raises ValueError: malformed quantity
+    return text
+
+
+CpuQuantity = Annotated[str, BeforeValidator(lambda v: _quantity_check(v, cpu_milli))]
+MemoryQuantity = Annotated[str, BeforeValidator(lambda v: _quantity_check(v, memory_bytes))]
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class AsgSpec(_Strict):
+    """A simulated Auto Scaling Group and the Nodes its instances become."""
+
+    name: str = Field(min_length=1)
+    min: int = Field(ge=0)
+    max: int = Field(ge=0)
+    desired: int = Field(ge=0)
+    instance_type: str = "m5.large"
+    node_labels: dict[str, str] = {}
+    boot_delay: Seconds = 60.0
+    availability_zone: str = "us-east-1a"
+
+    @field_validator("instance_type")
+    @classmethod
+    def known_instance_type(cls, value: str) -> str:
+        if value not in INSTANCE_TYPES:
+            raise ValueError(f"unknown instance type {value!r}; known: "
+                             f"{', '.join(sorted(INSTANCE_TYPES))}")
+        return value
+
+    @model_validator(mode="after")
+    def desired_within_bounds(self) -> AsgSpec:
+        if not self.min <= self.desired <= self.max:
+            raise ValueError(f"desired {self.desired} must be within min {self.min} and "
+                             f"max {self.max}")
+        return self
+
+    @property
+    def allocatable(self) -> tuple[int, int]:
+        """(milli-CPU, bytes) a node of this group offers to pods."""
+        vcpu, gib = INSTANCE_TYPES[self.instance_type]
+        return vcpu * 1000 - RESERVED_CPU_MILLI, gib * 2**30 - RESERVED_MEMORY_BYTES
+
+
+class Toleration(_Strict):
+    key: str = ""
+    operator: str = "Equal"
+    value: str = ""
+    effect: str = ""
+
+
+class Wave(_Strict):
+    """`count` pods arriving at `at`; without `duration` they run until the end (a service)."""
+
+    at: Seconds
+    count: int = Field(ge=1)
+    cpu: CpuQuantity
+    memory: MemoryQuantity
+    duration: Seconds | None = None
+    node_selector: dict[str, str] = {}
+    tolerations: list[Toleration] = []
+    name: str = ""
+
+
+class TracePod(_Strict):
+    arrival_s: float = Field(ge=0)
+    cpu: CpuQuantity
+    memory: MemoryQuantity
+    duration_s: float | None = Field(default=None, ge=0)
+    node_group: str
+
+
+class Scenario(_Strict):
+    """A whole simulation; `nodegroups` is a path (relative to the scenario) or inline."""
+
+    nodegroups: str | dict[str, Any]
+    asgs: list[AsgSpec] = Field(min_length=1)
+    tick_interval: Seconds = 60.0
+    step: Seconds = 10.0
+    duration: Seconds
+    start: float = 1_800_000_000.0
+    seed: int = 1
+    workload: list[Wave] = []
+    trace: str | None = None
+
+    @field_validator("tick_interval", "step")
+    @classmethod
+    def positive(cls, value: float) -> float:
+        if value <= 0:
+            raise ValueError("must be positive")
+        return value
+
+
+class LoadedScenario:
+    """A validated scenario with its node-group config and every pod arrival expanded."""
+
+    def __init__(self, scenario: Scenario, config: LoadedConfig, source: str,
+                 pods: list[TracePod | Wave]) -> None:
+        self.scenario = scenario
+        self.config = config
+        self.source = source
+        self.arrivals = pods
+
+    @property
+    def asgs(self) -> list[AsgSpec]:
+        return self.scenario.asgs
+
+
+def _problems(error: ValidationError, source: str, prefix: str = "") -> list[str]:
+    problems = []
+    for detail in error.errors():
+        path = prefix + "".join(f"[{p}]" if isinstance(p, int) else f".{p}"
+                                for p in detail["loc"]).lstrip(".")
+        message = detail["msg"].removeprefix("Value error, ")
+        problems.append(join_location(source, path, message))
+    return problems
+
+
+def _read_trace(path: Path, source: str, config: LoadedConfig) -> list[TracePod]:
+    groups = {group.name for group in config.node_groups}
+    pods, problems = [], []
+    try:
+        with path.open(newline="") as handle:
+            for line, row in enumerate(csv.DictReader(handle), start=2):
+                where = f"{path}: line {line}"
+                try:
+                    pod = TracePod.model_validate({k: v for k, v in row.items()
+                                                   if v not in ("", None)})
+                except ValidationError as error:
+                    problems += _problems(error, where)
+                    continue
+                if pod.node_group not in groups:
+                    problems.append(f"{where}: node_group {pod.node_group!r} is not in the "
+                                    "node-group config")
+                pods.append(pod)
+    except OSError as error:
+        raise InputError([join_location(source, "trace", f"cannot read {path}: "
+                                                         f"{error.strerror}")]) from None
+    if problems:
+        raise InputError(problems)
+    return pods
+
+
+def load_scenario(path: str | Path) -> LoadedScenario:
+    """Read and validate a scenario file (YAML), its node-group config and its trace."""
+    source = str(path)
+    try:
+        document = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
+    except OSError as error:
+        raise InputError([join_location(source, "", f"cannot read file: {error.strerror}")]) \
+            from None
+    except yaml.YAMLError as error:
+        raise InputError([join_location(source, "", f"not valid YAML: {error}")]) from None
+    if not isinstance(document, dict):
+        raise InputError([join_location(source, "", "a scenario must be a mapping")])
+    try:
+        scenario = Scenario.model_validate(document)
+    except ValidationError as error:
+        raise InputError(_problems(error, source)) from None
+    base = Path(path).parent
+    if isinstance(scenario.nodegroups, str):
+        config = load_node_groups(base / scenario.nodegroups)
+    else:
+        config = parse_node_groups(scenario.nodegroups, f"{source}: nodegroups")
+    asg_names = {asg.name for asg in scenario.asgs}
+    missing = [group.cloud_provider_group_name for group in config.node_groups
+               if group.cloud_provider_group_name not in asg_names]
+    if missing:
+        raise InputError([join_location(source, "asgs", f"no ASG named {name!r}, which the "
+                                                        "node-group config uses")
+                          for name in missing])
+    arrivals: list[TracePod | Wave] = list(scenario.workload)
+    if scenario.trace:
+        arrivals += _read_trace(base / scenario.trace, source, config)
+    if not arrivals:
+        raise InputError([join_location(source, "workload", "no workload: give waves or a "
+                                                            "trace")])
+    return LoadedScenario(scenario, config, source, arrivals)

@@ -1,0 +1,212 @@
+"""Running a scenario: the simulated world advances step by step and the real tick runs on it.
+
+The tick is `flows/autoscale.py`'s, over HTTP through the real adapters; by default its steps are
+called without Prefect for speed, and with `prefect=True` each tick is a real flow run.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import tempfile
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from fakes.aws import FakeAws
+from fakes.cluster import SimulatedCluster
+from fakes.kube_api import FakeKubeApi
+from fakes.scenario import LoadedScenario, TracePod, Wave
+from tasks.act import Adapters
+from tasks.filter_nodes import classify_nodes, pods_by_group
+
+Observer = Callable[[dict[str, Any]], None]
+
+
+@dataclass
+class SimulationResult:
+    ticks: list[dict[str, Any]] = field(default_factory=list)
+    summary: dict[str, Any] = field(default_factory=dict)
+    terminations: list[dict[str, Any]] = field(default_factory=list)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"ticks": self.ticks, "summary": self.summary}
+
+
+def _round(value: float | None) -> float | None:
+    return None if value is None else round(value, 3)
+
+
+@contextmanager
+def _aws_environment(aws: FakeAws) -> Iterator[None]:
+    """Point boto3's default chain at the fake for the duration (the Prefect flow reads it)."""
+    saved = {key: os.environ.get(key) for key in aws.env()}
+    os.environ.update(aws.env())
+    try:
+        yield
+    finally:
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+
+
+def _arrival_schedule(loaded: LoadedScenario) -> list[tuple[float, str, Wave | TracePod,
+                                                            dict[str, str]]]:
+    """Every pod arrival (offset seconds, name, spec, node selector), in time order."""
+    groups = {group.name: group for group in loaded.config.node_groups}
+    arrivals: list[tuple[float, str, Wave | TracePod, dict[str, str]]] = []
+    for index, item in enumerate(loaded.arrivals):
+        if isinstance(item, Wave):
+            prefix = item.name or f"wave{index}"
+            arrivals += [(item.at, f"{prefix}-{number:04d}", item, dict(item.node_selector))
+                         for number in range(item.count)]
+        else:
+            group = groups[item.node_group]
+            arrivals.append((item.arrival_s, f"trace-{index:06d}", item,
+                             {group.label_key: group.label_value}))
+    arrivals.sort(key=lambda arrival: (arrival[0], arrival[1]))
+    return arrivals
+
+
+def simulate(loaded: LoadedScenario, prefect: bool = False,
+             on_tick: Observer | None = None,
+             on_step: Callable[[float], None] | None = None) -> SimulationResult:
+    """Run the scenario to its end; deterministic for a scenario (names, order and clock)."""
+    scenario = loaded.scenario
+    groups = loaded.config.node_groups
+    start = scenario.start
+    with tempfile.TemporaryDirectory(prefix="elevator-sim-") as scratch, \
+            FakeKubeApi() as kube, FakeAws() as aws, _aws_environment(aws):
+        # moto keeps its state in process-wide globals: a simulation starts from an empty cloud.
+        aws.reset()
+        cluster = SimulatedCluster(kube, aws, scenario.asgs, groups)
+        cluster.create_asgs(start)
+        kubeconfig = kube.write_kubeconfig(Path(scratch) / "kubeconfig")
+        nodegroups = Path(scratch) / "nodegroups.yaml"
+        nodegroups.write_text(yaml.safe_dump(loaded.config.document.model_dump()
+                                             if loaded.config.document else {}))
+        run_tick = _tick_runner(prefect, kubeconfig, nodegroups, aws, groups)
+
+        arrivals = _arrival_schedule(loaded)
+        result = SimulationResult()
+        node_seconds = 0.0
+        max_nodes = 0
+        scale_ups = scale_downs = 0
+        steps = math.floor(scenario.duration / scenario.step + 1e-9)
+        ticks_every = max(1, round(scenario.tick_interval / scenario.step))
+        next_arrival = 0
+        for step_index in range(steps + 1):
+            offset = step_index * scenario.step
+            now = start + offset
+            while next_arrival < len(arrivals) and arrivals[next_arrival][0] <= offset:
+                _, name, spec, selector = arrivals[next_arrival]
+                cluster.arrive(name, spec, selector, now)
+                next_arrival += 1
+            cluster.advance(now)
+            if step_index % ticks_every == 0:
+                outcomes = run_tick(now)
+                cluster.reconcile_instances(now)  # new instances start booting now
+                scale_ups += sum(1 for o in outcomes if o["done"]["asg_desired_set"] is not None
+                                 and o["actions"]["cloud_increase"] > 0)
+                scale_downs += sum(1 for o in outcomes if o["done"]["terminated_instances"])
+                record = _tick_record(offset, cluster, outcomes, aws, groups)
+                result.ticks.append(record)
+                if on_tick is not None:
+                    on_tick(record)
+            node_count = len(kube.list("nodes"))
+            max_nodes = max(max_nodes, node_count)
+            if step_index < steps:
+                node_seconds += node_count * scenario.step
+            if on_step is not None:
+                on_step(offset)
+
+        end = start + steps * scenario.step
+        pending = [life.pending_seconds + (end - life.pending_since if life.bound_at is None
+                                           and life.completed_at is None else 0.0)
+                   for life in cluster.pods.values()]
+        result.summary = {
+            "node_seconds": round(node_seconds, 3),
+            "pending_pod_seconds": round(sum(pending), 3),
+            "max_pending_seconds": round(max(pending, default=0.0), 3),
+            "pods_completed": sum(1 for life in cluster.pods.values()
+                                  if life.completed_at is not None),
+            "pods_total": len(cluster.pods),
+            "scale_ups": scale_ups,
+            "scale_downs": scale_downs,
+            "max_nodes": max_nodes,
+            "evictions": cluster.evictions,
+            "premature_terminations": sum(1 for t in cluster.terminations if t.premature),
+        }
+        result.terminations = [
+            {"t": round(t.at - start, 3), "node": t.node, "group_pods": t.group_pods,
+             "taint_age_seconds": _round(t.taint_age_seconds), "premature": t.premature}
+            for t in cluster.terminations]
+        return result
+
+
+def _tick_runner(prefect: bool, kubeconfig: Path, nodegroups: Path, aws: FakeAws,
+                 groups: Any) -> Callable[[float], list[dict[str, Any]]]:
+    """One tick at `now`: a Prefect flow run, or the same steps called directly."""
+    if prefect:
+        from flows.autoscale import autoscale
+
+        def as_flow_run(now: float) -> list[dict[str, Any]]:
+            return autoscale(nodegroups=str(nodegroups), now=datetime.fromtimestamp(now, UTC),
+                             kubeconfig=str(kubeconfig))
+
+        return as_flow_run
+
+    from flows.autoscale import run_plain, tick
+    from tasks.cloud import AsgClient
+    from tasks.kube import KubeClient
+
+    adapters = Adapters(KubeClient.from_config(kubeconfig),
+                        AsgClient(aws.client("autoscaling"), aws.client("ec2")))
+
+    def plain(now: float) -> list[dict[str, Any]]:
+        return [outcome.to_json() for outcome in tick(run_plain, adapters, groups, now)]
+
+    return plain
+
+
+def _tick_record(offset: float, cluster: SimulatedCluster, outcomes: list[dict[str, Any]],
+                 aws: FakeAws, groups: Any) -> dict[str, Any]:
+    """The per-group line of the simulation's JSON for this tick."""
+    nodes = cluster.nodes()
+    pods_of = pods_by_group(cluster.pod_records(), groups)
+    by_name = {outcome["name"]: outcome for outcome in outcomes}
+    record: dict[str, Any] = {"t": round(offset, 3), "node_groups": {}}
+    for group in groups:
+        members = [n for n in nodes if n.labels.get(group.label_key) == group.label_value]
+        classes = classify_nodes(members)
+        pods = pods_of[group.name]
+        outcome = by_name[group.name]
+        instances = aws.instances(group.cloud_provider_group_name)
+        desired = _desired(aws, group.cloud_provider_group_name)
+        record["node_groups"][group.name] = {
+            "nodes": len(members),
+            "untainted": len(classes.untainted),
+            "tainted": len(classes.tainted),
+            "asg_desired": desired,
+            "instances": len(instances),
+            "pending_pods": sum(1 for p in pods if not p.node_name),
+            "running_pods": sum(1 for p in pods if p.node_name),
+            "cpu_percent": _round(outcome["cpu_percent"]),
+            "mem_percent": _round(outcome["mem_percent"]),
+            "delta": outcome["delta"],
+            "status": outcome["status"],
+        }
+    return record
+
+
+def _desired(aws: FakeAws, asg_name: str) -> int:
+    answer = aws.client("autoscaling").describe_auto_scaling_groups(
+        AutoScalingGroupNames=[asg_name])
+    return int(answer["AutoScalingGroups"][0]["DesiredCapacity"])
