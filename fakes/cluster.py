@@ -8,6 +8,7 @@ duration, and pods of a vanished node go back to pending.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -186,10 +187,8 @@ class SimulatedCluster:
         for instance_id, name in list(self.node_of_instance.items()):
             if instance_id not in live:
                 del self.node_of_instance[instance_id]
-                try:
+                with contextlib.suppress(KeyError):  # the autoscaler deleted it itself
                     self.kube.delete("nodes", name)
-                except KeyError:
-                    pass  # the autoscaler deleted the Node object itself
 
     def nodes(self) -> list[NodeRecord]:
         return [node_record(_decoded(raw)) for raw in self.kube.list("nodes")]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 import subprocess
 import sys
@@ -65,7 +66,7 @@ def test_after_the_jobs_nodes_are_tainted_at_the_configured_rates_then_removed(
     lines = [batch(t) for t in burst["ticks"]]
     peak = max(line["nodes"] for line in lines)
     assert peak >= 14  # 40 pods of 500m, three to a 1900m node
-    for before, after in zip(lines, lines[1:], strict=False):
+    for before, after in itertools.pairwise(lines):
         newly_tainted = (before["untainted"] - after["untainted"])
         assert newly_tainted <= GROUP["fast_node_removal_rate"]
     assert lines[-1]["nodes"] == GROUP["min_nodes"] == lines[-1]["asg_desired"]
