@@ -15,6 +15,7 @@ from typing import Any, Literal, TypeVar
 
 from prefect import flow, get_run_logger
 
+from flows import engine_fix
 from tasks.act import ActionsDone, Adapters, taint_and_remove, untaint_or_increase
 from tasks.collect import collect_nodes, collect_pods, describe_node_groups
 from tasks.config import NodeGroupConfig, load_node_groups
@@ -25,6 +26,8 @@ from tasks.lock import DEFAULT_LEASE_NAMESPACE, GroupState, read_lock, write_loc
 from tasks.resources import AutoScalingGroup, NodeRecord, PodRecord
 from tasks.retry import Step
 from tasks.utilization import compute_utilization
+
+engine_fix.install()  # Prefect 3.8.8's heartbeat join costs each flow run up to 1 s
 
 R = TypeVar("R")
 Status = Literal["acted", "nothing to do", "dry run", "lost race", "failed"]

@@ -351,5 +351,15 @@ def main() -> None:
     app()
 
 
+def _register_services() -> None:
+    """Sub-commands that live in their own modules (imported lazily by each command)."""
+    from flows import load_services
+
+    load_services.register(app)
+
+
+_register_services()
+
+
 if __name__ == "__main__":
     main()

@@ -9,20 +9,22 @@ into slim records: the client's typed models cost ~30 s and 3 GB for 100,000 pod
 from __future__ import annotations
 
 import os
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, cast
+from typing import Any, ClassVar, cast
 
 import orjson
 from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
 
-from tasks.collect import ClusterSnapshot, decode_page
+from tasks.collect import ClusterSnapshot, decode_list_metadata, decode_page, gc_paused
 from tasks.errors import InputError, LeaseConflict, NodeChanged
 from tasks.filter_nodes import ESCALATOR_TAINT_KEY
 from tasks.lock import HOLDER_IDENTITY, LAST_TICK, GroupState, state_from_annotations, state_to_annotations
 from tasks.resources import OBJECT_DECODER, NodeRecord, PodRecord, node_record
+from tasks.watermark import TargetScale
 
 # Escalator §4: completed and failed pods never count.
 ACTIVE_PODS = "status.phase!=Succeeded,status.phase!=Failed"
@@ -71,20 +73,29 @@ class KubeClient:
     # --- reads ----------------------------------------------------------------------------
 
     def _paged(self, list_call: Any, source: str, **query: Any) -> ClusterSnapshot:
+        """Every page of a list; the next page is fetched while this one is decoded."""
+
+        def fetch(token: str | None) -> bytes:
+            return _body(list_call(limit=self.page_size, _continue=token,
+                                   _preload_content=False, **query))
+
         snapshot = ClusterSnapshot()
-        token: str | None = None
         count = 0
-        while True:
-            response = list_call(limit=self.page_size, _continue=token, _preload_content=False,
-                                 **query)
-            try:
-                token, items = decode_page(_body(response), source, snapshot, count)
-            except InputError as error:
-                # An object the server gave us that we cannot read: name it, do not retry.
-                raise InputError([f"API {problem}" for problem in error.problems]) from None
-            count += items
-            if not token:
-                return snapshot
+        with gc_paused(), ThreadPoolExecutor(max_workers=1,
+                                             thread_name_prefix="list-pages") as pool:
+            pending: Future[bytes] | None = pool.submit(fetch, None)
+            while pending is not None:
+                data = pending.result()
+                token = continue_token(data)
+                pending = pool.submit(fetch, token) if token else None
+                try:
+                    _, items = decode_page(data, source, snapshot, count)
+                except InputError as error:
+                    # An object the server gave us that we cannot read: name it, do not retry.
+                    raise InputError([f"API {problem}" for problem in error.problems]) \
+                        from None
+                count += items
+        return snapshot
 
     def list_pods(self) -> list[PodRecord]:
         """All active pods in all namespaces, page by page."""
@@ -208,6 +219,131 @@ class KubeClient:
             raise
         version = orjson.loads(_body(response))["metadata"]["resourceVersion"]
         return GroupState(state.lock, state.dry_mode_tainted, state.node_capacity, str(version))
+
+    # --- custom objects (the pod autoscalers' CRDs), raw JSON ----------------------------------
+
+    @property
+    def custom_objects(self) -> client.CustomObjectsApi:
+        return client.CustomObjectsApi(self.api)
+
+    @property
+    def apps(self) -> client.AppsV1Api:
+        return client.AppsV1Api(self.api)
+
+    def list_custom_objects(self, group: str, version: str, plural: str,
+                            namespace: str | None = None) -> list[dict[str, Any]]:
+        """Every object of a custom resource, in one namespace or all, page by page."""
+        items: list[dict[str, Any]] = []
+        token: str | None = None
+        while True:
+            query: dict[str, Any] = {"limit": self.page_size, "_preload_content": False}
+            if token:
+                query["_continue"] = token
+            if namespace:
+                response = self.custom_objects.list_namespaced_custom_object(
+                    group, version, namespace, plural, **query)
+            else:
+                response = self.custom_objects.list_cluster_custom_object(
+                    group, version, plural, **query)
+            page = orjson.loads(_body(response))
+            items.extend(page.get("items") or [])
+            token = (page.get("metadata") or {}).get("continue")
+            if not token:
+                return items
+
+    def read_custom_object(self, group: str, version: str, plural: str, namespace: str,
+                           name: str) -> dict[str, Any] | None:
+        """One custom object, or None when it does not exist."""
+        try:
+            response = self.custom_objects.get_namespaced_custom_object(
+                group, version, namespace, plural, name, _preload_content=False)
+        except ApiException as error:
+            if error.status == 404:
+                return None
+            raise
+        return cast(dict[str, Any], orjson.loads(_body(response)))
+
+    def replace_custom_object_status(self, group: str, version: str, plural: str,
+                                     obj: dict[str, Any], status: dict[str, Any]
+                                     ) -> dict[str, Any] | None:
+        """PUT `status` on /status at the object's resourceVersion; None if it changed (409).
+
+        A conflict means another writer got there first: the next cycle re-reads and decides
+        again, so it is not retried here.
+        """
+        metadata = obj.get("metadata") or {}
+        body = {**obj, "status": status}
+        try:
+            response = self.custom_objects.replace_namespaced_custom_object_status(
+                group, version, metadata.get("namespace", ""), plural, metadata.get("name", ""),
+                body, _preload_content=False)
+        except ApiException as error:
+            if error.status == 409:
+                return None
+            raise
+        return cast(dict[str, Any], orjson.loads(_body(response)))
+
+    # --- scale targets --------------------------------------------------------------------------
+
+    _SCALE_CALLS: ClassVar[dict[str, tuple[str, str]]] = {
+        "Deployment": ("read_namespaced_deployment_scale", "patch_namespaced_deployment_scale"),
+        "StatefulSet": ("read_namespaced_stateful_set_scale",
+                        "patch_namespaced_stateful_set_scale"),
+        "ReplicaSet": ("read_namespaced_replica_set_scale", "patch_namespaced_replica_set_scale"),
+    }
+
+    def _scale_call(self, kind: str, which: int) -> Any:
+        calls = self._SCALE_CALLS.get(kind)
+        if calls is None:
+            raise InputError([f"scaleTargetRef.kind: {kind!r} is not supported: use "
+                              f"{', '.join(self._SCALE_CALLS)}"])
+        return getattr(self.apps, calls[which])
+
+    def read_scale(self, kind: str, namespace: str, name: str) -> TargetScale | None:
+        """The target's `/scale` (autoscaling/v1 Scale), or None when it does not exist."""
+        try:
+            response = self._scale_call(kind, 0)(name, namespace, _preload_content=False)
+        except ApiException as error:
+            if error.status == 404:
+                return None
+            raise
+        scale = orjson.loads(_body(response))
+        spec, status = scale.get("spec") or {}, scale.get("status") or {}
+        return TargetScale(kind, name, namespace, int(spec.get("replicas") or 0),
+                           int(status.get("replicas") or 0), str(status.get("selector") or ""))
+
+    def patch_scale(self, kind: str, namespace: str, name: str, replicas: int) -> int:
+        """Set the target's replicas through `/scale` (an absolute value: safe to retry)."""
+        response = self._scale_call(kind, 1)(name, namespace, {"spec": {"replicas": replicas}},
+                                             _preload_content=False)
+        return int((orjson.loads(_body(response)).get("spec") or {}).get("replicas") or 0)
+
+    def list_pod_objects(self, namespace: str, label_selector: str = "") -> list[dict[str, Any]]:
+        """A namespace's pods matching a selector, as raw JSON (a scale target's pods)."""
+        items: list[dict[str, Any]] = []
+        token: str | None = None
+        while True:
+            response = self.core.list_namespaced_pod(
+                namespace, label_selector=label_selector, limit=self.page_size, _continue=token,
+                _preload_content=False)
+            page = orjson.loads(_body(response))
+            items.extend(page.get("items") or [])
+            token = (page.get("metadata") or {}).get("continue")
+            if not token:
+                return items
+
+
+def continue_token(page: bytes) -> str:
+    """The list's `continue` token, read from the metadata ahead of the items, undecoded."""
+    items_at = page.find(b'"items":')
+    head = page[:items_at] if items_at >= 0 else page
+    marker = head.find(b'"continue":"')
+    if marker < 0:
+        if items_at < 0 or b'"metadata"' in head:
+            return ""
+        return decode_list_metadata(page)  # metadata after the items: decode it properly
+    start = marker + len(b'"continue":"')
+    return head[start:head.index(b'"', start)].decode()
 
 
 def _taint_json(key: str, value: str, effect: str) -> dict[str, str]:

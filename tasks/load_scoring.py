@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
@@ -455,15 +455,3 @@ def extender_priority(score: int) -> int:
     """
     scaled = go_round(score * MAX_EXTENDER_PRIORITY / MAX_NODE_SCORE)
     return int(_clamp(scaled, MIN_EXTENDER_PRIORITY, MAX_EXTENDER_PRIORITY))
-
-
-@dataclass(frozen=True, slots=True)
-class NodeScore:
-    """One node's raw 0..100 score and its 0..10 extender priority."""
-
-    node: str
-    score: int
-    priority: int = field(init=False)
-
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "priority", extender_priority(self.score))

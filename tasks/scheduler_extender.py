@@ -515,8 +515,13 @@ class KubeWatch:
     def stop(self) -> None:
         self._stop.set()
         for response in list(self._responses.values()):
+            # Unblocks the thread's read at once (urllib3 ≥ 2.3), instead of at the watch's
+            # timeout.
             with contextlib.suppress(Exception):
-                response.shutdown() if hasattr(response, "shutdown") else response.close()
+                if hasattr(response, "shutdown"):
+                    response.shutdown()
+                else:
+                    response.close()
         for thread in self._threads:
             thread.join(timeout=5)
 

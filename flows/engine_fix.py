@@ -1,0 +1,70 @@
+"""A fix for Prefect 3.8.8's flow-run heartbeat, which costs every sync flow run up to a second.
+
+The engine's heartbeat thread sleeps in 1-second slices (`time.sleep(1)`) and is joined when the
+run ends, so a run that finishes between two slices waits for the slice to end: measured here,
+a flow run of zero tasks takes 1.08 s, of which 0.88 s is that join. The fixed loop waits on its
+stop event instead, so it ends the moment the run does. Heartbeats themselves stay on: the
+server needs them to find crashed runs and free their concurrency slots.
+
+Installed only on the exact Prefect version it was written against; any other version keeps
+Prefect's own code.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import threading
+from collections.abc import Generator
+from contextlib import contextmanager
+from typing import Any
+
+PATCHED_VERSION = "3.8.8"
+
+
+def install() -> bool:
+    """Replace `prefect.flow_engine._send_heartbeats`; True when installed."""
+    import prefect
+    import prefect.flow_engine as engine_module
+
+    if prefect.__version__ != PATCHED_VERSION:
+        return False
+    if getattr(engine_module._send_heartbeats, "__elevator_fix__", False):
+        return True
+    minimum = engine_module.MINIMUM_HEARTBEAT_INTERVAL
+
+    @contextmanager
+    def _send_heartbeats(engine: Any, join_on_exit: bool = True) -> Generator[None, None, None]:
+        # Prefect's code, except the wait: `stop_event.wait` instead of `time.sleep(1)` slices.
+        heartbeat_seconds = engine.heartbeat_seconds
+        if heartbeat_seconds is None:
+            yield
+            return
+        heartbeat_seconds = max(heartbeat_seconds, minimum)
+        resource, related = engine._build_heartbeat_event_template()
+        stop_event = threading.Event()
+
+        def heartbeat_loop() -> None:
+            while not stop_event.is_set():
+                run = engine.flow_run
+                if run and run.state and run.state.is_final():
+                    return
+                try:
+                    engine._emit_flow_run_heartbeat(resource, related)
+                except Exception:
+                    engine.logger.debug("Failed to emit heartbeat", exc_info=True)
+                stop_event.wait(heartbeat_seconds)
+
+        context = contextvars.copy_context()  # as Prefect does: the same settings and API URL
+        thread = threading.Thread(target=context.run, args=(heartbeat_loop,), daemon=True,
+                                  name="flow-run-heartbeat")
+        thread.start()
+        try:
+            yield
+        finally:
+            stop_event.set()
+            if join_on_exit:
+                thread.join(timeout=2)
+
+    _send_heartbeats.__elevator_fix__ = True  # type: ignore[attr-defined]
+    engine_module._send_heartbeats = _send_heartbeats
+    return True
