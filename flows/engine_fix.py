@@ -22,11 +22,17 @@ PATCHED_VERSION = "3.8.8"
 
 
 def install() -> bool:
-    """Replace `prefect.flow_engine._send_heartbeats`; True when installed."""
+    """Replace `prefect.flow_engine._send_heartbeats`; True when installed.
+
+    `ELEVATOR_PREFECT_ENGINE_FIX=0` keeps Prefect's own code (the benchmark's baseline uses it).
+    """
+    import os
+
     import prefect
     import prefect.flow_engine as engine_module
 
-    if prefect.__version__ != PATCHED_VERSION:
+    if prefect.__version__ != PATCHED_VERSION or os.environ.get(
+            "ELEVATOR_PREFECT_ENGINE_FIX", "1") == "0":
         return False
     if getattr(engine_module._send_heartbeats, "__elevator_fix__", False):
         return True

@@ -1,0 +1,174 @@
+"""The Prefect overhead of one tick: a real flow run with every task run recorded, minus the
+same steps called without Prefect.
+
+Two setups, each in its own process: Prefect's default (an ephemeral SQLite server, Prefect's
+own engine) and ours (a Postgres-backed server, as a real deployment runs, and the heartbeat fix
+in flows/engine_fix.py). Every task run must reach the server: the figure is only valid if the
+API lists all of them.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+RUNS = 15
+
+WORKER = r"""
+import json, os, statistics, sys, tempfile, time
+from pathlib import Path
+import yaml
+from fakes.aws import FakeAws
+from fakes.cluster import SimulatedCluster
+from fakes.kube_api import FakeKubeApi
+from fakes.scenario import load_scenario
+
+runs = int(sys.argv[1])
+loaded = load_scenario("deployments/examples/scenario.yaml")
+with FakeKubeApi() as kube, FakeAws() as aws:
+    os.environ.update(aws.env())
+    aws.reset()
+    cluster = SimulatedCluster(kube, aws, loaded.scenario.asgs, loaded.config.node_groups)
+    cluster.create_asgs(1_800_000_000)
+    scratch = Path(tempfile.mkdtemp())
+    kubeconfig = kube.write_kubeconfig(scratch / "kubeconfig")
+    nodegroups = scratch / "nodegroups.yaml"
+    nodegroups.write_text(yaml.safe_dump(loaded.config.document.model_dump()))
+    from flows.autoscale import autoscale, make_adapters, run_plain, tick
+    from prefect.client.orchestration import get_client
+    from prefect.client.schemas.filters import FlowRunFilter, FlowRunFilterId
+    groups = loaded.config.node_groups
+    adapters = make_adapters(str(kubeconfig), "kube-system", None)
+    plain = []
+    for index in range(runs):
+        start = time.perf_counter()
+        tick(run_plain, adapters, groups, 1_800_000_000 + index, dry_run=True)
+        plain.append(time.perf_counter() - start)
+    flow_runs, ids = [], []
+    for index in range(runs + 2):
+        start = time.perf_counter()
+        state = autoscale(nodegroups=str(nodegroups), kubeconfig=str(kubeconfig),
+                          dry_run=True, return_state=True)
+        elapsed = time.perf_counter() - start
+        if index >= 2:  # the first runs warm the server's caches
+            flow_runs.append(elapsed)
+        ids.append(state.state_details.flow_run_id)
+    expected = 3 + 4 * len(groups)  # collect x3, then read-lock, filter, measure, decide
+    deadline = time.monotonic() + 60
+    with get_client(sync_client=True) as api:
+        while True:
+            recorded = api.read_task_runs(flow_run_filter=FlowRunFilter(
+                id=FlowRunFilterId(any_=ids)))
+            if len(recorded) >= expected * len(ids) or time.monotonic() > deadline:
+                break
+            time.sleep(0.2)  # polling the server's recorder, with a deadline
+    print(json.dumps({"plain": statistics.median(plain), "flow": statistics.median(flow_runs),
+                      "task_runs": len(recorded), "expected_task_runs": expected * len(ids)}))
+"""
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def _wait_http(url: str, seconds: float) -> None:
+    deadline = time.monotonic() + seconds
+    while True:
+        try:
+            with urllib.request.urlopen(url, timeout=2):
+                return
+        except OSError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.25)  # the server is starting: poll with a deadline
+
+
+@contextmanager
+def postgres() -> Iterator[str]:
+    """A throwaway PostgreSQL on 127.0.0.1 (Debian's package); yields a SQLAlchemy URL."""
+    binaries = sorted(Path("/usr/lib/postgresql").glob("*/bin"))
+    if not binaries:
+        raise RuntimeError("PostgreSQL is not installed (apt-get install postgresql)")
+    bin_dir = binaries[-1]
+    data = Path(tempfile.mkdtemp(prefix="elevator-pg-"))
+    port = _free_port()
+    as_postgres = ["runuser", "-u", "postgres", "--"] if os.geteuid() == 0 else []
+    if as_postgres:
+        shutil.chown(data, "postgres", "postgres")
+    subprocess.run([*as_postgres, str(bin_dir / "initdb"), "-D", str(data), "-U", "postgres",
+                    "--auth=trust", "--no-sync"], check=True, capture_output=True)
+    subprocess.run([*as_postgres, str(bin_dir / "pg_ctl"), "-D", str(data), "-w", "-l",
+                    str(data / "log"), "-o",
+                    f"-p {port} -k {data} -c listen_addresses=127.0.0.1 -c fsync=off",
+                    "start"], check=True, capture_output=True)
+    try:
+        subprocess.run([*as_postgres, str(bin_dir / "createdb"), "-h", "127.0.0.1", "-p",
+                        str(port), "-U", "postgres", "prefect"], check=True,
+                       capture_output=True)
+        yield f"postgresql+asyncpg://postgres@127.0.0.1:{port}/prefect"
+    finally:
+        subprocess.run([*as_postgres, str(bin_dir / "pg_ctl"), "-D", str(data), "-m", "fast",
+                        "stop"], check=False, capture_output=True)
+        shutil.rmtree(data, ignore_errors=True)
+
+
+@contextmanager
+def prefect_server(database_url: str | None) -> Iterator[str]:
+    """`prefect server start` on 127.0.0.1; yields its API URL."""
+    port = _free_port()
+    home = tempfile.mkdtemp(prefix="elevator-prefect-")
+    env = {**os.environ, "PREFECT_HOME": home, "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
+           "PREFECT_LOGGING_LEVEL": "WARNING", "PREFECT_UI_ENABLED": "false"}
+    if database_url:
+        env["PREFECT_API_DATABASE_CONNECTION_URL"] = database_url
+    server = subprocess.Popen([sys.executable, "-m", "prefect", "server", "start", "--host",
+                               "127.0.0.1", "--port", str(port)], env=env,
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        _wait_http(f"http://127.0.0.1:{port}/api/health", 120)
+        yield f"http://127.0.0.1:{port}/api"
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
+        shutil.rmtree(home, ignore_errors=True)
+
+
+def run_worker(api_url: str | None, engine_fix: bool, runs: int = RUNS) -> dict[str, float]:
+    env = {**os.environ, "PREFECT_LOGGING_LEVEL": "WARNING",
+           "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
+           "ELEVATOR_PREFECT_ENGINE_FIX": "1" if engine_fix else "0",
+           "PREFECT_HOME": tempfile.mkdtemp(prefix="elevator-prefect-client-")}
+    if api_url:
+        env["PREFECT_API_URL"] = api_url
+    else:
+        env.pop("PREFECT_API_URL", None)  # Prefect's default: an ephemeral SQLite server
+    result = subprocess.run([sys.executable, "-c", WORKER, str(runs)], env=env,
+                            capture_output=True, text=True, check=False, timeout=900,
+                            cwd=Path(__file__).parent.parent)
+    if result.returncode != 0:
+        raise RuntimeError(result.stderr[-3000:])
+    measured: dict[str, float] = json.loads(result.stdout.strip().splitlines()[-1])
+    return measured
+
+
+def measure() -> dict[str, dict[str, float]]:
+    default = run_worker(None, engine_fix=False)
+    with postgres() as database, prefect_server(database) as api_url:
+        tuned = run_worker(api_url, engine_fix=True)
+    return {"default": default, "tuned": tuned}
+
+
+if __name__ == "__main__":
+    print(json.dumps(measure(), indent=2))
