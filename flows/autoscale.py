@@ -10,20 +10,21 @@ import contextvars
 import functools
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from datetime import UTC, datetime
-from typing import Any, Literal, TypeVar
+from typing import Any, TypeVar
 
 from prefect import flow, get_run_logger
 
 from flows import engine_fix
-from tasks.act import ActionsDone, Adapters, taint_and_remove, untaint_or_increase
+from tasks.act import Adapters, GroupResult, taint_and_remove, untaint_or_increase
 from tasks.collect import collect_nodes, collect_pods, describe_node_groups
 from tasks.config import NodeGroupConfig, load_node_groups
 from tasks.decide import ScalePlan, decide, missing_asg_plan
 from tasks.errors import LeaseConflict
 from tasks.filter_nodes import filter_nodes, nodes_by_group, pods_by_group
 from tasks.lock import DEFAULT_LEASE_NAMESPACE, GroupState, read_lock, write_lock
+from tasks.report import publish_tick
 from tasks.resources import AutoScalingGroup, NodeRecord, PodRecord
 from tasks.retry import Step
 from tasks.utilization import compute_utilization
@@ -31,7 +32,6 @@ from tasks.utilization import compute_utilization
 engine_fix.install()  # Prefect 3.8.8's heartbeat join costs each flow run up to 1 s
 
 R = TypeVar("R")
-Status = Literal["acted", "nothing to do", "dry run", "lost race", "failed"]
 
 
 def run_as_task(step: Step[..., R], *args: Any) -> R:
@@ -45,20 +45,6 @@ def run_plain(step: Step[..., R], *args: Any) -> R:
 
 
 Runner = Callable[..., Any]
-
-
-@dataclass(frozen=True)
-class GroupResult:
-    """One group's tick: the plan `elevator plan` prints, and what was actually done."""
-
-    plan: ScalePlan
-    status: Status
-    done: ActionsDone = field(default_factory=ActionsDone)
-    message: str = ""
-
-    def to_json(self) -> dict[str, object]:
-        return {**self.plan.to_json(), "status": self.status, "message": self.message,
-                "done": self.done.to_json()}
 
 
 def needs_claim(plan: ScalePlan, state: GroupState) -> bool:
@@ -81,15 +67,15 @@ def tick_group(
     usage = run(compute_utilization, members)
     plan: ScalePlan = run(decide, group, members, usage, asg, state, now)
     if dry_run:
-        return GroupResult(plan, "dry run")
+        return GroupResult(plan, "dry run", asg=asg)
     if not needs_claim(plan, state):
-        return GroupResult(plan, "nothing to do")
+        return GroupResult(plan, "nothing to do", asg=asg)
     # Claim the tick: a concurrent tick that read the same Lease version now gets a 409.
     claimed = replace(plan.next_state, resource_version=state.resource_version)
     try:
         written = run(write_lock, adapters.kube, namespace, group.name, claimed, now)
     except LeaseConflict as conflict:
-        return GroupResult(plan, "lost race", message=str(conflict))
+        return GroupResult(plan, "lost race", message=str(conflict), asg=asg)
     done = run(taint_and_remove, adapters, plan, asg, nodes, now)
     try:
         done = done.merged(run(untaint_or_increase, adapters, plan, asg))
@@ -99,7 +85,7 @@ def tick_group(
             released = replace(written, lock=state.lock)
             run(write_lock, adapters.kube, namespace, group.name, released, now)
         raise
-    return GroupResult(plan, "acted", done)
+    return GroupResult(plan, "acted", done, asg=asg)
 
 
 def tick(
@@ -176,6 +162,7 @@ def autoscale(
     moment = (now or datetime.now(UTC)).timestamp()
     adapters = make_adapters(kubeconfig, lease_namespace, aws_credentials_block)
     results = tick(run_as_task, adapters, config.node_groups, moment, dry_run)
+    publish_tick(results, pushgateway)
     logger = get_run_logger()
     for result in results:
         logger.info("%s: %s (delta %+d): %s", result.plan.name, result.status,

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal
 
 from tasks.decide import ScalePlan
 from tasks.filter_nodes import ESCALATOR_TAINT_KEY
@@ -19,6 +19,9 @@ from tasks.retry import step
 if TYPE_CHECKING:
     from tasks.cloud import AsgClient
     from tasks.kube import KubeClient
+
+
+Status = Literal["acted", "nothing to do", "dry run", "lost race", "failed"]
 
 
 @dataclass(frozen=True)
@@ -52,7 +55,21 @@ class Adapters:
     kube: KubeClient
     cloud: AsgClient
     lease_namespace: str = "kube-system"
-    extra: dict[str, object] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class GroupResult:
+    """One group's tick: the plan `elevator plan` prints, and what was actually done."""
+
+    plan: ScalePlan
+    status: Status
+    done: ActionsDone = field(default_factory=ActionsDone)
+    message: str = ""
+    asg: AutoScalingGroup | None = None  # as described this tick (for the cloud gauges)
+
+    def to_json(self) -> dict[str, object]:
+        return {**self.plan.to_json(), "status": self.status, "message": self.message,
+                "done": self.done.to_json()}
 
 
 @step

@@ -73,6 +73,11 @@ class ScalePlan:
     taint_effect: str = "NoSchedule"
     next_state: GroupState = field(default_factory=GroupState)
     notes: tuple[str, ...] = ()  # errors Escalator only logs
+    # For Escalator's metrics (§11):
+    lock_held_at_check: bool = False
+    lock_released_after_seconds: float | None = None
+    group_healthy: bool = True
+    pods_on_deleted_nodes: int = 0
 
     @property
     def changes_anything(self) -> bool:
@@ -207,6 +212,9 @@ class _Tick:
     asg_desired: int = 0
     tracker: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    lock_held_at_check: bool = False
+    lock_released_after_seconds: float | None = None
+    group_healthy: bool = True
 
     @property
     def unhealthy_feature(self) -> bool:
@@ -360,7 +368,11 @@ def decide_plan(
             cloud_increase=tick.cloud_increase, asg_desired=tick.asg_desired,
             asg_desired_before=asg.desired_capacity, dry_mode=dry,
             taint_effect=group.effective_taint_effect, next_state=next_state,
-            notes=tuple(tick.notes),
+            notes=tuple(tick.notes), lock_held_at_check=tick.lock_held_at_check,
+            lock_released_after_seconds=tick.lock_released_after_seconds,
+            group_healthy=tick.group_healthy,
+            pods_on_deleted_nodes=sum(len(usage.pods_on_node.get(name, ()))
+                                      for name in tick.delete),
         )
 
     # 6, 7. Early exits.
@@ -389,12 +401,14 @@ def decide_plan(
     # 14. The scale lock: nothing else happens while it is held.
     cool_down = group.scale_up_cool_down_seconds
     if tick.state.lock.held(now, cool_down):
+        tick.lock_held_at_check = True
         lock = tick.state.lock
         return finish(lock.requested_nodes,
                       f"scale lock held until {_time_text(lock.unlocks_at(cool_down))} "
                       f"(cool-down after asking the cloud for {lock.requested_nodes} nodes)",
                       cpu=cpu, mem=mem)
     if tick.state.lock.is_locked:
+        tick.lock_released_after_seconds = now - tick.state.lock.lock_time_unix_seconds
         tick.state = replace(tick.state, lock=tick.state.lock.unlock())
 
     # 16. The decision on the larger of cpu and memory.
@@ -458,7 +472,7 @@ def decide_plan(
     tick.remove_force_tainted()
 
     # 21. An unhealthy group does nothing but reap its unhealthy tainted nodes.
-    healthy = is_group_healthy(nodes, group, now)
+    healthy = tick.group_healthy = is_group_healthy(nodes, group, now)
     if not healthy:
         reasons.append("group unhealthy: too many of the newest nodes are not Ready: delta 0")
         delta = 0

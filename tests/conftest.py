@@ -18,6 +18,16 @@ from fakes.aws import FakeAws
 from fakes.kube_api import FakeKubeApi
 
 
+@pytest.fixture(scope="session", autouse=True)
+def record_adapter_requests() -> Iterator[None]:
+    """Record what the adapters send all session long, for the least-privilege check."""
+    from tests import recording
+
+    uninstall = recording.install()
+    yield
+    uninstall()
+
+
 @pytest.fixture(scope="session")
 def prefect_server() -> Iterator[None]:
     """A temporary Prefect server for the whole session (it takes 8-15 s to start here)."""

@@ -1,0 +1,164 @@
+"""Every request our adapters send, recorded during the whole test session, and the checks of
+those requests against the shipped RBAC rules and IAM policy (least privilege, both ways)."""
+
+from __future__ import annotations
+
+import sys
+import urllib.parse
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+ROOT = Path(__file__).parent.parent
+POD_AUTOSCALER_MODULES = ("pod_autoscale.py", "watermark.py", "memory_usage.py")
+
+
+@dataclass(frozen=True)
+class KubeRequest:
+    component: str  # "node-autoscaler" or "pod-autoscaler"
+    verb: str
+    api_group: str
+    resource: str  # with its subresource: "pods/eviction"
+    name: str
+
+
+@dataclass(frozen=True)
+class AwsRequest:
+    component: str
+    action: str  # "autoscaling:SetDesiredCapacity"
+
+
+KUBE_REQUESTS: list[KubeRequest] = []
+AWS_REQUESTS: list[AwsRequest] = []
+
+
+def _caller(adapter_file: str) -> str | None:
+    """The component on whose behalf an adapter call is made, or None if not from the adapter."""
+    frame = sys._getframe(2)
+    seen_adapter = False
+    component = "node-autoscaler"
+    while frame is not None:
+        filename = frame.f_code.co_filename
+        if filename.endswith(adapter_file):
+            seen_adapter = True
+        if filename.endswith(POD_AUTOSCALER_MODULES):
+            component = "pod-autoscaler"
+        frame = frame.f_back  # type: ignore[assignment]
+    return component if seen_adapter else None
+
+
+def parse_kube_request(method: str, url: str) -> tuple[str, str, str, str]:
+    """(verb, api group, resource[/subresource], name) of a Kubernetes REST call."""
+    parsed = urllib.parse.urlsplit(url)
+    parts = [p for p in parsed.path.split("/") if p]
+    query = urllib.parse.parse_qs(parsed.query)
+    if parts[0] == "api":
+        group, rest = "", parts[2:]
+    else:
+        group, rest = parts[1], parts[3:]
+    if len(rest) >= 2 and rest[0] == "namespaces" and len(rest) > 2:
+        rest = rest[2:]
+    resource, name = rest[0], rest[1] if len(rest) > 1 else ""
+    if len(rest) > 2:
+        resource = f"{resource}/{rest[2]}"
+    verb = {"POST": "create", "PUT": "update", "PATCH": "patch", "DELETE": "delete"}.get(
+        method.upper(), "get" if name else "list")
+    if verb == "list" and query.get("watch", ["false"])[0] in ("true", "1"):
+        verb = "watch"
+    return verb, group, resource, name
+
+
+def install() -> Callable[[], None]:
+    """Wrap the two clients' call points; returns the function that unwraps them."""
+    from botocore.client import BaseClient
+    from kubernetes.client import ApiClient
+
+    original_call_api = ApiClient.call_api
+    original_make_api_call = BaseClient._make_api_call
+
+    def call_api(self: Any, method: str, url: str, *args: Any, **kwargs: Any) -> Any:
+        component = _caller("tasks/kube.py")
+        if component is not None:
+            verb, group, resource, name = parse_kube_request(method, url)
+            KUBE_REQUESTS.append(KubeRequest(component, verb, group, resource, name))
+        return original_call_api(self, method, url, *args, **kwargs)
+
+    def make_api_call(self: Any, operation_name: str, api_params: Any) -> Any:
+        component = _caller("tasks/cloud.py")
+        if component is not None:
+            prefix = self.meta.service_model.signing_name
+            AWS_REQUESTS.append(AwsRequest(component, f"{prefix}:{operation_name}"))
+        return original_make_api_call(self, operation_name, api_params)
+
+    ApiClient.call_api = call_api  # type: ignore[method-assign]
+    BaseClient._make_api_call = make_api_call  # type: ignore[method-assign]
+
+    def uninstall() -> None:
+        ApiClient.call_api = original_call_api  # type: ignore[method-assign]
+        BaseClient._make_api_call = original_make_api_call  # type: ignore[method-assign]
+
+    return uninstall
+
+
+# --- the checks -----------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Rule:
+    source: str
+    api_groups: tuple[str, ...]
+    resources: tuple[str, ...]
+    verbs: tuple[str, ...]
+    resource_names: tuple[str, ...] = ()
+
+    def allows(self, request: KubeRequest) -> bool:
+        return (request.api_group in self.api_groups and request.resource in self.resources
+                and request.verb in self.verbs
+                and (not self.resource_names or request.name in self.resource_names))
+
+
+def rbac_rules(path: Path) -> list[Rule]:
+    rules = []
+    for document in yaml.safe_load_all(path.read_text()):
+        if document and document["kind"] in ("ClusterRole", "Role"):
+            for index, rule in enumerate(document["rules"]):
+                rules.append(Rule(f"{document['kind']} {document['metadata']['name']} "
+                                  f"rules[{index}]", tuple(rule["apiGroups"]),
+                                  tuple(rule["resources"]), tuple(rule["verbs"]),
+                                  tuple(rule.get("resourceNames", ()))))
+    return rules
+
+
+def rbac_problems(requests: Iterable[KubeRequest], rules: Sequence[Rule]) -> list[str]:
+    """Requests no rule allows, and grants (rule, resource, verb) no request used."""
+    problems = []
+    used: set[tuple[str, str, str]] = set()
+    for request in set(requests):
+        allowing = [rule for rule in rules if rule.allows(request)]
+        if not allowing:
+            problems.append(f"not allowed: {request.verb} {request.api_group or 'core'}/"
+                            f"{request.resource}")
+        for rule in allowing:
+            used.add((rule.source, request.resource, request.verb))
+    for rule in rules:
+        for resource in rule.resources:
+            for verb in rule.verbs:
+                if (rule.source, resource, verb) not in used:
+                    problems.append(f"granted but never used: {rule.source}: {verb} {resource}")
+    return sorted(problems)
+
+
+def iam_actions(policy: Mapping[str, Any]) -> set[str]:
+    actions: set[str] = set()
+    for statement in policy["Statement"]:
+        listed = statement["Action"]
+        actions.update([listed] if isinstance(listed, str) else listed)
+    return actions
+
+
+def iam_problems(requests: Iterable[AwsRequest], granted: set[str]) -> list[str]:
+    sent = {request.action for request in requests}
+    return sorted([f"not allowed: {action}" for action in sent - granted]
+                  + [f"granted but never used: {action}" for action in granted - sent])
