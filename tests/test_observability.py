@@ -134,3 +134,19 @@ def test_a_tick_pushes_escalators_metrics_and_publishes_an_artifact(
             artifact_filter=ArtifactFilter(key=ArtifactFilterKey(any_=["autoscale-tick"])),
             sort=ArtifactSort.CREATED_DESC, limit=1)
     assert "usage 250.0% is above scale_up_threshold 70%" in str(artifact.data)
+
+
+def test_the_grafana_dashboard_queries_only_metrics_we_export() -> None:
+    import json
+
+    from tasks.metrics import COUNTERS, GAUGES, HISTOGRAMS
+
+    dashboard = json.loads((Path(__file__).parent.parent / "deployments" / "grafana"
+                            / "kube-elevator-dashboard.json").read_text())
+    exported = {f"escalator_{name}" for name in (*GAUGES, *COUNTERS, *HISTOGRAMS)}
+    queried = set()
+    for panel in dashboard["panels"]:
+        for target in panel["targets"]:
+            for name in re.findall(r"escalator_[a-z_]+", target["expr"]):
+                queried.add(name.removesuffix("_bucket"))
+    assert queried and queried <= exported
