@@ -7,7 +7,9 @@ through `FakeKubeApi.create/get/list/replace/patch/delete`, with the same semant
 resourceVersion bumps as HTTP writes, so watchers see its changes too.
 
 Served: core/v1 pods (+eviction, +status), nodes (+status), events; coordination.k8s.io/v1
-leases; apps/v1 deployments (+scale, +status); the discovery documents kubectl needs.
+leases; apps/v1 deployments (+scale, +status); the discovery documents kubectl needs; and
+custom resources of any group/version/plural (+status) once registered with
+`register_custom_resource` or `install_crd`, as a CustomResourceDefinition would.
 Deliberate simplifications, none of which the code under test should depend on: no
 authentication or admission, no defaulting beyond pod phase and deployment replicas, pod
 deletion is immediate (there is no kubelet to finish a graceful delete), a PUT replaces
@@ -66,6 +68,7 @@ __all__ = [
     "NotFound",
     "RecordedRequest",
     "ResourceType",
+    "custom_resource_type",
     "json_merge_patch",
     "json_patch",
     "strategic_merge_patch",
@@ -171,6 +174,19 @@ _BY_PATH: dict[tuple[str, str], ResourceType] = {
     (rt.api_version, rt.plural): rt for rt in RESOURCES.values()
 }
 _BOOL_FIELDS = frozenset({"spec.unschedulable", "spec.hostNetwork"})
+
+
+def custom_resource_type(group: str, version: str, plural: str, kind: str, *,
+                         namespaced: bool = True, singular: str = "",
+                         short_names: tuple[str, ...] = (), categories: tuple[str, ...] = (),
+                         status: bool = True) -> ResourceType:
+    """The ResourceType a CustomResourceDefinition serves: metadata field selectors only,
+    `metadata.generation` bumped on spec changes, and an optional `/status` subresource."""
+    if not group or "." not in group:
+        raise ValueError(f"a custom resource group must be a DNS subdomain with a dot: {group!r}")
+    return ResourceType(plural, singular or kind.lower(), kind, group, version, namespaced,
+                        short_names, categories, ("status",) if status else (),
+                        _META_FIELDS if namespaced else ("metadata.name",), has_generation=True)
 
 
 # Errors -----------------------------------------------------------------------------
@@ -748,6 +764,24 @@ def _raw_with_kind(rt: ResourceType, rec: _Rec) -> bytes:
 
 
 _KIND_PREFIX = {rt.plural: _kind_prefix(rt) for rt in RESOURCES.values()}
+_CUSTOM_TYPES: dict[str, ResourceType] = {}
+
+
+def _add_custom_tables(rt: ResourceType) -> None:
+    """Precompute the per-plural tables for a custom resource (hot paths key them by plural).
+
+    The tables are shared by every server in the process, so a plural may name only one
+    custom type process-wide (real clusters allow the same plural in two groups; tests of
+    this fake do not need that).
+    """
+    known = RESOURCES.get(rt.plural) or _CUSTOM_TYPES.get(rt.plural)
+    if known is not None and known != rt:
+        raise ValueError(f"resource plural {rt.plural!r} is already served as "
+                         f"{known.kind} ({known.api_version})")
+    _CUSTOM_TYPES[rt.plural] = rt
+    _FIELD_INDEX[rt.plural] = {f: i for i, f in enumerate(rt.fields)}
+    _FIELD_PATHS[rt.plural] = tuple((tuple(f.split(".")), False) for f in rt.fields)
+    _KIND_PREFIX[rt.plural] = _kind_prefix(rt)
 
 
 def _strip_kind(body: Obj) -> Obj:
@@ -798,6 +832,7 @@ _TABLE_COLUMNS: dict[str, list[_Column]] = {
     "events": [("Last Seen", "string", 0), ("Type", "string", 0), ("Reason", "string", 0),
                ("Object", "string", 0), ("Message", "string", 0)],
 }
+_CUSTOM_COLUMNS: list[_Column] = [("Name", "string", 0), ("Age", "date", 0)]
 
 
 def human_duration(seconds: float) -> str:
@@ -893,6 +928,8 @@ def _table_cells(rt: ResourceType, obj: Obj, now: float) -> list[Any]:
                 format_label_selector(spec.get("selector")) or "<none>"]
     if rt.plural == "leases":
         return [meta.get("name"), spec.get("holderIdentity") or "", age]
+    if rt.plural not in _TABLE_COLUMNS:  # a custom resource: a CRD's default columns
+        return [meta.get("name"), age]
     involved = obj.get("involvedObject") or {}
     last = obj.get("lastTimestamp") or obj.get("eventTime") or meta.get("creationTimestamp")
     return [_age(last, now), obj.get("type", ""), obj.get("reason", ""),
@@ -914,7 +951,7 @@ def _table(rt: ResourceType, objs: ObjList, list_meta: Obj, include: str) -> Obj
         rows.append(row)
     columns = [{"name": name, "type": kind, "format": "name" if name == "Name" else "",
                 "description": name, "priority": priority}
-               for name, kind, priority in _TABLE_COLUMNS[rt.plural]]
+               for name, kind, priority in _TABLE_COLUMNS.get(rt.plural, _CUSTOM_COLUMNS)]
     return {"kind": "Table", "apiVersion": "meta.k8s.io/v1", "metadata": list_meta,
             "columnDefinitions": columns, "rows": rows}
 
@@ -1027,6 +1064,11 @@ class FakeKubeApi:
         self._rv = 1
         self._collections = {name: _Collection(rt, history_size)
                              for name, rt in RESOURCES.items()}
+        # What this server serves: the built-ins plus the custom resources registered here.
+        self._types: dict[str, ResourceType] = dict(RESOURCES)
+        self._by_path: dict[tuple[str, str], ResourceType] = dict(_BY_PATH)
+        self._group_versions: dict[str, list[ResourceType]] = {
+            gv: list(types) for gv, types in _GROUP_VERSIONS.items()}
         self._faults: list[_Fault] = []
         self._eviction_blocked: set[Key] = set()
         self._server: _Server | None = None
@@ -1157,15 +1199,15 @@ class FakeKubeApi:
         with self._lock:
             self._faults.append(_Fault(verb, resource, count, delay=seconds))
 
-    @staticmethod
-    def _check_fault_target(verb: str, resource: str) -> None:
+    def _check_fault_target(self, verb: str, resource: str) -> None:
         """Catch typos ("pod", "evict") that would otherwise silently never match."""
         if verb not in _VERBS:
             raise ValueError(f"unknown verb {verb!r}; expected one of {sorted(_VERBS)}")
         plural, _, sub = resource.partition("/")
-        if resource != "*" and (plural not in RESOURCES
-                                or (sub and sub not in RESOURCES[plural].subresources)):
-            raise ValueError(f"unknown resource {resource!r}; served: {sorted(RESOURCES)} "
+        types = self._types
+        if resource != "*" and (plural not in types
+                                or (sub and sub not in types[plural].subresources)):
+            raise ValueError(f"unknown resource {resource!r}; served: {sorted(types)} "
                              "and their subresources, e.g. pods/eviction, deployments/scale")
 
     def set_eviction_blocked(self, namespace: str, name: str, blocked: bool) -> None:
@@ -1196,6 +1238,64 @@ class FakeKubeApi:
         """The latest resourceVersion handed out."""
         with self._lock:
             return self._rv
+
+    # Custom resources ------------------------------------------------------------------
+
+    def register_custom_resource(self, group: str, version: str, plural: str, kind: str, *,
+                                 namespaced: bool = True, singular: str = "",
+                                 short_names: tuple[str, ...] = (),
+                                 categories: tuple[str, ...] = (),
+                                 status: bool = True) -> ResourceType:
+        """Serve a custom resource as its CRD would: CRUD, list, watch, `/status`, discovery.
+
+        Registering the same type again is a no-op; the in-process methods take its plural
+        (`create("watermarkpodautoscalers", ...)`).
+        """
+        rt = custom_resource_type(group, version, plural, kind, namespaced=namespaced,
+                                  singular=singular, short_names=short_names,
+                                  categories=categories, status=status)
+        with self._lock:
+            known = self._types.get(plural)
+            if known == rt:
+                return rt
+            if known is not None:
+                raise ValueError(f"resource plural {plural!r} is already served as "
+                                 f"{known.kind} ({known.api_version})")
+            _add_custom_tables(rt)
+            self._types[plural] = rt
+            self._by_path[(rt.api_version, plural)] = rt
+            self._group_versions.setdefault(rt.api_version, []).append(rt)
+            self._collections[plural] = _Collection(rt, self.history_size)
+        return rt
+
+    def install_crd(self, manifest: Obj | str | Path) -> list[ResourceType]:
+        """Register every served version of a CustomResourceDefinition (a dict, or a YAML
+        file holding one or more documents, non-CRD documents skipped)."""
+        documents: list[Any]
+        if isinstance(manifest, dict):
+            documents = [manifest]
+        else:
+            documents = list(yaml.safe_load_all(Path(manifest).read_text()))
+        served: list[ResourceType] = []
+        for document in documents:
+            if not isinstance(document, dict) or document.get("kind") != \
+                    "CustomResourceDefinition":
+                continue
+            spec = document.get("spec") or {}
+            names = spec.get("names") or {}
+            for version in spec.get("versions") or []:
+                if not version.get("served", True):
+                    continue
+                served.append(self.register_custom_resource(
+                    spec["group"], version["name"], names["plural"], names["kind"],
+                    namespaced=spec.get("scope", "Namespaced") == "Namespaced",
+                    singular=names.get("singular", ""),
+                    short_names=tuple(names.get("shortNames") or ()),
+                    categories=tuple(names.get("categories") or ()),
+                    status="status" in (version.get("subresources") or {})))
+        if not served:
+            raise ValueError("no served CustomResourceDefinition version found")
+        return served
 
     # In-process store access ----------------------------------------------------------
 
@@ -1611,8 +1711,7 @@ class FakeKubeApi:
     def _error(self, exc: ApiError) -> Response:
         return self._json(exc.status(), exc.code, exc.headers)
 
-    @staticmethod
-    def _route(path: str) -> _Route | None:
+    def _route(self, path: str) -> _Route | None:
         """Parse a resource URL; None for non-resource paths (discovery, health)."""
         parts = [p for p in path.split("/") if p]
         if len(parts) >= 2 and parts[0] == "api" and parts[1] == "v1":
@@ -1626,7 +1725,7 @@ class FakeKubeApi:
         namespace: str | None = None
         if rest[0] == "namespaces" and len(rest) >= 3:
             namespace, rest = rest[1], rest[2:]
-        rt = _BY_PATH.get((group_version, rest[0]))
+        rt = self._by_path.get((group_version, rest[0]))
         if rt is None or len(rest) > 3:
             raise ApiError(404, "NotFound", "the server could not find the requested resource")
         name = rest[1] if len(rest) > 1 else None
@@ -1672,7 +1771,7 @@ class FakeKubeApi:
             })
         if path == "/apis":
             groups = []
-            for gv in sorted(_GROUP_VERSIONS):
+            for gv in sorted(self._group_versions):
                 if "/" not in gv:
                     continue
                 group, version = gv.split("/")
@@ -1683,14 +1782,13 @@ class FakeKubeApi:
             return self._json(self._resource_list("v1"))
         group_version = path.removeprefix("/apis/")
         if path.startswith("/apis/") and "/" in group_version \
-                and group_version in _GROUP_VERSIONS:
+                and group_version in self._group_versions:
             return self._json(self._resource_list(group_version))
         raise ApiError(404, "NotFound", "the server could not find the requested resource")
 
-    @staticmethod
-    def _resource_list(group_version: str) -> Obj:
+    def _resource_list(self, group_version: str) -> Obj:
         resources: ObjList = []
-        for rt in _GROUP_VERSIONS[group_version]:
+        for rt in self._group_versions[group_version]:
             entry: Obj = {"name": rt.plural, "singularName": rt.singular,
                           "namespaced": rt.namespaced, "kind": rt.kind,
                           "verbs": ["create", "delete", "get", "list", "patch", "update",

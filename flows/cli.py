@@ -353,9 +353,10 @@ def main() -> None:
 
 def _register_services() -> None:
     """Sub-commands that live in their own modules (imported lazily by each command)."""
-    from flows import load_services
+    from flows import load_services, pods_cli
 
     load_services.register(app)
+    pods_cli.register(app)
 
 
 _register_services()

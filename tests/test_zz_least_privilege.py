@@ -13,6 +13,7 @@ import pytest
 from tests import recording
 
 NODE_RBAC = recording.ROOT / "deployments" / "kubernetes" / "rbac.yaml"
+POD_RBAC = recording.ROOT / "deployments" / "kubernetes" / "pod-autoscaler-rbac.yaml"
 IAM_POLICY = recording.ROOT / "deployments" / "aws" / "iam-policy.json"
 
 
@@ -74,3 +75,10 @@ def test_the_checks_catch_an_unexpected_request_and_an_unused_grant() -> None:
             recording.KubeRequest("node-autoscaler", "delete", "", "pods", "p")]
     assert recording.rbac_problems(sent, rules) == [
         "granted but never used: r: list nodes", "not allowed: delete core/pods"]
+
+
+def test_rbac_allows_exactly_what_the_pod_autoscaler_sends() -> None:
+    requests = [r for r in recording.KUBE_REQUESTS if r.component == "pod-autoscaler"]
+    if len(requests) < 10:
+        pytest.skip("run with the whole suite: only the end-to-end tests send requests")
+    assert recording.rbac_problems(requests, recording.rbac_rules(POD_RBAC)) == []

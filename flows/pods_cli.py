@@ -1,0 +1,321 @@
+"""`elevator pods`: the pod autoscalers on the command line.
+
+`pods plan` answers "what would one cycle do?" from files (a `kubectl get -o json` List and a
+metrics snapshot) without touching anything; `pods run` runs the `pod-autoscale` flow against
+a cluster and Prometheus.  `register(app)` adds the group to the `elevator` app; flows.cli is
+imported inside it, so importing this module never imports the CLI (no cycle).
+"""
+
+# No `from __future__ import annotations`: typer reads the commands' annotations at runtime,
+# and the option types are local to `register`.
+
+import sys
+from collections import defaultdict
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import Annotated, Any
+
+import orjson
+import typer
+import yaml
+from rich.markup import escape
+from rich.table import Table
+
+from tasks.errors import InputError
+from tasks.memory_usage import KIND as MEMORY_KIND
+from tasks.memory_usage import decide_memory, parse_memory_autoscaler
+from tasks.prometheus import (
+    DEFAULT_RATE_WINDOW,
+    MetricsSource,
+    MetricUnavailable,
+    StaticMetrics,
+    read_watermark_metrics,
+)
+from tasks.watermark import KIND as WPA_KIND
+from tasks.watermark import (
+    Decision,
+    LabelSelector,
+    MonitorReading,
+    PodState,
+    TargetScale,
+    decide_watermark,
+    parse_watermark,
+    pod_state,
+)
+
+SCALABLE_KINDS = ("Deployment", "StatefulSet", "ReplicaSet")
+
+
+class ClusterFiles:
+    """The objects of `kubectl get wpa,memoryautoscalers,deployments,pods -A -o json` files."""
+
+    def __init__(self, objects: Iterable[Mapping[str, Any]]) -> None:
+        self.watermarks: list[dict[str, Any]] = []
+        self.memory: list[dict[str, Any]] = []
+        self.workloads: dict[tuple[str, str, str], Mapping[str, Any]] = {}
+        self.pods: dict[str, list[PodState]] = defaultdict(list)
+        self.monitors: dict[tuple[str, str], Mapping[str, Any]] = {}
+        for obj in objects:
+            kind = obj.get("kind")
+            metadata = obj.get("metadata") or {}
+            namespace = str(metadata.get("namespace") or "default")
+            if kind == WPA_KIND:
+                self.watermarks.append(dict(obj))
+            elif kind == MEMORY_KIND:
+                self.memory.append(dict(obj))
+            elif kind in SCALABLE_KINDS:
+                self.workloads[(namespace, str(kind), str(metadata.get("name", "")))] = obj
+            elif kind == "Pod":
+                state = pod_state(obj)
+                self.pods[namespace].append(state)
+            elif kind == "DatadogMonitor":
+                self.monitors[(namespace, str(metadata.get("name", "")))] = obj
+
+    def monitor(self, namespace: str, name: str) -> MonitorReading:
+        found = self.monitors.get((namespace, name))
+        if found is None:
+            return MonitorReading(False)
+        state = (found.get("status") or {}).get("monitorState")
+        return MonitorReading(True, state if isinstance(state, str) else None)
+
+    @classmethod
+    def load(cls, paths: Sequence[Path]) -> "ClusterFiles":
+        objects: list[Mapping[str, Any]] = []
+        problems = []
+        for path in paths:
+            try:
+                raw = path.read_bytes()
+            except OSError as error:
+                problems.append(f"{path}: cannot read: {error.strerror}")
+                continue
+            try:
+                document = orjson.loads(raw)
+            except orjson.JSONDecodeError:
+                try:
+                    document = yaml.safe_load(raw)
+                except yaml.YAMLError as error:
+                    problems.append(f"{path}: neither JSON nor YAML: {error}")
+                    continue
+            if isinstance(document, dict) and isinstance(document.get("items"), list):
+                items = document["items"]
+            elif isinstance(document, dict) and "kind" in document:
+                items = [document]
+            else:
+                problems.append(f"{path}: expected a Kubernetes List (`kubectl get ... -o json`)")
+                continue
+            for index, item in enumerate(items):
+                if not isinstance(item, dict) or not isinstance(item.get("kind"), str):
+                    problems.append(f"{path}: items[{index}]: not an object with a kind")
+                else:
+                    objects.append(item)
+        if problems:
+            raise InputError(problems)
+        return cls(objects)
+
+    def scale(self, namespace: str, kind: str, name: str) -> tuple[TargetScale, LabelSelector] | str:
+        """The target's `/scale` as the API server would derive it from the workload."""
+        workload = self.workloads.get((namespace, kind, name))
+        if workload is None:
+            if kind not in SCALABLE_KINDS:
+                return f"{kind} has no /scale here: use {', '.join(SCALABLE_KINDS)}"
+            return f"scale not found: {kind} {namespace}/{name} is not in the cluster files"
+        spec = workload.get("spec") or {}
+        status = workload.get("status") or {}
+        selector = LabelSelector.model_validate(spec.get("selector") or {})
+        replicas = spec.get("replicas")
+        return (TargetScale(kind, name, namespace, 1 if replicas is None else int(replicas),
+                            int(status.get("replicas") or 0), selector.to_query()), selector)
+
+    def pods_of(self, namespace: str, selector: LabelSelector) -> list[PodState]:
+        return [pod for pod in self.pods.get(namespace, []) if selector.matches(pod.labels)]
+
+
+def plan_autoscalers(cluster: ClusterFiles, metrics: MetricsSource, now: float) -> list[Decision]:
+    """What one cycle would decide for every autoscaler in the files."""
+    decisions = []
+    for obj in cluster.watermarks:
+        parsed = parse_watermark(obj)
+        target: TargetScale | str | None = None
+        pods: list[PodState] = []
+        readings = []
+        if parsed.rules is not None:
+            ref = parsed.rules.target
+            found = cluster.scale(parsed.namespace, ref.kind, ref.name)
+            if isinstance(found, str):
+                target = found
+            else:
+                target, selector = found
+                pods = cluster.pods_of(parsed.namespace, selector)
+                namespace = parsed.namespace
+
+                def selected(chosen: LabelSelector, ns: str = namespace) -> list[str]:
+                    return [pod.name for pod in cluster.pods_of(ns, chosen)]
+
+                readings = read_watermark_metrics(parsed, metrics, selected)
+        monitor = cluster.monitor(parsed.namespace, parsed.name)
+        decisions.append(decide_watermark(parsed, target, pods, readings, now, monitor))
+    for obj in cluster.memory:
+        memory = parse_memory_autoscaler(obj)
+        memory_target: TargetScale | str | None = None
+        memory_pods: list[PodState] = []
+        usage: dict[str, float] | str = {}
+        if memory.rules is not None:
+            ref = memory.rules.target
+            found = cluster.scale(memory.namespace, ref.kind, ref.name)
+            if isinstance(found, str):
+                memory_target = found
+            else:
+                memory_target, selector = found
+                memory_pods = cluster.pods_of(memory.namespace, selector)
+                try:
+                    usage = metrics.pod_usage(memory.namespace, "memory")
+                except MetricUnavailable as error:
+                    usage = str(error)
+        decisions.append(decide_memory(memory, memory_target, memory_pods, usage, now))
+    return decisions
+
+
+def _number(value: int | float | None) -> str:
+    if value is None:
+        return "-"
+    return f"{value:g}" if isinstance(value, float) else str(value)
+
+
+def plans_table(decisions: Sequence[Decision]) -> Table:
+    table = Table(title="What one pod-autoscaler cycle would do", show_lines=True,
+                  caption="value: the winning metric in its own unit (cores, bytes, ...); "
+                          "MemoryAutoscaler: % of limits")
+    for column in ("autoscaler", "target", "current", "ready", "value", "proposal", "desired"):
+        table.add_column(column, overflow="fold", no_wrap=column != "autoscaler")
+    table.add_column("reason", overflow="fold", ratio=1)
+    for decision in decisions:
+        conditions = escape(" ".join(
+            f"{c.get('type')}={c.get('status')}" + (f"({c.get('reason')})" if c.get("reason")
+                                                    else "")
+            for c in decision.conditions()))
+        desired = _number(decision.desired_replicas)
+        if decision.rescale and decision.desired_replicas != decision.current_replicas:
+            desired = f"[bold]{desired}[/bold]"
+        # Reasons quote Go maps (`cpu{map[app:web]}`): never rich markup.
+        reason = escape(decision.reason)
+        if not decision.valid:
+            reason = f"[red]{reason}[/red]"
+        table.add_row(
+            escape(f"{decision.kind}\n{decision.namespace}/{decision.name}"),
+            escape(f"{decision.target_kind}/{decision.target_name}"),
+            _number(decision.current_replicas),
+            _number(decision.ready_replicas), _number(decision.value),
+            _number(decision.proposal), desired,
+            f"{reason}\n[dim]{conditions}[/dim]")
+    return table
+
+
+def register(app: typer.Typer) -> None:
+    """Add the `pods` command group (plan, run) to the `elevator` app."""
+    from flows.cli import (
+        OutputFormat,
+        console,
+        parse_now,
+        reports_input_errors,
+        wait_for_stop_signal,
+    )
+
+    pods = typer.Typer(help="Pod autoscalers: WatermarkPodAutoscaler and MemoryAutoscaler.",
+                       no_args_is_help=True)
+
+    @pods.command("plan")
+    @reports_input_errors
+    def plan(
+        cluster: Annotated[list[Path], typer.Option(
+            help="`kubectl get wpa,memoryautoscalers,deployments,pods -A -o json` output: the "
+                 "autoscalers, their targets and pods (repeatable).")],
+        metrics: Annotated[Path, typer.Option(
+            help='JSON: {"external": {"<metricName>{<k>=<v>,...}": value}, '
+                 '"pods": {"<namespace>/<pod>": {"cpu": cores, "memory": bytes}}}.')],
+        now: Annotated[str | None, typer.Option(
+            help="The cycle's time: ISO 8601 or Unix seconds (default: now).")] = None,
+        output: Annotated[OutputFormat, typer.Option(help="table or json.")] =
+            OutputFormat.table,
+    ) -> None:
+        """What one cycle of the pod autoscalers would do, and why, touching nothing."""
+        moment = parse_now(now)
+        files = ClusterFiles.load(cluster)
+        source = StaticMetrics.load(metrics)
+        decisions = plan_autoscalers(files, source, moment)
+        if output is OutputFormat.json:
+            document = {"autoscalers": [decision.to_json() for decision in decisions]}
+            sys.stdout.buffer.write(orjson.dumps(document, option=orjson.OPT_INDENT_2) + b"\n")
+            sys.stdout.flush()
+        else:
+            console.print(plans_table(decisions))
+
+    @pods.command("run")
+    @reports_input_errors
+    def run(
+        prometheus: Annotated[str, typer.Option(
+            help="Prometheus base URL, e.g. http://prometheus:9090.")],
+        kubeconfig: Annotated[Path | None, typer.Option(
+            help="kubeconfig file (default: in-cluster config, else ~/.kube/config).")] = None,
+        once: Annotated[bool, typer.Option("--once", help="One cycle, then exit.")] = False,
+        interval: Annotated[str, typer.Option(help="Time between cycles (Go duration).")] =
+            "60s",
+        dry_run: Annotated[bool, typer.Option(
+            "--dry-run", help="Decide and report; neither scale nor write status.")] = False,
+        namespace: Annotated[str | None, typer.Option(
+            help="Only the autoscalers of this namespace (default: all).")] = None,
+        rate_window: Annotated[str, typer.Option(
+            help="PromQL range of the CPU rate.")] = DEFAULT_RATE_WINDOW,
+        metrics_port: Annotated[int, typer.Option(
+            help="Serve the wpa_controller_* metrics on this port (0: off).")] = 8080,
+        output: Annotated[OutputFormat, typer.Option(help="table or json.")] =
+            OutputFormat.table,
+    ) -> None:
+        """Run the pod-autoscale flow against a cluster, as Prefect flow runs."""
+        from tasks.config import parse_go_duration
+
+        try:
+            period = parse_go_duration(interval)
+        except ValueError:
+            raise InputError([f"--interval: {interval!r} is not a Go duration (like 60s)"]) \
+                from None
+        problems = []
+        if period <= 0:
+            problems.append(f"--interval: {interval!r} must be positive")
+        if not prometheus.startswith(("http://", "https://")):
+            problems.append(f"--prometheus: {prometheus!r} must be an http(s) URL")
+        try:
+            if parse_go_duration(rate_window) <= 0:
+                problems.append(f"--rate-window: {rate_window!r} must be positive")
+        except ValueError:
+            problems.append(f"--rate-window: {rate_window!r} is not a duration (like 1m)")
+        if problems:
+            raise InputError(problems)
+        from flows.pod_autoscale import controller_metrics, pod_autoscale
+
+        if metrics_port:
+            from prometheus_client import start_http_server
+
+            try:
+                start_http_server(metrics_port, registry=controller_metrics().registry)
+            except OSError as error:
+                raise InputError([f"--metrics-port: {metrics_port}: {error.strerror}"]) \
+                    from None
+        stop = wait_for_stop_signal()
+        while not stop.is_set():
+            results = pod_autoscale(prometheus_url=prometheus, dry_run=dry_run,
+                                    namespace=namespace, rate_window=rate_window,
+                                    kubeconfig=str(kubeconfig) if kubeconfig else None)
+            if output is OutputFormat.json:
+                sys.stdout.buffer.write(orjson.dumps(results) + b"\n")
+                sys.stdout.flush()
+            else:
+                for result in results:
+                    console.print(f"{result['kind']} {result['namespace']}/{result['name']}: "
+                                  f"{result['current_replicas']} → {result['desired_replicas']}"
+                                  f" {result['reason']}", highlight=False, markup=False,
+                                  soft_wrap=True)
+            if once:
+                break
+            stop.wait(period)
+
+    app.add_typer(pods, name="pods")
