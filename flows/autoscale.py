@@ -152,7 +152,7 @@ def autoscale(
         nodegroups: Path of the Escalator node-group file (YAML or JSON) on the worker.
         now: The tick's time; empty for now. Set it to replay a past moment.
         dry_run: Decide and report only: no taint, no ASG change, no Lease write.
-        lease_namespace: Namespace of the elevator-<group> Leases that hold each group's state.
+        lease_namespace: Namespace of the `elevator-<group>` Leases that hold each group's state.
         kubeconfig: kubeconfig path; empty for in-cluster config (or ~/.kube/config).
         aws_credentials_block: Name of a prefect-aws AwsCredentials block; empty for boto3's
             default chain.

@@ -353,8 +353,10 @@ def main() -> None:
 
 def _register_services() -> None:
     """Sub-commands that live in their own modules (imported lazily by each command)."""
-    from flows import load_services, pods_cli
+    from flows import load_services, pods_cli, serve, watch
 
+    serve.register(app)
+    watch.register(app)
     load_services.register(app)
     pods_cli.register(app)
 

@@ -35,14 +35,14 @@ KUBE_REQUESTS: list[KubeRequest] = []
 AWS_REQUESTS: list[AwsRequest] = []
 
 
-def _caller(adapter_file: str) -> str | None:
+def _caller(*adapter_files: str) -> str | None:
     """The component on whose behalf an adapter call is made, or None if not from the adapter."""
     frame = sys._getframe(2)
     seen_adapter = False
     component = "node-autoscaler"
     while frame is not None:
         filename = frame.f_code.co_filename
-        if filename.endswith(adapter_file):
+        if filename.endswith(adapter_files):
             seen_adapter = True
         if filename.endswith(POD_AUTOSCALER_MODULES):
             component = "pod-autoscaler"
@@ -80,7 +80,8 @@ def install() -> Callable[[], None]:
     original_make_api_call = BaseClient._make_api_call
 
     def call_api(self: Any, method: str, url: str, *args: Any, **kwargs: Any) -> Any:
-        component = _caller("tasks/kube.py")
+        # The adapter, and `elevator watch`'s pod watch (a stream the adapter does not wrap).
+        component = _caller("tasks/kube.py", "flows/watch.py")
         if component is not None:
             verb, group, resource, name = parse_kube_request(method, url)
             KUBE_REQUESTS.append(KubeRequest(component, verb, group, resource, name))

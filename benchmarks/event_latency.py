@@ -1,0 +1,367 @@
+"""Event-driven ticks: the time from a burst of pending pods to the ASG's SetDesiredCapacity.
+
+Everything real but the cluster: `prefect server start`, `elevator serve` (the `autoscale`
+deployment with its pending-pods trigger) and `elevator watch`, each its own process, against
+the fake Kubernetes API and moto run in this process. A burst is `--pods` pending pods created
+at once; its latency ends when DescribeAutoScalingGroups shows the raised desired capacity
+(polled every 20 ms). Between bursts the pods are deleted and the tick has ended, so each burst
+starts from the same cluster (a 1 s cool-down releases the scale lock in time).
+
+    .venv/bin/python -m benchmarks.event_latency --bursts 10
+
+`PrefectServer`, `Child` and `BurstCluster` are also the test rig of tests/test_serve_watch.py,
+tests/test_deployments.py and tests/test_ui.py.
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import os
+import shutil
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from types import TracebackType
+from typing import IO, Any
+
+import yaml
+
+from fakes.aws import FakeAws
+from fakes.cluster import node_for_instance
+from fakes.kube_api import FakeKubeApi
+
+ROOT = Path(__file__).resolve().parent.parent
+MiB = 2**20
+# `elevator <command>` for the commands flows/serve.py and flows/watch.py register, whether or
+# not flows/cli.py has wired them in yet.
+LAUNCHER = (
+    "import sys, typer\n"
+    "from flows import serve, watch\n"
+    "app = typer.Typer(add_completion=False)\n"
+    "serve.register(app)\n"
+    "watch.register(app)\n"
+    "app()\n"
+)
+_names = itertools.count()
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def wait_until(condition: Callable[[], Any], timeout: float, what: str,
+               interval: float = 0.05) -> Any:
+    """Poll `condition` until it returns something truthy; TimeoutError naming `what`."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = condition()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"timed out after {timeout:.0f} s waiting for {what}")
+        time.sleep(interval)
+
+
+def elevator(*args: str) -> list[str]:
+    """The command line of `elevator <args>` in this interpreter."""
+    return [sys.executable, "-c", LAUNCHER, *args]
+
+
+class Child:
+    """A child process whose output goes to a file, read back to wait for a line."""
+
+    def __init__(self, command: Sequence[str], env: Mapping[str, str], log: Path,
+                 cwd: Path = ROOT) -> None:
+        self.log = log
+        self._out: IO[bytes] = log.open("wb")
+        self.process = subprocess.Popen(list(command), env=dict(env), cwd=cwd,
+                                        stdout=self._out, stderr=subprocess.STDOUT)
+
+    def output(self) -> str:
+        return self.log.read_text(errors="replace")
+
+    def wait_for(self, text: str, timeout: float) -> None:
+        def seen() -> bool:
+            if self.process.poll() is not None and text not in self.output():
+                raise RuntimeError(f"exited with {self.process.returncode} before printing "
+                                   f"{text!r}:\n{self.output()[-3000:]}")
+            return text in self.output()
+
+        try:
+            wait_until(seen, timeout, f"{text!r} from {self.log.name}", interval=0.1)
+        except TimeoutError as error:
+            raise TimeoutError(f"{error}\n{self.output()[-3000:]}") from None
+
+    def stop(self, timeout: float = 30.0) -> int:
+        """SIGTERM, then SIGKILL if it has not exited within `timeout`; the exit code."""
+        if self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+        self._out.close()
+        return self.process.returncode
+
+
+class PrefectServer:
+    """`prefect server start` on 127.0.0.1, a free port and a temporary PREFECT_HOME."""
+
+    def __init__(self, ui: bool = False, startup_timeout: float = 180.0) -> None:
+        self.port = free_port()
+        self.home = Path(tempfile.mkdtemp(prefix="elevator-prefect-server-"))
+        self.client_home = Path(tempfile.mkdtemp(prefix="elevator-prefect-client-"))
+        self.ui = ui
+        self.startup_timeout = startup_timeout
+        self._child: Child | None = None
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    @property
+    def api_url(self) -> str:
+        return f"{self.url}/api"
+
+    def env(self, **extra: str) -> dict[str, str]:
+        """Environment of a process talking to this server (CLI, worker, serve, watch)."""
+        env = {key: value for key, value in os.environ.items() if not key.startswith("PREFECT_")}
+        env.update(PREFECT_API_URL=self.api_url, PREFECT_HOME=str(self.client_home),
+                   PREFECT_SERVER_ANALYTICS_ENABLED="false", PREFECT_LOGGING_LEVEL="INFO")
+        env.update(extra)
+        return env
+
+    def start(self) -> PrefectServer:
+        env = {key: value for key, value in os.environ.items() if not key.startswith("PREFECT_")}
+        env.update(PREFECT_HOME=str(self.home), PREFECT_SERVER_ANALYTICS_ENABLED="false",
+                   PREFECT_UI_ENABLED="true" if self.ui else "false",
+                   # The UI asks the API at this URL (by default at port 4200).
+                   PREFECT_UI_API_URL=self.api_url, PREFECT_LOGGING_LEVEL="WARNING")
+        self._child = Child([sys.executable, "-m", "prefect", "server", "start", "--host",
+                             "127.0.0.1", "--port", str(self.port)], env,
+                            self.home / "server.log")
+
+        def healthy() -> bool:
+            if self._child is not None and self._child.process.poll() is not None:
+                raise RuntimeError(f"prefect server exited:\n{self._child.output()[-3000:]}")
+            try:
+                with urllib.request.urlopen(f"{self.api_url}/health", timeout=2):
+                    return True
+            except OSError:
+                return False
+
+        try:
+            wait_until(healthy, self.startup_timeout, "prefect server start", interval=0.2)
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def stop(self) -> None:
+        if self._child is not None:
+            self._child.stop()
+            self._child = None
+        shutil.rmtree(self.home, ignore_errors=True)
+        shutil.rmtree(self.client_home, ignore_errors=True)
+
+    def prefect(self, *args: str, cwd: Path = ROOT, timeout: float = 120.0) -> str:
+        """Run the `prefect` CLI against this server; its output, or CalledProcessError."""
+        done = subprocess.run([sys.executable, "-m", "prefect", *args], env=self.env(),
+                              cwd=cwd, capture_output=True, text=True, timeout=timeout,
+                              check=False)
+        if done.returncode != 0:
+            raise subprocess.CalledProcessError(done.returncode, done.args, done.stdout,
+                                                done.stderr + done.stdout[-3000:])
+        return done.stdout
+
+    def __enter__(self) -> PrefectServer:
+        return self.start()
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        self.stop()
+
+
+class BurstCluster:
+    """One node group, `batch`: an ASG in moto whose instances joined the fake API as Nodes.
+
+    A 1 s cool-down releases the scale lock before the next burst.
+    """
+
+    def __init__(self, kube: FakeKubeApi, aws: FakeAws, directory: Path, nodes: int = 2,
+                 max_nodes: int = 200, **group: Any) -> None:
+        self.kube, self.aws, self.directory = kube, aws, directory
+        self.asg = f"burst-asg-{next(_names)}-{os.getpid()}-{directory.name[-10:]}"
+        aws.create_asg(self.asg, 1, max_nodes, nodes)
+        now = time.time()
+        for index, instance in enumerate(aws.instances(self.asg)):
+            kube.create("nodes", node_for_instance(instance, {"customer": "batch"}, 1000,
+                                                   4000 * MiB, now - 3600 + index * 60))
+        settings = {
+            "name": "batch", "label_key": "customer", "label_value": "batch",
+            "cloud_provider_group_name": self.asg, "min_nodes": 1, "max_nodes": max_nodes,
+            "taint_upper_capacity_threshold_percent": 40,
+            "taint_lower_capacity_threshold_percent": 10, "scale_up_threshold_percent": 70,
+            "slow_node_removal_rate": 1, "fast_node_removal_rate": 2,
+            "soft_delete_grace_period": "1m", "hard_delete_grace_period": "10m",
+            "scale_up_cool_down_period": "1s", **group,
+        }
+        self.nodegroups = directory / "nodegroups.yaml"
+        self.nodegroups.write_text(yaml.safe_dump({"node_groups": [settings]}))
+        self.kubeconfig = kube.write_kubeconfig(directory / "kubeconfig")
+        self._bursts = itertools.count()
+
+    def desired(self) -> int:
+        answer = self.aws.client("autoscaling").describe_auto_scaling_groups(
+            AutoScalingGroupNames=[self.asg])
+        return int(answer["AutoScalingGroups"][0]["DesiredCapacity"])
+
+    def pending_pod(self, name: str, namespace: str = "jobs", cpu: str = "500m") -> None:
+        self.kube.create("pods", {
+            "metadata": {"name": name, "namespace": namespace},
+            "spec": {"nodeSelector": {"customer": "batch"}, "containers": [
+                {"name": "c", "resources": {"requests": {"cpu": cpu, "memory": "100Mi"}}}]},
+            "status": {"phase": "Pending"}}, namespace=namespace)
+
+    def burst(self, pods: int) -> list[str]:
+        """`pods` pending pods of the group, created at once; their names."""
+        number = next(self._bursts)
+        names = [f"burst-{number}-{index}" for index in range(pods)]
+        for name in names:
+            self.pending_pod(name)
+        return names
+
+    def delete(self, names: Sequence[str], namespace: str = "jobs") -> None:
+        for name in names:
+            self.kube.delete("pods", name, namespace)
+
+
+class EventRig:
+    """`elevator serve` and `elevator watch` against `server`, for `cluster`."""
+
+    def __init__(self, server: PrefectServer, cluster: BurstCluster, logs: Path,
+                 interval: str = "1h") -> None:
+        self.server, self.cluster, self.logs = server, cluster, logs
+        self.interval = interval
+        self.serve: Child | None = None
+        self.watch: Child | None = None
+
+    def start(self) -> EventRig:
+        cluster = self.cluster
+        env = self.server.env(**cluster.aws.env())
+        self.serve = Child(elevator("serve", "--nodegroups", str(cluster.nodegroups),
+                                    "--kubeconfig", str(cluster.kubeconfig),
+                                    "--interval", self.interval), env, self.logs / "serve.log")
+        self.watch = Child(elevator("watch", "--nodegroups", str(cluster.nodegroups),
+                                    "--kubeconfig", str(cluster.kubeconfig)), env,
+                           self.logs / "watch.log")
+        self.serve.wait_for("serving autoscale/autoscale", 120)
+        self.watch.wait_for("watching pending pods", 60)
+        if not cluster.kube.wait_for_watchers("pods", 1, timeout=30):
+            raise TimeoutError("elevator watch did not open its pod watch")
+        return self
+
+    def stop(self) -> dict[str, int]:
+        codes = {}
+        for name, child in (("watch", self.watch), ("serve", self.serve)):
+            if child is not None:
+                codes[name] = child.stop()
+        return codes
+
+    def measure_burst(self, pods: int = 10, timeout: float = 90.0) -> float:
+        """Seconds from creating `pods` pending pods to the ASG's raised desired capacity."""
+        cluster = self.cluster
+        before = cluster.desired()
+        start = time.monotonic()
+        names = cluster.burst(pods)
+        try:
+            wait_until(lambda: cluster.desired() > before, timeout,
+                       f"the ASG to grow past {before}", interval=0.02)
+        except TimeoutError as error:
+            raise TimeoutError(f"{error}\n--- serve:\n{self._tail(self.serve)}\n--- watch:\n"
+                               f"{self._tail(self.watch)}") from None
+        latency = time.monotonic() - start
+        cluster.delete(names)
+        return latency
+
+    @staticmethod
+    def _tail(child: Child | None) -> str:
+        return child.output()[-4000:] if child is not None else ""
+
+    def __enter__(self) -> EventRig:
+        try:
+            return self.start()
+        except BaseException:
+            self.stop()
+            raise
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        self.stop()
+
+
+def wait_for_idle(server: PrefectServer, timeout: float = 60.0) -> None:
+    """Until no flow run is pending or running (the burst's tick has ended)."""
+    from prefect.client.orchestration import get_client
+    from prefect.client.schemas.filters import (
+        FlowRunFilter,
+        FlowRunFilterState,
+        FlowRunFilterStateType,
+    )
+    from prefect.client.schemas.objects import StateType
+    from prefect.settings import PREFECT_API_URL, temporary_settings
+
+    active = FlowRunFilter(state=FlowRunFilterState(type=FlowRunFilterStateType(
+        any_=[StateType.PENDING, StateType.RUNNING])))
+    with temporary_settings({PREFECT_API_URL: server.api_url}), \
+            get_client(sync_client=True) as client:
+        wait_until(lambda: not client.read_flow_runs(flow_run_filter=active), timeout,
+                   "the tick to end", interval=0.2)
+
+
+def measure(bursts: int, pods: int) -> list[float]:
+    """Latency of each of `bursts` bursts of `pods` pods, in seconds."""
+    from tasks.watch import DEFAULT_DEBOUNCE_SECONDS
+
+    scratch = Path(tempfile.mkdtemp(prefix="elevator-event-latency-"))
+    latencies = []
+    try:
+        with FakeKubeApi() as kube, FakeAws() as aws, PrefectServer() as server:
+            cluster = BurstCluster(kube, aws, scratch)
+            with EventRig(server, cluster, scratch) as rig:
+                for number in range(bursts):
+                    started = time.monotonic()
+                    latencies.append(rig.measure_burst(pods))
+                    print(f"burst {number + 1}: {latencies[-1]:.2f} s", flush=True)
+                    wait_for_idle(server)
+                    # The watch sends a group at most one event per debounce window: let the
+                    # window pass, so each burst is measured from a quiet start.
+                    time.sleep(max(0.0, started + DEFAULT_DEBOUNCE_SECONDS - time.monotonic()))
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+    return latencies
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--bursts", type=int, default=10)
+    parser.add_argument("--pods", type=int, default=10, help="pending pods per burst")
+    options = parser.parse_args()
+    latencies = measure(options.bursts, options.pods)
+    print(f"pod creation → SetDesiredCapacity, {options.pods} pods a burst: median "
+          f"{statistics.median(latencies):.2f} s over {len(latencies)} bursts (min "
+          f"{min(latencies):.2f} s, max {max(latencies):.2f} s)")
+
+
+if __name__ == "__main__":
+    main()

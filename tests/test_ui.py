@@ -1,0 +1,123 @@
+"""The Prefect UI, in a real browser (issue "Run it the way Prefect users run things"): open the
+`plan` deployment of a real `prefect server start`, start a custom run through its parameter
+form, and see it complete on a process worker against the fake cluster.
+
+Debian's Chromium, headless, driven by Playwright's Python package (never `playwright install`).
+The filled-in form is saved as docs/run-form.png when that file is missing or when
+ELEVATOR_UPDATE_SCREENSHOTS=1, so a test run does not rewrite a committed image each time.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from benchmarks.event_latency import ROOT, BurstCluster, Child, PrefectServer, wait_until
+from fakes.aws import FakeAws
+from fakes.kube_api import FakeKubeApi
+from tests.test_deployments import api, deployed, worker  # noqa: F401  (module fixtures)
+
+CHROMIUM = Path("/usr/bin/chromium")
+CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
+                 "--no-first-run", "--disable-background-networking",
+                 "--disable-component-update", "--disable-sync"]
+SCREENSHOT = ROOT / "docs" / "run-form.png"
+
+pytestmark = [
+    pytest.mark.skipif(not CHROMIUM.exists(),
+                       reason="Debian's chromium is not installed (apt-get install chromium)"),
+]
+sync_api = pytest.importorskip("playwright.sync_api",
+                               reason="Playwright's Python package is not installed "
+                                      "(pip install playwright)")
+
+
+@pytest.fixture(scope="module")
+def server() -> Iterator[PrefectServer]:
+    """This module's server serves the UI (the other modules' do not)."""
+    with PrefectServer(ui=True) as running:
+        yield running
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Any]:
+    with sync_api.sync_playwright() as playwright:
+        chromium = playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS,
+                                              headless=True)
+        try:
+            yield chromium
+        finally:
+            chromium.close()
+
+
+def parameter(page: Any, label: str) -> Any:
+    """The form block of one flow parameter, found by its label."""
+    return page.locator(".schema-form-property",
+                        has=page.get_by_text(label, exact=True)).first
+
+
+def run_named(server: PrefectServer, name: str) -> Any:
+    from prefect.client.schemas.filters import FlowRunFilter, FlowRunFilterName
+
+    with api(server) as client:
+        runs = client.read_flow_runs(flow_run_filter=FlowRunFilter(
+            name=FlowRunFilterName(any_=[name])))
+    return runs[0] if runs else None
+
+
+def test_a_custom_run_of_plan_from_the_ui_form_completes(
+        server: PrefectServer, worker: Child, browser: Any,  # noqa: F811
+        fake_kube: FakeKubeApi, fake_aws: FakeAws, tmp_path_factory: pytest.TempPathFactory,
+) -> None:
+    directory = tmp_path_factory.mktemp("kube-elevator")
+    cluster = BurstCluster(fake_kube, fake_aws, directory)
+    cluster.burst(10)
+    with api(server) as client:
+        plan = client.read_deployment_by_name("autoscale/plan")
+    page = browser.new_page(viewport={"width": 1280, "height": 1480})
+    try:
+        page.goto(f"{server.url}/deployments/deployment/{plan.id}", wait_until="networkidle")
+        page.get_by_role("button", name="Run", exact=True).click()
+        page.get_by_role("button", name="Custom run").click()
+        page.wait_for_url(re.compile(r"/run(\?|$)"))
+        run_name = page.locator("input[type=text]").first
+        run_name.fill("plan-from-the-form")
+        parameter(page, "nodegroups").locator("textarea").fill(str(cluster.nodegroups))
+        kubeconfig = parameter(page, "kubeconfig (Optional)")
+        kubeconfig.get_by_role("button", name="str", exact=True).click()
+        kubeconfig.locator("textarea").fill(str(cluster.kubeconfig))
+        shot = directory / "run-form.png"
+        page.screenshot(path=str(shot), full_page=True)
+        page.get_by_role("button", name="Submit").click()
+        # The UI goes back to the deployment; the run is the one with the name given above.
+        page.wait_for_url(re.compile(rf"/deployments/deployment/{plan.id}(\?|$)"))
+        run_id = wait_until(lambda: run_named(server, "plan-from-the-form"), 30,
+                            "the run submitted from the form").id
+        page.goto(f"{server.url}/runs/flow-run/{run_id}", wait_until="networkidle")
+        # The run page follows the run's state: it reaches Completed without a reload.
+        sync_api.expect(page.get_by_text("Completed").first).to_be_visible(timeout=180_000)
+    finally:
+        page.close()
+    assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    if not SCREENSHOT.exists() or os.environ.get("ELEVATOR_UPDATE_SCREENSHOTS") == "1":
+        SCREENSHOT.parent.mkdir(exist_ok=True)
+        shutil.copyfile(shot, SCREENSHOT)
+
+    def finished() -> Any:
+        with api(server) as client:
+            run = client.read_flow_run(run_id)
+        return run if run.state is not None and run.state.is_final() else None
+
+    run = wait_until(finished, 60, "the flow run's final state", interval=0.2)
+    assert run.state.is_completed(), worker.output()[-3000:]
+    assert run.name == "plan-from-the-form"
+    assert run.parameters["nodegroups"] == str(cluster.nodegroups)
+    assert run.parameters["kubeconfig"] == str(cluster.kubeconfig)
+    assert run.parameters["dry_run"] is True
+    assert any(r.resource == "pods" and r.verb == "list" for r in fake_kube.requests)
