@@ -22,12 +22,11 @@ from tasks.collect import collect_nodes, collect_pods, describe_node_groups
 from tasks.config import NodeGroupConfig, load_node_groups
 from tasks.decide import ScalePlan, decide, missing_asg_plan
 from tasks.errors import LeaseConflict
-from tasks.filter_nodes import filter_nodes, nodes_by_group, pods_by_group
+from tasks.filter_nodes import nodes_by_group, pods_by_group
 from tasks.lock import DEFAULT_LEASE_NAMESPACE, GroupState, read_lock, write_lock
 from tasks.report import publish_tick
 from tasks.resources import AutoScalingGroup, NodeRecord, PodRecord
 from tasks.retry import Step
-from tasks.utilization import compute_utilization
 
 engine_fix.install()  # Prefect 3.8.8's heartbeat join costs each flow run up to 1 s
 
@@ -63,9 +62,8 @@ def tick_group(
                            message="Auto Scaling Group not found")
     namespace = adapters.lease_namespace
     state = run(read_lock, adapters.kube, namespace, group.name)
-    members = run(filter_nodes, group, pods, nodes, state, now, False)
-    usage = run(compute_utilization, members)
-    plan: ScalePlan = run(decide, group, members, usage, asg, state, now)
+    # filter-nodes, compute-utilization and decide, as one task run (see `decide`)
+    plan: ScalePlan = run(decide, group, pods, nodes, asg, state, now)
     if dry_run:
         return GroupResult(plan, "dry run", asg=asg)
     if not needs_claim(plan, state):

@@ -560,7 +560,11 @@ def plan_group(
 
 
 @step
-def decide(group: NodeGroupConfig, members: GroupMembers, usage: Utilization,
+def decide(group: NodeGroupConfig, pods: Sequence[PodRecord], nodes: Sequence[NodeRecord],
            asg: AutoScalingGroup, state: GroupState, now: float) -> ScalePlan:
-    """The tick step: the plan for one group."""
-    return decide_plan(group, members, usage, asg, state, now)
+    """The tick step: filter the group's nodes, measure, decide (Escalator steps 2 to 23).
+
+    One task run, not three: filtering and measuring are pure and take milliseconds, and each
+    Prefect task run costs ~25 ms of the tick's overhead budget (benchmarks/RESULTS.md).
+    """
+    return plan_group(group, pods, nodes, asg, state, now)

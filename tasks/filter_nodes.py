@@ -9,14 +9,9 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 from tasks.config import NodeGroupConfig
 from tasks.resources import NodeRecord, PodRecord
-from tasks.retry import step
-
-if TYPE_CHECKING:
-    from tasks.lock import GroupState
 
 ESCALATOR_TAINT_KEY = "atlassian.com/escalator"
 FORCE_TAINT_KEY = "atlassian.com/escalator-force"
@@ -161,11 +156,3 @@ def filter_group(
     return GroupMembers(pods=pods, nodes=nodes,
                         classes=classify_nodes(nodes, dry_mode, tracker), dry_mode=dry_mode,
                         unhealthy_to_taint=tuple(unhealthy), dry_mode_tainted=tuple(tracker))
-
-
-@step
-def filter_nodes(group: NodeGroupConfig, pods: Sequence[PodRecord], nodes: Sequence[NodeRecord],
-                 state: GroupState, now: float, dry_mode: bool) -> GroupMembers:
-    """The tick step: classify one group's nodes (dry mode: by the tracker in its Lease)."""
-    return filter_group(group, pods, nodes, state.dry_mode_tainted, now,
-                        dry_mode or group.dry_mode)

@@ -5,13 +5,8 @@ from __future__ import annotations
 import sys
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 
 from tasks.resources import NodeRecord, PodRecord
-from tasks.retry import step
-
-if TYPE_CHECKING:
-    from tasks.filter_nodes import GroupMembers
 
 # Escalator's sentinel for "no untainted capacity but work to do": scale up from zero.
 SCALE_FROM_ZERO = sys.float_info.max
@@ -128,9 +123,3 @@ def calc_percent_usage(
         raise PercentCalculationError("cannot divide by zero in percent calculation")
     return (requests.cpu_milli / capacity.cpu_milli * 100,
             requests.memory_bytes / capacity.memory_bytes * 100)
-
-
-@step
-def compute_utilization(members: GroupMembers) -> Utilization:
-    """The tick step: requests over untainted capacity for one group's members."""
-    return group_utilization(members.pods, members.nodes, members.classes.untainted)
