@@ -27,11 +27,11 @@ from tasks.resources import (
     NodeRecord,
     PodRecord,
     RawObject,
-    Taint,
-    Toleration,
     node_record,
     pod_record,
 )
+from tasks.scheduling import fits_constraints as fits_constraints  # shared with the estimator
+from tasks.scheduling import tolerates as tolerates
 
 POD_NAMESPACE = "workload"
 
@@ -60,51 +60,6 @@ def node_for_instance(instance: Mapping[str, Any], labels: Mapping[str, str], cp
             "conditions": [{"type": "Ready", "status": "True", "reason": "KubeletReady"}],
         },
     }
-
-
-def tolerates(tolerations: Sequence[Toleration], taint: Taint) -> bool:
-    """Kubernetes: a toleration matches key (or Exists with no key), value (Equal) and effect."""
-    for toleration in tolerations:
-        key_matches = toleration.key == taint.key or (toleration.key == ""
-                                                      and toleration.operator == "Exists")
-        value_matches = toleration.operator == "Exists" or toleration.value == taint.value
-        effect_matches = toleration.effect in ("", taint.effect)
-        if key_matches and value_matches and effect_matches:
-            return True
-    return False
-
-
-def _expression_matches(labels: Mapping[str, str], key: str, operator: str,
-                        values: Sequence[str]) -> bool:
-    present = key in labels
-    if operator == "In":
-        return present and labels[key] in values
-    if operator == "NotIn":
-        return not present or labels[key] not in values
-    if operator == "Exists":
-        return present
-    if operator == "DoesNotExist":
-        return not present
-    if operator in ("Gt", "Lt") and present and values:
-        try:
-            node_value, bound = int(labels[key]), int(values[0])
-        except ValueError:
-            return False
-        return node_value > bound if operator == "Gt" else node_value < bound
-    return False
-
-
-def fits_constraints(pod: PodRecord, node: NodeRecord) -> bool:
-    """nodeSelector, required node affinity (terms OR-ed, expressions AND-ed), taints."""
-    if any(node.labels.get(key) != value for key, value in pod.node_selector.items()):
-        return False
-    if pod.required_node_terms and not any(
-            all(_expression_matches(node.labels, e.key, e.operator, e.values)
-                for e in term.matchExpressions)
-            for term in pod.required_node_terms):
-        return False
-    return all(taint.effect == "PreferNoSchedule" or tolerates(pod.tolerations, taint)
-               for taint in node.taints)
 
 
 @dataclass

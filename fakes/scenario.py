@@ -22,15 +22,9 @@ from pydantic import (
 
 from tasks.config import LoadedConfig, load_node_groups, parse_go_duration, parse_node_groups
 from tasks.errors import InputError, join_location
+from tasks.instance_types import INSTANCE_TYPES
 from tasks.resources import cpu_milli, memory_bytes
 
-# vCPU and memory (GiB) of the instance types a scenario may name.
-INSTANCE_TYPES: dict[str, tuple[int, int]] = {
-    "t3.medium": (2, 4), "t3.large": (2, 8), "t3.xlarge": (4, 16),
-    "m5.large": (2, 8), "m5.xlarge": (4, 16), "m5.2xlarge": (8, 32), "m5.4xlarge": (16, 64),
-    "c5.large": (2, 4), "c5.xlarge": (4, 8), "c5.2xlarge": (8, 16), "c5.4xlarge": (16, 32),
-    "r5.large": (2, 16), "r5.xlarge": (4, 32), "r5.2xlarge": (8, 64),
-}
 # What the kubelet and system daemons keep for themselves (allocatable = capacity - reserve).
 RESERVED_CPU_MILLI = 100
 RESERVED_MEMORY_BYTES = 512 * 2**20

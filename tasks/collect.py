@@ -6,6 +6,7 @@ raw bytes plus the slim records, never a tree of every object, and a bad item ca
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import re
 from collections.abc import Iterable, Iterator, Sequence
@@ -57,9 +58,11 @@ class _TypedItems(msgspec.Struct, gc=False):
     metadata: _ListMetadata = msgspec.field(default_factory=_ListMetadata)
 
 
-# The fast path decodes a whole page in one call; only when that fails is the page decoded
-# item by item, to name the item that is wrong.
+# An API page (hundreds of items) is decoded in one call; a large document (a 200 MB snapshot
+# file) item by item, so the raw objects never all exist at once, and on failure item by item
+# too, to name the item that is wrong.
 _TYPED_DECODER = msgspec.json.Decoder(_TypedItems)
+_ONE_CALL_LIMIT_BYTES = 16 * 2**20
 
 
 class _MetadataOnly(msgspec.Struct, gc=False):
@@ -168,11 +171,11 @@ def decode_list_document(data: bytes | memoryview, source: str,
 def decode_page(data: bytes | memoryview, source: str, snapshot: ClusterSnapshot,
                 first_index: int = 0) -> tuple[str, int]:
     """One list answer into `snapshot`; returns its `continue` token and its item count."""
-    try:
-        typed = _TYPED_DECODER.decode(data)
-    except msgspec.DecodeError:
-        pass  # the slow path below says exactly what is wrong, and where
-    else:
+    typed = None
+    if len(data) <= _ONE_CALL_LIMIT_BYTES:
+        with contextlib.suppress(msgspec.DecodeError):  # the path below says what is wrong
+            typed = _TYPED_DECODER.decode(data)
+    if typed is not None:
         if typed.kind.endswith("List") and typed.items is not None:
             default_kind = typed.kind[:-4] if typed.kind != "List" else ""
             for index, raw in enumerate(typed.items, start=first_index):

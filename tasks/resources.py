@@ -134,7 +134,7 @@ class RawAnnotations(msgspec.Struct, gc=False):
 
 
 _NO_ANNOTATIONS = RawAnnotations()
-_ANNOTATIONS_DECODER = msgspec.json.Decoder(RawAnnotations)
+_ANNOTATIONS_DECODER = msgspec.json.Decoder(RawAnnotations | None)
 _ANNOTATION_DICT_DECODER = msgspec.json.Decoder(dict[str, str])
 
 
@@ -167,7 +167,7 @@ class RawMetadata(msgspec.Struct, gc=False):
         """Only the annotations the records read."""
         if _absent(self.annotations_raw):
             return _NO_ANNOTATIONS
-        return _ANNOTATIONS_DECODER.decode(self.annotations_raw)
+        return _ANNOTATIONS_DECODER.decode(self.annotations_raw) or _NO_ANNOTATIONS
 
 
 class MatchExpression(msgspec.Struct, frozen=True, gc=False):
@@ -285,7 +285,10 @@ STATIC_POD_SOURCE = "file"
 
 
 class PodRecord(msgspec.Struct, frozen=True, gc=False):
-    """What the autoscalers need to know about a pod; requests already summed (spec §5.3)."""
+    """What the autoscalers need to know about a pod; requests already summed (spec §5.3).
+
+    `pod_record` builds it positionally: a new field goes last, and into `pod_record` too.
+    """
 
     name: str
     namespace: str
@@ -368,10 +371,8 @@ def _present(raw: msgspec.Raw) -> bool:
     return not _absent(raw)
 
 
-def _local_volumes(volumes: list[RawVolume] | None) -> tuple[LocalVolume, ...]:
+def _local_volumes(volumes: list[RawVolume]) -> tuple[LocalVolume, ...]:
     """hostPath volumes and emptyDir volumes not backed by memory, in the pod's order."""
-    if not volumes:
-        return ()
     found = []
     for volume in volumes:
         if _present(volume.hostPath):
@@ -381,17 +382,8 @@ def _local_volumes(volumes: list[RawVolume] | None) -> tuple[LocalVolume, ...]:
     return tuple(found)
 
 
-def _controller_kind(owners: list[RawOwnerReference] | None) -> str:
-    for owner in owners or ():
-        if owner.controller:
-            return owner.kind
-    return ""
-
-
-def _names(text: str | None) -> tuple[str, ...]:
+def _names(text: str) -> tuple[str, ...]:
     """A comma-separated list annotation (`v1,v2`), blanks dropped."""
-    if not text:
-        return ()
     return tuple(name for name in (part.strip() for part in text.split(",")) if name)
 
 
@@ -419,34 +411,46 @@ def pod_record(raw: RawObject) -> PodRecord:
         node_affinity.requiredDuringSchedulingIgnoredDuringExecution
         if node_affinity is not None else None
     )
-    annotations = metadata.known_annotations()
-    owners = metadata.ownerReferences
+    # Inlined rather than helpers: this runs 150,000 times per tick.
+    raw_annotations = metadata.annotations_raw
+    annotations = (_ANNOTATIONS_DECODER.decode(raw_annotations) if len(raw_annotations) else None
+                   ) or _NO_ANNOTATIONS
+    owned_by_daemonset = False
+    controller_kind = ""
+    for owner in metadata.ownerReferences or ():
+        if owner.kind == DAEMONSET_KIND:
+            owned_by_daemonset = True
+        if owner.controller and not controller_kind:
+            controller_kind = owner.kind
+    local_volumes_text = annotations.safe_to_evict_local_volumes
+    # Positional, in PodRecord's field order: msgspec matches keyword arguments against the
+    # field names one by one, which cost ~9,000 instructions per pod at 25 fields (cachegrind).
     return PodRecord(
-        name=metadata.name,
-        namespace=metadata.namespace,
-        node_name=spec.nodeName or "",
-        phase=status.phase or "",
-        cpu_request_milli=cpu,
-        memory_request_bytes=memory,
-        owned_by_daemonset=any(o.kind == DAEMONSET_KIND for o in owners or ()),
-        static=annotations.config_source == STATIC_POD_SOURCE,
-        node_selector=spec.nodeSelector or {},
-        required_node_terms=required.nodeSelectorTerms if required is not None else (),
-        has_affinity=affinity is not None and (
+        metadata.name,  # name
+        metadata.namespace,  # namespace
+        spec.nodeName or "",  # node_name
+        status.phase or "",  # phase
+        cpu,  # cpu_request_milli
+        memory,  # memory_request_bytes
+        owned_by_daemonset,  # owned_by_daemonset
+        annotations.config_source == STATIC_POD_SOURCE,  # static
+        spec.nodeSelector or {},  # node_selector
+        required.nodeSelectorTerms if required is not None else (),  # required_node_terms
+        affinity is not None and (  # has_affinity
             node_affinity is not None
             or _present(affinity.podAffinity)
             or _present(affinity.podAntiAffinity)
         ),
-        scheduled=scheduled,
-        unschedulable=unschedulable,
-        tolerations=spec.tolerations or (),
-        uid=metadata.uid,
-        labels=metadata.labels or {},
-        controller_kind=_controller_kind(owners) if owners else "",
-        mirror=annotations.config_mirror is not None,
-        safe_to_evict=annotations.safe_to_evict or "",
-        safe_to_evict_local_volumes=_names(annotations.safe_to_evict_local_volumes),
-        local_volumes=_local_volumes(spec.volumes),
+        scheduled,  # scheduled
+        unschedulable,  # unschedulable
+        spec.tolerations or (),  # tolerations
+        metadata.uid,  # uid
+        metadata.labels or {},  # labels
+        controller_kind,  # controller_kind
+        annotations.config_mirror is not None,  # mirror
+        annotations.safe_to_evict or "",  # safe_to_evict
+        _names(local_volumes_text) if local_volumes_text else (),  # safe_to_evict_local_volumes
+        _local_volumes(spec.volumes) if spec.volumes else (),  # local_volumes
     )
 
 

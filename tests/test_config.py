@@ -172,9 +172,10 @@ def test_yaml_number_for_a_duration_becomes_its_string_and_fails_to_parse() -> N
 def test_unknown_keys_are_warnings_not_dropped_silently() -> None:
     loaded = parse_node_groups(
         {"node_groups": [group_dict(scale_up_cool_down_timeout="10m", aws={"colour": "red"})],
-         "cluster_autoscaler": {}}, "f.yaml")
+         "karpenter": {}}, "f.yaml")
+    # `cluster_autoscaler` is a known section now (tests/test_config_cluster_autoscaler.py).
     assert loaded.warnings == (
-        "f.yaml: cluster_autoscaler: unknown top-level key, ignored",
+        "f.yaml: karpenter: unknown top-level key, ignored",
         "f.yaml: node_groups[0] (batch).scale_up_cool_down_timeout: unknown key, ignored "
         "(as Escalator does)",
         "f.yaml: node_groups[0] (batch).aws.colour: unknown key, ignored (as Escalator does)",
