@@ -6,8 +6,9 @@ errors) without a cluster.  A simulator running in the same process drives the s
 through `FakeKubeApi.create/get/list/replace/patch/delete`, with the same semantics and
 resourceVersion bumps as HTTP writes, so watchers see its changes too.
 
-Served: core/v1 pods (+eviction, +status), nodes (+status), events; coordination.k8s.io/v1
-leases; apps/v1 deployments (+scale, +status); the discovery documents kubectl needs; and
+Served: core/v1 pods (+eviction, +status), nodes (+status), events, configmaps;
+coordination.k8s.io/v1 leases; apps/v1 deployments (+scale, +status); policy/v1
+poddisruptionbudgets (+status), which evictions honour; the discovery documents kubectl needs; and
 custom resources of any group/version/plural (+status) once registered with
 `register_custom_resource` or `install_crd`, as a CustomResourceDefinition would.
 Deliberate simplifications, none of which the code under test should depend on: no
@@ -15,6 +16,8 @@ authentication or admission, no defaulting beyond pod phase and deployment repli
 deletion is immediate (there is no kubelet to finish a graceful delete), a PUT replaces
 status too (only `/status` PUT and PATCH are restricted to status), and lists are served
 from the latest state rather than a snapshot at the continue token's resourceVersion.
+There is no disruption controller: a PodDisruptionBudget's `status` is computed from the
+pods whenever it is read (get, list, write responses); watch events carry the stored object.
 """
 
 from __future__ import annotations
@@ -71,6 +74,7 @@ __all__ = [
     "custom_resource_type",
     "json_merge_patch",
     "json_patch",
+    "pdb_status",
     "strategic_merge_patch",
 ]
 
@@ -163,13 +167,17 @@ RESOURCES: dict[str, ResourceType] = {
             "deployments", "deployment", "Deployment", "apps", "v1", True, ("deploy",),
             ("all",), ("scale", "status"), has_generation=True,
         ),
+        ResourceType("configmaps", "configmap", "ConfigMap", "", "v1", True, ("cm",)),
+        ResourceType(
+            "poddisruptionbudgets", "poddisruptionbudget", "PodDisruptionBudget", "policy",
+            "v1", True, ("pdb",), (), ("status",), has_generation=True,
+        ),
     )
 }
 
 _GROUP_VERSIONS: dict[str, list[ResourceType]] = {}
 for _rt in RESOURCES.values():
     _GROUP_VERSIONS.setdefault(_rt.api_version, []).append(_rt)
-_GROUP_VERSIONS.setdefault("policy/v1", [])  # served for pods/eviction's Eviction kind
 _BY_PATH: dict[tuple[str, str], ResourceType] = {
     (rt.api_version, rt.plural): rt for rt in RESOURCES.values()
 }
@@ -829,6 +837,10 @@ _TABLE_COLUMNS: dict[str, list[_Column]] = {
                     ("Containers", "string", 1), ("Images", "string", 1),
                     ("Selector", "string", 1)],
     "leases": [("Name", "string", 0), ("Holder", "string", 0), ("Age", "string", 0)],
+    "configmaps": [("Name", "string", 0), ("Data", "integer", 0), ("Age", "string", 0)],
+    "poddisruptionbudgets": [("Name", "string", 0), ("Min Available", "string", 0),
+                             ("Max Unavailable", "string", 0),
+                             ("Allowed Disruptions", "integer", 0), ("Age", "string", 0)],
     "events": [("Last Seen", "string", 0), ("Type", "string", 0), ("Reason", "string", 0),
                ("Object", "string", 0), ("Message", "string", 0)],
 }
@@ -928,6 +940,12 @@ def _table_cells(rt: ResourceType, obj: Obj, now: float) -> list[Any]:
                 format_label_selector(spec.get("selector")) or "<none>"]
     if rt.plural == "leases":
         return [meta.get("name"), spec.get("holderIdentity") or "", age]
+    if rt.plural == "configmaps":
+        return [meta.get("name"), len(obj.get("data") or {}) + len(obj.get("binaryData") or {}),
+                age]
+    if rt.plural == "poddisruptionbudgets":
+        return [meta.get("name"), str(spec.get("minAvailable", "N/A")),
+                str(spec.get("maxUnavailable", "N/A")), status.get("disruptionsAllowed", 0), age]
     if rt.plural not in _TABLE_COLUMNS:  # a custom resource: a CRD's default columns
         return [meta.get("name"), age]
     involved = obj.get("involvedObject") or {}
@@ -1040,6 +1058,144 @@ class _Server(uvicorn.Server):
             self.run(sockets=sockets)
         finally:
             self.ready.set()  # startup failed: unblock `start()` so it can report it
+
+
+# PodDisruptionBudgets ------------------------------------------------------------------
+
+PDB_VIOLATION = "Cannot evict pod as it would violate the pod's disruption budget."
+PDB_MULTIPLE = ("This pod has more than one PodDisruptionBudget, which the eviction "
+                "subresource does not support.")
+_PERCENT_RE = re.compile(r"^[0-9]+%$")
+_UNHEALTHY_POLICIES = ("IfHealthyBudget", "AlwaysAllow")
+
+
+def _selector_matches(selector: Any, labels: Mapping[str, str]) -> bool:
+    """`metav1.LabelSelector` semantics: every matchLabels pair and matchExpression holds.
+
+    A missing selector selects nothing and `{}` selects everything (policy/v1 rules).
+    """
+    if not isinstance(selector, dict):
+        return False
+    for key, value in (selector.get("matchLabels") or {}).items():
+        if labels.get(key) != value:
+            return False
+    for expr in selector.get("matchExpressions") or []:
+        key, op = expr.get("key"), expr.get("operator")
+        values = expr.get("values") or []
+        if op == "In":
+            ok = key in labels and labels[key] in values
+        elif op == "NotIn":
+            ok = key not in labels or labels[key] not in values
+        elif op == "Exists":
+            ok = key in labels
+        elif op == "DoesNotExist":
+            ok = key not in labels
+        else:
+            ok = False
+        if not ok:
+            return False
+    return True
+
+
+def _selector_empty(selector: Any) -> bool:
+    """No selector or `{}`: the eviction subresource ignores such a budget, as the real one."""
+    return not isinstance(selector, dict) or not (selector.get("matchLabels")
+                                                  or selector.get("matchExpressions"))
+
+
+def _scaled(value: Any, total: int) -> int:
+    """`intstr.GetScaledValueFromIntOrPercent(value, total, roundUp=true)`; values are
+    validated on write, so a string here is a percentage."""
+    if isinstance(value, str):
+        return -(-int(value[:-1]) * total // 100)
+    return int(value)
+
+
+def _pod_healthy(pod: Obj) -> bool:
+    """Whether the disruption controller counts `pod` as healthy: Running and Ready.
+
+    Simplification: a Running pod with no `Ready` condition at all also counts as healthy,
+    so simulated pods need not carry conditions (the real controller wants Ready=True).
+    """
+    if _metadata(pod).get("deletionTimestamp"):
+        return False
+    status = pod.get("status") or {}
+    if status.get("phase") != "Running":
+        return False
+    ready = [c for c in status.get("conditions") or [] if c.get("type") == "Ready"]
+    return not ready or ready[0].get("status") == "True"
+
+
+def _ignores_budgets(pod: Obj) -> bool:
+    """`canIgnorePDB`: pending, finished and terminating pods are evicted without a check."""
+    return (pod.get("status") or {}).get("phase") in ("Pending", "Succeeded", "Failed") \
+        or bool(_metadata(pod).get("deletionTimestamp"))
+
+
+def _check_int_or_percent(rt: ResourceType, name: str, fld: str, value: Any) -> None:
+    """`ValidatePositiveIntOrPercent` and `IsNotMoreThan100Percent`, as on a real server."""
+    if isinstance(value, bool) or not isinstance(value, int | str):
+        raise Invalid(rt, name, fld, "FieldValueInvalid",
+                      f"Invalid value: {value!r}: must be an integer or percentage (e.g '5%')")
+    if isinstance(value, int):
+        if value < 0:
+            raise Invalid(rt, name, fld, "FieldValueInvalid",
+                          f"Invalid value: {value}: must be greater than or equal to 0")
+        return
+    if not _PERCENT_RE.match(value):
+        raise Invalid(rt, name, fld, "FieldValueInvalid",
+                      f'Invalid value: "{value}": a valid percent string must be a numeric '
+                      "string followed by an ending '%' (e.g. '1%',  or '93%', regex used "
+                      "for validation is '[0-9]+%')")
+    if int(value[:-1]) > 100:
+        raise Invalid(rt, name, fld, "FieldValueInvalid",
+                      f'Invalid value: "{value}": must not be greater than 100%')
+
+
+def _check_pdb(rt: ResourceType, name: str, pdb: Obj) -> None:
+    """Reject the budgets a real API server rejects, so status maths can trust the spec."""
+    spec = pdb.get("spec") or {}
+    if not isinstance(spec, dict):
+        raise Invalid(rt, name, "spec", "FieldValueInvalid", "Invalid value: must be an object")
+    min_available, max_unavailable = spec.get("minAvailable"), spec.get("maxUnavailable")
+    if min_available is not None and max_unavailable is not None:
+        raise Invalid(rt, name, "spec.minAvailable", "FieldValueInvalid",
+                      f"Invalid value: {min_available!r}: minAvailable and maxUnavailable "
+                      "cannot be both set")
+    if min_available is not None:
+        _check_int_or_percent(rt, name, "spec.minAvailable", min_available)
+    if max_unavailable is not None:
+        _check_int_or_percent(rt, name, "spec.maxUnavailable", max_unavailable)
+    policy = spec.get("unhealthyPodEvictionPolicy")
+    if policy is not None and policy not in _UNHEALTHY_POLICIES:
+        raise Invalid(rt, name, "spec.unhealthyPodEvictionPolicy", "FieldValueNotSupported",
+                      f'Unsupported value: "{policy}": supported values: '
+                      '"AlwaysAllow", "IfHealthyBudget"')
+
+
+def pdb_status(pdb: Obj, pods: ObjList) -> Obj:
+    """What the disruption controller would write: counts over the non-finished pods the
+    budget selects (expected pods are those pods, not the owning controllers' scale)."""
+    spec = pdb.get("spec") or {}
+    selector = spec.get("selector")
+    expected = healthy = 0
+    for pod in pods:
+        labels = _metadata(pod).get("labels") or {}
+        if not _selector_matches(selector, labels):
+            continue
+        if (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed"):
+            continue
+        expected += 1
+        healthy += _pod_healthy(pod)
+    if spec.get("maxUnavailable") is not None:
+        desired = max(expected - _scaled(spec["maxUnavailable"], expected), 0)
+    elif spec.get("minAvailable") is not None:
+        desired = _scaled(spec["minAvailable"], expected)
+    else:
+        desired = 0
+    return {"observedGeneration": _metadata(pdb).get("generation", 1),
+            "disruptionsAllowed": max(healthy - desired, 0), "currentHealthy": healthy,
+            "desiredHealthy": desired, "expectedPods": expected}
 
 
 # The server ---------------------------------------------------------------------------
@@ -1330,7 +1486,7 @@ class FakeKubeApi:
             if sub == "eviction":
                 return self._evict(ns, _metadata(body).get("name") or "", body)
             rec = self._create(rt, ns, body)
-        return cast(Obj, orjson.loads(_raw_with_kind(rt, rec)))
+            return cast(Obj, orjson.loads(self._served(rt, rec)))
 
     def get(self, resource: str, name: str, namespace: str | None = None) -> Obj:
         """Fetch one object (a copy); raises `NotFound`, a `KeyError`, when absent."""
@@ -1338,9 +1494,9 @@ class FakeKubeApi:
         ns = self._ns(rt, namespace)
         with self._lock:
             rec = self._get(rt, ns, name)
-        if sub == "scale":
-            return self._scale(_load(rec))
-        return cast(Obj, orjson.loads(_raw_with_kind(rt, rec)))
+            if sub == "scale":
+                return self._scale(_load(rec))
+            return cast(Obj, orjson.loads(self._served(rt, rec)))
 
     def list(self, resource: str, namespace: str | None = None, label_selector: str = "",
              field_selector: str = "") -> ObjList:
@@ -1351,6 +1507,7 @@ class FakeKubeApi:
         ns = namespace if rt.namespaced else None
         with self._lock:
             recs, _, _, _ = self._list(rt, ns, labels, fields, 0, None)
+            recs = self._fresh(rt, recs)
         return cast(ObjList, orjson.loads(b"[" + b",".join(r.raw for r in recs) + b"]"))
 
     def replace(self, resource: str, body: Obj, namespace: str | None = None) -> Obj:
@@ -1362,7 +1519,7 @@ class FakeKubeApi:
             if sub == "scale":
                 return self._update_scale(ns, name, body)
             rec, _ = self._update(rt, ns, name, body, sub)
-        return cast(Obj, orjson.loads(_raw_with_kind(rt, rec)))
+            return cast(Obj, orjson.loads(self._served(rt, rec)))
 
     def patch(self, resource: str, name: str, patch: Obj | ObjList,
               namespace: str | None = None, kind: str = "merge") -> Obj:
@@ -1375,7 +1532,7 @@ class FakeKubeApi:
             if sub == "scale":
                 return self._patch_scale(ns, name, kind, patch)
             rec = self._patch(rt, ns, name, kind, patch, sub)
-        return cast(Obj, orjson.loads(_raw_with_kind(rt, rec)))
+            return cast(Obj, orjson.loads(self._served(rt, rec)))
 
     def delete(self, resource: str, name: str, namespace: str | None = None) -> None:
         """Delete an object; raises `NotFound` (a `KeyError`) when absent."""
@@ -1407,6 +1564,8 @@ class FakeKubeApi:
         never touched.  Writes that change nothing keep the resourceVersion and send no
         event, as on the real server.
         """
+        if rt.plural == "poddisruptionbudgets":
+            _check_pdb(rt, key[1], new)
         coll = self._collections[rt.plural]
         meta = dict(_metadata(new))
         new["metadata"] = meta
@@ -1652,7 +1811,7 @@ class FakeKubeApi:
         body_name = _metadata(body).get("name")
         if body_name and body_name != name:
             raise BadRequest("name in URL does not match name in Eviction object")
-        self._get(rt, ns, name)
+        rec = self._get(rt, ns, name)
         if (ns, name) in self._eviction_blocked:
             raise ApiError(
                 429, "TooManyRequests",
@@ -1661,10 +1820,74 @@ class FakeKubeApi:
                              "message": "The disruption budget fake-pdb needs 1 healthy pods "
                                         "and has 1 currently"}]},
             )
+        pod = _load(rec)
+        if not _ignores_budgets(pod):
+            self._check_budgets(ns, rec, pod)
         options = body.get("deleteOptions")
         self._delete(rt, ns, name, options if isinstance(options, dict) else {})
         return {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success",
                 "code": 201}
+
+    def _namespace_recs(self, plural: str, ns: str) -> RecList:
+        """The records of one namespace, found by bisection on the sorted keys."""
+        coll = self._collections[plural]
+        keys = coll.sorted_keys()
+        lo = bisect.bisect_left(keys, (ns, ""))
+        hi = bisect.bisect_left(keys, (ns + "\x00", ""), lo)
+        return [coll.objects[k] for k in keys[lo:hi]]
+
+    def _selected_pods(self, ns: str, selector: Any) -> ObjList:
+        """The pods of `ns` a budget's selector picks; only those are parsed."""
+        return [_load(rec) for rec in self._namespace_recs("pods", ns)
+                if _selector_matches(selector, rec.labels)]
+
+    def _fresh(self, rt: ResourceType, recs: RecList) -> RecList:
+        """`recs` as served: budgets get the status a disruption controller would write now."""
+        if rt.plural != "poddisruptionbudgets" or not recs:
+            return recs
+        fresh: RecList = []
+        with self._lock:
+            for rec in recs:
+                pdb = _load(rec)
+                pods = self._selected_pods(rec.namespace, (pdb.get("spec") or {}).get("selector"))
+                stored = pdb.get("status")
+                pdb["status"] = {**(stored if isinstance(stored, dict) else {}),
+                                 **pdb_status(pdb, pods)}
+                fresh.append(rec._replace(raw=orjson.dumps(pdb, option=_DUMP)))
+        return fresh
+
+    def _served(self, rt: ResourceType, rec: _Rec) -> bytes:
+        """One object on the wire, with a budget's status computed."""
+        return _raw_with_kind(rt, self._fresh(rt, [rec])[0])
+
+    def _check_budgets(self, ns: str, rec: _Rec, pod: Obj) -> None:
+        """The eviction subresource's budget checks (pkg/registry/core/pod/storage/eviction.go):
+        at most one budget may select the pod, and evicting must leave it enough healthy pods."""
+        budgets = [pdb for pdb in map(_load, self._namespace_recs("poddisruptionbudgets", ns))
+                   if not _selector_empty((pdb.get("spec") or {}).get("selector"))
+                   and _selector_matches(pdb["spec"]["selector"], rec.labels)]
+        if not budgets:
+            return
+        if len(budgets) > 1:
+            raise ApiError(500, "InternalError", f"Internal error occurred: {PDB_MULTIPLE}",
+                           {"causes": [{"message": PDB_MULTIPLE}]})
+        pdb = budgets[0]
+        spec = pdb.get("spec") or {}
+        status = pdb_status(pdb, self._selected_pods(ns, spec.get("selector")))
+        current, desired = status["currentHealthy"], status["desiredHealthy"]
+        if not _pod_healthy(pod):
+            # An unhealthy pod costs the budget nothing: AlwaysAllow lets it go, and the
+            # default IfHealthyBudget does while the budget is met.
+            if spec.get("unhealthyPodEvictionPolicy") == "AlwaysAllow":
+                return
+            if current >= desired > 0:
+                return
+        if status["disruptionsAllowed"] == 0:
+            name = _metadata(pdb).get("name")
+            raise ApiError(429, "TooManyRequests", PDB_VIOLATION, {"causes": [{
+                "reason": "DisruptionBudget",
+                "message": f"The disruption budget {name} needs {desired} healthy pods and "
+                           f"has {current} currently"}]})
 
     # HTTP -----------------------------------------------------------------------------
 
@@ -1859,7 +2082,7 @@ class FakeKubeApi:
         if verb == "get":
             assert name is not None
             with self._lock:
-                rec = self._get(rt, ns, name)
+                rec = self._fresh(rt, [self._get(rt, ns, name)])[0]
             if sub == "scale":
                 return self._json(self._scale(_load(rec)))
             if _wants_table(request.headers.get("accept", "")):
@@ -1890,7 +2113,7 @@ class FakeKubeApi:
                 if sub == "scale":
                     return self._json(self._patch_scale(ns, name, kind, body))
                 rec = self._patch(rt, ns, name, kind, body, sub)
-            return self._raw(_raw_with_kind(rt, rec))
+                return self._raw(self._served(rt, rec))
         if content_type not in ("application/json", ""):
             raise ApiError(415, "UnsupportedMediaType",
                            "the body of the request was in an unknown format - accepted "
@@ -1902,12 +2125,12 @@ class FakeKubeApi:
                 assert name is not None
                 return self._json(self._evict(ns, name, body), 201)
             if verb == "create":
-                return self._raw(_raw_with_kind(rt, self._create(rt, ns, body)), 201)
+                return self._raw(self._served(rt, self._create(rt, ns, body)), 201)
             assert name is not None
             if sub == "scale":
                 return self._json(self._update_scale(ns, name, body))
             rec, created = self._update(rt, ns, name, body, sub)
-        return self._raw(_raw_with_kind(rt, rec), 201 if created else 200)
+            return self._raw(self._served(rt, rec), 201 if created else 200)
 
     def _serve_list(self, route: _Route, query: Mapping[str, str], accept: str) -> Response:
         rt = route.rt
@@ -1920,6 +2143,7 @@ class FakeKubeApi:
         with self._lock:
             recs, rv, token, remaining = self._list(rt, route.namespace, labels, fields,
                                                      limit, query.get("continue") or None)
+            recs = self._fresh(rt, recs)
         meta: Obj = {"resourceVersion": str(rv)}
         if token:
             meta["continue"] = token

@@ -175,12 +175,11 @@ def decode_page(data: bytes | memoryview, source: str, snapshot: ClusterSnapshot
     if len(data) <= _ONE_CALL_LIMIT_BYTES:
         with contextlib.suppress(msgspec.DecodeError):  # the path below says what is wrong
             typed = _TYPED_DECODER.decode(data)
-    if typed is not None:
-        if typed.kind.endswith("List") and typed.items is not None:
-            default_kind = typed.kind[:-4] if typed.kind != "List" else ""
-            for index, raw in enumerate(typed.items, start=first_index):
-                add_item(snapshot, raw, raw.kind or default_kind, f"{source}: items[{index}]")
-            return typed.metadata.continue_, len(typed.items)
+    if typed is not None and typed.kind.endswith("List") and typed.items is not None:
+        default_kind = typed.kind[:-4] if typed.kind != "List" else ""
+        for index, raw in enumerate(typed.items, start=first_index):
+            add_item(snapshot, raw, raw.kind or default_kind, f"{source}: items[{index}]")
+        return typed.metadata.continue_, len(typed.items)
     try:
         document = _ITEMS_DECODER.decode(data)
     except msgspec.DecodeError as error:

@@ -11,7 +11,7 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 import yaml
 from pydantic import (
@@ -133,6 +133,8 @@ class NodeGroupConfig(BaseModel):
     unhealthy_node_grace_period: GoString = ""
     health_check_newest_nodes_percent: StrictInt = 0
     max_unhealthy_nodes_percent: StrictInt = 0
+    # Beyond Escalator (Trimaran): taint the least loaded nodes first, as a load watcher sees them.
+    scale_down_selection: Literal["oldest", "least_loaded"] = "oldest"
     aws: AwsOptions = AwsOptions()
 
     @property

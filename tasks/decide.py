@@ -24,6 +24,7 @@ from tasks.filter_nodes import (
     pods_by_group,
 )
 from tasks.lock import GroupState
+from tasks.node_selection import nodes_to_taint
 from tasks.resources import AutoScalingGroup, NodeRecord, PodRecord
 from tasks.retry import step
 from tasks.utilization import (
@@ -215,6 +216,7 @@ class _Tick:
     lock_held_at_check: bool = False
     lock_released_after_seconds: float | None = None
     group_healthy: bool = True
+    cpu_load_percent: Mapping[str, float] | None = None  # from a load watcher, if any
 
     @property
     def unhealthy_feature(self) -> bool:
@@ -324,7 +326,8 @@ class _Tick:
                 return
         if self.asg_desired - count < self.asg.min_size and self.asg_desired - self.asg.min_size >= 0:
             count = self.asg_desired - self.asg.min_size
-        for node in oldest_first(self.classes.untainted)[:count]:
+        for node in nodes_to_taint(self.classes.untainted, count,
+                                   self.group.scale_down_selection, self.cpu_load_percent):
             self.add_taint(node)
 
 
@@ -335,6 +338,7 @@ def decide_plan(
     asg: AutoScalingGroup,
     state: GroupState,
     now: float,
+    cpu_load_percent: Mapping[str, float] | None = None,
 ) -> ScalePlan:
     """Escalator's steps 2 and 5 to 23 for one group, on its classified members and usage."""
     pods, nodes, classes = members.pods, members.nodes, members.classes
@@ -344,7 +348,7 @@ def decide_plan(
                  dry_mode=dry, min_nodes=min_nodes, max_nodes=max_nodes,
                  asg_desired=asg.desired_capacity, tracker=list(members.dry_mode_tainted),
                  classes=classes, pods_on_node=usage.pods_on_node,
-                 taint=list(members.unhealthy_to_taint))
+                 taint=list(members.unhealthy_to_taint), cpu_load_percent=cpu_load_percent)
 
     # 2. Cache a node's allocatable for scaling up from zero (kept in the Lease, not in memory).
     if nodes:
@@ -551,20 +555,23 @@ def plan_group(
     state: GroupState,
     now: float,
     dry_mode: bool = False,
+    cpu_load_percent: Mapping[str, float] | None = None,
 ) -> ScalePlan:
     """One whole Escalator tick for one group: filter, measure, decide."""
     members = filter_group(group, pods, nodes, state.dry_mode_tainted, now,
                            dry_mode or group.dry_mode)
     usage = group_utilization(pods, nodes, members.classes.untainted)
-    return decide_plan(group, members, usage, asg, state, now)
+    return decide_plan(group, members, usage, asg, state, now, cpu_load_percent)
 
 
 @step
 def decide(group: NodeGroupConfig, pods: Sequence[PodRecord], nodes: Sequence[NodeRecord],
-           asg: AutoScalingGroup, state: GroupState, now: float) -> ScalePlan:
+           asg: AutoScalingGroup, state: GroupState, now: float,
+           cpu_load_percent: Mapping[str, float] | None = None) -> ScalePlan:
     """The tick step: filter the group's nodes, measure, decide (Escalator steps 2 to 23).
 
     One task run, not three: filtering and measuring are pure and take milliseconds, and each
     Prefect task run costs ~25 ms of the tick's overhead budget (benchmarks/RESULTS.md).
     """
-    return plan_group(group, pods, nodes, asg, state, now)
+    return plan_group(group, pods, nodes, asg, state, now,
+                      cpu_load_percent=cpu_load_percent)

@@ -25,3 +25,17 @@ class LeaseConflict(Exception):
 
 class NodeChanged(Exception):
     """A node kept changing under us through every conflict retry."""
+
+
+class EvictionBlocked(Exception):
+    """The API server refused an eviction with 429: a PodDisruptionBudget is at its limit.
+
+    Not retryable within a tick (it is no `ApiException`, so `tasks.retry.is_retryable` says
+    no): the budget frees up only when another pod becomes Ready, which takes longer than a
+    retry back-off. The drain leaves the pod running and tries again on a later tick.
+    """
+
+    def __init__(self, pod: str, message: str) -> None:
+        self.pod = pod  # "<namespace>/<name>"
+        self.message = message
+        super().__init__(f"eviction of pod {pod} blocked: {message}")

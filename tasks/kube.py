@@ -20,7 +20,7 @@ from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
 
 from tasks.collect import ClusterSnapshot, decode_list_metadata, decode_page, gc_paused
-from tasks.errors import InputError, LeaseConflict, NodeChanged
+from tasks.errors import EvictionBlocked, InputError, LeaseConflict, NodeChanged
 from tasks.filter_nodes import ESCALATOR_TAINT_KEY
 from tasks.lock import HOLDER_IDENTITY, LAST_TICK, GroupState, state_from_annotations, state_to_annotations
 from tasks.resources import OBJECT_DECODER, NodeRecord, PodRecord, node_record
@@ -331,6 +331,71 @@ class KubeClient:
             token = (page.get("metadata") or {}).get("continue")
             if not token:
                 return items
+
+    # --- drain and the Cluster Autoscaler's inputs ---------------------------------------------
+
+    @property
+    def policy(self) -> client.PolicyV1Api:
+        return client.PolicyV1Api(self.api)
+
+    def evict_pod(self, namespace: str, name: str) -> bool:
+        """Evict through the Eviction API, so PodDisruptionBudgets are honoured (a DELETE
+        would not be); True when evicted, False when the pod is already gone.
+
+        A 429 raises `EvictionBlocked`: the budget is at its limit and the caller should
+        leave the pod and try again on a later tick, not retry now.
+        """
+        body = {"apiVersion": "policy/v1", "kind": "Eviction",
+                "metadata": {"name": name, "namespace": namespace}}
+        try:
+            self.core.create_namespaced_pod_eviction(name, namespace, cast(Any, body),
+                                                     _preload_content=False)
+        except ApiException as error:
+            if error.status == 404:
+                return False
+            if error.status == 429:
+                raise EvictionBlocked(f"{namespace}/{name}", _status_message(error)) from None
+            raise
+        return True
+
+    def list_pod_disruption_budgets(self) -> list[dict[str, Any]]:
+        """Every PodDisruptionBudget in all namespaces, as raw JSON (few: one page each time)."""
+        items: list[dict[str, Any]] = []
+        token: str | None = None
+        while True:
+            response = self.policy.list_pod_disruption_budget_for_all_namespaces(
+                limit=self.page_size, _continue=token, _preload_content=False)
+            page = orjson.loads(_body(response))
+            items.extend(page.get("items") or [])
+            token = (page.get("metadata") or {}).get("continue")
+            if not token:
+                return items
+
+    def read_config_map(self, namespace: str, name: str) -> dict[str, str] | None:
+        """A ConfigMap's `data` (e.g. the priority expander's), or None when it does not exist."""
+        try:
+            response = self.core.read_namespaced_config_map(name, namespace,
+                                                            _preload_content=False)
+        except ApiException as error:
+            if error.status == 404:
+                return None
+            raise
+        data = orjson.loads(_body(response)).get("data") or {}
+        return {str(key): str(value) for key, value in data.items()}
+
+
+def _status_message(error: ApiException) -> str:
+    """The `Status` message of a failed call and its causes ("needs 2 healthy pods ...")."""
+    try:
+        status = orjson.loads(error.body or b"{}")
+    except orjson.JSONDecodeError:
+        return str(error.reason or error.status)
+    if not isinstance(status, dict):
+        return str(error.reason or error.status)
+    causes = [str(cause.get("message")) for cause in
+              (status.get("details") or {}).get("causes") or [] if cause.get("message")]
+    message = str(status.get("message") or error.reason or error.status)
+    return "; ".join([message, *causes])
 
 
 def continue_token(page: bytes) -> str:
