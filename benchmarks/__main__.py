@@ -105,6 +105,22 @@ def quality_figures() -> list[Figure]:
     return figures
 
 
+def placement_figures() -> list[Figure]:
+    from benchmarks.placement import compare
+
+    figures = []
+    for name in ("scenario.yaml", "scenario-trace.yaml"):
+        compared = compare(name)
+        default, aware = compared["default"], compared["load-aware"]
+        figures.append(Figure(
+            f"load-aware placement + least-loaded scale-down vs defaults, {name}",
+            f"node-s {aware['node_seconds']:.0f}, pending pod-s "
+            f"{aware['pending_pod_seconds']:.0f}", "reported",
+            f"defaults: node-s {default['node_seconds']:.0f}, pending pod-s "
+            f"{default['pending_pod_seconds']:.0f}", None))
+    return figures
+
+
 def render(figures: list[Figure]) -> Table:
     table = Table(title="kube-elevator benchmarks")
     for column in ("figure", "value", "target", "floor", "met"):
@@ -137,7 +153,7 @@ def write_results(figures: list[Figure]) -> None:
 def main() -> int:
     console = Console(width=160)
     figures = (plan_figures() + scaling_figures() + collection_figures() + prefect_figures()
-               + quality_figures())
+               + quality_figures() + placement_figures())
     console.print(render(figures))
     write_results(figures)
     console.print(f"written to {RESULTS}")

@@ -9,7 +9,7 @@ duration, and pods of a vanished node go back to pending.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -62,6 +62,10 @@ def node_for_instance(instance: Mapping[str, Any], labels: Mapping[str, str], cp
     }
 
 
+# Chooses among the feasible nodes (oldest first) the one a pod is bound to.
+Placement = Callable[[PodRecord, list[NodeRecord], float], NodeRecord | None]
+
+
 @dataclass
 class PodLife:
     """One simulated pod's timeline."""
@@ -102,6 +106,7 @@ class SimulatedCluster:
     last_nodes: dict[str, NodeRecord] = field(default_factory=dict)
     terminations: list[Termination] = field(default_factory=list)
     evictions: int = 0
+    place: Placement | None = None
     _sequence: dict[str, int] = field(default_factory=dict)
 
     # --- nodes ------------------------------------------------------------------------------
@@ -197,9 +202,12 @@ class SimulatedCluster:
         pending.sort(key=lambda item: (item[0].arrival, item[0].name))
         ready = [node for node in nodes if node.ready and not node.unschedulable]
         for life, pod in pending:
-            target = next((node for node in ready if fits_constraints(pod, node)
-                           and free[node.name][0] >= pod.cpu_request_milli
-                           and free[node.name][1] >= pod.memory_request_bytes), None)
+            feasible = [node for node in ready if fits_constraints(pod, node)
+                        and free[node.name][0] >= pod.cpu_request_milli
+                        and free[node.name][1] >= pod.memory_request_bytes]
+            # First fit by node age, unless a placement (the scheduler extender) ranks them.
+            target = self.place(pod, feasible, now) if self.place and feasible else \
+                next(iter(feasible), None)
             if target is None:
                 if not life.marked_unschedulable:
                     self._set_pod_status(life, "Pending", scheduled=False)

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import csv
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 import yaml
 from pydantic import (
@@ -128,6 +128,14 @@ class Scenario(_Strict):
     seed: int = 1
     workload: list[Wave] = []
     trace: str | None = None
+    # Load-aware placement (Trimaran): "first-fit" is a plain scheduler; the other two bind each
+    # pod to the feasible node the scheduler extender scores highest (ties: the oldest).
+    placement: Literal["first-fit", "target-load-packing", "load-variation-risk-balancing"] = \
+        "first-fit"
+    target_utilization: int = Field(default=40, gt=0, le=100)
+    # Pods use a share of their requests: drawn per pod in [mean - spread, mean + spread].
+    usage_mean: float = Field(default=0.6, ge=0)
+    usage_spread: float = Field(default=0.3, ge=0)
 
     @field_validator("tick_interval", "step")
     @classmethod

@@ -6,6 +6,7 @@ called without Prefect for speed, and with `prefect=True` each tick is a real fl
 
 from __future__ import annotations
 
+import asyncio
 import math
 import os
 import tempfile
@@ -21,9 +22,11 @@ import yaml
 from fakes.aws import FakeAws
 from fakes.cluster import SimulatedCluster
 from fakes.kube_api import FakeKubeApi
+from fakes.load import SimulatedMetricsProvider
 from fakes.scenario import LoadedScenario, TracePod, Wave
 from tasks.act import Adapters
 from tasks.filter_nodes import classify_nodes, pods_by_group
+from tasks.resources import NodeRecord, PodRecord
 
 Observer = Callable[[dict[str, Any]], None]
 
@@ -92,7 +95,9 @@ def simulate(loaded: LoadedScenario, prefect: bool = False,
         nodegroups = Path(scratch) / "nodegroups.yaml"
         nodegroups.write_text(yaml.safe_dump(loaded.config.document.model_dump()
                                              if loaded.config.document else {}))
-        run_tick = _tick_runner(prefect, kubeconfig, nodegroups, aws, groups)
+        load = _LoadServices.start(loaded, cluster, start) if _needs_load(loaded) else None
+        run_tick = _tick_runner(prefect, kubeconfig, nodegroups, aws, groups,
+                                load.watcher_url if load else None)
 
         arrivals = _arrival_schedule(loaded)
         result = SimulationResult()
@@ -110,6 +115,8 @@ def simulate(loaded: LoadedScenario, prefect: bool = False,
                 cluster.arrive(name, spec, selector, now)
                 next_arrival += 1
             cluster.advance(now)
+            if load is not None:
+                load.observe(now)
             if step_index % ticks_every == 0:
                 outcomes = run_tick(now)
                 cluster.reconcile_instances(now)  # new instances start booting now
@@ -146,6 +153,8 @@ def simulate(loaded: LoadedScenario, prefect: bool = False,
             "evictions": cluster.evictions,
             "premature_terminations": sum(1 for t in cluster.terminations if t.premature),
         }
+        if load is not None:
+            load.stop()
         result.terminations = [
             {"t": round(t.at - start, 3), "node": t.node, "group_pods": t.group_pods,
              "taint_age_seconds": _round(t.taint_age_seconds), "premature": t.premature}
@@ -171,15 +180,95 @@ def _fewest_nodes(cluster: SimulatedCluster, groups: Any) -> int:
     return total
 
 
+def _needs_load(loaded: LoadedScenario) -> bool:
+    return loaded.scenario.placement != "first-fit" or any(
+        group.scale_down_selection == "least_loaded" for group in loaded.config.node_groups)
+
+
+@dataclass
+class _LoadServices:
+    """The real load watcher over the simulated load, and the extender scoring placements."""
+
+    provider: SimulatedMetricsProvider
+    watcher: Any
+    service: Any
+    clock: list[float]
+    cluster: SimulatedCluster
+    extender: Any = None
+
+    @classmethod
+    def start(cls, loaded: LoadedScenario, cluster: SimulatedCluster,
+              start: float) -> _LoadServices:
+        from flows.load_services import ServiceThread
+        from tasks.load_watcher import LoadWatcher
+
+        scenario = loaded.scenario
+        provider = SimulatedMetricsProvider(scenario.usage_mean, scenario.usage_spread,
+                                            scenario.seed)
+        clock = [start]
+
+        async def never(_: float) -> None:  # the simulation, not a timer, drives the fetches
+            await asyncio.Event().wait()
+
+        watcher = LoadWatcher(provider, clock=lambda: clock[0], sleep=never)
+        service = ServiceThread(watcher.app(), name="load-watcher").start()
+        services = cls(provider, watcher, service, clock, cluster)
+        if scenario.placement != "first-fit":
+            services.extender = _extender(scenario.placement, scenario.target_utilization,
+                                          service.url, clock)
+            cluster.place = services.place
+        return services
+
+    @property
+    def watcher_url(self) -> str:
+        return str(self.service.url)
+
+    def observe(self, now: float) -> None:
+        """A sample of every node's load, then the watcher's 5-minute window refreshed."""
+        self.clock[0] = now
+        self.provider.observe(self.cluster.nodes(), self.cluster.pod_records())
+        asyncio.run(self.watcher.fetch_once("5m"))
+        if self.extender is not None:
+            self.extender.collector.document = self.watcher.latest("5m")
+
+    def place(self, pod: PodRecord, feasible: list[NodeRecord],
+              now: float) -> NodeRecord | None:
+        """The extender's highest score wins; `feasible` is oldest first, so ties go by age."""
+        from tasks.scheduler_extender import node_load_from_api, pod_load_from_api
+
+        raw_pod = self.cluster.kube.get("pods", pod.name, pod.namespace)
+        pod_load = pod_load_from_api(raw_pod, "simulation")
+        best = max(feasible, key=lambda node: self.extender.score(
+            pod_load, node_load_from_api(self.cluster.kube.get("nodes", node.name),
+                                         "simulation")))
+        self.extender.note_bound(pod_load, best.name, at=now)
+        return best
+
+    def stop(self) -> None:
+        self.service.stop()
+
+
+def _extender(policy: str, target_utilization: int, watcher_url: str,
+              clock: list[float]) -> Any:
+    from tasks.load_scoring import TargetLoadPackingArgs
+    from tasks.scheduler_extender import Policy, SchedulerExtender, WatcherCollector
+
+    return SchedulerExtender(
+        WatcherCollector(watcher_url), Policy(policy),
+        target_load_packing=TargetLoadPackingArgs(target_utilization_percent=target_utilization),
+        clock=lambda: clock[0])
+
+
 def _tick_runner(prefect: bool, kubeconfig: Path, nodegroups: Path, aws: FakeAws,
-                 groups: Any) -> Callable[[float], list[dict[str, Any]]]:
+                 groups: Any, load_watcher_url: str | None = None,
+                 ) -> Callable[[float], list[dict[str, Any]]]:
     """One tick at `now`: a Prefect flow run, or the same steps called directly."""
     if prefect:
         from flows.autoscale import autoscale
 
         def as_flow_run(now: float) -> list[dict[str, Any]]:
             return autoscale(nodegroups=str(nodegroups), now=datetime.fromtimestamp(now, UTC),
-                             kubeconfig=str(kubeconfig))
+                             kubeconfig=str(kubeconfig), load_watcher_url=load_watcher_url)
 
         return as_flow_run
 
@@ -191,7 +280,8 @@ def _tick_runner(prefect: bool, kubeconfig: Path, nodegroups: Path, aws: FakeAws
                         AsgClient(aws.client("autoscaling"), aws.client("ec2")))
 
     def plain(now: float) -> list[dict[str, Any]]:
-        return [outcome.to_json() for outcome in tick(run_plain, adapters, groups, now)]
+        return [outcome.to_json() for outcome in tick(run_plain, adapters, groups, now,
+                                                      load_watcher_url=load_watcher_url)]
 
     return plain
 

@@ -12,6 +12,7 @@ from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from datetime import UTC, datetime
+from logging import getLogger as get_logger
 from typing import Any, TypeVar
 
 from prefect import flow, get_run_logger
@@ -24,6 +25,7 @@ from tasks.decide import ScalePlan, decide, missing_asg_plan
 from tasks.errors import LeaseConflict
 from tasks.filter_nodes import nodes_by_group, pods_by_group
 from tasks.lock import DEFAULT_LEASE_NAMESPACE, GroupState, read_lock, write_lock
+from tasks.node_selection import read_node_load
 from tasks.report import publish_tick
 from tasks.resources import AutoScalingGroup, NodeRecord, PodRecord
 from tasks.retry import Step
@@ -55,6 +57,7 @@ def needs_claim(plan: ScalePlan, state: GroupState) -> bool:
 def tick_group(
     run: Runner, adapters: Adapters, group: NodeGroupConfig, pods: Sequence[PodRecord],
     nodes: Sequence[NodeRecord], asg: AutoScalingGroup | None, now: float, dry_run: bool,
+    cpu_load_percent: Mapping[str, float] | None = None,
 ) -> GroupResult:
     """Escalator's scale_node_group as steps, for one group."""
     if asg is None:
@@ -63,7 +66,7 @@ def tick_group(
     namespace = adapters.lease_namespace
     state = run(read_lock, adapters.kube, namespace, group.name)
     # filter-nodes, compute-utilization and decide, as one task run (see `decide`)
-    plan: ScalePlan = run(decide, group, pods, nodes, asg, state, now)
+    plan: ScalePlan = run(decide, group, pods, nodes, asg, state, now, cpu_load_percent)
     if dry_run:
         return GroupResult(plan, "dry run", asg=asg)
     if not needs_claim(plan, state):
@@ -88,9 +91,16 @@ def tick_group(
 
 def tick(
     run: Runner, adapters: Adapters, groups: Sequence[NodeGroupConfig], now: float,
-    dry_run: bool = False,
+    dry_run: bool = False, load_watcher_url: str | None = None,
 ) -> list[GroupResult]:
     """Collect once, then every group concurrently; one group's failure does not stop others."""
+    cpu_load_percent = None
+    if load_watcher_url and any(g.scale_down_selection == "least_loaded" for g in groups):
+        try:
+            cpu_load_percent = run(read_node_load, load_watcher_url)
+        except Exception as unreadable:  # no load data: oldest first, as Escalator does
+            get_logger(__name__).warning("load watcher %s unreadable (%s): oldest first",
+                                         load_watcher_url, unreadable)
     pods = run(collect_pods, adapters.kube)
     nodes = run(collect_nodes, adapters.kube)
     asgs: Mapping[str, AutoScalingGroup] = run(
@@ -100,7 +110,8 @@ def tick(
 
     def one(group: NodeGroupConfig) -> GroupResult:
         return tick_group(run, adapters, group, group_pods[group.name], group_nodes[group.name],
-                          asgs.get(group.cloud_provider_group_name), now, dry_run)
+                          asgs.get(group.cloud_provider_group_name), now, dry_run,
+                          cpu_load_percent)
 
     with ThreadPoolExecutor(max_workers=max(len(groups), 1),
                             thread_name_prefix="node-group") as pool:
@@ -143,6 +154,7 @@ def autoscale(
     kubeconfig: str | None = None,
     aws_credentials_block: str | None = None,
     pushgateway: str | None = None,
+    load_watcher_url: str | None = None,
 ) -> list[dict[str, object]]:
     """One Escalator tick for every node group in `nodegroups`.
 
@@ -155,11 +167,12 @@ def autoscale(
         aws_credentials_block: Name of a prefect-aws AwsCredentials block; empty for boto3's
             default chain.
         pushgateway: Prometheus Pushgateway URL to push Escalator's metrics to; empty: none.
+        load_watcher_url: Load watcher URL, for groups with `scale_down_selection: least_loaded`.
     """
     config = load_node_groups(nodegroups)
     moment = (now or datetime.now(UTC)).timestamp()
     adapters = make_adapters(kubeconfig, lease_namespace, aws_credentials_block)
-    results = tick(run_as_task, adapters, config.node_groups, moment, dry_run)
+    results = tick(run_as_task, adapters, config.node_groups, moment, dry_run, load_watcher_url)
     publish_tick(results, pushgateway)
     logger = get_run_logger()
     for result in results:
