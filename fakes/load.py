@@ -14,6 +14,7 @@ import statistics
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
+from fakes.pod_metrics import PodMetricsServer
 from tasks.load_scoring import Metric, Window
 from tasks.resources import NodeRecord, PodRecord
 
@@ -33,6 +34,9 @@ class SimulatedMetricsProvider:
     spread: float = 0.3
     seed: int = 1
     history: dict[str, list[tuple[float, float]]] = field(default_factory=dict)
+    # When set, each pod's usage is also published as cAdvisor series (for Prometheus).
+    pod_metrics: PodMetricsServer | None = None
+    _published: set[tuple[str, str]] = field(default_factory=set)
 
     @property
     def name(self) -> str:
@@ -54,6 +58,24 @@ class SimulatedMetricsProvider:
             del self.history[node.name][:-30]  # five simulated minutes at 10 s steps
         for gone in set(self.history) - set(used):
             del self.history[gone]
+        if self.pod_metrics is not None:
+            self._publish(pods)
+
+    def _publish(self, pods: Sequence[PodRecord]) -> None:
+        """cAdvisor-style series that follow the simulated pods (running ones only)."""
+        assert self.pod_metrics is not None
+        running = set()
+        for pod in pods:
+            if not pod.node_name:
+                continue
+            factor = usage_factor(pod.name, self.mean_usage, self.spread, self.seed)
+            self.pod_metrics.set_usage(pod.namespace, pod.name,
+                                       pod.cpu_request_milli * factor / 1000,
+                                       pod.memory_request_bytes * factor)
+            running.add((pod.namespace, pod.name))
+        for namespace, name in self._published - running:
+            self.pod_metrics.remove(namespace, name)
+        self._published = running
 
     def snapshot(self) -> Mapping[str, list[Metric]]:
         metrics: dict[str, list[Metric]] = {}

@@ -59,3 +59,22 @@ def test_simulator_places_pods_through_the_extender(tmp_path: Path) -> None:
     first = simulate(load_scenario(path)).to_json()
     assert first["summary"]["pods_completed"] == 6
     assert first == simulate(load_scenario(path)).to_json()  # still deterministic
+
+
+def test_simulated_pod_usage_is_published_as_cadvisor_series() -> None:
+    from fakes.load import SimulatedMetricsProvider, usage_factor
+    from fakes.pod_metrics import PodMetricsServer
+    from tests.builders import make_pod
+
+    clock = [1000.0]
+    server = PodMetricsServer(clock=lambda: clock[0])
+    provider = SimulatedMetricsProvider(mean_usage=0.5, spread=0.0, pod_metrics=server)
+    node = make_node("n1", cpu=2000)
+    provider.observe([node], [make_pod("web-1", cpu=1000, memory=2**30, node="n1"),
+                              make_pod("pending", cpu=1000)])
+    assert server.usage("default", "web-1") == (0.5, 2**29)
+    assert server.usage("default", "pending") is None
+    assert usage_factor("web-1", 0.5, 0.0, 1) == 0.5
+    provider.observe([node], [])  # the pod finished: its series go
+    assert server.usage("default", "web-1") is None
+    assert 'pod="web-1"' not in server.render()
