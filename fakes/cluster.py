@@ -115,6 +115,7 @@ class SimulatedCluster:
         """The ASGs and, already joined, the nodes of their initial instances."""
         for asg in self.asgs:
             self.aws.create_asg(asg.name, asg.min, asg.max, asg.desired,
+                                instance_type=asg.instance_type,
                                 availability_zones=(asg.availability_zone,))
             for instance in sorted(self.aws.instances(asg.name), key=lambda i: i["InstanceId"]):
                 self.first_seen[instance["InstanceId"]] = now - asg.boot_delay

@@ -97,7 +97,8 @@ def simulate(loaded: LoadedScenario, prefect: bool = False,
                                              if loaded.config.document else {}))
         load = _LoadServices.start(loaded, cluster, start) if _needs_load(loaded) else None
         run_tick = _tick_runner(prefect, kubeconfig, nodegroups, aws, groups,
-                                load.watcher_url if load else None)
+                                load.watcher_url if load else None,
+                                loaded.config.cluster_autoscaler)
 
         arrivals = _arrival_schedule(loaded)
         result = SimulationResult()
@@ -261,6 +262,7 @@ def _extender(policy: str, target_utilization: int, watcher_url: str,
 
 def _tick_runner(prefect: bool, kubeconfig: Path, nodegroups: Path, aws: FakeAws,
                  groups: Any, load_watcher_url: str | None = None,
+                 cluster_autoscaler: Any = None,
                  ) -> Callable[[float], list[dict[str, Any]]]:
     """One tick at `now`: a Prefect flow run, or the same steps called directly."""
     if prefect:
@@ -281,7 +283,8 @@ def _tick_runner(prefect: bool, kubeconfig: Path, nodegroups: Path, aws: FakeAws
 
     def plain(now: float) -> list[dict[str, Any]]:
         return [outcome.to_json() for outcome in tick(run_plain, adapters, groups, now,
-                                                      load_watcher_url=load_watcher_url)]
+                                                      load_watcher_url=load_watcher_url,
+                                                      cluster_autoscaler=cluster_autoscaler)]
 
     return plain
 

@@ -20,8 +20,9 @@ from prefect import flow, get_run_logger
 from flows import engine_fix
 from tasks.act import Adapters, GroupResult, taint_and_remove, untaint_or_increase
 from tasks.collect import collect_nodes, collect_pods, describe_node_groups
-from tasks.config import NodeGroupConfig, load_node_groups
+from tasks.config import ClusterAutoscalerConfig, NodeGroupConfig, load_node_groups
 from tasks.decide import ScalePlan, decide, missing_asg_plan
+from tasks.drain import DrainPlan, collect_pdbs, drain_plan, evict_pods, pods_on_nodes
 from tasks.errors import LeaseConflict
 from tasks.filter_nodes import nodes_by_group, pods_by_group
 from tasks.lock import DEFAULT_LEASE_NAMESPACE, GroupState, read_lock, write_lock
@@ -29,6 +30,8 @@ from tasks.node_selection import read_node_load
 from tasks.report import publish_tick
 from tasks.resources import AutoScalingGroup, NodeRecord, PodRecord
 from tasks.retry import Step
+from tasks.scale_down_rules import PodDisruptionBudget
+from tasks.scale_up import ScaleUpOutcome, scale_up_unschedulable
 
 engine_fix.install()  # Prefect 3.8.8's heartbeat join costs each flow run up to 1 s
 
@@ -58,8 +61,43 @@ def tick_group(
     run: Runner, adapters: Adapters, group: NodeGroupConfig, pods: Sequence[PodRecord],
     nodes: Sequence[NodeRecord], asg: AutoScalingGroup | None, now: float, dry_run: bool,
     cpu_load_percent: Mapping[str, float] | None = None,
+    drain: tuple[Mapping[str, Sequence[PodRecord]], Sequence[PodDisruptionBudget]] | None = None,
 ) -> GroupResult:
-    """Escalator's scale_node_group as steps, for one group."""
+    """Escalator's scale_node_group as steps, for one group.
+
+    `drain` (pods by node, PDBs) turns on CA's safe scale-down: occupied nodes are drained
+    through the Eviction API instead of terminated (`tasks.drain`).
+    """
+    if drain is None:
+        return _tick_group(run, adapters, group, pods, nodes, asg, now, dry_run,
+                           cpu_load_percent, None)
+    evictions: list[DrainPlan] = []
+    result = _tick_group(run, adapters, group, pods, nodes, asg, now, dry_run,
+                         cpu_load_percent, lambda plan: _drained(plan, group, nodes, drain,
+                                                                 now, evictions))
+    pending = [pod for planned in evictions for pod in planned.evict]
+    if dry_run or not pending or result.status in ("failed", "lost race"):
+        return result
+    outcome = run(evict_pods, adapters, pending)
+    notes = tuple(f"eviction refused, node kept: {why}" for why in outcome.blocked)
+    return replace(result, plan=replace(result.plan, notes=result.plan.notes + notes),
+                   done=replace(result.done, evicted=outcome.evicted))
+
+
+def _drained(plan: ScalePlan, group: NodeGroupConfig, nodes: Sequence[NodeRecord],
+             drain: tuple[Mapping[str, Sequence[PodRecord]], Sequence[PodDisruptionBudget]],
+             now: float, sink: list[DrainPlan]) -> ScalePlan:
+    planned = drain_plan(plan, group, nodes, drain[0], drain[1], now)
+    sink.append(planned)
+    return planned.plan
+
+
+def _tick_group(
+    run: Runner, adapters: Adapters, group: NodeGroupConfig, pods: Sequence[PodRecord],
+    nodes: Sequence[NodeRecord], asg: AutoScalingGroup | None, now: float, dry_run: bool,
+    cpu_load_percent: Mapping[str, float] | None,
+    adjust: Callable[[ScalePlan], ScalePlan] | None,
+) -> GroupResult:
     if asg is None:
         return GroupResult(missing_asg_plan(group, len(pods), len(nodes)), "failed",
                            message="Auto Scaling Group not found")
@@ -67,6 +105,8 @@ def tick_group(
     state = run(read_lock, adapters.kube, namespace, group.name)
     # filter-nodes, compute-utilization and decide, as one task run (see `decide`)
     plan: ScalePlan = run(decide, group, pods, nodes, asg, state, now, cpu_load_percent)
+    if adjust is not None:
+        plan = adjust(plan)
     if dry_run:
         return GroupResult(plan, "dry run", asg=asg)
     if not needs_claim(plan, state):
@@ -92,8 +132,15 @@ def tick_group(
 def tick(
     run: Runner, adapters: Adapters, groups: Sequence[NodeGroupConfig], now: float,
     dry_run: bool = False, load_watcher_url: str | None = None,
+    cluster_autoscaler: ClusterAutoscalerConfig | None = None,
 ) -> list[GroupResult]:
-    """Collect once, then every group concurrently; one group's failure does not stop others."""
+    """Collect once, then every group concurrently; one group's failure does not stop others.
+
+    With `cluster_autoscaler.enabled`, occupied nodes are drained first (`scale_down.drain`)
+    and, after the groups, pods no node can hold get a scale-up of their own (CA §1.1).
+    """
+    ca = cluster_autoscaler if cluster_autoscaler is not None and cluster_autoscaler.enabled \
+        else None
     cpu_load_percent = None
     if load_watcher_url and any(g.scale_down_selection == "least_loaded" for g in groups):
         try:
@@ -107,11 +154,14 @@ def tick(
         describe_node_groups, adapters.cloud, [g.cloud_provider_group_name for g in groups])
     group_pods = pods_by_group(pods, groups)
     group_nodes = nodes_by_group(nodes, groups)
+    drain = None
+    if ca is not None and ca.scale_down.drain:
+        drain = (pods_on_nodes(pods), run(collect_pdbs, adapters))
 
     def one(group: NodeGroupConfig) -> GroupResult:
         return tick_group(run, adapters, group, group_pods[group.name], group_nodes[group.name],
                           asgs.get(group.cloud_provider_group_name), now, dry_run,
-                          cpu_load_percent)
+                          cpu_load_percent, drain)
 
     with ThreadPoolExecutor(max_workers=max(len(groups), 1),
                             thread_name_prefix="node-group") as pool:
@@ -128,7 +178,51 @@ def tick(
             results.append(GroupResult(replace(failed, error=str(error),
                                                reason="the tick failed: see the message"),
                                        "failed", message=f"{type(error).__name__}: {error}"))
+    if ca is not None and not dry_run:
+        results = _scale_up_unschedulable(run, adapters, ca, groups, results, pods, nodes,
+                                          group_pods, group_nodes, asgs, now)
     return results
+
+
+def _scale_up_unschedulable(
+    run: Runner, adapters: Adapters, ca: ClusterAutoscalerConfig,
+    groups: Sequence[NodeGroupConfig], results: list[GroupResult], pods: Sequence[PodRecord],
+    nodes: Sequence[NodeRecord], group_pods: Mapping[str, Sequence[PodRecord]],
+    group_nodes: Mapping[str, Sequence[NodeRecord]], asgs: Mapping[str, AutoScalingGroup],
+    now: float,
+) -> list[GroupResult]:
+    """CA's scale-up once per tick, after the groups; its notes and actions go on the groups'
+    result lines. A group's own Escalator scale-up this tick already serves that group's pods."""
+    helped: dict[str, frozenset[str]] = {}
+    desired: dict[str, int] = {}
+    for result in results:
+        if result.done.asg_desired_set is not None:
+            desired[result.plan.name] = result.done.asg_desired_set
+            if result.plan.cloud_increase > 0:
+                helped[result.plan.name] = frozenset(
+                    f"{p.namespace}/{p.name}" for p in group_pods[result.plan.name])
+    try:
+        outcome: ScaleUpOutcome = run(scale_up_unschedulable, adapters, ca, groups, pods, nodes,
+                                      group_nodes, asgs, helped, desired, now)
+    except Exception as error:
+        get_logger(__name__).warning("scale-up for unschedulable pods failed: %s", error)
+        return results
+    merged = []
+    for result in results:
+        name = result.plan.name
+        notes = (outcome.notes or {}).get(name, ()) + (outcome.notes or {}).get("cluster", ())
+        terminated = (outcome.terminated or {}).get(name, ())
+        done = result.done
+        if name == outcome.group:
+            done = replace(done, asg_desired_set=outcome.asg_desired_set)
+        if terminated:
+            done = replace(done, terminated_instances=done.terminated_instances + terminated)
+        status = result.status
+        if done != result.done and status in ("nothing to do",):
+            status = "acted"
+        merged.append(replace(result, plan=replace(result.plan, notes=result.plan.notes + notes),
+                              done=done, status=status))
+    return merged
 
 
 @functools.lru_cache(maxsize=8)
@@ -172,7 +266,8 @@ def autoscale(
     config = load_node_groups(nodegroups)
     moment = (now or datetime.now(UTC)).timestamp()
     adapters = make_adapters(kubeconfig, lease_namespace, aws_credentials_block)
-    results = tick(run_as_task, adapters, config.node_groups, moment, dry_run, load_watcher_url)
+    results = tick(run_as_task, adapters, config.node_groups, moment, dry_run, load_watcher_url,
+                   config.cluster_autoscaler)
     publish_tick(results, pushgateway)
     logger = get_run_logger()
     for result in results:

@@ -191,6 +191,13 @@ def plan(
     asgs = load_asg_file(asg) if asg is not None else None
     plans = decide_all(config.node_groups, snapshot.pods, snapshot.nodes, asgs,
                        group_states(config, snapshot, lease_namespace), moment, dry_mode)
+    ca = config.cluster_autoscaler
+    if ca.enabled and ca.scale_down.drain:
+        # CA's safe scale-down: occupied nodes are drained, or kept and the notes say why.
+        # (The snapshot holds no PodDisruptionBudgets: the tick also checks those.)
+        from tasks.drain import drained_plans
+
+        plans = drained_plans(plans, config.node_groups, snapshot.pods, snapshot.nodes, moment)
     print_plans(moment, plans, output)
 
 

@@ -33,19 +33,25 @@ class ActionsDone:
     terminated_instances: tuple[str, ...] = ()
     deleted_nodes: tuple[str, ...] = ()
     asg_desired_set: int | None = None
+    evicted: tuple[str, ...] = ()  # namespace/name, drained with scale_down.drain
 
     def merged(self, other: ActionsDone) -> ActionsDone:
         return ActionsDone(
             self.untainted + other.untainted, self.tainted + other.tainted,
             self.terminated_instances + other.terminated_instances,
             self.deleted_nodes + other.deleted_nodes,
-            other.asg_desired_set if other.asg_desired_set is not None else self.asg_desired_set)
+            other.asg_desired_set if other.asg_desired_set is not None else self.asg_desired_set,
+            self.evicted + other.evicted)
 
     def to_json(self) -> dict[str, object]:
-        return {"untainted": list(self.untainted), "tainted": list(self.tainted),
-                "terminated_instances": list(self.terminated_instances),
-                "deleted_nodes": list(self.deleted_nodes),
-                "asg_desired_set": self.asg_desired_set}
+        shown: dict[str, object] = {
+            "untainted": list(self.untainted), "tainted": list(self.tainted),
+            "terminated_instances": list(self.terminated_instances),
+            "deleted_nodes": list(self.deleted_nodes),
+            "asg_desired_set": self.asg_desired_set}
+        if self.evicted:  # only with scale_down.drain: the line stays Escalator's otherwise
+            shown["evicted"] = list(self.evicted)
+        return shown
 
 
 @dataclass(frozen=True)

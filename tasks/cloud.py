@@ -10,7 +10,7 @@ Every failure is a `CloudError` saying whether retrying can help.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import boto3
@@ -24,6 +24,8 @@ from tasks.resources import AutoScalingGroup, NodeRecord, describe_to_asgs
 if TYPE_CHECKING:
     from mypy_boto3_autoscaling import AutoScalingClient
     from mypy_boto3_ec2 import EC2Client
+
+    from tasks.expanders import AsgTemplateSource
 
 # botocore retries nothing: `max_attempts` counts the first attempt, so 1 means one try and the
 # failure surfaces at once. Prefect task retries are our one retry layer: they are visible in
@@ -219,6 +221,48 @@ class AsgClient:
         if group is None:
             raise CloudError(f"auto scaling group {name} not found", retryable=False)
         return group
+
+    def template_sources(self, names: Sequence[str]) -> dict[str, AsgTemplateSource]:
+        """What CA reads of each ASG to imagine a node of a group with none (scale from zero):
+        its tags, zones and instance type (the launch template's, or the first override of a
+        MixedInstancesPolicy, as CA does). Groups whose instance type cannot be read are absent.
+        """
+        from tasks.expanders import AsgTemplateSource
+
+        sources: dict[str, AsgTemplateSource] = {}
+        try:
+            answer = self.autoscaling.describe_auto_scaling_groups(
+                AutoScalingGroupNames=_unique(names))
+            for group in answer["AutoScalingGroups"]:
+                raw: dict[str, Any] = dict(group)
+                overrides = ((raw.get("MixedInstancesPolicy") or {}).get("LaunchTemplate")
+                             or {}).get("Overrides") or []
+                instance_type = next((str(o["InstanceType"]) for o in overrides
+                                      if o.get("InstanceType")), "")
+                template = raw.get("LaunchTemplate") or ((raw.get("MixedInstancesPolicy") or {})
+                                                         .get("LaunchTemplate") or {}
+                                                         ).get("LaunchTemplateSpecification")
+                if not instance_type and template:
+                    instance_type = self._launch_template_instance_type(template)
+                if not instance_type:
+                    continue
+                sources[raw["AutoScalingGroupName"]] = AsgTemplateSource(
+                    raw["AutoScalingGroupName"], instance_type,
+                    {str(tag["Key"]): str(tag.get("Value", "")) for tag in raw.get("Tags", [])},
+                    tuple(raw.get("AvailabilityZones", [])))
+        except (ClientError, BotoCoreError) as exc:
+            raise _cloud_error("failed to describe auto scaling groups", exc) from exc
+        return sources
+
+    def _launch_template_instance_type(self, spec: Mapping[str, Any]) -> str:
+        query: dict[str, Any] = {"Versions": [str(spec.get("Version") or "$Default")]}
+        if spec.get("LaunchTemplateId"):
+            query["LaunchTemplateId"] = spec["LaunchTemplateId"]
+        else:
+            query["LaunchTemplateName"] = spec.get("LaunchTemplateName", "")
+        versions = self.ec2.describe_launch_template_versions(**query)["LaunchTemplateVersions"]
+        data: Mapping[str, Any] = versions[0].get("LaunchTemplateData", {}) if versions else {}
+        return str(data.get("InstanceType", ""))
 
     # --- writes -----------------------------------------------------------------------------
 

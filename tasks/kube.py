@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, ClassVar, cast
@@ -218,7 +218,7 @@ class KubeClient:
                     from None
             raise
         version = orjson.loads(_body(response))["metadata"]["resourceVersion"]
-        return GroupState(state.lock, state.dry_mode_tainted, state.node_capacity, str(version))
+        return replace(state, resource_version=str(version))
 
     # --- custom objects (the pod autoscalers' CRDs), raw JSON ----------------------------------
 

@@ -12,6 +12,11 @@ worker sees the same state (DESIGN §2). One `coordination.k8s.io/v1` Lease per 
 | `elevator.io/dry-mode-tainted-nodes`    | JSON list: dry mode's taint tracker                  |
 | `elevator.io/node-capacity`             | JSON {"cpu_milli", "memory_bytes"}: for scale-from-zero |
 | `elevator.io/last-tick`                 | RFC 3339 time of the tick that wrote the Lease       |
+
+With `cluster_autoscaler.enabled`, the scale-up from unschedulable pods also keeps the group's
+provisioning back-off and unregistered instances here (`tasks.expanders.ProvisioningState`'s
+`elevator.io/backoff-*`, `unregistered-instances`, `timed-out-instances`), carried through
+untouched by the Escalator tick.
 """
 
 from __future__ import annotations
@@ -38,6 +43,12 @@ LOCKED = "elevator.io/scale-locked"
 DRY_MODE_TAINTED = "elevator.io/dry-mode-tainted-nodes"
 NODE_CAPACITY = "elevator.io/node-capacity"
 LAST_TICK = "elevator.io/last-tick"
+# ProvisioningState's annotations (tasks/expanders.py), kept verbatim in GroupState.provisioning.
+PROVISIONING_KEYS = frozenset({
+    "elevator.io/backoff-seconds", "elevator.io/backoff-until",
+    "elevator.io/last-failed-scale-up", "elevator.io/unregistered-instances",
+    "elevator.io/timed-out-instances",
+})
 
 T = TypeVar("T")
 
@@ -76,6 +87,8 @@ class GroupState:
     dry_mode_tainted: tuple[str, ...] = ()
     node_capacity: Resources | None = None
     resource_version: str = ""
+    # The CA scale-up's ProvisioningState annotations, verbatim (empty unless it ever ran).
+    provisioning: tuple[tuple[str, str], ...] = ()
 
 
 def _format_time(unix_seconds: float) -> str:
@@ -93,6 +106,7 @@ def state_to_annotations(state: GroupState) -> dict[str, str]:
         NODE_CAPACITY: (json.dumps({"cpu_milli": capacity.cpu_milli,
                                     "memory_bytes": capacity.memory_bytes})
                         if capacity is not None else ""),
+        **dict(state.provisioning),
     }
 
 
@@ -133,6 +147,8 @@ def state_from_annotations(annotations: Mapping[str, str], resource_version: str
         dry_mode_tainted=_read(annotations, DRY_MODE_TAINTED, _tracker),
         node_capacity=_read(annotations, NODE_CAPACITY, _capacity),
         resource_version=resource_version,
+        provisioning=tuple(sorted((key, value) for key, value in annotations.items()
+                                  if key in PROVISIONING_KEYS)),
     )
 
 

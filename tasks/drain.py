@@ -1,0 +1,136 @@
+"""Safe scale-down (`cluster_autoscaler.scale_down.drain: true`): drain before terminating.
+
+Escalator terminates a tainted node once its hard grace period ends, whatever runs there. CA
+instead evicts the node's pods through the Eviction API, so PodDisruptionBudgets are honoured,
+terminates the node only once it is empty, and keeps nodes whose pods cannot move (CA §1.3,
+§1.4; the rules are `tasks.scale_down_rules`). This module turns Escalator's plan into that.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Any
+
+from tasks.config import NodeGroupConfig
+from tasks.decide import ScalePlan, taint_time
+from tasks.errors import EvictionBlocked
+from tasks.resources import NodeRecord, PodRecord
+from tasks.retry import step
+from tasks.scale_down_rules import (
+    TERMINAL_PHASES,
+    PodDisruptionBudget,
+    drainable_nodes,
+    pdb_from_api,
+)
+
+if TYPE_CHECKING:
+    from tasks.act import Adapters
+
+
+def movable(pod: PodRecord) -> bool:
+    """A pod that keeps a node from being empty: not a DaemonSet, mirror or static pod (they
+    belong to the node) and not finished (CA's empty-node rule)."""
+    return not (pod.owned_by_daemonset or pod.mirror or pod.static
+                or pod.phase in TERMINAL_PHASES)
+
+
+def pods_on_nodes(pods: Iterable[PodRecord]) -> dict[str, list[PodRecord]]:
+    by_node: dict[str, list[PodRecord]] = defaultdict(list)
+    for pod in pods:
+        if pod.node_name:
+            by_node[pod.node_name].append(pod)
+    return by_node
+
+
+def read_pdbs(raw: Iterable[Mapping[str, Any]]) -> tuple[PodDisruptionBudget, ...]:
+    return tuple(pdb_from_api(obj) for obj in raw)
+
+
+@dataclass(frozen=True)
+class DrainPlan:
+    """Escalator's plan with occupied nodes kept, and the pods to evict this tick."""
+
+    plan: ScalePlan
+    evict: tuple[PodRecord, ...] = ()
+
+
+def drain_plan(plan: ScalePlan, group: NodeGroupConfig, nodes: Sequence[NodeRecord],
+               pods_by_node: Mapping[str, Sequence[PodRecord]],
+               pdbs: Sequence[PodDisruptionBudget], now: float) -> DrainPlan:
+    """Keep occupied nodes out of `plan.delete`; drain the tainted ones past the soft grace.
+
+    A node is deleted only when it has no movable pod (CA terminates empty nodes only).
+    Tainted nodes past the soft grace period (Escalator's "may go when empty" point) that still
+    hold pods are drained when every pod can move, else kept with the reason in the notes.
+    """
+    soft = group.soft_delete_grace_seconds
+    occupied = {name for name, pods in pods_by_node.items() if any(map(movable, pods))}
+    kept = [name for name in plan.delete if name in occupied]
+    delete = tuple(name for name in plan.delete if name not in occupied)
+    tainted = [node for node in nodes
+               if (stamp := taint_time(node)) is not None and now - stamp > soft
+               and node.name in occupied and node.name not in plan.taint]
+    tainted.sort(key=lambda node: (node.name not in kept, node.name))
+    results = drainable_nodes(
+        tainted, {node.name: [p for p in pods_by_node.get(node.name, ())
+                              if p.phase not in TERMINAL_PHASES] for node in tainted}, pdbs)
+    notes = list(plan.notes)
+    evict: list[PodRecord] = []
+    for result in results:
+        if result.drainable:
+            evict.extend(result.to_evict)
+            notes.append(f"draining {result.node}: evicting {len(result.to_evict)} pod(s); "
+                         "terminated once empty")
+        else:
+            notes.append(f"scale-down skipped {result.node}: {result.reason}")
+    adjusted = replace(plan, delete=delete, asg_desired=plan.asg_desired + len(kept),
+                       notes=tuple(notes))
+    return DrainPlan(adjusted, tuple(evict))
+
+
+@dataclass(frozen=True)
+class EvictionResult:
+    evicted: tuple[str, ...] = ()
+    blocked: tuple[str, ...] = ()  # (namespace/name: why), a PDB answered 429
+
+
+@step
+def evict_pods(adapters: Adapters, pods: Sequence[PodRecord]) -> EvictionResult:
+    """Evict through the Eviction API; a 429 (PDB at its limit) is left for a later tick, and
+    the node is not deleted meanwhile (it is not empty)."""
+    evicted: list[str] = []
+    blocked: list[str] = []
+    for pod in pods:
+        name = f"{pod.namespace}/{pod.name}"
+        try:
+            if adapters.kube.evict_pod(pod.namespace, pod.name):
+                evicted.append(name)
+        except EvictionBlocked as blocked_by:
+            blocked.append(f"{name}: {blocked_by}")
+    return EvictionResult(tuple(evicted), tuple(blocked))
+
+
+__all__ = ["DrainPlan", "EvictionResult", "collect_pdbs", "drain_plan", "drained_plans",
+           "evict_pods", "movable", "pods_on_nodes", "read_pdbs"]
+
+
+@step
+def collect_pdbs(adapters: Adapters) -> tuple[PodDisruptionBudget, ...]:
+    """Every PodDisruptionBudget, read once per tick for the drainability rules."""
+    return read_pdbs(adapters.kube.list_pod_disruption_budgets())
+
+
+def drained_plans(plans: Sequence[ScalePlan], groups: Sequence[NodeGroupConfig],
+                  pods: Sequence[PodRecord], nodes: Sequence[NodeRecord], now: float,
+                  pdbs: Sequence[PodDisruptionBudget] = ()) -> list[ScalePlan]:
+    """`elevator plan` with `scale_down.drain`: the plans as the tick would act on them, with
+    the reason each kept node cannot be drained in its notes."""
+    from tasks.filter_nodes import nodes_by_group
+
+    by_group = {group.name: group for group in groups}
+    members = nodes_by_group(nodes, groups)
+    by_node = pods_on_nodes(pods)
+    return [drain_plan(plan, by_group[plan.name], members[plan.name], by_node, pdbs, now).plan
+            if plan.name in by_group and plan.error is None else plan for plan in plans]
