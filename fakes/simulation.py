@@ -23,6 +23,7 @@ from fakes.aws import FakeAws
 from fakes.cluster import SimulatedCluster
 from fakes.kube_api import FakeKubeApi
 from fakes.load import SimulatedMetricsProvider
+from fakes.pod_metrics import PodMetricsServer
 from fakes.scenario import LoadedScenario, TracePod, Wave
 from tasks.act import Adapters
 from tasks.filter_nodes import classify_nodes, pods_by_group
@@ -204,9 +205,11 @@ class _LoadServices:
         from tasks.load_watcher import LoadWatcher
 
         scenario = loaded.scenario
-        provider = SimulatedMetricsProvider(scenario.usage_mean, scenario.usage_spread,
-                                            scenario.seed)
         clock = [start]
+        # Per-pod cAdvisor series that Prometheus can scrape (`pod_metrics_url`).
+        pod_metrics = PodMetricsServer(clock=lambda: clock[0]).start()
+        provider = SimulatedMetricsProvider(scenario.usage_mean, scenario.usage_spread,
+                                            scenario.seed, pod_metrics=pod_metrics)
 
         async def never(_: float) -> None:  # the simulation, not a timer, drives the fetches
             await asyncio.Event().wait()
@@ -247,6 +250,8 @@ class _LoadServices:
 
     def stop(self) -> None:
         self.service.stop()
+        if self.provider.pod_metrics is not None:
+            self.provider.pod_metrics.stop()
 
 
 def _extender(policy: str, target_utilization: int, watcher_url: str,
