@@ -65,18 +65,6 @@ _TYPED_DECODER = msgspec.json.Decoder(_TypedItems)
 _ONE_CALL_LIMIT_BYTES = 16 * 2**20
 
 
-class _MetadataOnly(msgspec.Struct, gc=False):
-    metadata: _ListMetadata = msgspec.field(default_factory=_ListMetadata)
-
-
-_METADATA_DECODER = msgspec.json.Decoder(_MetadataOnly)
-
-
-def decode_list_metadata(data: bytes) -> str:
-    """A list answer's `continue` token, skipping the items without building them."""
-    return _METADATA_DECODER.decode(data).metadata.continue_
-
-
 @dataclass
 class ClusterSnapshot:
     """Pods, nodes and the project's Lease states (by namespace and name) of one cluster read."""
