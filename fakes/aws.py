@@ -14,9 +14,12 @@ Moto facts the tests rely on or work around:
 from __future__ import annotations
 
 import logging
+import os
 import threading
 import urllib.request
 import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Literal, cast, overload
 
@@ -108,6 +111,21 @@ class FakeAws:
             "AWS_ACCESS_KEY_ID": FAKE_ACCESS_KEY_ID,
             "AWS_SECRET_ACCESS_KEY": FAKE_SECRET_ACCESS_KEY,
         }
+
+    @contextmanager
+    def environment(self) -> Iterator[None]:
+        """`env()` in this process's os.environ for the duration (boto3's default chain and a
+        Prefect flow then reach the fake), the previous values restored after."""
+        saved = {key: os.environ.get(key) for key in self.env()}
+        os.environ.update(self.env())
+        try:
+            yield
+        finally:
+            for key, value in saved.items():
+                if value is None:
+                    os.environ.pop(key, None)
+                else:
+                    os.environ[key] = value
 
     def session(self) -> boto3.Session:
         """A new boto3 session with the fake's region and dummy credentials.

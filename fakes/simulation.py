@@ -8,10 +8,8 @@ from __future__ import annotations
 
 import asyncio
 import math
-import os
 import tempfile
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -46,21 +44,6 @@ def _round(value: float | None) -> float | None:
     return None if value is None else round(value, 3)
 
 
-@contextmanager
-def _aws_environment(aws: FakeAws) -> Iterator[None]:
-    """Point boto3's default chain at the fake for the duration (the Prefect flow reads it)."""
-    saved = {key: os.environ.get(key) for key in aws.env()}
-    os.environ.update(aws.env())
-    try:
-        yield
-    finally:
-        for key, value in saved.items():
-            if value is None:
-                os.environ.pop(key, None)
-            else:
-                os.environ[key] = value
-
-
 def _arrival_schedule(loaded: LoadedScenario) -> list[tuple[float, str, Wave | TracePod,
                                                             dict[str, str]]]:
     """Every pod arrival (offset seconds, name, spec, node selector), in time order."""
@@ -87,7 +70,7 @@ def simulate(loaded: LoadedScenario, prefect: bool = False,
     groups = loaded.config.node_groups
     start = scenario.start
     with tempfile.TemporaryDirectory(prefix="elevator-sim-") as scratch, \
-            FakeKubeApi() as kube, FakeAws() as aws, _aws_environment(aws):
+            FakeKubeApi() as kube, FakeAws() as aws, aws.environment():
         # moto keeps its state in process-wide globals: a simulation starts from an empty cloud.
         aws.reset()
         cluster = SimulatedCluster(kube, aws, scenario.asgs, groups)

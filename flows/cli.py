@@ -228,15 +228,10 @@ def run(
     AWS endpoint and region come from boto3's usual settings (AWS_ENDPOINT_URL,
     AWS_DEFAULT_REGION), so the same command drives moto.
     """
-    from tasks.config import parse_go_duration
+    from tasks.config import positive_duration_option
 
     load_node_groups(nodegroups)  # bad input fails here, before any flow run
-    try:
-        period = parse_go_duration(interval)
-    except ValueError:
-        raise InputError([f"--interval: {interval!r} is not a Go duration (like 60s)"]) from None
-    if period <= 0:
-        raise InputError([f"--interval: {interval!r} must be positive"])
+    period = positive_duration_option(interval, "--interval")
     from flows.autoscale import autoscale
 
     stop = wait_for_stop_signal()

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
+from tasks.config import positive_duration_option
 from tasks.errors import InputError
 from tasks.lock import DEFAULT_LEASE_NAMESPACE
 from tasks.watch import PENDING_EVENT, RESOURCE_PREFIX
@@ -107,18 +108,6 @@ def served_deployments(nodegroups: Path, interval_seconds: float,
     return [scheduled, manual]
 
 
-def _seconds(text: str, option: str) -> float:
-    from tasks.config import parse_go_duration
-
-    try:
-        value = parse_go_duration(text)
-    except ValueError:
-        raise InputError([f"{option}: {text!r} is not a Go duration (like 60s)"]) from None
-    if value <= 0:
-        raise InputError([f"{option}: {text!r} must be positive"])
-    return value
-
-
 def serve(
     nodegroups: Annotated[Path, typer.Option(help="Escalator node-group file.")],
     interval: Annotated[str, typer.Option(
@@ -137,8 +126,8 @@ def serve(
     from tasks.config import load_node_groups
 
     load_node_groups(nodegroups)  # bad input fails here, before anything is registered
-    period = _seconds(interval, "--interval")
-    poll_seconds = _seconds(poll, "--poll")
+    period = positive_duration_option(interval, "--interval")
+    poll_seconds = positive_duration_option(poll, "--poll")
     if kubeconfig is not None and not kubeconfig.is_file():
         raise InputError([f"--kubeconfig: {kubeconfig}: no such file"])
     if pushgateway is not None:

@@ -23,6 +23,7 @@ from typing import Annotated, Any
 import msgspec
 import typer
 
+from tasks.config import positive_duration_option
 from tasks.errors import InputError
 from tasks.resources import LIST_DECODER, OBJECT_DECODER, PodRecord, pod_record
 from tasks.watch import (
@@ -234,18 +235,6 @@ def emit_to_prefect(event: PendingPods) -> None:
     emit_event(event=PENDING_EVENT, resource=event.resource, payload=event.payload)
 
 
-def _seconds(text: str, option: str) -> float:
-    from tasks.config import parse_go_duration
-
-    try:
-        value = parse_go_duration(text)
-    except ValueError:
-        raise InputError([f"{option}: {text!r} is not a Go duration (like 5s)"]) from None
-    if value <= 0:
-        raise InputError([f"{option}: {text!r} must be positive"])
-    return value
-
-
 def watch(
     nodegroups: Annotated[Path, typer.Option(help="Escalator node-group file.")],
     kubeconfig: Annotated[Path | None, typer.Option(
@@ -265,7 +254,8 @@ def watch(
     from tasks.kube import KubeClient
 
     config = load_node_groups(nodegroups)
-    debouncer = Debouncer(_seconds(debounce, "--debounce"), _seconds(settle, "--settle"))
+    debouncer = Debouncer(positive_duration_option(debounce, "--debounce"),
+                          positive_duration_option(settle, "--settle"))
     if not get_current_settings().api.url:
         raise InputError(["PREFECT_API_URL is not set: elevator watch sends its events to a "
                           "Prefect server, where the autoscale deployment's trigger waits"])

@@ -67,6 +67,17 @@ def parse_go_duration(text: str) -> float:
     return sign * total_ns / 1e9
 
 
+def positive_duration_option(text: str, option: str) -> float:
+    """A command-line duration (`--interval 60s`): seconds, or InputError naming the option."""
+    try:
+        value = parse_go_duration(text)
+    except ValueError:
+        raise InputError([f"{option}: {text!r} is not a Go duration (like 60s)"]) from None
+    if value <= 0:
+        raise InputError([f"{option}: {text!r} must be positive"])
+    return value
+
+
 def duration_or_zero(text: str) -> float:
     """Escalator's `XDuration()` helpers: a parse error reads as 0."""
     try:

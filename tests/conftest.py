@@ -39,19 +39,8 @@ def prefect_server() -> Iterator[None]:
 
 @pytest.fixture(scope="session")
 def fake_aws() -> Iterator[FakeAws]:
-    aws = FakeAws()
-    aws.start()
-    saved = {key: os.environ.get(key) for key in aws.env()}
-    os.environ.update(aws.env())
-    try:
+    with FakeAws() as aws, aws.environment():
         yield aws
-    finally:
-        for key, value in saved.items():
-            if value is None:
-                os.environ.pop(key, None)
-            else:
-                os.environ[key] = value
-        aws.stop()
 
 
 @pytest.fixture
