@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import os
 import signal
 import sys
 import threading
@@ -289,8 +290,6 @@ def simulate(
         "--prefect", help="Run each tick as a real Prefect flow run.")] = False,
 ) -> None:
     """Simulate a workload on the fake cluster with the real tick, on a simulated clock."""
-    import os
-
     # A flow run a tick: Prefect's per-task INFO lines would drown the table.
     os.environ.setdefault("PREFECT_LOGGING_LEVEL", "WARNING")
     from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
@@ -350,6 +349,9 @@ def summary_table(summary: dict[str, object]) -> Table:
 
 
 def main() -> None:
+    # An ephemeral Prefect server started by this process has no use for telemetry, whose
+    # writes race the run recorder on SQLite ("database is locked" tracebacks).
+    os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
     app()
 
 
