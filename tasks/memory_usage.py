@@ -26,6 +26,7 @@ from tasks.watermark import (
     CrossVersionObjectReference,
     Decision,
     ObjectMeta,
+    ObjectView,
     PodState,
     TargetScale,
     parse_time,
@@ -72,21 +73,13 @@ class MemoryRules:
 
 
 @dataclass(frozen=True)
-class ParsedMemory:
+class ParsedMemory(ObjectView):
     namespace: str
     name: str
     raw: Mapping[str, Any]
     rules: MemoryRules | None
     problems: tuple[str, ...]
 
-    @property
-    def status(self) -> Mapping[str, Any]:
-        status = self.raw.get("status")
-        return status if isinstance(status, Mapping) else {}
-
-    @property
-    def annotations(self) -> Mapping[str, str]:
-        return (self.raw.get("metadata") or {}).get("annotations") or {}
 
     def ref_field(self, key: str) -> str:
         ref = (self.raw.get("spec") or {}).get("scaleTargetRef") or {}

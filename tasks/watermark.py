@@ -474,15 +474,10 @@ class WatermarkRules:
     skip_owner_check: bool = False
 
 
-@dataclass(frozen=True)
-class ParsedWatermark:
-    """A WPA object read from the cluster: its rules, or every reason it is invalid."""
+class ObjectView:
+    """Read-only views of a raw API object, for the parsed autoscaler objects."""
 
-    namespace: str
-    name: str
     raw: Mapping[str, Any]
-    rules: WatermarkRules | None
-    problems: tuple[str, ...]
 
     @property
     def annotations(self) -> Mapping[str, str]:
@@ -492,6 +487,17 @@ class ParsedWatermark:
     def status(self) -> Mapping[str, Any]:
         status = self.raw.get("status")
         return status if isinstance(status, Mapping) else {}
+
+
+@dataclass(frozen=True)
+class ParsedWatermark(ObjectView):
+    """A WPA object read from the cluster: its rules, or every reason it is invalid."""
+
+    namespace: str
+    name: str
+    raw: Mapping[str, Any]
+    rules: WatermarkRules | None
+    problems: tuple[str, ...]
 
     @property
     def target_name(self) -> str:
