@@ -15,8 +15,11 @@ import threading
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import TracebackType
+
+from starlette.types import Receive, Scope, Send
+
+from flows.http_service import ServiceThread
 
 __all__ = ["CPU_SERIES", "MEMORY_SERIES", "PodMetricsServer"]
 
@@ -57,7 +60,8 @@ def _number(value: float) -> str:
 
 
 class PodMetricsServer:
-    """HTTP server on 127.0.0.1 (a free port by default) serving `/metrics`.
+    """HTTP server on 127.0.0.1 (a free port by default) serving `/metrics`, run by uvicorn in a
+    thread (`flows.http_service`).
 
     `clock` gives the time the CPU counters integrate over (default: the wall clock, which
     is also what Prometheus stamps its scrapes with).  Use as a context manager or with
@@ -72,8 +76,7 @@ class PodMetricsServer:
         self._lock = threading.Lock()
         self._containers: dict[tuple[str, str, str], _Container] = {}
         self._series: dict[str, dict[Labels, float]] = {}
-        self._server: ThreadingHTTPServer | None = None
-        self._thread: threading.Thread | None = None
+        self._service: ServiceThread | None = None
         self.scrapes = 0
 
     # --- usage -----------------------------------------------------------------------------
@@ -150,11 +153,27 @@ class PodMetricsServer:
 
     # --- lifecycle ---------------------------------------------------------------------------
 
+    async def _asgi(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """GET `/metrics` (any query); else 501 for the method or 404, as http.server did."""
+        if scope["type"] != "http":
+            return
+        if scope["method"] != "GET":
+            status, body, content_type = 501, b"Unsupported method", "text/plain"
+        elif scope["path"] != "/metrics":
+            status, body, content_type = 404, b"Not Found", "text/plain"
+        else:
+            status, body, content_type = 200, self.render().encode(), CONTENT_TYPE
+            self.scrapes += 1
+        await send({"type": "http.response.start", "status": status,
+                    "headers": [(b"content-type", content_type.encode()),
+                                (b"content-length", str(len(body)).encode())]})
+        await send({"type": "http.response.body", "body": body})
+
     @property
     def url(self) -> str:
-        if self._server is None:
+        if self._service is None:
             raise RuntimeError("PodMetricsServer is not running: call start() first")
-        return f"http://{self.host}:{self._server.server_address[1]}"
+        return self._service.url
 
     @property
     def address(self) -> str:
@@ -162,42 +181,19 @@ class PodMetricsServer:
         return self.url.removeprefix("http://")
 
     def start(self) -> PodMetricsServer:
-        if self._server is not None:
+        """Serve `/metrics` from a daemon thread; OSError if the port cannot be bound."""
+        if self._service is not None:
             raise RuntimeError("PodMetricsServer is already running")
-        owner = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_GET(self) -> None:
-                if self.path.split("?", 1)[0] != "/metrics":
-                    self.send_error(404)
-                    return
-                body = owner.render().encode()
-                owner.scrapes += 1
-                self.send_response(200)
-                self.send_header("Content-Type", CONTENT_TYPE)
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
-
-            def log_message(self, format: str, *args: object) -> None:
-                pass  # one line per scrape would drown the test output
-
-        server = ThreadingHTTPServer((self.host, self.port), Handler)
-        server.daemon_threads = True
-        self._server = server
-        self._thread = threading.Thread(target=server.serve_forever, name="fake-pod-metrics",
-                                        daemon=True)
-        self._thread.start()
+        self._service = ServiceThread(
+            self._asgi, self.host, self.port, "fake-pod-metrics", startup_timeout=30,
+            lifespan="off", graceful_shutdown_timeout=2, stop_timeout=5,
+            bind_option=None).start()
         return self
 
     def stop(self) -> None:
-        server, thread = self._server, self._thread
-        if server is None or thread is None:
-            return
-        server.shutdown()
-        server.server_close()
-        thread.join(timeout=5)
-        self._server = self._thread = None
+        if self._service is not None:
+            self._service.stop()
+            self._service = None
 
     def __enter__(self) -> PodMetricsServer:
         return self.start()

@@ -9,15 +9,14 @@ from __future__ import annotations
 
 import logging
 import math
-import socket
 import sys
-import threading
 from pathlib import Path
-from types import TracebackType
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
+from flows.http_service import DEFAULT_HOST
+from flows.http_service import ServiceThread as ServiceThread  # tests and fakes import it here
 from tasks.errors import InputError
 from tasks.load_scoring import (
     DEFAULT_REQUESTS_CPU_MILLI,
@@ -30,8 +29,6 @@ from tasks.load_scoring import (
 from tasks.resources import cpu_milli
 
 if TYPE_CHECKING:
-    import uvicorn
-
     from tasks.scheduler_extender import KubeWatch, Policy
 
 # Kept here rather than imported, so that registering the commands does not load uvicorn,
@@ -39,101 +36,8 @@ if TYPE_CHECKING:
 WATCHER_PORT = 2020           # tasks.load_watcher.DEFAULT_PORT, load-watcher's :2020
 FETCH_INTERVAL_SECONDS = 60.0  # tasks.load_watcher.FETCH_INTERVAL_SECONDS
 EXTENDER_PORT = 8888
-DEFAULT_HOST = "127.0.0.1"
 
 log = logging.getLogger(__name__)
-
-
-# --- serving a Starlette app in a thread ----------------------------------------------------
-
-
-class ServiceThread:
-    """An ASGI app served by uvicorn in a daemon thread, so the main thread keeps the signals.
-
-    (uvicorn in the main thread re-raises SIGTERM after its shutdown: the exit code would be
-    -15, not 0.) Port 0 picks a free port; `url` tells which.
-    """
-
-    def __init__(self, app: Any, host: str = DEFAULT_HOST, port: int = 0, name: str = "service",
-                 startup_timeout: float = 120.0) -> None:
-        self.app = app
-        self.host = host
-        self.port = port
-        self.name = name
-        self.startup_timeout = startup_timeout
-        self._server: uvicorn.Server | None = None
-        self._thread: threading.Thread | None = None
-
-    @property
-    def url(self) -> str:
-        host = f"[{self.host}]" if ":" in self.host else self.host
-        return f"http://{host}:{self.port}"
-
-    def start(self) -> ServiceThread:
-        """Bind, serve, and return once the app's startup has run; InputError if the port
-        cannot be bound, RuntimeError if the app fails to start."""
-        family = socket.AF_INET6 if ":" in self.host else socket.AF_INET
-        sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        # Without TCP_NODELAY every response waits ~40 ms for a delayed ACK.
-        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        try:
-            sock.bind((self.host, self.port))
-        except OSError as error:
-            sock.close()
-            raise InputError([f"--host/--port: cannot listen on {self.host}:{self.port}: "
-                              f"{error.strerror or error}"]) from None
-        self.port = sock.getsockname()[1]
-        import uvicorn
-
-        config = uvicorn.Config(self.app, host=self.host, port=self.port, log_level="warning",
-                                access_log=False, lifespan="on", timeout_graceful_shutdown=5)
-        server = uvicorn.Server(config)
-        ready = threading.Event()
-        startup = server.startup
-
-        async def signalling_startup(sockets: list[socket.socket] | None = None) -> None:
-            try:
-                await startup(sockets=sockets)  # binds nothing: the socket is ours
-            finally:
-                ready.set()  # also when the app's lifespan startup failed
-
-        server.startup = signalling_startup  # type: ignore[method-assign]
-
-        def run() -> None:
-            try:
-                server.run(sockets=[sock])
-            finally:
-                ready.set()
-
-        thread = threading.Thread(target=run, name=f"{self.name}-{self.port}", daemon=True)
-        thread.start()
-        if not ready.wait(self.startup_timeout) or not server.started:
-            server.should_exit = True
-            thread.join(timeout=5)
-            sock.close()
-            raise RuntimeError(f"{self.name} failed to start on {self.url}")
-        self._server, self._thread = server, thread
-        return self
-
-    def stop(self) -> None:
-        """Graceful shutdown (the app's lifespan ends its background tasks), then join."""
-        server, thread = self._server, self._thread
-        if server is None or thread is None:
-            return
-        server.should_exit = True
-        thread.join(timeout=15)
-        if thread.is_alive():
-            server.force_exit = True
-            thread.join(timeout=5)
-        self._server = self._thread = None
-
-    def __enter__(self) -> ServiceThread:
-        return self.start()
-
-    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
-                 tb: TracebackType | None) -> None:
-        self.stop()
 
 
 # --- option checks ---------------------------------------------------------------------------
