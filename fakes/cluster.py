@@ -9,6 +9,7 @@ duration, and pods of a vanished node go back to pending.
 from __future__ import annotations
 
 import contextlib
+import copy
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -108,6 +109,8 @@ class SimulatedCluster:
     evictions: int = 0
     place: Placement | None = None
     _sequence: dict[str, int] = field(default_factory=dict)
+    # Each pod's object as created, for its controller to re-create it after an eviction.
+    bodies: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)
 
     # --- nodes ------------------------------------------------------------------------------
 
@@ -161,15 +164,22 @@ class SimulatedCluster:
         tolerations = [t.model_dump() for t in arrival.tolerations] \
             if isinstance(arrival, Wave) else []
         duration = arrival.duration if isinstance(arrival, Wave) else arrival.duration_s
-        self.kube.create("pods", {
+        app = name.rsplit("-", 1)[0]
+        # Batch pods belong to a Job, services to a ReplicaSet: both re-create evicted pods.
+        owner = {"apiVersion": "batch/v1", "kind": "Job"} if duration is not None else \
+            {"apiVersion": "apps/v1", "kind": "ReplicaSet"}
+        body: dict[str, Any] = {
             "metadata": {"name": name, "namespace": POD_NAMESPACE,
-                         "creationTimestamp": rfc3339(now),
-                         "labels": {"app": name.rsplit("-", 1)[0]}},
+                         "creationTimestamp": rfc3339(now), "labels": {"app": app},
+                         "ownerReferences": [{**owner, "name": app, "uid": f"uid-{app}",
+                                              "controller": True}]},
             "spec": {"nodeSelector": dict(node_selector), "tolerations": tolerations,
                      "containers": [{"name": "main", "image": "busybox", "resources": {
                          "requests": {"cpu": arrival.cpu, "memory": arrival.memory}}}]},
             "status": {"phase": "Pending"},
-        }, namespace=POD_NAMESPACE)
+        }
+        self.kube.create("pods", copy.deepcopy(body), namespace=POD_NAMESPACE)
+        self.bodies[(POD_NAMESPACE, name)] = body
         self.pods[(POD_NAMESPACE, name)] = PodLife(POD_NAMESPACE, name, now, duration, now)
 
     def complete(self, now: float) -> None:
@@ -188,7 +198,11 @@ class SimulatedCluster:
         free = {node.name: [node.cpu_allocatable_milli, node.memory_allocatable_bytes]
                 for node in nodes}
         pending: list[tuple[PodLife, PodRecord]] = []
-        for raw in self.kube.list("pods"):
+        listed = self.kube.list("pods")
+        if self._recreate_evicted({(raw["metadata"]["namespace"], raw["metadata"]["name"])
+                                   for raw in listed}, now):
+            listed = self.kube.list("pods")
+        for raw in listed:
             pod = pod_record(_decoded(raw))
             life = self.pods.get((pod.namespace, pod.name))
             if pod.node_name and pod.node_name not in by_name and life is not None:
@@ -239,6 +253,21 @@ class SimulatedCluster:
         life.bound_at, life.node, life.pending_since = None, None, now
         life.marked_unschedulable = True
         self.evictions += 1
+
+    def _recreate_evicted(self, listed: set[tuple[str, str]], now: float) -> int:
+        """A pod evicted through the Eviction API is gone: its controller creates it again,
+        pending (under the same name, so its timeline goes on). Returns how many."""
+        recreated = 0
+        for key, life in self.pods.items():
+            if life.completed_at is not None or key in listed:
+                continue
+            self.kube.create("pods", copy.deepcopy(self.bodies[key]), namespace=life.namespace)
+            if life.bound_at is not None:
+                life.pending_since = now
+            life.bound_at, life.node, life.marked_unschedulable = None, None, False
+            self.evictions += 1
+            recreated += 1
+        return recreated
 
     def _record_terminations(self, nodes: Sequence[NodeRecord], now: float) -> None:
         present = {node.name for node in nodes}

@@ -18,19 +18,19 @@ from typing import Any, TypeVar
 from prefect import flow, get_run_logger
 
 from flows import engine_fix
-from tasks.act import Adapters, GroupResult, taint_and_remove, untaint_or_increase
+from tasks.act import ActionsDone, Adapters, GroupResult, taint_and_remove, untaint_or_increase
 from tasks.collect import collect_nodes, collect_pods, describe_node_groups
 from tasks.config import ClusterAutoscalerConfig, NodeGroupConfig, load_node_groups
 from tasks.decide import ScalePlan, decide, missing_asg_plan
-from tasks.drain import DrainPlan, collect_pdbs, drain_plan, evict_pods, pods_on_nodes
+from tasks.drain import DrainPlan, RemovalInputs, collect_pdbs, evict_pods, pods_on_nodes, safe_plan
 from tasks.errors import LeaseConflict
 from tasks.filter_nodes import nodes_by_group, pods_by_group
 from tasks.lock import DEFAULT_LEASE_NAMESPACE, GroupState, read_lock, write_lock
 from tasks.node_selection import read_node_load
+from tasks.remove_unneeded import EscalatorTick, ScaleDownOutcome, scale_down_unneeded
 from tasks.report import publish_tick
 from tasks.resources import AutoScalingGroup, NodeRecord, PodRecord
 from tasks.retry import Step
-from tasks.scale_down_rules import PodDisruptionBudget
 from tasks.scale_up import ScaleUpOutcome, scale_up_unschedulable
 
 engine_fix.install()  # Prefect 3.8.8's heartbeat join costs each flow run up to 1 s
@@ -61,20 +61,26 @@ def tick_group(
     run: Runner, adapters: Adapters, group: NodeGroupConfig, pods: Sequence[PodRecord],
     nodes: Sequence[NodeRecord], asg: AutoScalingGroup | None, now: float, dry_run: bool,
     cpu_load_percent: Mapping[str, float] | None = None,
-    drain: tuple[Mapping[str, Sequence[PodRecord]], Sequence[PodDisruptionBudget]] | None = None,
+    removal: RemovalInputs | None = None,
 ) -> GroupResult:
     """Escalator's scale_node_group as steps, for one group.
 
-    `drain` (pods by node, PDBs) turns on CA's safe scale-down: occupied nodes are drained
-    through the Eviction API instead of terminated (`tasks.drain`).
+    `removal` (with `cluster_autoscaler.enabled`) applies CA's removal rules: only nodes whose
+    pods can all move are tainted, and with `drain` occupied nodes are drained through the
+    Eviction API instead of terminated (`tasks.drain`).
     """
-    if drain is None:
+    if removal is None:
         return _tick_group(run, adapters, group, pods, nodes, asg, now, dry_run,
                            cpu_load_percent, None)
     evictions: list[DrainPlan] = []
+
+    def made_safe(plan: ScalePlan) -> ScalePlan:
+        planned = safe_plan(plan, group, nodes, removal, now, cpu_load_percent)
+        evictions.append(planned)
+        return planned.plan
+
     result = _tick_group(run, adapters, group, pods, nodes, asg, now, dry_run,
-                         cpu_load_percent, lambda plan: _drained(plan, group, nodes, drain,
-                                                                 now, evictions))
+                         cpu_load_percent, made_safe)
     pending = [pod for planned in evictions for pod in planned.evict]
     if dry_run or not pending or result.status in ("failed", "lost race"):
         return result
@@ -82,14 +88,6 @@ def tick_group(
     notes = tuple(f"eviction refused, node kept: {why}" for why in outcome.blocked)
     return replace(result, plan=replace(result.plan, notes=result.plan.notes + notes),
                    done=replace(result.done, evicted=outcome.evicted))
-
-
-def _drained(plan: ScalePlan, group: NodeGroupConfig, nodes: Sequence[NodeRecord],
-             drain: tuple[Mapping[str, Sequence[PodRecord]], Sequence[PodDisruptionBudget]],
-             now: float, sink: list[DrainPlan]) -> ScalePlan:
-    planned = drain_plan(plan, group, nodes, drain[0], drain[1], now)
-    sink.append(planned)
-    return planned.plan
 
 
 def _tick_group(
@@ -136,8 +134,9 @@ def tick(
 ) -> list[GroupResult]:
     """Collect once, then every group concurrently; one group's failure does not stop others.
 
-    With `cluster_autoscaler.enabled`, occupied nodes are drained first (`scale_down.drain`)
-    and, after the groups, pods no node can hold get a scale-up of their own (CA §1.1).
+    With `cluster_autoscaler.enabled`, the groups remove only nodes CA could remove (drained
+    first with `scale_down.drain`); after the groups, pods no node can hold get a scale-up of
+    their own (CA §1.1), and nodes unneeded long enough are removed (CA §1.3).
     """
     ca = cluster_autoscaler if cluster_autoscaler is not None and cluster_autoscaler.enabled \
         else None
@@ -154,14 +153,15 @@ def tick(
         describe_node_groups, adapters.cloud, [g.cloud_provider_group_name for g in groups])
     group_pods = pods_by_group(pods, groups)
     group_nodes = nodes_by_group(nodes, groups)
-    drain = None
-    if ca is not None and ca.scale_down.drain:
-        drain = (pods_on_nodes(pods), run(collect_pdbs, adapters))
+    removal = None
+    if ca is not None:
+        removal = RemovalInputs(nodes, pods_on_nodes(pods), run(collect_pdbs, adapters),
+                                ca.scale_down.drain)
 
     def one(group: NodeGroupConfig) -> GroupResult:
         return tick_group(run, adapters, group, group_pods[group.name], group_nodes[group.name],
                           asgs.get(group.cloud_provider_group_name), now, dry_run,
-                          cpu_load_percent, drain)
+                          cpu_load_percent, removal)
 
     with ThreadPoolExecutor(max_workers=max(len(groups), 1),
                             thread_name_prefix="node-group") as pool:
@@ -181,7 +181,62 @@ def tick(
     if ca is not None and not dry_run:
         results = _scale_up_unschedulable(run, adapters, ca, groups, results, pods, nodes,
                                           group_pods, group_nodes, asgs, now)
+        if ca.scale_down.enabled and removal is not None:
+            results = _scale_down_unneeded(run, adapters, ca, groups, results, removal,
+                                           group_nodes, asgs, now)
     return results
+
+
+def _scale_down_unneeded(
+    run: Runner, adapters: Adapters, ca: ClusterAutoscalerConfig,
+    groups: Sequence[NodeGroupConfig], results: list[GroupResult], removal: RemovalInputs,
+    group_nodes: Mapping[str, Sequence[NodeRecord]], asgs: Mapping[str, AutoScalingGroup],
+    now: float,
+) -> list[GroupResult]:
+    """CA's scale-down once per tick, after the scale-up; its taints and notes go on the
+    groups' result lines. Groups whose tick failed or lost a race are left out."""
+    escalator = {
+        result.plan.name: EscalatorTick(
+            acted=result.plan.changes_anything or result.done != ActionsDone(),
+            requests=result.plan.utilization.requests,
+            capacity=result.plan.utilization.capacity)
+        for result in results if result.status in ("acted", "nothing to do")}
+    leaving_now = {name for result in results
+                   for name in (*result.plan.taint, *result.plan.delete)}
+    # CA disables scale-down for a loop that scaled up: here nodes untainted or asked for.
+    scaled_up = any(result.done.untainted or (result.done.asg_desired_set or 0)
+                    > result.plan.asg_desired_before for result in results)
+    outcome: ScaleDownOutcome | None = _after_groups(
+        run, "scale-down of unneeded nodes", scale_down_unneeded, adapters, ca.scale_down,
+        groups, group_nodes, asgs, removal.nodes, removal.pods_by_node, removal.pdbs, escalator,
+        leaving_now, scaled_up, now)
+    if outcome is None:
+        return results
+    return [_annotated(result, outcome.notes.get(result.plan.name, ()),
+                       replace(result.done, tainted=result.done.tainted
+                               + outcome.tainted.get(result.plan.name, ())))
+            for result in results]
+
+
+def _after_groups(run: Runner, what: str, step: Step[..., R], *args: Any) -> R | None:
+    """A cluster-wide CA step after the groups: its failure is logged, the groups' results
+    stand (the next tick tries again)."""
+    try:
+        result: R = run(step, *args)
+    except Exception as error:
+        get_logger(__name__).warning("%s failed: %s", what, error)
+        return None
+    return result
+
+
+def _annotated(result: GroupResult, notes: Sequence[str], done: ActionsDone) -> GroupResult:
+    """A group's result line with a cluster-wide step's notes and actions added."""
+    if not notes and done == result.done:
+        return result
+    status = "acted" if done != result.done and result.status == "nothing to do" \
+        else result.status
+    return replace(result, plan=replace(result.plan, notes=result.plan.notes + tuple(notes)),
+                   done=done, status=status)
 
 
 def _scale_up_unschedulable(
@@ -201,11 +256,10 @@ def _scale_up_unschedulable(
             if result.plan.cloud_increase > 0:
                 helped[result.plan.name] = frozenset(
                     f"{p.namespace}/{p.name}" for p in group_pods[result.plan.name])
-    try:
-        outcome: ScaleUpOutcome = run(scale_up_unschedulable, adapters, ca, groups, pods, nodes,
-                                      group_nodes, asgs, helped, desired, now)
-    except Exception as error:
-        get_logger(__name__).warning("scale-up for unschedulable pods failed: %s", error)
+    outcome: ScaleUpOutcome | None = _after_groups(
+        run, "scale-up for unschedulable pods", scale_up_unschedulable, adapters, ca, groups,
+        pods, nodes, group_nodes, asgs, helped, desired, now)
+    if outcome is None:
         return results
     merged = []
     for result in results:
@@ -213,15 +267,11 @@ def _scale_up_unschedulable(
         notes = (outcome.notes or {}).get(name, ()) + (outcome.notes or {}).get("cluster", ())
         terminated = (outcome.terminated or {}).get(name, ())
         done = result.done
-        if name == outcome.group:
-            done = replace(done, asg_desired_set=outcome.asg_desired_set)
+        if name in outcome.asg_desired_set:  # the chosen group, or each group balanced into
+            done = replace(done, asg_desired_set=outcome.asg_desired_set[name])
         if terminated:
             done = replace(done, terminated_instances=done.terminated_instances + terminated)
-        status = result.status
-        if done != result.done and status in ("nothing to do",):
-            status = "acted"
-        merged.append(replace(result, plan=replace(result.plan, notes=result.plan.notes + notes),
-                              done=done, status=status))
+        merged.append(_annotated(result, notes, done))
     return merged
 
 

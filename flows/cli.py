@@ -171,7 +171,8 @@ def print_plans(now: float, plans: Sequence[ScalePlan], output: OutputFormat) ->
 def plan(
     nodegroups: Annotated[Path, typer.Option(help="Escalator node-group file.")],
     cluster: Annotated[list[Path], typer.Option(
-        help="`kubectl get nodes,pods,leases -A -o json` output (repeatable).")] = [],  # noqa: B006
+        help="`kubectl get nodes,pods,leases,poddisruptionbudgets -A -o json` output "
+             "(repeatable; the budgets are optional).")] = [],  # noqa: B006
     asg: Annotated[Path | None, typer.Option(
         help="`aws autoscaling describe-auto-scaling-groups` output. Without it each ASG is "
              "MinSize=min_nodes, MaxSize=max_nodes, desired=the group's node count.")] = None,
@@ -193,12 +194,14 @@ def plan(
     plans = decide_all(config.node_groups, snapshot.pods, snapshot.nodes, asgs,
                        group_states(config, snapshot, lease_namespace), moment, dry_mode)
     ca = config.cluster_autoscaler
-    if ca.enabled and ca.scale_down.drain:
-        # CA's safe scale-down: occupied nodes are drained, or kept and the notes say why.
-        # (The snapshot holds no PodDisruptionBudgets: the tick also checks those.)
+    if ca.enabled:
+        # CA's removal rules: only nodes whose pods can all move are tainted, occupied ones are
+        # drained (`scale_down.drain`), and the notes say why a node is kept; the snapshot's
+        # PodDisruptionBudgets (if it has any) are checked as the tick checks them.
         from tasks.drain import drained_plans
 
-        plans = drained_plans(plans, config.node_groups, snapshot.pods, snapshot.nodes, moment)
+        plans = drained_plans(plans, config.node_groups, snapshot.pods, snapshot.nodes, moment,
+                              pdbs=snapshot.pdbs, drain=ca.scale_down.drain)
     print_plans(moment, plans, output)
 
 

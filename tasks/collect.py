@@ -1,5 +1,9 @@
 """Turning API JSON into records: snapshot files (`kubectl get -o json`) and list pages.
 
+A snapshot is a `List` (or typed list) of Nodes, Pods, the project's Leases and, optionally,
+PodDisruptionBudgets (`kubectl get nodes,pods,leases,poddisruptionbudgets -A -o json`), so
+`elevator plan` can tell which budget keeps a node; other kinds are ignored.
+
 Items are decoded one at a time from `msgspec.Raw` slices of the buffer, so peak memory is the
 raw bytes plus the slim records, never a tree of every object, and a bad item can be named.
 """
@@ -13,7 +17,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 import msgspec
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
@@ -33,6 +37,7 @@ from tasks.resources import (
     pod_record,
 )
 from tasks.retry import step
+from tasks.scale_down_rules import PodDisruptionBudget, pdb_from_api
 
 if TYPE_CHECKING:
     from tasks.cloud import AsgClient
@@ -67,17 +72,19 @@ _ONE_CALL_LIMIT_BYTES = 16 * 2**20
 
 @dataclass
 class ClusterSnapshot:
-    """Pods, nodes and the project's Lease states (by namespace and name) of one cluster read."""
+    """Pods, nodes, the project's Lease states (by namespace and name) and the
+    PodDisruptionBudgets (when the snapshot has them) of one cluster read."""
 
     pods: list[PodRecord] = field(default_factory=list)
     nodes: list[NodeRecord] = field(default_factory=list)
     states: dict[tuple[str, str], GroupState] = field(default_factory=dict)
+    pdbs: list[PodDisruptionBudget] = field(default_factory=list)
 
 
 def _describe(raw: RawObject, kind: str) -> str:
     metadata = raw.metadata
-    name = f"{metadata.namespace}/{metadata.name}" if metadata.namespace else metadata.name
-    return f"{kind} {name or '<no name>'}"
+    name = metadata.name or "<no name>"
+    return f"{kind} {metadata.namespace}/{name}" if metadata.namespace else f"{kind} {name}"
 
 
 def _bad_quantity_path(raw: RawObject) -> str:
@@ -105,6 +112,94 @@ def _bad_quantity_path(raw: RawObject) -> str:
     return ""
 
 
+# --- PodDisruptionBudgets -------------------------------------------------------------------
+# Checked here with the rules the API server applies, so a hand-edited snapshot fails with the
+# field's path instead of `pdb_from_api` reading `values: "web"` as the letters w, e, b.
+
+PDB_KIND = "PodDisruptionBudget"
+_VALUE_OPERATORS = ("In", "NotIn")
+
+
+class _Requirement(msgspec.Struct, gc=False):
+    key: str
+    operator: Literal["In", "NotIn", "Exists", "DoesNotExist"]
+    values: list[str] | None = None
+
+
+class _Selector(msgspec.Struct, gc=False):
+    matchLabels: dict[str, str] | None = None
+    matchExpressions: list[_Requirement] | None = None
+
+
+_SELECTOR_DECODER = msgspec.json.Decoder(_Selector | None)
+_ALLOWED_DECODER = msgspec.json.Decoder(Annotated[int, msgspec.Meta(ge=0)] | None)
+
+
+class _FieldError(ValueError):
+    """A bad field of one object: its key path within the object, and the rule it breaks."""
+
+    def __init__(self, path: str, rule: str) -> None:
+        super().__init__(f"{path}: {rule}")
+        self.path = path
+        self.rule = rule
+
+
+def _field(decoder: msgspec.json.Decoder[Any], raw: msgspec.Raw, path: str) -> Any:
+    """Decode one undecoded field; an absent one is None."""
+    if not len(raw):
+        return None
+    try:
+        return decoder.decode(raw)
+    except msgspec.ValidationError as error:
+        inner, rule = _split_json_path(error)
+        joined = path if not inner else f"{path}{'' if inner.startswith('[') else '.'}{inner}"
+        raise _FieldError(joined, rule) from None
+
+
+def _selector(raw: msgspec.Raw) -> _Selector | None:
+    """A budget's `spec.selector`; msgspec says `matchLabels[...]` for a bad label value, so
+    the label is looked up here (error path only)."""
+    try:
+        selector: _Selector | None = _field(_SELECTOR_DECODER, raw, "spec.selector")
+    except _FieldError as error:
+        if error.path != "spec.selector.matchLabels[...]":
+            raise
+        labels = msgspec.json.decode(raw)["matchLabels"]
+        key = next(key for key, value in labels.items() if not isinstance(value, str))
+        raise _FieldError(f"spec.selector.matchLabels.{key}", error.rule) from None
+    return selector
+
+
+def pdb_record(raw: RawObject) -> PodDisruptionBudget:
+    """A `policy/v1` PodDisruptionBudget from a snapshot; `_FieldError` names what is wrong.
+
+    An absent `status.disruptionsAllowed` (no disruption controller has counted yet) is 0, as
+    the API server treats it: no eviction allowed.
+    """
+    metadata = raw.metadata
+    if not metadata.name:
+        raise _FieldError("metadata.name", "a PodDisruptionBudget needs a name")
+    if not metadata.namespace:
+        raise _FieldError("metadata.namespace",
+                          "a PodDisruptionBudget is namespaced: it needs a namespace")
+    selector = _selector(raw.spec.selector if raw.spec else msgspec.Raw())
+    expressions = (selector.matchExpressions or []) if selector is not None else []
+    for index, requirement in enumerate(expressions):
+        wants_values = requirement.operator in _VALUE_OPERATORS
+        if wants_values != bool(requirement.values):
+            raise _FieldError(f"spec.selector.matchExpressions[{index}].values",
+                              f"must be {'non-empty' if wants_values else 'empty'} for "
+                              f"operator {requirement.operator}")
+    allowed: int | None = _field(
+        _ALLOWED_DECODER, raw.status.disruptionsAllowed if raw.status else msgspec.Raw(),
+        "status.disruptionsAllowed")
+    return pdb_from_api({
+        "metadata": {"namespace": metadata.namespace, "name": metadata.name},
+        "spec": {"selector": msgspec.to_builtins(selector)} if selector is not None else {},
+        "status": {"disruptionsAllowed": allowed or 0},
+    })
+
+
 def add_item(snapshot: ClusterSnapshot, raw: RawObject, kind: str, where: str) -> None:
     """Fold one decoded object into the snapshot; other kinds are ignored."""
     try:
@@ -116,6 +211,11 @@ def add_item(snapshot: ClusterSnapshot, raw: RawObject, kind: str, where: str) -
             key = (raw.metadata.namespace, raw.metadata.name)
             snapshot.states[key] = state_from_annotations(
                 raw.metadata.annotations or {}, raw.metadata.resourceVersion)
+        elif kind == PDB_KIND:
+            snapshot.pdbs.append(pdb_record(raw))
+    except _FieldError as error:
+        raise InputError([join_location(where, f"{_describe(raw, kind)} {error.path}",
+                                        error.rule)]) from None
     except ValueError as error:
         raise InputError([join_location(
             where, " ".join(p for p in (_describe(raw, kind), _bad_quantity_path(raw)) if p),
@@ -139,13 +239,19 @@ def decode_items(
 _PATH_IN_MESSAGE = re.compile(r" - at `\$\.?(.*)`$")
 
 
-def _json_path(error: msgspec.ValidationError) -> str:
-    """msgspec's "Expected `str`, got `int` - at `$.metadata.name`" as "metadata.name: ..."."""
+def _split_json_path(error: msgspec.ValidationError) -> tuple[str, str]:
+    """msgspec's "Expected `str`, got `int` - at `$.metadata.name`" as (path, rule)."""
     message = str(error)
     match = _PATH_IN_MESSAGE.search(message)
     if not match:
-        return message
-    return f"{match.group(1)}: {message[:match.start()]}"
+        return "", message
+    return match.group(1), message[:match.start()]
+
+
+def _json_path(error: msgspec.ValidationError) -> str:
+    """msgspec's "Expected `str`, got `int` - at `$.metadata.name`" as "metadata.name: ..."."""
+    path, rule = _split_json_path(error)
+    return f"{path}: {rule}" if path else rule
 
 
 def decode_list_document(data: bytes | memoryview, source: str,
@@ -195,7 +301,8 @@ def gc_paused() -> Iterator[None]:
 
 
 def load_cluster_files(paths: Sequence[str | Path]) -> ClusterSnapshot:
-    """Read `kubectl get nodes,pods,leases -A -o json` files into one snapshot."""
+    """Read `kubectl get nodes,pods,leases[,poddisruptionbudgets] -A -o json` files into one
+    snapshot."""
     with gc_paused():
         return _load_cluster_files(paths)
 

@@ -332,11 +332,16 @@ class ScaleDownOptions(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    # Off by default: without it the node-group rules terminate nodes as Escalator does.
+    # CA --scale-down-enabled: remove nodes unneeded for `unneeded_time` (tasks.scale_down).
+    enabled: StrictBool = True
+    # Off by default: without it the node-group rules terminate nodes as Escalator does, and
+    # only empty unneeded nodes are removed.
     drain: StrictBool = False
     utilization_threshold: Annotated[float, Field(ge=0.0, le=1.0)] = 0.5
     unneeded_time: GoDuration = "10m"
     delay_after_add: GoDuration = "10m"
+    max_scale_down_parallelism: Annotated[StrictInt, Field(ge=1)] = 10
+    max_drain_parallelism: Annotated[StrictInt, Field(ge=1)] = 1
 
     @property
     def unneeded_seconds(self) -> float:
@@ -379,6 +384,14 @@ class ClusterAutoscalerConfig(BaseModel):
     priorities: Annotated[dict[int, tuple[str, ...]] | str | None,
                           BeforeValidator(_priorities)] = None
     random_seed: StrictInt | None = None
+    # CA --balance-similar-node-groups (spec §1.5): split a scale-up among groups whose
+    # template nodes compare similar within these tolerances (CA's flag defaults).
+    balance_similar_node_groups: StrictBool = False
+    memory_difference_ratio: Annotated[float, Field(ge=0.0, le=1.0)] = 0.015
+    max_free_difference_ratio: Annotated[float, Field(ge=0.0, le=1.0)] = 0.05
+    max_allocatable_difference_ratio: Annotated[float, Field(ge=0.0, le=1.0)] = 0.05
+    # CA --balancing-ignore-label: more node labels that may differ between similar groups.
+    balancing_ignore_labels: tuple[Annotated[str, Field(min_length=1)], ...] = ()
 
     @field_validator("scale_down", "pod_prices", mode="before")
     @classmethod

@@ -18,22 +18,11 @@ from tasks.decide import ScalePlan, taint_time
 from tasks.errors import EvictionBlocked
 from tasks.resources import NodeRecord, PodRecord
 from tasks.retry import step
-from tasks.scale_down_rules import (
-    TERMINAL_PHASES,
-    PodDisruptionBudget,
-    drainable_nodes,
-    pdb_from_api,
-)
+from tasks.scale_down import RemovalSimulation, movable, safe_taint_selection
+from tasks.scale_down_rules import PodDisruptionBudget, pdb_from_api
 
 if TYPE_CHECKING:
     from tasks.act import Adapters
-
-
-def movable(pod: PodRecord) -> bool:
-    """A pod that keeps a node from being empty: not a DaemonSet, mirror or static pod (they
-    belong to the node) and not finished (CA's empty-node rule)."""
-    return not (pod.owned_by_daemonset or pod.mirror or pod.static
-                or pod.phase in TERMINAL_PHASES)
 
 
 def pods_on_nodes(pods: Iterable[PodRecord]) -> dict[str, list[PodRecord]]:
@@ -49,6 +38,16 @@ def read_pdbs(raw: Iterable[Mapping[str, Any]]) -> tuple[PodDisruptionBudget, ..
 
 
 @dataclass(frozen=True)
+class RemovalInputs:
+    """What CA's removal rules read, collected once per tick (`cluster_autoscaler.enabled`)."""
+
+    nodes: Sequence[NodeRecord]  # every node: where evicted pods could go
+    pods_by_node: Mapping[str, Sequence[PodRecord]]
+    pdbs: Sequence[PodDisruptionBudget]
+    drain: bool  # scale_down.drain
+
+
+@dataclass(frozen=True)
 class DrainPlan:
     """Escalator's plan with occupied nodes kept, and the pods to evict this tick."""
 
@@ -56,16 +55,29 @@ class DrainPlan:
     evict: tuple[PodRecord, ...] = ()
 
 
+def safe_plan(plan: ScalePlan, group: NodeGroupConfig, members: Sequence[NodeRecord],
+              removal: RemovalInputs, now: float,
+              cpu_load_percent: Mapping[str, float] | None = None) -> DrainPlan:
+    """Escalator's plan under CA's removal rules: only removable nodes are tainted, and with
+    `drain` occupied nodes are drained instead of terminated."""
+    simulation = RemovalSimulation(removal.nodes, removal.pods_by_node, removal.pdbs)
+    plan = safe_taint_selection(plan, group, members, simulation, cpu_load_percent)
+    if not removal.drain:
+        return DrainPlan(plan)
+    return drain_plan(plan, group, members, simulation, now)
+
+
 def drain_plan(plan: ScalePlan, group: NodeGroupConfig, nodes: Sequence[NodeRecord],
-               pods_by_node: Mapping[str, Sequence[PodRecord]],
-               pdbs: Sequence[PodDisruptionBudget], now: float) -> DrainPlan:
+               simulation: RemovalSimulation, now: float) -> DrainPlan:
     """Keep occupied nodes out of `plan.delete`; drain the tainted ones past the soft grace.
 
     A node is deleted only when it has no movable pod (CA terminates empty nodes only).
     Tainted nodes past the soft grace period (Escalator's "may go when empty" point) that still
-    hold pods are drained when every pod can move, else kept with the reason in the notes.
+    hold pods are drained when every pod can move (no blocker, and room on another node),
+    else kept with the reason in the notes.
     """
     soft = group.soft_delete_grace_seconds
+    pods_by_node = simulation.pods_by_node
     occupied = {name for name, pods in pods_by_node.items() if any(map(movable, pods))}
     kept = [name for name in plan.delete if name in occupied]
     delete = tuple(name for name in plan.delete if name not in occupied)
@@ -73,18 +85,17 @@ def drain_plan(plan: ScalePlan, group: NodeGroupConfig, nodes: Sequence[NodeReco
                if (stamp := taint_time(node)) is not None and now - stamp > soft
                and node.name in occupied and node.name not in plan.taint]
     tainted.sort(key=lambda node: (node.name not in kept, node.name))
-    results = drainable_nodes(
-        tainted, {node.name: [p for p in pods_by_node.get(node.name, ())
-                              if p.phase not in TERMINAL_PHASES] for node in tainted}, pdbs)
     notes = list(plan.notes)
     evict: list[PodRecord] = []
-    for result in results:
-        if result.drainable:
-            evict.extend(result.to_evict)
-            notes.append(f"draining {result.node}: evicting {len(result.to_evict)} pod(s); "
+    for node in tainted:
+        verdict = simulation.check(node)
+        if verdict.drainable:
+            simulation.remove(node, verdict)  # the next node cannot count on the same room
+            evict.extend(verdict.to_evict)
+            notes.append(f"draining {node.name}: evicting {len(verdict.to_evict)} pod(s); "
                          "terminated once empty")
         else:
-            notes.append(f"scale-down skipped {result.node}: {result.reason}")
+            notes.append(f"scale-down skipped {node.name}: {verdict.reason}")
     adjusted = replace(plan, delete=delete, asg_desired=plan.asg_desired + len(kept),
                        notes=tuple(notes))
     return DrainPlan(adjusted, tuple(evict))
@@ -112,8 +123,8 @@ def evict_pods(adapters: Adapters, pods: Sequence[PodRecord]) -> EvictionResult:
     return EvictionResult(tuple(evicted), tuple(blocked))
 
 
-__all__ = ["DrainPlan", "EvictionResult", "collect_pdbs", "drain_plan", "drained_plans",
-           "evict_pods", "movable", "pods_on_nodes", "read_pdbs"]
+__all__ = ["DrainPlan", "EvictionResult", "RemovalInputs", "collect_pdbs", "drain_plan",
+           "drained_plans", "evict_pods", "movable", "pods_on_nodes", "read_pdbs", "safe_plan"]
 
 
 @step
@@ -124,13 +135,14 @@ def collect_pdbs(adapters: Adapters) -> tuple[PodDisruptionBudget, ...]:
 
 def drained_plans(plans: Sequence[ScalePlan], groups: Sequence[NodeGroupConfig],
                   pods: Sequence[PodRecord], nodes: Sequence[NodeRecord], now: float,
-                  pdbs: Sequence[PodDisruptionBudget] = ()) -> list[ScalePlan]:
-    """`elevator plan` with `scale_down.drain`: the plans as the tick would act on them, with
-    the reason each kept node cannot be drained in its notes."""
+                  pdbs: Sequence[PodDisruptionBudget] = (), drain: bool = True,
+                  ) -> list[ScalePlan]:
+    """`elevator plan` with `cluster_autoscaler.enabled`: the plans as the tick would act on
+    them, with the reason each kept node cannot be removed or drained in its notes."""
     from tasks.filter_nodes import nodes_by_group
 
     by_group = {group.name: group for group in groups}
     members = nodes_by_group(nodes, groups)
-    by_node = pods_on_nodes(pods)
-    return [drain_plan(plan, by_group[plan.name], members[plan.name], by_node, pdbs, now).plan
+    removal = RemovalInputs(nodes, pods_on_nodes(pods), pdbs, drain)
+    return [safe_plan(plan, by_group[plan.name], members[plan.name], removal, now).plan
             if plan.name in by_group and plan.error is None else plan for plan in plans]

@@ -555,19 +555,20 @@ def choose(options: Sequence[ScaleUpOption], chain: Sequence[str], context: Expa
 # --- from the config file -------------------------------------------------------------
 
 
-def priorities_from_configmap(data: Mapping[str, str]) -> dict[int, tuple[str, ...]]:
+def priorities_from_configmap(data: Mapping[str, str],
+                              source: str = PRIORITY_CONFIGMAP) -> dict[int, tuple[str, ...]]:
     """The `cluster-autoscaler-priority-expander` ConfigMap's data: key `priorities`, a YAML
-    mapping of integer priority to a list of regexes (CA §1.2). ValueError says what is wrong."""
+    mapping of integer priority to a list of regexes (CA §1.2). ValueError says what is wrong,
+    naming `source` (the ConfigMap read)."""
     text = data.get("priorities")
     if text is None:
-        raise ValueError(f"ConfigMap {PRIORITY_CONFIGMAP}: no 'priorities' key")
+        raise ValueError(f"ConfigMap {source}: no 'priorities' key")
     if not text.strip():
-        raise ValueError(f"ConfigMap {PRIORITY_CONFIGMAP}: 'priorities' is empty")
+        raise ValueError(f"ConfigMap {source}: 'priorities' is empty")
     try:
         document: Any = yaml.safe_load(text)
     except yaml.YAMLError as error:
-        raise ValueError(f"ConfigMap {PRIORITY_CONFIGMAP}: 'priorities' is not YAML: "
-                         f"{error}") from None
+        raise ValueError(f"ConfigMap {source}: 'priorities' is not YAML: {error}") from None
     return parse_priorities(document)
 
 

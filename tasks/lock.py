@@ -15,8 +15,9 @@ worker sees the same state (DESIGN §2). One `coordination.k8s.io/v1` Lease per 
 
 With `cluster_autoscaler.enabled`, the scale-up from unschedulable pods also keeps the group's
 provisioning back-off and unregistered instances here (`tasks.expanders.ProvisioningState`'s
-`elevator.io/backoff-*`, `unregistered-instances`, `timed-out-instances`), carried through
-untouched by the Escalator tick.
+`elevator.io/backoff-*`, `unregistered-instances`, `timed-out-instances`), and its
+scale-down the nodes it found unneeded (`elevator.io/unneeded-since`: JSON {node: RFC 3339}),
+both carried through untouched by the Escalator tick.
 """
 
 from __future__ import annotations
@@ -43,6 +44,7 @@ LOCKED = "elevator.io/scale-locked"
 DRY_MODE_TAINTED = "elevator.io/dry-mode-tainted-nodes"
 NODE_CAPACITY = "elevator.io/node-capacity"
 LAST_TICK = "elevator.io/last-tick"
+UNNEEDED_SINCE = "elevator.io/unneeded-since"
 # ProvisioningState's annotations (tasks/expanders.py), kept verbatim in GroupState.provisioning.
 PROVISIONING_KEYS = frozenset({
     "elevator.io/backoff-seconds", "elevator.io/backoff-until",
@@ -89,6 +91,8 @@ class GroupState:
     resource_version: str = ""
     # The CA scale-up's ProvisioningState annotations, verbatim (empty unless it ever ran).
     provisioning: tuple[tuple[str, str], ...] = ()
+    # CA scale-down: (node, unix seconds it was first found unneeded), sorted (tasks.scale_down).
+    unneeded_since: tuple[tuple[str, float], ...] = ()
 
 
 def _format_time(unix_seconds: float) -> str:
@@ -107,6 +111,9 @@ def state_to_annotations(state: GroupState) -> dict[str, str]:
                                     "memory_bytes": capacity.memory_bytes})
                         if capacity is not None else ""),
         **dict(state.provisioning),
+        **({UNNEEDED_SINCE: json.dumps({node: _format_time(since)
+                                        for node, since in state.unneeded_since},
+                                       sort_keys=True)} if state.unneeded_since else {}),
     }
 
 
@@ -129,6 +136,13 @@ def _tracker(raw: str) -> tuple[str, ...]:
     return tuple(names)
 
 
+def _since_map(raw: str) -> tuple[tuple[str, float], ...]:
+    value = json.loads(raw) if raw else {}
+    if not isinstance(value, dict):
+        raise ValueError("expected a JSON object of node name to time")
+    return tuple(sorted((str(node), _lock_time(str(since))) for node, since in value.items()))
+
+
 def _capacity(raw: str) -> Resources | None:
     if not raw:
         return None
@@ -149,6 +163,7 @@ def state_from_annotations(annotations: Mapping[str, str], resource_version: str
         resource_version=resource_version,
         provisioning=tuple(sorted((key, value) for key, value in annotations.items()
                                   if key in PROVISIONING_KEYS)),
+        unneeded_since=_read(annotations, UNNEEDED_SINCE, _since_map),
     )
 
 

@@ -4,8 +4,10 @@ Escalator grows a group from its summed requests, so a pod that fits no node of 
 wait while utilization looks fine. After the per-group ticks, this step takes the pods the
 scheduler gave up on that no group's own scale-up helped, asks each group "how many of your
 nodes would they need?" (`tasks.expanders`), lets the expander chain choose, and sets that
-group's ASG to the new absolute size under its Escalator scale lock. It also gives up on
-instances that never registered as Nodes, and backs their group off (CA's provisioning timeout).
+group's ASG to the new absolute size under its Escalator scale lock. With
+`balance_similar_node_groups` the new nodes are split among the groups similar to the chosen one
+(`tasks.balancing`, CA §1.5), each grown the same way. It also gives up on instances that never
+registered as Nodes, and backs their group off (CA's provisioning timeout).
 
 State lives in each group's Lease (`GroupState.provisioning`), so a restarted worker keeps it.
 Only runs with `cluster_autoscaler.enabled`.
@@ -16,9 +18,11 @@ from __future__ import annotations
 import random
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
+from logging import getLogger as get_logger
 from typing import TYPE_CHECKING
 
+from tasks.balancing import BalancedScaleUp, Tolerances, balance_scale_up
 from tasks.config import ClusterAutoscalerConfig, NodeGroupConfig
 from tasks.errors import LeaseConflict
 from tasks.expanders import (
@@ -50,10 +54,12 @@ class ScaleUpOutcome:
     """What the step did, per group, for the group's result line and `elevator plan`."""
 
     plan: ScaleUpPlan | None = None
-    group: str = ""  # the group grown ("" = none)
-    asg_desired_set: int | None = None
+    # group -> the ASG desired capacity set: the chosen group, or with balancing each group
+    # the new nodes were split to (empty: nothing grown)
+    asg_desired_set: Mapping[str, int] = field(default_factory=dict)
     terminated: Mapping[str, tuple[str, ...]] | None = None  # group -> timed-out instance ids
     notes: Mapping[str, tuple[str, ...]] | None = None  # group -> notes
+    balanced: BalancedScaleUp | None = None  # the split, when balance_similar_node_groups
 
 
 def _group_label(template: TemplateNode, group: NodeGroupConfig) -> TemplateNode:
@@ -74,16 +80,19 @@ def _instance_node(instance_id: str, provider_id: str) -> NodeRecord:
 def _priorities(adapters: Adapters, config: ClusterAutoscalerConfig,
                 notes: list[str]) -> dict[int, tuple[str, ...]] | None:
     """CA §1.2: the priority expander reads its ConfigMap every time it runs."""
-    name = config.priority_configmap
-    if name is None:
+    reference = config.priority_configmap
+    if reference is None:
         return None
-    data = adapters.kube.read_config_map(adapters.lease_namespace, name)
+    # "name" lives beside the Leases; "namespace/name" anywhere (RBAC must grant that read).
+    namespace, _, name = reference.rpartition("/")
+    namespace = namespace or adapters.lease_namespace
+    data = adapters.kube.read_config_map(namespace, name)
     if data is None:
-        notes.append(f"ConfigMap {adapters.lease_namespace}/{name} not found: "
+        notes.append(f"ConfigMap {namespace}/{name} not found: "
                      "the priority expander passes every option on")
         return {}
     try:
-        return priorities_from_configmap(data)
+        return priorities_from_configmap(data, f"{namespace}/{name}")
     except ValueError as error:
         notes.append(f"{error}: the priority expander passes every option on")
         return {}
@@ -183,39 +192,95 @@ def scale_up_unschedulable(
     context = expander_context(config, len(nodes), _priorities(adapters, config,
                                                                 notes["cluster"]))
     rng = random.Random(config.random_seed)
-    plan = plan_scale_up(pending, candidates, cluster_totals(nodes, upcoming),
-                         cluster_limits(config), config.expander_chain, context, rng, now,
-                         free_slots(nodes, pods))
+    totals = cluster_totals(nodes, upcoming)
+    limits = cluster_limits(config)
+    plan = plan_scale_up(pending, candidates, totals, limits, config.expander_chain, context,
+                         rng, now, free_slots(nodes, pods))
     for group_name, reason in plan.skipped:
         notes[group_name].append(f"scale-up for unschedulable pods: skipped, {reason}")
     if plan.option is None:
         return ScaleUpOutcome(plan, terminated=terminated, notes=_frozen(notes))
 
-    # 5. Act like Escalator's scale-up: claim the Lease with the scale lock, then the cloud.
+    # The chosen group's scale lock gates the scale-up, balanced or not: it waits the cool-down.
     chosen = plan.option
-    group = next(g for g in live if g.name == chosen.group)
-    asg = asgs[group.cloud_provider_group_name]
-    state = states[group.name]
-    if state.lock.held(now, group.scale_up_cool_down_seconds):
-        notes[group.name].append("scale-up for unschedulable pods waits: scale lock held")
+    by_name = {g.name: g for g in live}
+    if states[chosen.group].lock.held(now, by_name[chosen.group].scale_up_cool_down_seconds):
+        notes[chosen.group].append("scale-up for unschedulable pods waits: scale lock held")
         return ScaleUpOutcome(plan, terminated=terminated, notes=_frozen(notes))
-    locked = replace(state, lock=state.lock.lock(chosen.node_count, now))
+
+    # 5. CA --balance-similar-node-groups (§1.5): split the nodes among the similar groups. A
+    # similar group whose scale lock is held is left out, as CA leaves out a group that is not
+    # ready to scale up.
+    split = BalancedScaleUp.alone(plan)
+    if config.balance_similar_node_groups:
+        locked = {g.name: "scale lock held" for g in live if g.name != chosen.group
+                  and states[g.name].lock.held(now, g.scale_up_cool_down_seconds)}
+        split = balance_scale_up(
+            plan, candidates, totals, limits, now,
+            Tolerances(config.memory_difference_ratio, config.max_allocatable_difference_ratio,
+                       config.max_free_difference_ratio),
+            config.balancing_ignore_labels, {g.name: g.label_key for g in live}, locked)
+
+    # 6. Act like Escalator's scale-up, group by group: claim the Lease with the scale lock,
+    # then the cloud.
+    chain = " → ".join(f"{name}: {', '.join(kept) or 'none'}" for name, kept in plan.trace)
+    desired_set: dict[str, int] = {}
+    errors: list[Exception] = []
+    for name, count in split.added.items():
+        group = by_name[name]
+        try:
+            desired = _grow(adapters, group, asgs[group.cloud_provider_group_name],
+                            states[name], count, split.new_target_sizes[name], now)
+        except Exception as error:
+            if len(split.added) == 1:
+                raise  # as without balancing: the step fails, and is retried
+            # Several groups: the others still grow; this one's lock was released (`_grow`).
+            get_logger(__name__).warning("balanced scale-up of %s failed: %s", name, error)
+            notes[name].append(f"scale-up for unschedulable pods failed: {error}")
+            errors.append(error)
+            continue
+        if desired is None:
+            notes[name].append("scale-up for unschedulable pods lost the Lease race")
+            continue
+        desired_set[name] = desired
+        notes[name].append(_grown_note(split, name, count, desired, chain))
+    if errors and not desired_set:
+        raise errors[0]
+    return ScaleUpOutcome(plan, desired_set, terminated, _frozen(notes),
+                          split if config.balance_similar_node_groups else None)
+
+
+def _grow(adapters: Adapters, group: NodeGroupConfig, asg: AutoScalingGroup,
+          state: GroupState, count: int, target: int, now: float) -> int | None:
+    """Escalator's order for one group: the Lease with the scale lock first (None: another tick
+    wrote it), then the ASG's absolute target. A failed cloud call puts the old lock back, so
+    the group is not left locked for a scale-up that never happened."""
+    namespace = adapters.lease_namespace
+    locked = replace(state, lock=state.lock.lock(count, now))
     try:
         written = adapters.kube.write_state(namespace, lease_name(group.name), locked, now)
     except LeaseConflict:
-        notes[group.name].append("scale-up for unschedulable pods lost the Lease race")
-        return ScaleUpOutcome(plan, terminated=terminated, notes=_frozen(notes))
+        return None
     try:
-        desired = adapters.cloud.set_desired_capacity(asg, plan.new_target_size)
+        return adapters.cloud.set_desired_capacity(asg, target)
     except Exception:
-        adapters.kube.write_state(namespace, lease_name(group.name),
-                                  replace(written, lock=state.lock), now)
+        try:
+            adapters.kube.write_state(namespace, lease_name(group.name),
+                                      replace(written, lock=state.lock), now)
+        except Exception as release:  # the lock then expires after the cool-down
+            get_logger(__name__).warning("scale lock of %s not released: %s", group.name, release)
         raise
-    chain = " → ".join(f"{name}: {', '.join(kept) or 'none'}" for name, kept in plan.trace)
-    notes[group.name].append(
-        f"scale-up for {len(chosen.pods)} unschedulable pod(s): +{chosen.node_count} "
-        f"node(s), ASG desired {desired} (expanders {chain})")
-    return ScaleUpOutcome(plan, group.name, desired, terminated, _frozen(notes))
+
+
+def _grown_note(split: BalancedScaleUp, name: str, count: int, desired: int, chain: str) -> str:
+    """A grown group's line: how many nodes for how many pods, and with which groups."""
+    pods = f"scale-up for {len(split.option.pods)} unschedulable pod(s)"
+    if not split.similar:
+        return f"{pods}: +{count} node(s), ASG desired {desired} (expanders {chain})"
+    others = ", ".join(group for group in split.balanced_set if group != name)
+    return (f"{pods}: +{count} of {split.node_count} node(s), balanced with {others} "
+            f"(balance_similar_node_groups; the expanders chose {split.chosen}: {chain}), "
+            f"ASG desired {desired}")
 
 
 def _frozen(notes: Mapping[str, list[str]]) -> dict[str, tuple[str, ...]]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import itertools
 import threading
+import time
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -12,7 +13,8 @@ from typing import Any
 import botocore.exceptions
 import pytest
 import yaml
-from prefect import flow
+from prefect import flow, get_client
+from prefect.client.schemas.filters import FlowRunFilter, FlowRunFilterId
 
 from fakes.aws import FakeAws, fail_next_calls
 from fakes.cluster import node_for_instance
@@ -39,13 +41,15 @@ class Cluster:
     """One test's node group: an ASG in moto whose instances joined the fake API as Nodes."""
 
     def __init__(self, aws: FakeAws, kube: FakeKubeApi, kubeconfig: Path, tmp_path: Path,
-                 nodes: int, min_size: int = 1, max_size: int = 10, **group: Any) -> None:
+                 nodes: int, min_size: int = 1, max_size: int = 10,
+                 cluster_autoscaler: dict[str, Any] | None = None, **group: Any) -> None:
         self.aws, self.kube, self.kubeconfig = aws, kube, kubeconfig
         self.asg = f"asg-{next(_names)}-{tmp_path.name[-12:]}"
         aws.create_asg(self.asg, min_size, max_size, nodes)
         self.config = tmp_path / "nodegroups.yaml"
         self.config.write_text(yaml.safe_dump({"node_groups": [group_dict(
-            cloud_provider_group_name=self.asg, **group)]}))
+            cloud_provider_group_name=self.asg, **group)],
+            **({"cluster_autoscaler": cluster_autoscaler} if cluster_autoscaler else {})}))
         # Nodes join one minute apart, so "oldest" and "newest" are well defined.
         self.node_names = []
         for index, instance in enumerate(aws.instances(self.asg)):
@@ -54,7 +58,7 @@ class Cluster:
             self.node_names.append(instance["InstanceId"])
 
     def pod(self, name: str, cpu: str = "500m", memory: str = "100Mi", node: str | None = None,
-            ) -> None:
+            owner: str | None = None) -> None:
         spec: dict[str, Any] = {
             "nodeSelector": {"customer": "batch"},
             "containers": [{"name": "c", "resources": {"requests": {"cpu": cpu,
@@ -64,8 +68,12 @@ class Cluster:
             spec["nodeName"] = node
             status = {"phase": "Running",
                       "conditions": [{"type": "PodScheduled", "status": "True"}]}
-        self.kube.create("pods", {"metadata": {"name": name, "namespace": "jobs"},
-                                  "spec": spec, "status": status}, namespace="jobs")
+        metadata: dict[str, Any] = {"name": name, "namespace": "jobs"}
+        if owner:  # a ReplicaSet's pod: CA may move it
+            metadata["ownerReferences"] = [{"apiVersion": "apps/v1", "kind": "ReplicaSet",
+                                            "name": owner, "uid": owner, "controller": True}]
+        self.kube.create("pods", {"metadata": metadata, "spec": spec, "status": status},
+                         namespace="jobs")
 
     def taint(self, node: str, at_seconds: float) -> None:
         self.kube.patch("nodes", node, {"spec": {"taints": [
@@ -230,3 +238,38 @@ def test_conflict_on_taint_rereads_the_node_and_still_taints(cluster_factory: An
     assert all(cluster.taints(node) for node in cluster.node_names[:2])
     patches = [r for r in cluster.kube.requests if r.verb == "patch" and r.resource == "nodes"]
     assert [r.status for r in patches] == [409, 200, 200]
+
+
+def test_with_cluster_autoscaler_ideas_every_step_is_a_task_run_of_the_tick(
+        cluster_factory: Any) -> None:
+    cluster = cluster_factory(3, scale_up_threshold_percent=80,
+                              cluster_autoscaler={"enabled": True})
+    busy, other, empty = cluster.node_names
+    cluster.pod("web-0", cpu="700m", node=busy, owner="web")
+    cluster.pod("web-1", cpu="700m", node=other, owner="web")
+    state = autoscale(nodegroups=str(cluster.config), now=at(T0),
+                      kubeconfig=str(cluster.kubeconfig), return_state=True)
+    (first,) = state.result()
+    # 47%: Escalator holds, and CA starts counting the empty node's unneeded time.
+    assert first["delta"] == 0 and first["done"]["tainted"] == []
+    lease = cluster.kube.get("leases", "elevator-batch", "kube-system")
+    assert empty in lease["metadata"]["annotations"]["elevator.io/unneeded-since"]
+    steps = {"collect-pods", "collect-nodes", "collect-pdbs", "read-lock", "decide",
+             "write-lock", "scale-up-unschedulable", "scale-down-unneeded"}
+    # The server records task runs from their events, after the flow run returns: poll it.
+    deadline = time.monotonic() + 60
+    with get_client(sync_client=True) as client:
+        while True:
+            runs = client.read_task_runs(flow_run_filter=FlowRunFilter(
+                id=FlowRunFilterId(any_=[state.state_details.flow_run_id])))
+            names = {run.name.rsplit("-", 1)[0] for run in runs}
+            completed = all(run.state is not None and run.state.is_completed() for run in runs)
+            if (steps <= names and completed) or time.monotonic() > deadline:
+                break
+            time.sleep(0.1)
+    assert steps <= names
+    assert completed, [(run.name, run.state and run.state.type) for run in runs]
+
+    due = cluster.tick(T0 + 600)
+    assert due["done"]["tainted"] == [empty]
+    assert any(f"{empty} unneeded for 600s" in note for note in due["notes"])

@@ -47,19 +47,24 @@ def asg(name: str, instance_type: str, desired: int, boot: str = "90s",
             "boot_delay": boot, **extra}
 
 
-def test_a_pod_too_big_for_the_default_group_gets_a_node_of_the_group_that_holds_it(
-        tmp_path: Path) -> None:
-    # default: three 2-CPU nodes at ~30% requests; big: 8-CPU nodes, none yet (scale from zero).
+def huge_pod(tmp_path: Path, ca: dict[str, Any], duration: str = "5m") -> dict[str, Any]:
+    """default: three 2-CPU nodes at ~30% requests; big: 8-CPU nodes, none yet (scale from
+    zero); at 30 s a 6-CPU pod with no selector arrives (Escalator counts it in "default")."""
     path = write(
         tmp_path,
         [ca_group("default", min_nodes=1, max_nodes=5), ca_group("big", min_nodes=0, max_nodes=5)],
         [asg("default", "m5.large", 3), asg("big", "m5.2xlarge", 0)],
         [{"name": "steady", "at": "0s", "count": 3, "cpu": "600m", "memory": "256Mi"},
          {"name": "huge", "at": "30s", "count": 1, "cpu": "6", "memory": "1Gi"}],
-        # drain: the huge pod (no selector: Escalator counts it in "default") keeps its node
-        {"enabled": True, "expander": "least-waste", "random_seed": 1,
-         "scale_down": {"drain": True}})
-    result = simulate(load_scenario(path)).to_json()
+        ca, duration)
+    result: dict[str, Any] = simulate(load_scenario(path)).to_json()
+    return result
+
+
+def test_a_pod_too_big_for_the_default_group_gets_a_node_of_the_group_that_holds_it(
+        tmp_path: Path) -> None:
+    result = huge_pod(tmp_path, {"enabled": True, "expander": "least-waste", "random_seed": 1,
+                                 "scale_down": {"drain": True}})
     first = next(t for t in result["ticks"] if t["t"] >= 30)  # the first tick that sees it
     assert first["node_groups"]["big"]["asg_desired"] == 1
     end = result["ticks"][-1]["node_groups"]

@@ -46,6 +46,9 @@ def test_absent_section_is_disabled_with_ca_defaults() -> None:
     assert config.scale_down.utilization_threshold == 0.5
     assert config.scale_down.unneeded_seconds == 600
     assert config.scale_down.delay_after_add_seconds == 600
+    assert config.scale_down.enabled is True  # CA --scale-down-enabled
+    assert (config.scale_down.max_scale_down_parallelism,
+            config.scale_down.max_drain_parallelism) == (10, 1)
     assert config.prices == {}
     assert config.priorities is None
     assert config.random_seed is None
@@ -155,6 +158,13 @@ def test_memory_total_takes_gib_as_ca_or_quantities() -> None:
          "than or equal to 1"),
         ({"scale_down": {"unneeded_time": "ten minutes"}},
          "f.yaml: cluster_autoscaler.scale_down.unneeded_time: must be a Go duration"),
+        ({"scale_down": {"delay_after_add": "-1m"}},
+         "f.yaml: cluster_autoscaler.scale_down.delay_after_add: must not be negative"),
+        ({"scale_down": {"enabled": "yes"}},
+         "f.yaml: cluster_autoscaler.scale_down.enabled: Input should be a valid boolean"),
+        ({"scale_down": {"max_drain_parallelism": 0}},
+         "f.yaml: cluster_autoscaler.scale_down.max_drain_parallelism: Input should be greater "
+         "than or equal to 1"),
         ({"scale_down": {"drain": "true"}},
          "f.yaml: cluster_autoscaler.scale_down.drain: Input should be a valid boolean"),
         ({"scale_down": {"drian": True}},

@@ -1,0 +1,387 @@
+"""CA scale-up and drain through the real tick, the fake API server (real client over HTTP) and
+moto: the priority expander's ConfigMap, a refused eviction, and the cluster-wide limits.
+
+Each test asserts what a cluster operator would see: ASG desired capacity in moto, Nodes and
+Pods in the fake API, and the notes on each group's result. Time is passed as `now`.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from fakes.aws import FakeAws
+from fakes.cluster import node_for_instance
+from fakes.kube_api import FakeKubeApi
+from flows.autoscale import run_plain, tick
+from tasks.act import Adapters, GroupResult
+from tasks.cloud import AsgClient
+from tasks.config import LoadedConfig, parse_node_groups
+from tasks.drain import evict_pods
+from tasks.kube import KubeClient
+from tasks.retry import Step
+from tests import recording
+from tests.builders import group_dict
+
+T0 = 1_800_000_000.0
+GiB = 2**30
+LEASES = "kube-system"  # Adapters' default Lease namespace: the priority ConfigMap lives there
+CONFIGMAP = "cluster-autoscaler-priority-expander"
+JOBS = "jobs"
+
+
+# --- fixtures in the fakes ------------------------------------------------------------------
+
+
+def prefix() -> str:
+    """moto lives for the whole session: every test gets ASG names of its own."""
+    return f"ca{uuid.uuid4().hex[:8]}"
+
+
+def ca_config(groups: list[dict[str, Any]], **ca: Any) -> LoadedConfig:
+    return parse_node_groups({"node_groups": groups,
+                              "cluster_autoscaler": {"enabled": True, **ca}}, "t.yaml")
+
+
+def group(name: str, asg: str, **overrides: Any) -> dict[str, Any]:
+    """A group found by `customer=<name>`; min 0 unless told, so Escalator leaves it alone."""
+    return group_dict(**{"name": name, "label_value": name, "cloud_provider_group_name": asg,
+                         "min_nodes": 0, "max_nodes": 10, **overrides})
+
+
+def adapters_for(kubeconfig: Path, aws: FakeAws) -> Adapters:
+    return Adapters(KubeClient.from_config(kubeconfig),
+                    AsgClient(aws.client("autoscaling"), aws.client("ec2")), LEASES)
+
+
+def desired(aws: FakeAws, asg: str) -> int:
+    answer = aws.client("autoscaling").describe_auto_scaling_groups(AutoScalingGroupNames=[asg])
+    return answer["AutoScalingGroups"][0]["DesiredCapacity"]
+
+
+def register_nodes(kube: FakeKubeApi, aws: FakeAws, asg: str, customer: str,
+                   cpu_milli: int = 2000, memory: int = 8 * GiB) -> list[str]:
+    """Every instance of the ASG joins as a Node (named by its instance id), oldest first."""
+    names = []
+    for index, instance in enumerate(sorted(aws.instances(asg), key=lambda i: i["InstanceId"])):
+        kube.create("nodes", node_for_instance(instance, {"customer": customer}, cpu_milli,
+                                               memory, T0 - 3600 + index * 60))
+        names.append(str(instance["InstanceId"]))
+    return names
+
+
+def _owner() -> list[dict[str, Any]]:
+    return [{"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "rs", "uid": "u1",
+             "controller": True}]
+
+
+def _requests(cpu: str, memory: str) -> list[dict[str, Any]]:
+    return [{"name": "c", "resources": {"requests": {"cpu": cpu, "memory": memory}}}]
+
+
+def pending_pod(kube: FakeKubeApi, name: str, cpu: str = "1500m") -> None:
+    """A pod the scheduler gave up on; no nodeSelector, so no Escalator group counts it (no
+    group is named "default") and only CA's scale-up can help it."""
+    kube.create("pods", {
+        "metadata": {"name": name, "namespace": JOBS, "ownerReferences": _owner()},
+        "spec": {"containers": _requests(cpu, "512Mi")},
+        "status": {"phase": "Pending", "conditions": [
+            {"type": "PodScheduled", "status": "False", "reason": "Unschedulable"}]}},
+        namespace=JOBS)
+
+
+def running_pod(kube: FakeKubeApi, name: str, node: str, cpu: str = "1500m",
+                namespace: str = JOBS, labels: dict[str, str] | None = None,
+                node_selector: dict[str, str] | None = None) -> None:
+    spec: dict[str, Any] = {"nodeName": node, "containers": _requests(cpu, "100Mi")}
+    if node_selector:
+        spec["nodeSelector"] = node_selector
+    kube.create("pods", {
+        "metadata": {"name": name, "namespace": namespace, "labels": labels or {},
+                     "ownerReferences": _owner()},
+        "spec": spec,
+        "status": {"phase": "Running", "conditions": [
+            {"type": "PodScheduled", "status": "True"}, {"type": "Ready", "status": "True"}]}},
+        namespace=namespace)
+
+
+def priority_configmap(kube: FakeKubeApi, priorities: dict[int, list[str]] | str) -> None:
+    """Create or replace the ConfigMap; a string is written as is (to be malformed)."""
+    text = priorities if isinstance(priorities, str) else yaml.safe_dump(priorities)
+    body = {"metadata": {"name": CONFIGMAP, "namespace": LEASES},
+            "data": {"priorities": text}}
+    try:
+        kube.get("configmaps", CONFIGMAP, LEASES)
+    except KeyError:
+        kube.create("configmaps", body, namespace=LEASES)
+    else:
+        kube.patch("configmaps", CONFIGMAP, {"data": {"priorities": text}}, LEASES)
+
+
+def run_tick(adapters: Adapters, config: LoadedConfig, now: float,
+             run: Callable[..., Any] = run_plain) -> dict[str, GroupResult]:
+    results = tick(run, adapters, config.node_groups, now,
+                   cluster_autoscaler=config.cluster_autoscaler)
+    assert all(result.status != "failed" for result in results), \
+        [(r.plan.name, r.message) for r in results]
+    return {result.plan.name: result for result in results}
+
+
+def scale_up_notes(result: GroupResult) -> list[str]:
+    return [note for note in result.plan.notes if "unschedulable" in note]
+
+
+# --- 1. the priority expander's ConfigMap -------------------------------------------------
+
+
+def _two_groups_from_zero(fake_aws: FakeAws) -> tuple[str, str, LoadedConfig]:
+    """Groups a and b, m5.large ASGs at 0: either could hold a 1.5-CPU pod."""
+    a, b = f"{prefix()}-a", f"{prefix()}-b"
+    for asg in (a, b):
+        fake_aws.create_asg(asg, 0, 5, 0)
+    config = ca_config([group("a", a), group("b", b)], expander="priority", random_seed=1)
+    return a, b, config
+
+
+def test_the_priority_configmap_ranks_the_groups_and_an_edit_is_followed_next_scale_up(
+        fake_aws: FakeAws, fake_kube: FakeKubeApi, kubeconfig: Path) -> None:
+    a, b, config = _two_groups_from_zero(fake_aws)
+    adapters = adapters_for(kubeconfig, fake_aws)
+    priority_configmap(fake_kube, {10: [f"^{b}$"], 1: [f"^{a}$"]})
+    pending_pod(fake_kube, "job-0")
+
+    first = run_tick(adapters, config, T0)
+    assert (desired(fake_aws, a), desired(fake_aws, b)) == (0, 1)
+    assert scale_up_notes(first["b"]) == [
+        "scale-up for 1 unschedulable pod(s): +1 node(s), ASG desired 1 (expanders priority: b)"]
+    assert scale_up_notes(first["a"]) == []
+
+    # b's node joins and the scheduler puts job-0 on it; a second pod finds no room (1.5 of 2
+    # CPUs taken). The operator now ranks a first: the next scale-up grows a.
+    [b_node] = register_nodes(fake_kube, fake_aws, b, "b")
+    fake_kube.delete("pods", "job-0", JOBS)
+    running_pod(fake_kube, "job-0", b_node)
+    pending_pod(fake_kube, "job-1")
+    priority_configmap(fake_kube, {10: [f"^{a}$"], 1: [f"^{b}$"]})
+
+    second = run_tick(adapters, config, T0 + 60)
+    assert (desired(fake_aws, a), desired(fake_aws, b)) == (1, 1)
+    assert scale_up_notes(second["a"]) == [
+        "scale-up for 1 unschedulable pod(s): +1 node(s), ASG desired 1 (expanders priority: a)"]
+
+
+def test_priorities_may_name_a_configmap_in_another_namespace(
+        fake_aws: FakeAws, fake_kube: FakeKubeApi, kubeconfig: Path) -> None:
+    a, b, _ = _two_groups_from_zero(fake_aws)
+    namespace = f"autoscaling-{prefix()}"
+    fake_kube.create("configmaps", {
+        "metadata": {"name": "ranks", "namespace": namespace},
+        "data": {"priorities": yaml.safe_dump({10: [f"^{a}$"], 1: [f"^{b}$"]})}},
+        namespace=namespace)
+    config = ca_config([group("a", a), group("b", b)], expander="priority", random_seed=1,
+                       priorities=f"{namespace}/ranks")
+    pending_pod(fake_kube, "job-0")
+    with recording.needs_its_own_grant("configmaps", "ranks"):
+        results = run_tick(adapters_for(kubeconfig, fake_aws), config, T0)
+    assert (desired(fake_aws, a), desired(fake_aws, b)) == (1, 0)
+    assert not any("not found" in note for r in results.values() for note in r.plan.notes)
+
+
+@pytest.mark.parametrize(("priorities", "problem"), [
+    ("10: [unclosed", f"ConfigMap {LEASES}/{CONFIGMAP}: 'priorities' is not YAML"),
+    ("10: ['(']", "priority 10: regex '(' does not compile"),
+    ("- just\n- a list\n", "must be a mapping of priority to a list of regexes"),
+])
+def test_a_malformed_priority_configmap_is_a_note_and_the_scale_up_goes_on(
+        fake_aws: FakeAws, fake_kube: FakeKubeApi, kubeconfig: Path, priorities: str,
+        problem: str) -> None:
+    a, b, config = _two_groups_from_zero(fake_aws)
+    priority_configmap(fake_kube, priorities)
+    pending_pod(fake_kube, "job-0")
+    results = run_tick(adapters_for(kubeconfig, fake_aws), config, T0)
+    # Every option passes the priority expander; the seeded tie-break grows exactly one group.
+    assert sorted((desired(fake_aws, a), desired(fake_aws, b))) == [0, 1]
+    for result in results.values():
+        [note] = [n for n in result.plan.notes if "priority expander" in n]
+        assert problem in note
+        assert note.endswith(": the priority expander passes every option on")
+
+
+def test_a_missing_priority_configmap_is_a_note_and_the_scale_up_goes_on(
+        fake_aws: FakeAws, fake_kube: FakeKubeApi, kubeconfig: Path) -> None:
+    a, b, config = _two_groups_from_zero(fake_aws)
+    pending_pod(fake_kube, "job-0")
+    results = run_tick(adapters_for(kubeconfig, fake_aws), config, T0)
+    assert sorted((desired(fake_aws, a), desired(fake_aws, b))) == [0, 1]
+    missing = (f"ConfigMap {LEASES}/{CONFIGMAP} not found: "
+               "the priority expander passes every option on")
+    assert all(missing in result.plan.notes for result in results.values())
+
+
+# --- 2. a refused eviction ------------------------------------------------------------------
+
+
+def _draining_group(fake_aws: FakeAws, fake_kube: FakeKubeApi, name: str, asg: str,
+                    tainted_ago: float = 1200) -> tuple[str, str]:
+    """An ASG of two nodes; `doomed` was tainted by Escalator 20 minutes ago (past the hard
+    grace: Escalator alone would terminate it) and runs web pod <name>-0; `kept` runs <name>-1.
+    The pods are the web PodDisruptionBudget's (create it separately)."""
+    fake_aws.create_asg(asg, 1, 5, 2)
+    doomed, kept = register_nodes(fake_kube, fake_aws, asg, name, cpu_milli=1000,
+                                  memory=4 * GiB)
+    fake_kube.patch("nodes", doomed, {"spec": {"taints": [{
+        "key": "atlassian.com/escalator", "value": str(int(T0 - tainted_ago)),
+        "effect": "NoSchedule"}]}})
+    for index, node in enumerate((doomed, kept)):
+        running_pod(fake_kube, f"{name}-{index}", node, cpu="250m", namespace="web",
+                    labels={"app": "web"}, node_selector={"customer": name})
+    return doomed, kept
+
+
+def _web_budget(fake_kube: FakeKubeApi, min_available: int) -> None:
+    fake_kube.create("poddisruptionbudgets", {
+        "metadata": {"name": "web", "namespace": "web"},
+        "spec": {"minAvailable": min_available, "selector": {"matchLabels": {"app": "web"}}}},
+        namespace="web")
+
+
+def _instances(aws: FakeAws, asg: str) -> set[str]:
+    return {str(i["InstanceId"]) for i in aws.instances(asg)
+            if i["LifecycleState"] == "InService"}
+
+
+def _ready(kube: FakeKubeApi, pod: str, ready: bool) -> None:
+    kube.patch("pods/status", pod, {"status": {"conditions": [
+        {"type": "PodScheduled", "status": "True"},
+        {"type": "Ready", "status": "True" if ready else "False"}]}}, "web")
+
+
+def test_an_eviction_the_api_refuses_becomes_a_note_and_the_node_is_kept(
+        fake_aws: FakeAws, fake_kube: FakeKubeApi, kubeconfig: Path) -> None:
+    asg = f"{prefix()}-web"
+    doomed, kept = _draining_group(fake_aws, fake_kube, "batch", asg)
+    _web_budget(fake_kube, min_available=1)  # two healthy pods: one disruption allowed
+    config = ca_config([group("batch", asg, min_nodes=1)], scale_down={"drain": True})
+    adapters = adapters_for(kubeconfig, fake_aws)
+
+    # Between the tick's read of the budget and its eviction, batch-1 stops being Ready: the
+    # budget has no disruption left, and the API server answers the eviction with 429.
+    def racing(step: Step[..., Any], *args: Any) -> Any:
+        if step is evict_pods:
+            _ready(fake_kube, "batch-1", ready=False)
+        return run_plain(step, *args)
+
+    refused = run_tick(adapters, config, T0, racing)["batch"]
+    assert f"draining {doomed}: evicting 1 pod(s); terminated once empty" in refused.plan.notes
+    assert refused.done.evicted == () and refused.done.deleted_nodes == ()
+    [note] = [n for n in refused.plan.notes if n.startswith("eviction refused")]
+    assert note.startswith("eviction refused, node kept: web/batch-0: eviction of pod "
+                           "web/batch-0 blocked: ")
+    assert "disruption budget" in note
+    assert fake_kube.get("nodes", doomed)["spec"]["taints"]
+    assert fake_kube.get("pods", "batch-0", "web")["spec"]["nodeName"] == doomed
+    assert _instances(fake_aws, asg) == {doomed, kept} and desired(fake_aws, asg) == 2
+
+    # Still unready next tick: the budget (read again) keeps the node without trying.
+    held = run_tick(adapters, config, T0 + 60)["batch"]
+    assert held.done.evicted == () and held.done.terminated_instances == ()
+    assert any(n.startswith(f"scale-down skipped {doomed}: ") and "web/web" in n
+               for n in held.plan.notes), held.plan.notes
+    assert _instances(fake_aws, asg) == {doomed, kept}
+
+    # Ready again: the pod is evicted, and the node, now empty, goes the tick after.
+    _ready(fake_kube, "batch-1", ready=True)
+    assert run_tick(adapters, config, T0 + 120)["batch"].done.evicted == ("web/batch-0",)
+    assert _instances(fake_aws, asg) == {doomed, kept}
+    gone = run_tick(adapters, config, T0 + 180)["batch"]
+    assert gone.done.deleted_nodes == (doomed,)
+    assert _instances(fake_aws, asg) == {kept} and desired(fake_aws, asg) == 1
+
+
+def test_two_groups_counting_on_the_same_last_disruption_one_eviction_is_refused(
+        fake_aws: FakeAws, fake_kube: FakeKubeApi, kubeconfig: Path) -> None:
+    # One budget over four web pods allows one disruption; each group's tick drains a node with
+    # one of its pods, both counting on that disruption. The API lets the first through only.
+    p = prefix()
+    doomed = {}
+    for name in ("x", "y"):
+        doomed[name], _ = _draining_group(fake_aws, fake_kube, name, f"{p}-{name}")
+    _web_budget(fake_kube, min_available=3)
+    config = ca_config([group("x", f"{p}-x", min_nodes=1), group("y", f"{p}-y", min_nodes=1)],
+                       scale_down={"drain": True})
+    results = run_tick(adapters_for(kubeconfig, fake_aws), config, T0)
+    evicted = {name for name, result in results.items() if result.done.evicted}
+    refused = {name for name, result in results.items()
+               if any(n.startswith(f"eviction refused, node kept: web/{name}-0: ")
+                      for n in result.plan.notes)}
+    assert len(evicted) == 1 and refused == {"x", "y"} - evicted
+    [loser] = refused
+    assert fake_kube.get("pods", f"{loser}-0", "web")["spec"]["nodeName"] == doomed[loser]
+    assert doomed[loser] in _instances(fake_aws, f"{p}-{loser}")
+    assert results[loser].done.deleted_nodes == ()
+
+
+# --- 3. cluster limits during a live scale-up ---------------------------------------------
+
+
+def _full_group(fake_aws: FakeAws, fake_kube: FakeKubeApi, name: str, asg: str,
+                nodes: int) -> None:
+    """An m5.large ASG whose nodes have joined, each 1.5 of its 2 CPUs taken: no pending
+    1.5-CPU pod fits an existing node."""
+    fake_aws.create_asg(asg, 0, 10, nodes)
+    for node in register_nodes(fake_kube, fake_aws, asg, name):
+        running_pod(fake_kube, f"filler-{node}", node)
+
+
+def test_max_nodes_total_caps_the_nodes_added_and_then_skips_the_group(
+        fake_aws: FakeAws, fake_kube: FakeKubeApi, kubeconfig: Path) -> None:
+    asg = f"{prefix()}-a"
+    _full_group(fake_aws, fake_kube, "a", asg, nodes=2)
+    for index in range(4):  # each needs a node of its own: 4 nodes wanted
+        pending_pod(fake_kube, f"job-{index}")
+    # min_nodes 2: Escalator sees none of the pods and would otherwise taint the nodes.
+    config = ca_config([group("a", asg, min_nodes=2)], max_nodes_total=4)
+    adapters = adapters_for(kubeconfig, fake_aws)
+
+    capped = run_tick(adapters, config, T0)["a"]
+    assert desired(fake_aws, asg) == 4  # 2 nodes + 2 more: the total of 4; not 2 + 4
+    assert any(n.startswith("scale-up for 2 unschedulable pod(s): +2 node(s), ASG desired 4")
+               for n in capped.plan.notes), capped.plan.notes
+
+    # The 2 upcoming nodes count toward the total: the 2 pods still waiting get nothing.
+    skipped = run_tick(adapters, config, T0 + 60)["a"]
+    assert desired(fake_aws, asg) == 4
+    assert ("scale-up for unschedulable pods: skipped, max_nodes_total 4 reached"
+            in skipped.plan.notes), skipped.plan.notes
+
+
+@pytest.mark.parametrize(("limit", "added", "skip_reason"), [
+    # 2 live m5.large: 4 cores, 16 GiB. A b node (m5.2xlarge: 8 cores, 32 GiB) would break the
+    # limit; a nodes (2 cores, 8 GiB) fit until it.
+    ({"cores_total": "0:9"}, 2, "cores_total max 9 would be exceeded"),
+    ({"memory_total": "0:40Gi"}, 3, "memory_total max 40 GiB would be exceeded"),
+])
+def test_a_resource_total_skips_the_group_that_would_exceed_it_and_caps_the_other(
+        fake_aws: FakeAws, fake_kube: FakeKubeApi, kubeconfig: Path, limit: dict[str, str],
+        added: int, skip_reason: str) -> None:
+    p = prefix()
+    a, b = f"{p}-a", f"{p}-b"
+    _full_group(fake_aws, fake_kube, "a", a, nodes=2)
+    fake_aws.create_asg(b, 0, 10, 0, instance_type="m5.2xlarge")
+    for index in range(4):
+        pending_pod(fake_kube, f"job-{index}")
+    # b is preferred: without the limit, one b node would take all four pods.
+    config = ca_config([group("a", a, min_nodes=2), group("b", b)], expander="priority",
+                       priorities={10: [f"^{b}$"], 1: [f"^{a}$"]}, **limit)
+    results = run_tick(adapters_for(kubeconfig, fake_aws), config, T0)
+    assert desired(fake_aws, b) == 0
+    assert f"scale-up for unschedulable pods: skipped, {skip_reason}" in results["b"].plan.notes
+    assert desired(fake_aws, a) == 2 + added
+    assert any(n.startswith(f"scale-up for {added} unschedulable pod(s): +{added} node(s), "
+                            f"ASG desired {2 + added}") for n in results["a"].plan.notes), \
+        results["a"].plan.notes
