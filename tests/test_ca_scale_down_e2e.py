@@ -190,3 +190,13 @@ def test_unneeded_timers_live_in_the_lease_so_a_new_worker_keeps_counting(
     [group] = fake_aws.client("autoscaling").describe_auto_scaling_groups(
         AutoScalingGroupNames=[name])["AutoScalingGroups"]
     assert group["DesiredCapacity"] == 2
+
+
+def test_the_shipped_example_scenario_shows_both_directions() -> None:
+    example = Path(__file__).parent.parent / "deployments/examples/scenario-cluster-autoscaler.yaml"
+    result: dict[str, Any] = simulate(load_scenario(example)).to_json()
+    end = result["ticks"][-1]["node_groups"]
+    assert end["big"]["nodes"] == 1 and end["big"]["running_pods"] == 1  # scale-up from zero
+    assert end["web"]["nodes"] == 3 and end["web"]["pending_pods"] == 0  # the unneeded node
+    assert result["summary"]["evictions"] == 1
+    assert result["summary"]["premature_terminations"] == 0
