@@ -246,9 +246,6 @@ class RawSpec(msgspec.Struct, gc=False):
     unschedulable: bool = False
     taints: tuple[Taint, ...] | None = None
     providerID: str | None = None
-    # PodDisruptionBudget: kept undecoded (other kinds' selectors differ); only a PDB's is
-    # validated and read (`tasks.collect`).
-    selector: msgspec.Raw = msgspec.Raw()
 
 
 class RawStatus(msgspec.Struct, gc=False):
@@ -256,8 +253,6 @@ class RawStatus(msgspec.Struct, gc=False):
     conditions: list[RawCondition] | None = None
     allocatable: ResourceList | None = None
     capacity: ResourceList | None = None
-    # PodDisruptionBudget, undecoded for the same reason as RawSpec.selector.
-    disruptionsAllowed: msgspec.Raw = msgspec.Raw()
 
 
 class RawObject(msgspec.Struct, gc=False):
