@@ -11,7 +11,7 @@ from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from enum import StrEnum
 from pathlib import Path
-from typing import Annotated, ParamSpec, TypeVar
+from typing import Annotated, Any, ParamSpec, TypeVar
 
 import orjson
 import typer
@@ -238,19 +238,29 @@ def run(
     period = positive_duration_option(interval, "--interval")
     from flows.autoscale import autoscale
 
+    run_until_stopped(
+        lambda: autoscale(nodegroups=str(nodegroups), dry_run=dry_run,
+                          lease_namespace=lease_namespace,
+                          kubeconfig=str(kubeconfig) if kubeconfig else None),
+        lambda result: f"{result['name']}: {result['status']} (delta {result['delta']:+d}) "
+                       f"{result['reason']}",
+        output, once, period)
+
+
+def run_until_stopped(cycle: Callable[[], list[dict[str, Any]]],
+                      line: Callable[[dict[str, Any]], str], output: OutputFormat, once: bool,
+                      period: float) -> None:
+    """`run`'s loop: a cycle every `period` seconds until SIGTERM/SIGINT, each result printed
+    as a JSON line or as `line` says."""
     stop = wait_for_stop_signal()
     while not stop.is_set():
-        results = autoscale(nodegroups=str(nodegroups), dry_run=dry_run,
-                            lease_namespace=lease_namespace,
-                            kubeconfig=str(kubeconfig) if kubeconfig else None)
+        results = cycle()
         if output is OutputFormat.json:
             sys.stdout.buffer.write(orjson.dumps(results) + b"\n")
             sys.stdout.flush()
         else:
             for result in results:
-                console.print(f"{result['name']}: {result['status']} (delta "
-                              f"{result['delta']:+d}) {result['reason']}", highlight=False,
-                              soft_wrap=True)
+                console.print(line(result), highlight=False, markup=False, soft_wrap=True)
         if once:
             break
         stop.wait(period)

@@ -217,7 +217,7 @@ def register(app: typer.Typer) -> None:
         console,
         parse_now,
         reports_input_errors,
-        wait_for_stop_signal,
+        run_until_stopped,
     )
 
     pods = typer.Typer(help="Pod autoscalers: WatermarkPodAutoscaler and MemoryAutoscaler.",
@@ -300,22 +300,13 @@ def register(app: typer.Typer) -> None:
             except OSError as error:
                 raise InputError([f"--metrics-port: {metrics_port}: {error.strerror}"]) \
                     from None
-        stop = wait_for_stop_signal()
-        while not stop.is_set():
-            results = pod_autoscale(prometheus_url=prometheus, dry_run=dry_run,
-                                    namespace=namespace, rate_window=rate_window,
-                                    kubeconfig=str(kubeconfig) if kubeconfig else None)
-            if output is OutputFormat.json:
-                sys.stdout.buffer.write(orjson.dumps(results) + b"\n")
-                sys.stdout.flush()
-            else:
-                for result in results:
-                    console.print(f"{result['kind']} {result['namespace']}/{result['name']}: "
-                                  f"{result['current_replicas']} → {result['desired_replicas']}"
-                                  f" {result['reason']}", highlight=False, markup=False,
-                                  soft_wrap=True)
-            if once:
-                break
-            stop.wait(period)
+        run_until_stopped(
+            lambda: pod_autoscale(prometheus_url=prometheus, dry_run=dry_run,
+                                  namespace=namespace, rate_window=rate_window,
+                                  kubeconfig=str(kubeconfig) if kubeconfig else None),
+            lambda result: f"{result['kind']} {result['namespace']}/{result['name']}: "
+                           f"{result['current_replicas']} → {result['desired_replicas']} "
+                           f"{result['reason']}",
+            output, once, period)
 
     app.add_typer(pods, name="pods")
