@@ -60,6 +60,8 @@ def safe_plan(plan: ScalePlan, group: NodeGroupConfig, members: Sequence[NodeRec
               cpu_load_percent: Mapping[str, float] | None = None) -> DrainPlan:
     """Escalator's plan under CA's removal rules: only removable nodes are tainted, and with
     `drain` occupied nodes are drained instead of terminated."""
+    if not plan.taint and not removal.drain:
+        return DrainPlan(plan)  # nothing to check: spare every group the cluster-wide model
     simulation = RemovalSimulation(removal.nodes, removal.pods_by_node, removal.pdbs)
     plan = safe_taint_selection(plan, group, members, simulation, cpu_load_percent)
     if not removal.drain:
