@@ -17,7 +17,6 @@ import random
 import re
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from datetime import UTC, datetime
 from typing import Any, TypeVar
 
 import yaml
@@ -25,6 +24,7 @@ import yaml
 from tasks.config import PRIORITY_CONFIGMAP, ClusterAutoscalerConfig, parse_priorities
 from tasks.filter_nodes import ESCALATOR_TAINT_KEY, FORCE_TAINT_KEY
 from tasks.instance_types import instance_capacity
+from tasks.lock import annotation_time, format_time, name_list, read_annotation, time_map
 from tasks.resources import AsgInstance, NodeRecord, PodRecord, Taint, parse_quantity
 from tasks.scheduling import fits_constraints
 
@@ -721,7 +721,7 @@ def plan_scale_up(
             continue
         if now < candidate.backed_off_until:
             skipped.append((candidate.group, "backed off after a failed scale-up until "
-                                             f"{_rfc3339(candidate.backed_off_until)}"))
+                                             f"{format_time(candidate.backed_off_until)}"))
             continue
         if headroom <= 0:
             skipped.append((candidate.group, f"at max size {candidate.max_size}"))
@@ -784,14 +784,6 @@ TIMED_OUT_INSTANCES = "elevator.io/timed-out-instances"
 _GONE_STATES = ("Terminating", "Terminated", "Detaching", "Detached")
 
 
-def _rfc3339(unix_seconds: float) -> str:
-    return datetime.fromtimestamp(unix_seconds, UTC).isoformat().replace("+00:00", "Z")
-
-
-def _unix(text: str) -> float:
-    return datetime.fromisoformat(text).timestamp()
-
-
 @dataclass(frozen=True)
 class ProvisioningState:
     """One group's back-off and its instances still waiting to register as Nodes.
@@ -811,10 +803,10 @@ class ProvisioningState:
     def to_annotations(self) -> dict[str, str]:
         return {
             BACKOFF_SECONDS: f"{self.backoff_seconds:g}",
-            BACKOFF_UNTIL: _rfc3339(self.backoff_until) if self.backoff_until else "",
-            LAST_FAILED_SCALE_UP: _rfc3339(self.last_failure) if self.last_failure else "",
+            BACKOFF_UNTIL: format_time(self.backoff_until) if self.backoff_until else "",
+            LAST_FAILED_SCALE_UP: format_time(self.last_failure) if self.last_failure else "",
             UNREGISTERED_INSTANCES: json.dumps(
-                {instance: _rfc3339(since) for instance, since in self.unregistered_since},
+                {instance: format_time(since) for instance, since in self.unregistered_since},
                 sort_keys=True),
             TIMED_OUT_INSTANCES: json.dumps(list(self.timed_out)),
         }
@@ -823,38 +815,12 @@ class ProvisioningState:
     def from_annotations(cls, annotations: Mapping[str, str]) -> ProvisioningState:
         """Read what `to_annotations` wrote; ValueError names the malformed annotation."""
         return cls(
-            backoff_seconds=_read(annotations, BACKOFF_SECONDS, lambda raw: float(raw or 0)),
-            backoff_until=_read(annotations, BACKOFF_UNTIL, _optional_time),
-            last_failure=_read(annotations, LAST_FAILED_SCALE_UP, _optional_time),
-            unregistered_since=_read(annotations, UNREGISTERED_INSTANCES, _since_map),
-            timed_out=_read(annotations, TIMED_OUT_INSTANCES, _id_list),
+            backoff_seconds=read_annotation(annotations, BACKOFF_SECONDS, lambda raw: float(raw or 0)),
+            backoff_until=read_annotation(annotations, BACKOFF_UNTIL, annotation_time),
+            last_failure=read_annotation(annotations, LAST_FAILED_SCALE_UP, annotation_time),
+            unregistered_since=read_annotation(annotations, UNREGISTERED_INSTANCES, time_map),
+            timed_out=read_annotation(annotations, TIMED_OUT_INSTANCES, name_list),
         )
-
-
-def _read(annotations: Mapping[str, str], key: str, parse: Callable[[str], T]) -> T:
-    raw = annotations.get(key, "")
-    try:
-        return parse(raw)
-    except (ValueError, TypeError, AttributeError) as error:
-        raise ValueError(f"annotation {key}: cannot read {raw!r} ({error})") from None
-
-
-def _optional_time(raw: str) -> float:
-    return _unix(raw) if raw else 0.0
-
-
-def _since_map(raw: str) -> tuple[tuple[str, float], ...]:
-    value = json.loads(raw) if raw else {}
-    if not isinstance(value, dict):
-        raise ValueError("expected a JSON object of instance id to time")
-    return tuple(sorted((str(instance), _unix(str(since))) for instance, since in value.items()))
-
-
-def _id_list(raw: str) -> tuple[str, ...]:
-    value = json.loads(raw) if raw else []
-    if not isinstance(value, list) or not all(isinstance(item, str) for item in value):
-        raise ValueError("expected a JSON list of instance ids")
-    return tuple(value)
 
 
 def forget_stale_backoff(state: ProvisioningState, now: float,

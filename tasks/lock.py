@@ -95,7 +95,7 @@ class GroupState:
     unneeded_since: tuple[tuple[str, float], ...] = ()
 
 
-def _format_time(unix_seconds: float) -> str:
+def format_time(unix_seconds: float) -> str:
     return datetime.fromtimestamp(unix_seconds, UTC).isoformat().replace("+00:00", "Z")
 
 
@@ -103,7 +103,7 @@ def state_to_annotations(state: GroupState) -> dict[str, str]:
     capacity = state.node_capacity
     return {
         LOCKED: "true" if state.lock.is_locked else "false",
-        LOCK_TIME: (_format_time(state.lock.lock_time_unix_seconds)
+        LOCK_TIME: (format_time(state.lock.lock_time_unix_seconds)
                     if state.lock.lock_time_unix_seconds else ""),
         LOCK_REQUESTED: str(state.lock.requested_nodes),
         DRY_MODE_TAINTED: json.dumps(list(state.dry_mode_tainted)),
@@ -111,36 +111,40 @@ def state_to_annotations(state: GroupState) -> dict[str, str]:
                                     "memory_bytes": capacity.memory_bytes})
                         if capacity is not None else ""),
         **dict(state.provisioning),
-        **({UNNEEDED_SINCE: json.dumps({node: _format_time(since)
+        **({UNNEEDED_SINCE: json.dumps({node: format_time(since)
                                         for node, since in state.unneeded_since},
                                        sort_keys=True)} if state.unneeded_since else {}),
     }
 
 
-def _read(annotations: Mapping[str, str], key: str, parse: Callable[[str], T]) -> T:
+def read_annotation(annotations: Mapping[str, str], key: str, parse: Callable[[str], T]) -> T:
+    """One annotation through `parse`; a ValueError names the annotation and its value."""
     raw = annotations.get(key, "")
     try:
         return parse(raw)
-    except (ValueError, TypeError, KeyError) as error:
+    except (ValueError, TypeError, KeyError, AttributeError) as error:
         raise ValueError(f"annotation {key}: cannot read {raw!r} ({error})") from None
 
 
-def _lock_time(raw: str) -> float:
+def annotation_time(raw: str) -> float:
+    """RFC 3339 to Unix seconds; "" is 0 (never)."""
     return datetime.fromisoformat(raw).timestamp() if raw else 0.0
 
 
-def _tracker(raw: str) -> tuple[str, ...]:
+def name_list(raw: str) -> tuple[str, ...]:
+    """A JSON list of names (nodes, instance ids); "" is empty."""
     names = json.loads(raw) if raw else []
     if not isinstance(names, list) or not all(isinstance(name, str) for name in names):
-        raise ValueError("expected a JSON list of node names")
+        raise ValueError("expected a JSON list of names")
     return tuple(names)
 
 
-def _since_map(raw: str) -> tuple[tuple[str, float], ...]:
+def time_map(raw: str) -> tuple[tuple[str, float], ...]:
+    """A JSON object of name to RFC 3339 time, as sorted (name, Unix seconds) pairs."""
     value = json.loads(raw) if raw else {}
     if not isinstance(value, dict):
-        raise ValueError("expected a JSON object of node name to time")
-    return tuple(sorted((str(node), _lock_time(str(since))) for node, since in value.items()))
+        raise ValueError("expected a JSON object of name to time")
+    return tuple(sorted((str(name), annotation_time(str(since))) for name, since in value.items()))
 
 
 def _capacity(raw: str) -> Resources | None:
@@ -155,15 +159,15 @@ def state_from_annotations(annotations: Mapping[str, str], resource_version: str
     return GroupState(
         lock=ScaleLock(
             is_locked=annotations.get(LOCKED, "false") == "true",
-            requested_nodes=_read(annotations, LOCK_REQUESTED, lambda raw: int(raw or 0)),
-            lock_time_unix_seconds=_read(annotations, LOCK_TIME, _lock_time),
+            requested_nodes=read_annotation(annotations, LOCK_REQUESTED, lambda raw: int(raw or 0)),
+            lock_time_unix_seconds=read_annotation(annotations, LOCK_TIME, annotation_time),
         ),
-        dry_mode_tainted=_read(annotations, DRY_MODE_TAINTED, _tracker),
-        node_capacity=_read(annotations, NODE_CAPACITY, _capacity),
+        dry_mode_tainted=read_annotation(annotations, DRY_MODE_TAINTED, name_list),
+        node_capacity=read_annotation(annotations, NODE_CAPACITY, _capacity),
         resource_version=resource_version,
         provisioning=tuple(sorted((key, value) for key, value in annotations.items()
                                   if key in PROVISIONING_KEYS)),
-        unneeded_since=_read(annotations, UNNEEDED_SINCE, _since_map),
+        unneeded_since=read_annotation(annotations, UNNEEDED_SINCE, time_map),
     )
 
 
