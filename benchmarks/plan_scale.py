@@ -101,13 +101,15 @@ def run_plan(snapshot: Snapshot) -> tuple[float, float]:
 
 def plan_in_process_seconds(snapshot: Snapshot) -> float:
     """Plan time without interpreter start-up: what one tick costs inside a worker."""
+    from flows.tick import run_plain, tick
     from tasks.collect import load_asg_file, load_cluster_files
     from tasks.config import load_node_groups
-    from tasks.decide import decide_all
+    from tasks.source import SnapshotSource
 
     start = time.perf_counter()
     config = load_node_groups(snapshot.config)
     cluster = load_cluster_files([snapshot.cluster])
     asgs = load_asg_file(snapshot.asgs)
-    decide_all(config.node_groups, cluster.pods, cluster.nodes, asgs, {}, NOW)
+    source = SnapshotSource(config.node_groups, cluster.pods, cluster.nodes, asgs)
+    tick(run_plain, source, None, config.node_groups, NOW)
     return time.perf_counter() - start

@@ -44,7 +44,8 @@ with FakeKubeApi() as kube, FakeAws() as aws:
     kubeconfig = kube.write_kubeconfig(scratch / "kubeconfig")
     nodegroups = scratch / "nodegroups.yaml"
     nodegroups.write_text(yaml.safe_dump(loaded.config.document.model_dump()))
-    from flows.autoscale import autoscale, make_adapters, run_plain, tick
+    from flows.autoscale import autoscale, live_tick, make_adapters
+    from flows.tick import run_plain
     from prefect.client.orchestration import get_client
     from prefect.client.schemas.filters import FlowRunFilter, FlowRunFilterId
     groups = loaded.config.node_groups
@@ -52,7 +53,7 @@ with FakeKubeApi() as kube, FakeAws() as aws:
     plain = []
     for index in range(runs):
         start = time.perf_counter()
-        tick(run_plain, adapters, groups, 1_800_000_000 + index, dry_run=True)
+        live_tick(run_plain, adapters, groups, 1_800_000_000 + index, dry_run=True)
         plain.append(time.perf_counter() - start)
     flow_runs, ids = [], []
     for index in range(runs + 2):

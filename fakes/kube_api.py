@@ -49,7 +49,8 @@ from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 from starlette.routing import Route
 
-from fakes.kube_selectors import (
+from flows.http_service import ServiceThread, base_url
+from tasks.selectors import (
     FieldSelector,
     LabelSelector,
     SelectorError,
@@ -57,7 +58,6 @@ from fakes.kube_selectors import (
     parse_field_selector,
     parse_label_selector,
 )
-from flows.http_service import ServiceThread, base_url
 
 __all__ = [
     "RESOURCES",

@@ -262,15 +262,17 @@ def _tick_runner(prefect: bool, kubeconfig: Path, nodegroups: Path, aws: FakeAws
 
         return as_flow_run
 
-    from flows.autoscale import run_plain, tick
+    from flows.tick import run_plain, tick
     from tasks.cloud import AsgClient
     from tasks.kube import KubeClient
+    from tasks.source import LiveSource
 
     adapters = Adapters(KubeClient.from_config(kubeconfig),
                         AsgClient(aws.client("autoscaling"), aws.client("ec2")))
 
     def plain(now: float) -> list[dict[str, Any]]:
-        return [outcome.to_json() for outcome in tick(run_plain, adapters, groups, now,
+        return [outcome.to_json() for outcome in tick(run_plain, LiveSource(adapters), adapters,
+                                                      groups, now,
                                                       load_watcher_url=load_watcher_url,
                                                       cluster_autoscaler=cluster_autoscaler)]
 

@@ -1,278 +1,37 @@
-"""The `autoscale` flow: one Escalator tick for every node group.
+"""The `autoscale` flow: one Escalator tick for every node group, against the live cluster.
 
-Reads like the algorithm: pods, nodes and ASGs are collected once, then each group (in parallel)
-reads its lock, filters its nodes, measures, decides, claims the tick in its Lease, and acts.
+The tick itself is `flows/tick.py`'s composition, read from the live API and cloud and acted
+on through the same adapters; this module builds those and runs the tick as a flow run, each
+step a recorded task run.
 """
 
 from __future__ import annotations
 
-import contextvars
 import functools
-from collections.abc import Callable, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
-from dataclasses import replace
+from collections.abc import Sequence
 from datetime import UTC, datetime
-from logging import getLogger as get_logger
-from typing import Any, TypeVar
 
 from prefect import flow, get_run_logger
 
 from flows import engine_fix
-from tasks.act import ActionsDone, Adapters, GroupResult, taint_and_remove, untaint_or_increase
-from tasks.collect import collect_nodes, collect_pods, describe_node_groups
+from flows.tick import Runner, run_as_task, tick
+from tasks.act import Adapters, GroupResult
 from tasks.config import ClusterAutoscalerConfig, NodeGroupConfig, load_node_groups
-from tasks.decide import ScalePlan, decide, missing_asg_plan
-from tasks.drain import DrainPlan, RemovalInputs, collect_pdbs, evict_pods, pods_on_nodes, safe_plan
-from tasks.errors import LeaseConflict
-from tasks.filter_nodes import nodes_by_group, pods_by_group
-from tasks.lock import DEFAULT_LEASE_NAMESPACE, GroupState, read_lock, write_lock
-from tasks.node_selection import read_node_load
-from tasks.remove_unneeded import EscalatorTick, ScaleDownOutcome, scale_down_unneeded
+from tasks.lock import DEFAULT_LEASE_NAMESPACE
 from tasks.report import publish_tick
-from tasks.resources import AutoScalingGroup, NodeRecord, PodRecord
-from tasks.retry import Step
-from tasks.scale_up import ScaleUpOutcome, scale_up_unschedulable
+from tasks.source import LiveSource
 
 engine_fix.install()  # Prefect 3.8.8's heartbeat join costs each flow run up to 1 s
 
-R = TypeVar("R")
 
-
-def run_as_task(step: Step[..., R], *args: Any) -> R:
-    """Inside a flow: a recorded task run with retries."""
-    return step(*args)
-
-
-def run_plain(step: Step[..., R], *args: Any) -> R:
-    """Without Prefect (the simulator's fast mode): the same function, called directly."""
-    return step.fn(*args)
-
-
-Runner = Callable[..., Any]
-
-
-def needs_claim(plan: ScalePlan, state: GroupState) -> bool:
-    """Write the Lease before acting whenever the tick changes anything, cluster or state."""
-    return plan.changes_anything or replace(plan.next_state, resource_version="") != replace(
-        state, resource_version="")
-
-
-def tick_group(
-    run: Runner, adapters: Adapters, group: NodeGroupConfig, pods: Sequence[PodRecord],
-    nodes: Sequence[NodeRecord], asg: AutoScalingGroup | None, now: float, dry_run: bool,
-    cpu_load_percent: Mapping[str, float] | None = None,
-    removal: RemovalInputs | None = None,
-) -> GroupResult:
-    """Escalator's scale_node_group as steps, for one group.
-
-    `removal` (with `cluster_autoscaler.enabled`) applies CA's removal rules: only nodes whose
-    pods can all move are tainted, and with `drain` occupied nodes are drained through the
-    Eviction API instead of terminated (`tasks.drain`).
-    """
-    if removal is None:
-        return _tick_group(run, adapters, group, pods, nodes, asg, now, dry_run,
-                           cpu_load_percent, None)
-    evictions: list[DrainPlan] = []
-
-    def made_safe(plan: ScalePlan) -> ScalePlan:
-        planned = safe_plan(plan, group, nodes, removal, now, cpu_load_percent)
-        evictions.append(planned)
-        return planned.plan
-
-    result = _tick_group(run, adapters, group, pods, nodes, asg, now, dry_run,
-                         cpu_load_percent, made_safe)
-    pending = [pod for planned in evictions for pod in planned.evict]
-    if dry_run or not pending or result.status in ("failed", "lost race"):
-        return result
-    outcome = run(evict_pods, adapters, pending)
-    notes = tuple(f"eviction refused, node kept: {why}" for why in outcome.blocked)
-    return replace(result, plan=replace(result.plan, notes=result.plan.notes + notes),
-                   done=replace(result.done, evicted=outcome.evicted))
-
-
-def _tick_group(
-    run: Runner, adapters: Adapters, group: NodeGroupConfig, pods: Sequence[PodRecord],
-    nodes: Sequence[NodeRecord], asg: AutoScalingGroup | None, now: float, dry_run: bool,
-    cpu_load_percent: Mapping[str, float] | None,
-    adjust: Callable[[ScalePlan], ScalePlan] | None,
-) -> GroupResult:
-    if asg is None:
-        return GroupResult(missing_asg_plan(group, len(pods), len(nodes)), "failed",
-                           message="Auto Scaling Group not found")
-    namespace = adapters.lease_namespace
-    state = run(read_lock, adapters.kube, namespace, group.name)
-    # filter-nodes, compute-utilization and decide, as one task run (see `decide`)
-    plan: ScalePlan = run(decide, group, pods, nodes, asg, state, now, cpu_load_percent)
-    if adjust is not None:
-        plan = adjust(plan)
-    if dry_run:
-        return GroupResult(plan, "dry run", asg=asg)
-    if not needs_claim(plan, state):
-        return GroupResult(plan, "nothing to do", asg=asg)
-    # Claim the tick: a concurrent tick that read the same Lease version now gets a 409.
-    claimed = replace(plan.next_state, resource_version=state.resource_version)
-    try:
-        written = run(write_lock, adapters.kube, namespace, group.name, claimed, now)
-    except LeaseConflict as conflict:
-        return GroupResult(plan, "lost race", message=str(conflict), asg=asg)
-    done = run(taint_and_remove, adapters, plan, asg, nodes, now)
-    try:
-        done = done.merged(run(untaint_or_increase, adapters, plan, asg))
-    except Exception:
-        if plan.cloud_increase:
-            # Escalator takes the lock only after the cloud accepted the increase.
-            released = replace(written, lock=state.lock)
-            run(write_lock, adapters.kube, namespace, group.name, released, now)
-        raise
-    return GroupResult(plan, "acted", done, asg=asg)
-
-
-def tick(
+def live_tick(
     run: Runner, adapters: Adapters, groups: Sequence[NodeGroupConfig], now: float,
     dry_run: bool = False, load_watcher_url: str | None = None,
     cluster_autoscaler: ClusterAutoscalerConfig | None = None,
 ) -> list[GroupResult]:
-    """Collect once, then every group concurrently; one group's failure does not stop others.
-
-    With `cluster_autoscaler.enabled`, the groups remove only nodes CA could remove (drained
-    first with `scale_down.drain`); after the groups, pods no node can hold get a scale-up of
-    their own (CA §1.1), and nodes unneeded long enough are removed (CA §1.3).
-    """
-    ca = cluster_autoscaler if cluster_autoscaler is not None and cluster_autoscaler.enabled \
-        else None
-    cpu_load_percent = None
-    if load_watcher_url and any(g.scale_down_selection == "least_loaded" for g in groups):
-        try:
-            cpu_load_percent = run(read_node_load, load_watcher_url)
-        except Exception as unreadable:  # no load data: oldest first, as Escalator does
-            get_logger(__name__).warning("load watcher %s unreadable (%s): oldest first",
-                                         load_watcher_url, unreadable)
-    pods = run(collect_pods, adapters.kube)
-    nodes = run(collect_nodes, adapters.kube)
-    asgs: Mapping[str, AutoScalingGroup] = run(
-        describe_node_groups, adapters.cloud, [g.cloud_provider_group_name for g in groups])
-    group_pods = pods_by_group(pods, groups)
-    group_nodes = nodes_by_group(nodes, groups)
-    removal = None
-    if ca is not None:
-        removal = RemovalInputs(nodes, pods_on_nodes(pods), run(collect_pdbs, adapters),
-                                ca.scale_down.drain)
-
-    def one(group: NodeGroupConfig) -> GroupResult:
-        return tick_group(run, adapters, group, group_pods[group.name], group_nodes[group.name],
-                          asgs.get(group.cloud_provider_group_name), now, dry_run,
-                          cpu_load_percent, removal)
-
-    with ThreadPoolExecutor(max_workers=max(len(groups), 1),
-                            thread_name_prefix="node-group") as pool:
-        # Each thread gets a copy of this context, so task runs belong to the flow run.
-        futures = [pool.submit(contextvars.copy_context().run, one, group) for group in groups]
-    results = []
-    for group, future in zip(groups, futures, strict=True):
-        error = future.exception()
-        if error is None:
-            results.append(future.result())
-        else:
-            failed = missing_asg_plan(group, len(group_pods[group.name]),
-                                      len(group_nodes[group.name]))
-            results.append(GroupResult(replace(failed, error=str(error),
-                                               reason="the tick failed: see the message"),
-                                       "failed", message=f"{type(error).__name__}: {error}"))
-    if ca is not None and not dry_run:
-        results = _scale_up_unschedulable(run, adapters, ca, groups, results, pods, nodes,
-                                          group_pods, group_nodes, asgs, now)
-        if ca.scale_down.enabled and removal is not None:
-            results = _scale_down_unneeded(run, adapters, ca, groups, results, removal,
-                                           group_nodes, asgs, now)
-    return results
-
-
-def _scale_down_unneeded(
-    run: Runner, adapters: Adapters, ca: ClusterAutoscalerConfig,
-    groups: Sequence[NodeGroupConfig], results: list[GroupResult], removal: RemovalInputs,
-    group_nodes: Mapping[str, Sequence[NodeRecord]], asgs: Mapping[str, AutoScalingGroup],
-    now: float,
-) -> list[GroupResult]:
-    """CA's scale-down once per tick, after the scale-up; its taints and notes go on the
-    groups' result lines. Groups whose tick failed or lost a race are left out."""
-    escalator = {
-        result.plan.name: EscalatorTick(
-            acted=result.plan.changes_anything or result.done != ActionsDone(),
-            requests=result.plan.utilization.requests,
-            capacity=result.plan.utilization.capacity)
-        for result in results if result.status in ("acted", "nothing to do")}
-    leaving_now = {name for result in results
-                   for name in (*result.plan.taint, *result.plan.delete)}
-    # CA disables scale-down for a loop that scaled up: here nodes untainted or asked for.
-    scaled_up = any(result.done.untainted or (result.done.asg_desired_set or 0)
-                    > result.plan.asg_desired_before for result in results)
-    outcome: ScaleDownOutcome | None = _after_groups(
-        run, "scale-down of unneeded nodes", scale_down_unneeded, adapters, ca.scale_down,
-        groups, group_nodes, asgs, removal.nodes, removal.pods_by_node, removal.pdbs, escalator,
-        leaving_now, scaled_up, now)
-    if outcome is None:
-        return results
-    return [_annotated(result, outcome.notes.get(result.plan.name, ()),
-                       replace(result.done, tainted=result.done.tainted
-                               + outcome.tainted.get(result.plan.name, ())))
-            for result in results]
-
-
-def _after_groups(run: Runner, what: str, step: Step[..., R], *args: Any) -> R | None:
-    """A cluster-wide CA step after the groups: its failure is logged, the groups' results
-    stand (the next tick tries again)."""
-    try:
-        result: R = run(step, *args)
-    except Exception as error:
-        get_logger(__name__).warning("%s failed: %s", what, error)
-        return None
-    return result
-
-
-def _annotated(result: GroupResult, notes: Sequence[str], done: ActionsDone) -> GroupResult:
-    """A group's result line with a cluster-wide step's notes and actions added."""
-    if not notes and done == result.done:
-        return result
-    status = "acted" if done != result.done and result.status == "nothing to do" \
-        else result.status
-    return replace(result, plan=replace(result.plan, notes=result.plan.notes + tuple(notes)),
-                   done=done, status=status)
-
-
-def _scale_up_unschedulable(
-    run: Runner, adapters: Adapters, ca: ClusterAutoscalerConfig,
-    groups: Sequence[NodeGroupConfig], results: list[GroupResult], pods: Sequence[PodRecord],
-    nodes: Sequence[NodeRecord], group_pods: Mapping[str, Sequence[PodRecord]],
-    group_nodes: Mapping[str, Sequence[NodeRecord]], asgs: Mapping[str, AutoScalingGroup],
-    now: float,
-) -> list[GroupResult]:
-    """CA's scale-up once per tick, after the groups; its notes and actions go on the groups'
-    result lines. A group's own Escalator scale-up this tick already serves that group's pods."""
-    helped: dict[str, frozenset[str]] = {}
-    desired: dict[str, int] = {}
-    for result in results:
-        if result.done.asg_desired_set is not None:
-            desired[result.plan.name] = result.done.asg_desired_set
-            if result.plan.cloud_increase > 0:
-                helped[result.plan.name] = frozenset(
-                    f"{p.namespace}/{p.name}" for p in group_pods[result.plan.name])
-    outcome: ScaleUpOutcome | None = _after_groups(
-        run, "scale-up for unschedulable pods", scale_up_unschedulable, adapters, ca, groups,
-        pods, nodes, group_nodes, asgs, helped, desired, now)
-    if outcome is None:
-        return results
-    merged = []
-    for result in results:
-        name = result.plan.name
-        notes = (outcome.notes or {}).get(name, ()) + (outcome.notes or {}).get("cluster", ())
-        terminated = (outcome.terminated or {}).get(name, ())
-        done = result.done
-        if name in outcome.asg_desired_set:  # the chosen group, or each group balanced into
-            done = replace(done, asg_desired_set=outcome.asg_desired_set[name])
-        if terminated:
-            done = replace(done, terminated_instances=done.terminated_instances + terminated)
-        merged.append(_annotated(result, notes, done))
-    return merged
+    """The tick read from and acted on through `adapters` (a dry run acts on nothing)."""
+    return tick(run, LiveSource(adapters), None if dry_run else adapters, groups, now,
+                load_watcher_url=load_watcher_url, cluster_autoscaler=cluster_autoscaler)
 
 
 @functools.lru_cache(maxsize=8)
@@ -316,8 +75,8 @@ def autoscale(
     config = load_node_groups(nodegroups)
     moment = (now or datetime.now(UTC)).timestamp()
     adapters = make_adapters(kubeconfig, lease_namespace, aws_credentials_block)
-    results = tick(run_as_task, adapters, config.node_groups, moment, dry_run, load_watcher_url,
-                   config.cluster_autoscaler)
+    results = live_tick(run_as_task, adapters, config.node_groups, moment, dry_run,
+                        load_watcher_url, config.cluster_autoscaler)
     publish_tick(results, pushgateway)
     logger = get_run_logger()
     for result in results:

@@ -18,11 +18,11 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from tasks.collect import ClusterSnapshot, load_asg_file, load_cluster_files
+from tasks.collect import load_asg_file, load_cluster_files
 from tasks.config import LoadedConfig, load_node_groups
-from tasks.decide import ScalePlan, decide_all
+from tasks.decide import ScalePlan
 from tasks.errors import InputError
-from tasks.lock import DEFAULT_LEASE_NAMESPACE, GroupState, lease_name
+from tasks.lock import DEFAULT_LEASE_NAMESPACE
 
 app = typer.Typer(
     help="kube-elevator: Escalator's node-group autoscaling (and more) as Prefect flows.",
@@ -104,15 +104,6 @@ def validate(
     console.print(f"{file}: {len(config.node_groups)} node groups, valid", highlight=False)
 
 
-def group_states(config: LoadedConfig, snapshot: ClusterSnapshot,
-                 namespace: str) -> dict[str, GroupState]:
-    return {
-        group.name: snapshot.states[(namespace, lease_name(group.name))]
-        for group in config.node_groups
-        if (namespace, lease_name(group.name)) in snapshot.states
-    }
-
-
 def plans_document(now: float, plans: Sequence[ScalePlan]) -> dict[str, object]:
     return {"now": now, "node_groups": [plan.to_json() for plan in plans]}
 
@@ -191,17 +182,19 @@ def plan(
     print_warnings(config)
     snapshot = load_cluster_files(cluster)
     asgs = load_asg_file(asg) if asg is not None else None
-    plans = decide_all(config.node_groups, snapshot.pods, snapshot.nodes, asgs,
-                       group_states(config, snapshot, lease_namespace), moment, dry_mode)
-    ca = config.cluster_autoscaler
-    if ca.enabled:
-        # CA's removal rules: only nodes whose pods can all move are tainted, occupied ones are
-        # drained (`scale_down.drain`), and the notes say why a node is kept; the snapshot's
-        # PodDisruptionBudgets (if it has any) are checked as the tick checks them.
-        from tasks.drain import drained_plans
+    from flows.tick import run_plain, tick
+    from tasks.source import SnapshotSource
 
-        plans = drained_plans(plans, config.node_groups, snapshot.pods, snapshot.nodes, moment,
-                              pdbs=snapshot.pdbs, drain=ca.scale_down.drain)
+    groups = [group.model_copy(update={"dry_mode": True}) if dry_mode else group
+              for group in config.node_groups]
+    source = SnapshotSource(groups, snapshot.pods, snapshot.nodes, asgs, snapshot.states,
+                            snapshot.pdbs, lease_namespace)
+    # The live tick's composition with nothing to act through: the same reads (terminal pods
+    # dropped), the same decision and, with `cluster_autoscaler.enabled`, CA's removal rules
+    # with the snapshot's PodDisruptionBudgets; the notes say why a node is kept.
+    results = tick(run_plain, source, None, groups, moment,
+                   cluster_autoscaler=config.cluster_autoscaler)
+    plans = [result.plan for result in results]
     print_plans(moment, plans, output)
 
 

@@ -9,6 +9,7 @@ imported inside it, so importing this module never imports the CLI (no cycle).
 # No `from __future__ import annotations`: typer reads the commands' annotations at runtime,
 # and the option types are local to `register`.
 
+import logging
 import sys
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
@@ -23,60 +24,76 @@ from rich.table import Table
 
 from tasks.errors import InputError
 from tasks.memory_usage import KIND as MEMORY_KIND
-from tasks.memory_usage import decide_memory, parse_memory_autoscaler
+from tasks.memory_usage import PLURAL as MEMORY_PLURAL
 from tasks.prometheus import (
     DEFAULT_RATE_WINDOW,
     MetricsSource,
-    MetricUnavailable,
     StaticMetrics,
-    read_watermark_metrics,
 )
+from tasks.selectors import parse_label_selector
 from tasks.watermark import KIND as WPA_KIND
 from tasks.watermark import (
+    MONITOR_PLURAL,
+    SCALABLE_KINDS,
     Decision,
     LabelSelector,
-    MonitorReading,
-    PodState,
     TargetScale,
-    decide_watermark,
-    parse_watermark,
-    pod_state,
+    unsupported_scale_kind,
 )
-
-SCALABLE_KINDS = ("Deployment", "StatefulSet", "ReplicaSet")
+from tasks.watermark import PLURAL as WPA_PLURAL
 
 
 class ClusterFiles:
-    """The objects of `kubectl get wpa,memoryautoscalers,deployments,pods -A -o json` files."""
+    """The objects of `kubectl get wpa,memoryautoscalers,deployments,pods -A -o json` files,
+    answering what a cycle reads as the API server would (`PodAutoscalerSource`)."""
 
     def __init__(self, objects: Iterable[Mapping[str, Any]]) -> None:
-        self.watermarks: list[dict[str, Any]] = []
-        self.memory: list[dict[str, Any]] = []
+        self.custom: dict[str, list[dict[str, Any]]] = defaultdict(list)  # by plural
         self.workloads: dict[tuple[str, str, str], Mapping[str, Any]] = {}
-        self.pods: dict[str, list[PodState]] = defaultdict(list)
-        self.monitors: dict[tuple[str, str], Mapping[str, Any]] = {}
+        self.pods: dict[str, list[dict[str, Any]]] = defaultdict(list)
+        plurals = {WPA_KIND: WPA_PLURAL, MEMORY_KIND: MEMORY_PLURAL,
+                   "DatadogMonitor": MONITOR_PLURAL}
         for obj in objects:
             kind = obj.get("kind")
             metadata = obj.get("metadata") or {}
             namespace = str(metadata.get("namespace") or "default")
-            if kind == WPA_KIND:
-                self.watermarks.append(dict(obj))
-            elif kind == MEMORY_KIND:
-                self.memory.append(dict(obj))
+            if kind in plurals:
+                self.custom[plurals[str(kind)]].append(dict(obj))
             elif kind in SCALABLE_KINDS:
                 self.workloads[(namespace, str(kind), str(metadata.get("name", "")))] = obj
             elif kind == "Pod":
-                state = pod_state(obj)
-                self.pods[namespace].append(state)
-            elif kind == "DatadogMonitor":
-                self.monitors[(namespace, str(metadata.get("name", "")))] = obj
+                self.pods[namespace].append(dict(obj))
 
-    def monitor(self, namespace: str, name: str) -> MonitorReading:
-        found = self.monitors.get((namespace, name))
-        if found is None:
-            return MonitorReading(False)
-        state = (found.get("status") or {}).get("monitorState")
-        return MonitorReading(True, state if isinstance(state, str) else None)
+    def list_custom_objects(self, group: str, version: str, plural: str,
+                            namespace: str | None) -> list[dict[str, Any]]:
+        return [obj for obj in self.custom.get(plural, ())
+                if namespace is None or _namespace(obj) == namespace]
+
+    def read_custom_object(self, group: str, version: str, plural: str, namespace: str,
+                           name: str) -> dict[str, Any] | None:
+        return next((obj for obj in self.custom.get(plural, ())
+                     if _namespace(obj) == namespace
+                     and (obj.get("metadata") or {}).get("name") == name), None)
+
+    def read_scale(self, kind: str, namespace: str, name: str) -> TargetScale | None:
+        """The target's `/scale` as the API server derives it from the workload."""
+        if kind not in SCALABLE_KINDS:
+            raise InputError([unsupported_scale_kind(kind)])
+        workload = self.workloads.get((namespace, kind, name))
+        if workload is None:
+            return None
+        spec = workload.get("spec") or {}
+        status = workload.get("status") or {}
+        selector = LabelSelector.model_validate(spec.get("selector") or {})
+        replicas = spec.get("replicas")
+        return TargetScale(kind, name, namespace, 1 if replicas is None else int(replicas),
+                           int(status.get("replicas") or 0), selector.to_query())
+
+    def list_pod_objects(self, namespace: str, label_selector: str = "") -> list[dict[str, Any]]:
+        """A namespace's pods that `labelSelector=...` would list."""
+        chosen = parse_label_selector(label_selector)
+        return [pod for pod in self.pods.get(namespace, ())
+                if chosen.matches((pod.get("metadata") or {}).get("labels"))]
 
     @classmethod
     def load(cls, paths: Sequence[Path]) -> "ClusterFiles":
@@ -112,67 +129,25 @@ class ClusterFiles:
             raise InputError(problems)
         return cls(objects)
 
-    def scale(self, namespace: str, kind: str, name: str) -> tuple[TargetScale, LabelSelector] | str:
-        """The target's `/scale` as the API server would derive it from the workload."""
-        workload = self.workloads.get((namespace, kind, name))
-        if workload is None:
-            if kind not in SCALABLE_KINDS:
-                return f"{kind} has no /scale here: use {', '.join(SCALABLE_KINDS)}"
-            return f"scale not found: {kind} {namespace}/{name} is not in the cluster files"
-        spec = workload.get("spec") or {}
-        status = workload.get("status") or {}
-        selector = LabelSelector.model_validate(spec.get("selector") or {})
-        replicas = spec.get("replicas")
-        return (TargetScale(kind, name, namespace, 1 if replicas is None else int(replicas),
-                            int(status.get("replicas") or 0), selector.to_query()), selector)
 
-    def pods_of(self, namespace: str, selector: LabelSelector) -> list[PodState]:
-        return [pod for pod in self.pods.get(namespace, []) if selector.matches(pod.labels)]
+def _namespace(obj: Mapping[str, Any]) -> str:
+    return str((obj.get("metadata") or {}).get("namespace") or "default")
+
+
+# `pods plan` shows its reasons in the table; the cycle's log lines would repeat them.
+_QUIET = logging.getLogger("kube_elevator.pods_plan")
+_QUIET.addHandler(logging.NullHandler())
+_QUIET.propagate = False
 
 
 def plan_autoscalers(cluster: ClusterFiles, metrics: MetricsSource, now: float) -> list[Decision]:
-    """What one cycle would decide for every autoscaler in the files."""
-    decisions = []
-    for obj in cluster.watermarks:
-        parsed = parse_watermark(obj)
-        target: TargetScale | str | None = None
-        pods: list[PodState] = []
-        readings = []
-        if parsed.rules is not None:
-            ref = parsed.rules.target
-            found = cluster.scale(parsed.namespace, ref.kind, ref.name)
-            if isinstance(found, str):
-                target = found
-            else:
-                target, selector = found
-                pods = cluster.pods_of(parsed.namespace, selector)
-                namespace = parsed.namespace
+    """What one cycle would decide for every autoscaler in the files: the flow's own cycle,
+    reading the files and acting on nothing."""
+    from flows.pod_cycle import cycle
+    from flows.tick import run_plain
 
-                def selected(chosen: LabelSelector, ns: str = namespace) -> list[str]:
-                    return [pod.name for pod in cluster.pods_of(ns, chosen)]
-
-                readings = read_watermark_metrics(parsed, metrics, selected)
-        monitor = cluster.monitor(parsed.namespace, parsed.name)
-        decisions.append(decide_watermark(parsed, target, pods, readings, now, monitor))
-    for obj in cluster.memory:
-        memory = parse_memory_autoscaler(obj)
-        memory_target: TargetScale | str | None = None
-        memory_pods: list[PodState] = []
-        usage: dict[str, float] | str = {}
-        if memory.rules is not None:
-            ref = memory.rules.target
-            found = cluster.scale(memory.namespace, ref.kind, ref.name)
-            if isinstance(found, str):
-                memory_target = found
-            else:
-                memory_target, selector = found
-                memory_pods = cluster.pods_of(memory.namespace, selector)
-                try:
-                    usage = metrics.pod_usage(memory.namespace, "memory")
-                except MetricUnavailable as error:
-                    usage = str(error)
-        decisions.append(decide_memory(memory, memory_target, memory_pods, usage, now))
-    return decisions
+    return [result.decision for result in cycle(run_plain, cluster, metrics, now, None,
+                                                logger=_QUIET)]
 
 
 def _number(value: int | float | None) -> str:

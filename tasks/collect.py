@@ -17,7 +17,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, Literal
+from typing import Annotated, Any, Literal
 
 import msgspec
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
@@ -37,12 +37,7 @@ from tasks.resources import (
     node_record,
     pod_record,
 )
-from tasks.retry import step
 from tasks.scale_down_rules import PodDisruptionBudget, pdb_from_api
-
-if TYPE_CHECKING:
-    from tasks.cloud import AsgClient
-    from tasks.kube import KubeClient
 
 
 class _ListMetadata(msgspec.Struct, gc=False):
@@ -399,23 +394,3 @@ def load_asg_file(path: str | Path) -> dict[str, AutoScalingGroup]:
     except msgspec.DecodeError as error:
         raise InputError([join_location(source, "", f"not valid JSON: {error}")]) from None
     return parse_asg_description(document, source)
-
-
-# --- the collection steps of a live tick ----------------------------------------------------
-
-
-@step
-def collect_pods(kube: KubeClient) -> list[PodRecord]:
-    """Every active pod, listed once per tick for all groups."""
-    return kube.list_pods()
-
-
-@step
-def collect_nodes(kube: KubeClient) -> list[NodeRecord]:
-    return kube.list_nodes()
-
-
-@step
-def describe_node_groups(cloud: AsgClient, names: Sequence[str]) -> dict[str, AutoScalingGroup]:
-    """One paged DescribeAutoScalingGroups for all configured ASGs (Escalator's Refresh)."""
-    return cloud.describe(list(names))

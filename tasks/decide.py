@@ -20,8 +20,6 @@ from tasks.filter_nodes import (
     NodeClasses,
     filter_group,
     is_unhealthy,
-    nodes_by_group,
-    pods_by_group,
 )
 from tasks.lock import GroupState
 from tasks.node_selection import nodes_to_taint
@@ -271,7 +269,12 @@ class _Tick:
         # In dry mode the cloud call is skipped but counts as done: the lock is still taken (§9).
         self.cloud_increase = to_add
         self.asg_desired += to_add
-        self.state = replace(self.state, lock=self.state.lock.lock(to_add, self.now))
+        # The claim records the increase (not in dry mode, where the ASG never changes), so a
+        # later tick can tell a lock whose request never reached the cloud (tasks/lock.py).
+        before, target = (0, 0) if self.dry_mode else (self.asg.desired_capacity,
+                                                       self.asg_desired)
+        self.state = replace(self.state, lock=self.state.lock.lock(to_add, self.now, before,
+                                                                   target))
         return untainted + to_add, None
 
     def delete_nodes(self, candidates: Sequence[NodeRecord]) -> int:
@@ -402,8 +405,16 @@ def decide_plan(
     except PercentCalculationError as error:
         return finish(0, "untainted nodes report no allocatable capacity", error=str(error))
 
-    # 14. The scale lock: nothing else happens while it is held.
+    # 14. The scale lock: nothing else happens while it is held; but a lock whose increase the
+    # ASG does not show was never acted on (the claiming tick died, or the cloud's answer was
+    # lost and the request never applied): release it and decide afresh.
     cool_down = group.scale_up_cool_down_seconds
+    lock = tick.state.lock
+    if lock.held(now, cool_down) and lock.never_reached_cloud(asg.desired_capacity, now):
+        tick.notes.append(f"the scale lock's increase {lock.desired_before} → "
+                          f"{lock.desired_target} never reached the ASG (desired "
+                          f"{asg.desired_capacity}): lock released")
+        tick.state = replace(tick.state, lock=lock.unlock())
     if tick.state.lock.held(now, cool_down):
         tick.lock_held_at_check = True
         lock = tick.state.lock
@@ -514,37 +525,6 @@ def missing_asg_plan(group: NodeGroupConfig, pods: int, nodes: int) -> ScalePlan
         utilization=Utilization(empty, empty, empty, empty, empty, empty),
         cpu_percent=None, mem_percent=None, locked=False, delta=0, error=message,
         reason="the group's Auto Scaling Group was not found: nothing done")
-
-
-def decide_all(
-    groups: Sequence[NodeGroupConfig],
-    pods: Sequence[PodRecord],
-    nodes: Sequence[NodeRecord],
-    asgs: Mapping[str, AutoScalingGroup] | None,
-    states: Mapping[str, GroupState],
-    now: float,
-    dry_mode: bool = False,
-) -> list[ScalePlan]:
-    """Every group's plan in config order; pods and nodes are split by group in one pass each.
-
-    `asgs` None means no cloud description: each group's ASG is taken from its config.
-    `states` maps group name to its stored state (absent: a fresh state).
-    """
-    group_pods = pods_by_group(pods, groups)
-    group_nodes = nodes_by_group(nodes, groups)
-    plans = []
-    for group in groups:
-        members, own_pods = group_nodes[group.name], group_pods[group.name]
-        if asgs is None:
-            asg = asg_from_config(group, len(members))
-        elif group.cloud_provider_group_name in asgs:
-            asg = asgs[group.cloud_provider_group_name]
-        else:
-            plans.append(missing_asg_plan(group, len(own_pods), len(members)))
-            continue
-        plans.append(plan_group(group, own_pods, members, asg,
-                                states.get(group.name, GroupState()), now, dry_mode))
-    return plans
 
 
 def plan_group(

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from tasks.config import NodeGroupConfig
 from tasks.decide import ScalePlan, taint_time
@@ -19,7 +19,7 @@ from tasks.errors import EvictionBlocked
 from tasks.resources import NodeRecord, PodRecord
 from tasks.retry import step
 from tasks.scale_down import RemovalSimulation, movable, safe_taint_selection
-from tasks.scale_down_rules import PodDisruptionBudget, pdb_from_api
+from tasks.scale_down_rules import PodDisruptionBudget
 
 if TYPE_CHECKING:
     from tasks.act import Adapters
@@ -31,10 +31,6 @@ def pods_on_nodes(pods: Iterable[PodRecord]) -> dict[str, list[PodRecord]]:
         if pod.node_name:
             by_node[pod.node_name].append(pod)
     return by_node
-
-
-def read_pdbs(raw: Iterable[Mapping[str, Any]]) -> tuple[PodDisruptionBudget, ...]:
-    return tuple(pdb_from_api(obj) for obj in raw)
 
 
 @dataclass(frozen=True)
@@ -125,26 +121,5 @@ def evict_pods(adapters: Adapters, pods: Sequence[PodRecord]) -> EvictionResult:
     return EvictionResult(tuple(evicted), tuple(blocked))
 
 
-__all__ = ["DrainPlan", "EvictionResult", "RemovalInputs", "collect_pdbs", "drain_plan",
-           "drained_plans", "evict_pods", "movable", "pods_on_nodes", "read_pdbs", "safe_plan"]
-
-
-@step
-def collect_pdbs(adapters: Adapters) -> tuple[PodDisruptionBudget, ...]:
-    """Every PodDisruptionBudget, read once per tick for the drainability rules."""
-    return read_pdbs(adapters.kube.list_pod_disruption_budgets())
-
-
-def drained_plans(plans: Sequence[ScalePlan], groups: Sequence[NodeGroupConfig],
-                  pods: Sequence[PodRecord], nodes: Sequence[NodeRecord], now: float,
-                  pdbs: Sequence[PodDisruptionBudget] = (), drain: bool = True,
-                  ) -> list[ScalePlan]:
-    """`elevator plan` with `cluster_autoscaler.enabled`: the plans as the tick would act on
-    them, with the reason each kept node cannot be removed or drained in its notes."""
-    from tasks.filter_nodes import nodes_by_group
-
-    by_group = {group.name: group for group in groups}
-    members = nodes_by_group(nodes, groups)
-    removal = RemovalInputs(nodes, pods_on_nodes(pods), pdbs, drain)
-    return [safe_plan(plan, by_group[plan.name], members[plan.name], removal, now).plan
-            if plan.name in by_group and plan.error is None else plan for plan in plans]
+__all__ = ["DrainPlan", "EvictionResult", "RemovalInputs", "drain_plan",
+           "evict_pods", "movable", "pods_on_nodes", "safe_plan"]

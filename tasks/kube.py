@@ -23,7 +23,7 @@ from tasks.errors import EvictionBlocked, InputError, LeaseConflict, NodeChanged
 from tasks.filter_nodes import ESCALATOR_TAINT_KEY
 from tasks.lock import HOLDER_IDENTITY, LAST_TICK, GroupState, state_from_annotations, state_to_annotations
 from tasks.resources import OBJECT_DECODER, NodeRecord, PodRecord, node_record
-from tasks.watermark import TargetScale
+from tasks.watermark import TargetScale, unsupported_scale_kind
 
 # Escalator §4: completed and failed pods never count.
 ACTIVE_PODS = "status.phase!=Succeeded,status.phase!=Failed"
@@ -289,8 +289,7 @@ class KubeClient:
     def _scale_call(self, kind: str, which: int) -> Any:
         calls = self._SCALE_CALLS.get(kind)
         if calls is None:
-            raise InputError([f"scaleTargetRef.kind: {kind!r} is not supported: use "
-                              f"{', '.join(self._SCALE_CALLS)}"])
+            raise InputError([unsupported_scale_kind(kind)])
         return getattr(self.apps, calls[which])
 
     def read_scale(self, kind: str, namespace: str, name: str) -> TargetScale | None:

@@ -11,7 +11,14 @@ worker sees the same state (DESIGN §2). One `coordination.k8s.io/v1` Lease per 
 | `elevator.io/scale-locked`              | "true" while the cool-down runs                      |
 | `elevator.io/dry-mode-tainted-nodes`    | JSON list: dry mode's taint tracker                  |
 | `elevator.io/node-capacity`             | JSON {"cpu_milli", "memory_bytes"}: for scale-from-zero |
+| `elevator.io/scale-lock-desired`        | "before,target": the ASG desired capacity claimed |
+| `elevator.io/claim`                     | a token of the tick that wrote the Lease last         |
 | `elevator.io/last-tick`                 | RFC 3339 time of the tick that wrote the Lease       |
+
+A tick claims the Lease before it acts, so the Lease can say what a tick meant to do although
+the tick never did it (killed, or the cloud's answer lost): the next tick compares the claimed
+desired capacity with the ASG's (`ScaleLock.never_reached_cloud`), and a write whose answer was
+lost is recognised by its claim token when the retry gets 409 (`write_lock`).
 
 With `cluster_autoscaler.enabled`, the scale-up from unschedulable pods also keeps the group's
 provisioning back-off and unregistered instances here (`tasks.expanders.ProvisioningState`'s
@@ -28,6 +35,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, TypeVar
 
+from tasks.errors import LeaseConflict
 from tasks.retry import step
 from tasks.utilization import Resources
 
@@ -41,6 +49,8 @@ HOLDER_IDENTITY = "kube-elevator"
 LOCK_TIME = "elevator.io/scale-lock-time"
 LOCK_REQUESTED = "elevator.io/scale-lock-requested-nodes"
 LOCKED = "elevator.io/scale-locked"
+LOCK_DESIRED = "elevator.io/scale-lock-desired"
+CLAIM = "elevator.io/claim"
 DRY_MODE_TAINTED = "elevator.io/dry-mode-tainted-nodes"
 NODE_CAPACITY = "elevator.io/node-capacity"
 LAST_TICK = "elevator.io/last-tick"
@@ -59,23 +69,42 @@ def lease_name(group_name: str) -> str:
     return f"{LEASE_PREFIX}{group_name}"
 
 
+# How long a claim may take to reach the cloud before the next tick calls it lost: the claim is
+# written just before SetDesiredCapacity, and a tick reading in between must not undo it.
+CLAIM_SETTLE_SECONDS = 30.0
+
+
 @dataclass(frozen=True)
 class ScaleLock:
-    """Escalator §5.7: a pure cool-down of `scale_up_cool_down_period` from the cloud request."""
+    """Escalator §5.7: a pure cool-down of `scale_up_cool_down_period` from the cloud request.
+
+    `desired_before` and `desired_target` record the increase the lock was taken for (0 and 0
+    when unknown, or in dry mode, where the cloud is never asked).
+    """
 
     is_locked: bool = False
     requested_nodes: int = 0
     lock_time_unix_seconds: float = 0.0
+    desired_before: int = 0
+    desired_target: int = 0
 
     def held(self, now: float, cool_down_seconds: float) -> bool:
         return self.is_locked and now - self.lock_time_unix_seconds < cool_down_seconds
 
-    def lock(self, requested_nodes: int, now: float) -> ScaleLock:
-        return ScaleLock(True, requested_nodes, now)
+    def lock(self, requested_nodes: int, now: float, desired_before: int = 0,
+             desired_target: int = 0) -> ScaleLock:
+        return ScaleLock(True, requested_nodes, now, desired_before, desired_target)
 
     def unlock(self) -> ScaleLock:
         # Keep the lock time: it is history worth showing, and `held` reads is_locked first.
         return ScaleLock(False, 0, self.lock_time_unix_seconds)
+
+    def never_reached_cloud(self, asg_desired: int, now: float) -> bool:
+        """A lock whose increase the ASG does not show, a settle time after the claim: the
+        claiming tick died before SetDesiredCapacity, or the cloud never applied it."""
+        return (self.is_locked and self.desired_target > self.desired_before
+                and asg_desired <= self.desired_before
+                and now - self.lock_time_unix_seconds >= CLAIM_SETTLE_SECONDS)
 
     def unlocks_at(self, cool_down_seconds: float) -> float:
         return self.lock_time_unix_seconds + cool_down_seconds
@@ -93,6 +122,7 @@ class GroupState:
     provisioning: tuple[tuple[str, str], ...] = ()
     # CA scale-down: (node, unix seconds it was first found unneeded), sorted (tasks.scale_down).
     unneeded_since: tuple[tuple[str, float], ...] = ()
+    claim: str = ""  # the token of the tick that wrote the Lease (see `write_lock`)
 
 
 def format_time(unix_seconds: float) -> str:
@@ -106,6 +136,9 @@ def state_to_annotations(state: GroupState) -> dict[str, str]:
         LOCK_TIME: (format_time(state.lock.lock_time_unix_seconds)
                     if state.lock.lock_time_unix_seconds else ""),
         LOCK_REQUESTED: str(state.lock.requested_nodes),
+        LOCK_DESIRED: (f"{state.lock.desired_before},{state.lock.desired_target}"
+                       if state.lock.desired_target else ""),
+        **({CLAIM: state.claim} if state.claim else {}),
         DRY_MODE_TAINTED: json.dumps(list(state.dry_mode_tainted)),
         NODE_CAPACITY: (json.dumps({"cpu_milli": capacity.cpu_milli,
                                     "memory_bytes": capacity.memory_bytes})
@@ -154,13 +187,26 @@ def _capacity(raw: str) -> Resources | None:
     return Resources(int(value["cpu_milli"]), int(value["memory_bytes"]))
 
 
+def _desired_pair(raw: str) -> tuple[int, int]:
+    """"before,target" as two non-negative ints; "" is (0, 0)."""
+    if not raw:
+        return 0, 0
+    before, target = raw.split(",")
+    pair = int(before), int(target)
+    if min(pair) < 0 or max(pair) >= 2**31:
+        raise ValueError("desired capacities must be within 0..2^31-1")
+    return pair
+
+
 def state_from_annotations(annotations: Mapping[str, str], resource_version: str = "") -> GroupState:
     """Read a Lease's annotations; ValueError names the annotation that is malformed."""
+    desired = read_annotation(annotations, LOCK_DESIRED, _desired_pair)
     return GroupState(
         lock=ScaleLock(
             is_locked=annotations.get(LOCKED, "false") == "true",
             requested_nodes=read_annotation(annotations, LOCK_REQUESTED, lambda raw: int(raw or 0)),
             lock_time_unix_seconds=read_annotation(annotations, LOCK_TIME, annotation_time),
+            desired_before=desired[0], desired_target=desired[1],
         ),
         dry_mode_tainted=read_annotation(annotations, DRY_MODE_TAINTED, name_list),
         node_capacity=read_annotation(annotations, NODE_CAPACITY, _capacity),
@@ -168,20 +214,26 @@ def state_from_annotations(annotations: Mapping[str, str], resource_version: str
         provisioning=tuple(sorted((key, value) for key, value in annotations.items()
                                   if key in PROVISIONING_KEYS)),
         unneeded_since=read_annotation(annotations, UNNEEDED_SINCE, time_map),
+        claim=annotations.get(CLAIM, ""),
     )
 
 
-# --- the Lease steps of a live tick ---------------------------------------------------------
-
-
-@step
-def read_lock(kube: KubeClient, namespace: str, group_name: str) -> GroupState:
-    """The group's state as its Lease holds it (a fresh state before the first write)."""
-    return kube.read_state(namespace, lease_name(group_name))
+# --- the Lease step of a live tick ---------------------------------------------------------
 
 
 @step
 def write_lock(kube: KubeClient, namespace: str, group_name: str, state: GroupState,
                now: float) -> GroupState:
-    """Write the state if nobody wrote since we read it (else LeaseConflict: we lost the race)."""
-    return kube.write_state(namespace, lease_name(group_name), state, now)
+    """Write the state if nobody wrote since we read it (else LeaseConflict: we lost the race).
+
+    A retry after a write that was applied but whose answer was lost gets 409 too, although no
+    other tick ran: the Lease then holds exactly our claim token, and the tick goes on.
+    """
+    name = lease_name(group_name)
+    try:
+        return kube.write_state(namespace, name, state, now)
+    except LeaseConflict:
+        current = kube.read_state(namespace, name)
+        if state.claim and current.claim == state.claim:
+            return current
+        raise

@@ -418,6 +418,15 @@ class TargetScale:
     selector: str = ""
 
 
+# The workload kinds whose `/scale` the autoscalers read and write (apps/v1).
+SCALABLE_KINDS = ("Deployment", "StatefulSet", "ReplicaSet")
+
+
+def unsupported_scale_kind(kind: str) -> str:
+    """Why a scaleTargetRef of another kind cannot be scaled, in the API adapter and in files."""
+    return f"scaleTargetRef.kind: {kind!r} is not supported: use {', '.join(SCALABLE_KINDS)}"
+
+
 def owned_by(pod: PodState, target_name: str) -> bool:
     """§5.1: some owner is the target; a ReplicaSet's hash suffix is removed first."""
     for owner in pod.owners:

@@ -19,7 +19,8 @@ from prefect.client.schemas.filters import FlowRunFilter, FlowRunFilterId
 from fakes.aws import FakeAws, fail_next_calls
 from fakes.cluster import node_for_instance
 from fakes.kube_api import FakeKubeApi
-from flows.autoscale import autoscale, run_as_task, tick
+from flows.autoscale import autoscale, live_tick
+from flows.tick import run_as_task
 from tasks.act import Adapters
 from tasks.cloud import AsgClient
 from tasks.config import load_node_groups
@@ -196,7 +197,7 @@ def test_two_ticks_at_once_scale_up_once(cluster_factory: Any) -> None:
 def tick_with_adapters(config: str, adapters: Adapters, now: float) -> list[dict[str, Any]]:
     """The same tick as `autoscale`, on adapters the test has wired faults into."""
     groups = load_node_groups(config).node_groups
-    return [result.to_json() for result in tick(run_as_task, adapters, groups, now)]
+    return [result.to_json() for result in live_tick(run_as_task, adapters, groups, now)]
 
 
 def test_faults_are_retried_and_the_asg_is_raised_once(cluster_factory: Any,

@@ -16,7 +16,8 @@ from fakes.cluster import node_for_instance
 from fakes.kube_api import FakeKubeApi
 from fakes.scenario import load_scenario
 from fakes.simulation import simulate
-from flows.autoscale import run_plain, tick
+from flows.autoscale import live_tick
+from flows.tick import run_plain
 from tasks.act import Adapters, GroupResult
 from tasks.cloud import AsgClient
 from tasks.config import parse_node_groups
@@ -163,7 +164,7 @@ def test_unneeded_timers_live_in_the_lease_so_a_new_worker_keeps_counting(
         adapters = Adapters(KubeClient.from_config(kubeconfig),
                             AsgClient(fake_aws.client("autoscaling"), fake_aws.client("ec2")),
                             lease_namespace=f"leases-{tmp_path.name[-8:]}")
-        [result] = tick(run_plain, adapters, config.node_groups, now,
+        [result] = live_tick(run_plain, adapters, config.node_groups, now,
                         cluster_autoscaler=config.cluster_autoscaler)
         return result
 

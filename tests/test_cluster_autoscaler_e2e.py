@@ -12,7 +12,8 @@ from fakes.cluster import node_for_instance
 from fakes.kube_api import FakeKubeApi
 from fakes.scenario import load_scenario
 from fakes.simulation import simulate
-from flows.autoscale import run_plain, tick
+from flows.autoscale import live_tick
+from flows.tick import run_plain
 from tasks.act import Adapters, GroupResult
 from tasks.cloud import AsgClient
 from tasks.config import parse_node_groups
@@ -129,7 +130,7 @@ def test_a_node_whose_pod_a_pdb_protects_is_kept_until_the_pdb_allows_the_evicti
                         AsgClient(fake_aws.client("autoscaling"), fake_aws.client("ec2")))
 
     def one(now: float) -> GroupResult:
-        [result] = tick(run_plain, adapters, config.node_groups, now,
+        [result] = live_tick(run_plain, adapters, config.node_groups, now,
                         cluster_autoscaler=config.cluster_autoscaler)
         return result
 

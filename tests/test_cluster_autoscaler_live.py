@@ -18,7 +18,8 @@ import yaml
 from fakes.aws import FakeAws
 from fakes.cluster import node_for_instance
 from fakes.kube_api import FakeKubeApi
-from flows.autoscale import run_plain, tick
+from flows.autoscale import live_tick
+from flows.tick import run_plain
 from tasks.act import Adapters, GroupResult
 from tasks.cloud import AsgClient
 from tasks.config import LoadedConfig, parse_node_groups
@@ -125,7 +126,7 @@ def priority_configmap(kube: FakeKubeApi, priorities: dict[int, list[str]] | str
 
 def run_tick(adapters: Adapters, config: LoadedConfig, now: float,
              run: Callable[..., Any] = run_plain) -> dict[str, GroupResult]:
-    results = tick(run, adapters, config.node_groups, now,
+    results = live_tick(run, adapters, config.node_groups, now,
                    cluster_autoscaler=config.cluster_autoscaler)
     assert all(result.status != "failed" for result in results), \
         [(r.plan.name, r.message) for r in results]

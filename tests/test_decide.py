@@ -79,7 +79,8 @@ def test_spec_worked_example_ten_pods_two_nodes() -> None:
     plan = tick(nodes, pods)
     assert (plan.cpu_percent, plan.mem_percent) == (250.0, 12.5)
     assert plan.delta == 6 and plan.cloud_increase == 6 and plan.asg_desired == 8
-    assert plan.locked and plan.next_state.lock == ScaleLock(True, 6, NOW)
+    assert plan.locked and plan.next_state.lock == ScaleLock(True, 6, NOW, desired_before=2,
+                                                             desired_target=8)
 
 
 # --- §5.8 thresholds (upper 40, lower 10, scale-up 70) -----------------------------------------

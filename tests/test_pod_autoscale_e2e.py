@@ -23,8 +23,9 @@ import pytest
 
 from fakes.kube_api import FakeKubeApi
 from fakes.pod_metrics import PodMetricsServer
-from flows.autoscale import run_plain
-from flows.pod_autoscale import WatermarkMetrics, cycle
+from flows.pod_autoscale import WatermarkMetrics
+from flows.pod_cycle import cycle
+from flows.tick import run_plain
 from tasks.kube import KubeClient
 from tasks.prometheus import PrometheusMetrics
 from tasks.watermark import parse_time, rfc3339
@@ -199,7 +200,7 @@ def test_watermark_scales_up_within_the_limit_holds_in_the_window_and_scales_dow
     exporter = WatermarkMetrics()
 
     def run_cycle(now: float) -> None:
-        results = cycle(run_plain, cluster, source, now)
+        results = cycle(run_plain, cluster, source, now, cluster)
         assert [r.error for r in results] == [""]
         exporter.export(results)
 
@@ -268,7 +269,7 @@ def test_memory_autoscaler_scales_up_holds_in_its_window_and_scales_down(
                  "minReplicas": 1, "maxReplicas": 6, "targetUtilizationPercentage": 50}})
 
     def run_cycle(now: float) -> dict[str, Any]:
-        results = cycle(run_plain, cluster, source, now)
+        results = cycle(run_plain, cluster, source, now, cluster)
         assert [r.error for r in results] == [""]
         return status_of(fake_kube, "memoryautoscalers", namespace, "cache")
 
@@ -328,7 +329,7 @@ def test_external_metrics_aggregate_and_hold_without_data(
     try:
         wait_for("Prometheus to scrape the queue series", lambda: bool(
             source.query('queue_depth{shard="b"}')) and bool(source.query("broken_depth")))
-        results = {r.decision.name: r for r in cycle(run_plain, cluster, source, T0)}
+        results = {r.decision.name: r for r in cycle(run_plain, cluster, source, T0, cluster)}
         # max(30, 12) = 30 for 2 ready pods (absolute): ceil(2 * 30 / 10) = 6.
         assert results["by-max"].decision.value == 30.0
         assert worker.replicas == 6
@@ -386,7 +387,7 @@ def test_invalid_objects_are_reported_in_conditions_and_the_log_and_left_alone(
     # Invalid objects never reach Prometheus: an address nothing listens on is fine here.
     unused = PrometheusMetrics(f"http://127.0.0.1:{free_port()}", retries=0, timeout=1)
     with caplog.at_level(logging.WARNING, logger="kube_elevator.pod_autoscale"):
-        results = cycle(run_plain, cluster, unused, T0)
+        results = cycle(run_plain, cluster, unused, T0, cluster)
     assert sorted(r.decision.name for r in results) == sorted(INVALID)
     assert_reported_and_left_alone(fake_kube, namespace)
     logged = "\n".join(record.getMessage() for record in caplog.records)
@@ -533,7 +534,7 @@ def test_an_unreachable_prometheus_holds_the_autoscaler() -> None:
 
 
 def test_gauges_are_rewritten_each_cycle_and_vanished_series_removed() -> None:
-    from flows.pod_autoscale import AutoscalerResult
+    from flows.pod_cycle import AutoscalerResult
     from tasks.watermark import MetricReading, PodState, TargetScale, decide_watermark, parse_watermark
     from tasks.watermark import OwnerReference as Owner
 

@@ -181,3 +181,34 @@ def test_run_validates_its_options(app: typer.Typer) -> None:
                                       "--interval", "10", "--once"])
     assert result.exit_code == 2
     assert "--interval" in result.output
+
+
+def test_pods_plan_decides_as_the_live_cycle(app: typer.Typer, tmp_path: Path,
+                                             fake_kube: Any, kubeconfig: Path) -> None:
+    """One composition (DESIGN.md §3): the same objects, served by the fake API to the live
+    cycle (real client over HTTP, acting on nothing) and read from files by `pods plan`, give
+    the same decisions. A finished pod of the target is in both and counts in neither."""
+    from flows.pod_cycle import cycle
+    from flows.tick import run_plain
+    from tasks.kube import KubeClient
+    from tasks.prometheus import StaticMetrics
+    from tasks.watermark import parse_time
+
+    fake_kube.register_custom_resource("datadoghq.com", "v1alpha1", "watermarkpodautoscalers",
+                                       "WatermarkPodAutoscaler", short_names=("wpa",))
+    fake_kube.install_crd(Path(__file__).resolve().parent.parent
+                          / "deployments/kubernetes/memoryautoscaler-crd.yaml")
+    finished = pod("web-6f7d9-old", "web", {"app": "web"}, phase="Succeeded")
+    cluster, metrics = write_files(tmp_path, [finished])
+    plural = {"Deployment": "deployments", "Pod": "pods",
+              "WatermarkPodAutoscaler": "watermarkpodautoscalers",
+              "MemoryAutoscaler": "memoryautoscalers"}
+    for item in orjson.loads(cluster.read_bytes())["items"]:
+        fake_kube.create(plural[item["kind"]], item, namespace="shop")
+    live = cycle(run_plain, KubeClient.from_config(kubeconfig), StaticMetrics.load(metrics),
+                 parse_time(NOW) or 0.0, None)
+    planned = plan_json(app, "--cluster", str(cluster), "--metrics", str(metrics))
+    assert [result.decision.to_json() for result in live] == planned["autoscalers"]
+    by_name = {result.decision.name: result.decision for result in live}
+    assert by_name["web-cpu"].current_replicas == 4  # the Succeeded pod is not a replica
+    assert all(not result.scaled and not result.status_written for result in live)

@@ -1,9 +1,9 @@
-"""Label and field selector parsing for the fake Kubernetes API server.
+"""Label and field selector parsing: the API server's grammar, for the fake API and for files.
 
-Kept apart from `fakes.kube_api` because the grammar is fiddly and worth testing on its
-own; the behaviour mirrors `k8s.io/apimachinery/pkg/labels` and `.../fields` closely
-enough that a selector the real API server accepts (or rejects) is accepted (or rejected)
-here too.
+Kept apart because the grammar is fiddly and worth testing on its own; the behaviour mirrors
+`k8s.io/apimachinery/pkg/labels` and `.../fields` closely enough that a selector the real API
+server accepts (or rejects) is accepted (or rejected) here too: the fake API serves lists with
+it, and `elevator pods plan` picks a scale target's pods from files with it.
 """
 
 from __future__ import annotations
