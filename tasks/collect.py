@@ -295,6 +295,11 @@ def decode_page(data: bytes | memoryview, source: str, snapshot: ClusterSnapshot
         return typed.metadata.continue_, len(typed.items)
     try:
         document = _ITEMS_DECODER.decode(data)
+    except msgspec.ValidationError as error:  # valid JSON, wrong shape (a subclass: first)
+        path, rule = _split_json_path(error)
+        if not path:  # the document is an array, a string, ...: not a List at all
+            rule = f"expected a Kubernetes List (kubectl get ... -o json): {rule}"
+        raise InputError([join_location(source, path, rule)]) from None
     except msgspec.DecodeError as error:
         raise InputError([join_location(source, "", f"not valid JSON: {error}")]) from None
     if not document.kind.endswith("List") or document.items is None:
