@@ -23,6 +23,8 @@ from fakes.scenario import AsgSpec, TracePod, Wave
 from fakes.snapshots import rfc3339
 from tasks.config import NodeGroupConfig
 from tasks.decide import taint_time
+from tasks.expanders import GPU_RESOURCE
+from tasks.instance_types import instance_gpus
 from tasks.resources import (
     OBJECT_DECODER,
     NodeRecord,
@@ -32,6 +34,7 @@ from tasks.resources import (
     pod_record,
 )
 from tasks.scheduling import fits_constraints as fits_constraints  # shared with the estimator
+from tasks.scheduling import fits_extended, take_extended
 from tasks.scheduling import tolerates as tolerates
 
 POD_NAMESPACE = "workload"
@@ -44,9 +47,14 @@ def _decoded(obj: Mapping[str, Any]) -> RawObject:
 
 def node_for_instance(instance: Mapping[str, Any], labels: Mapping[str, str], cpu_milli: int,
                       memory_bytes: int, created: float, name: str | None = None,
-                      ) -> dict[str, Any]:
-    """The Node a kubelet registers for an ASG instance (providerID as the AWS cloud provider)."""
+                      extended: Mapping[str, str] | None = None) -> dict[str, Any]:
+    """The Node a kubelet registers for an ASG instance (providerID as the AWS cloud provider).
+
+    `extended` is what device plugins advertise beside cpu and memory (`nvidia.com/gpu: "1"`).
+    """
     instance_id = instance["InstanceId"]
+    resources = {"cpu": f"{cpu_milli}m", "memory": str(memory_bytes), "pods": "110",
+                 **(extended or {})}
     zone = instance.get("AvailabilityZone", "us-east-1a")
     node_name = name or instance_id
     return {
@@ -56,8 +64,8 @@ def node_for_instance(instance: Mapping[str, Any], labels: Mapping[str, str], cp
                                 "topology.kubernetes.io/zone": zone}},
         "spec": {"providerID": f"aws:///{zone}/{instance_id}"},
         "status": {
-            "allocatable": {"cpu": f"{cpu_milli}m", "memory": str(memory_bytes), "pods": "110"},
-            "capacity": {"cpu": f"{cpu_milli}m", "memory": str(memory_bytes), "pods": "110"},
+            "allocatable": dict(resources),
+            "capacity": dict(resources),
             "conditions": [{"type": "Ready", "status": "True", "reason": "KubeletReady"}],
         },
     }
@@ -144,8 +152,10 @@ class SimulatedCluster:
                 if instance_id not in self.node_of_instance and now >= seen + asg.boot_delay:
                     name = self._next_node_name(asg)
                     cpu, memory = asg.allocatable
+                    gpus = instance_gpus(asg.instance_type)  # the NVIDIA device plugin's
                     self.kube.create("nodes", node_for_instance(
-                        instance, asg.node_labels, cpu, memory, now, name))
+                        instance, asg.node_labels, cpu, memory, now, name,
+                        {GPU_RESOURCE: str(gpus)} if gpus else None))
                     self.node_of_instance[instance_id] = name
                     self.node_asg[name] = asg
         for instance_id, name in list(self.node_of_instance.items()):
@@ -164,6 +174,7 @@ class SimulatedCluster:
         tolerations = [t.model_dump() for t in arrival.tolerations] \
             if isinstance(arrival, Wave) else []
         duration = arrival.duration if isinstance(arrival, Wave) else arrival.duration_s
+        extended = dict(arrival.extended) if isinstance(arrival, Wave) else {}
         app = name.rsplit("-", 1)[0]
         # Batch pods belong to a Job, services to a ReplicaSet: both re-create evicted pods.
         owner = {"apiVersion": "batch/v1", "kind": "Job"} if duration is not None else \
@@ -175,7 +186,8 @@ class SimulatedCluster:
                                               "controller": True}]},
             "spec": {"nodeSelector": dict(node_selector), "tolerations": tolerations,
                      "containers": [{"name": "main", "image": "busybox", "resources": {
-                         "requests": {"cpu": arrival.cpu, "memory": arrival.memory}}}]},
+                         "requests": {"cpu": arrival.cpu, "memory": arrival.memory,
+                                      **extended}}}]},
             "status": {"phase": "Pending"},
         }
         self.kube.create("pods", copy.deepcopy(body), namespace=POD_NAMESPACE)
@@ -197,6 +209,7 @@ class SimulatedCluster:
         by_name = {node.name: node for node in nodes}
         free = {node.name: [node.cpu_allocatable_milli, node.memory_allocatable_bytes]
                 for node in nodes}
+        free_other = {node.name: dict(node.extended_allocatable) for node in nodes}
         pending: list[tuple[PodLife, PodRecord]] = []
         listed = self.kube.list("pods")
         if self._recreate_evicted({(raw["metadata"]["namespace"], raw["metadata"]["name"])
@@ -212,6 +225,7 @@ class SimulatedCluster:
                 room = free[pod.node_name]
                 room[0] -= pod.cpu_request_milli
                 room[1] -= pod.memory_request_bytes
+                take_extended(free_other[pod.node_name], pod.extended_requests)
             elif pod.phase == "Pending" and life is not None:
                 pending.append((life, pod))
         pending.sort(key=lambda item: (item[0].arrival, item[0].name))
@@ -219,7 +233,8 @@ class SimulatedCluster:
         for life, pod in pending:
             feasible = [node for node in ready if fits_constraints(pod, node)
                         and free[node.name][0] >= pod.cpu_request_milli
-                        and free[node.name][1] >= pod.memory_request_bytes]
+                        and free[node.name][1] >= pod.memory_request_bytes
+                        and fits_extended(pod.extended_requests, free_other[node.name])]
             # First fit by node age, unless a placement (the scheduler extender) ranks them.
             target = self.place(pod, feasible, now) if self.place and feasible else \
                 next(iter(feasible), None)
@@ -230,6 +245,7 @@ class SimulatedCluster:
                 continue
             free[target.name][0] -= pod.cpu_request_milli
             free[target.name][1] -= pod.memory_request_bytes
+            take_extended(free_other[target.name], pod.extended_requests)
             self.kube.patch("pods", life.name, {"spec": {"nodeName": target.name}},
                             life.namespace)
             self._set_pod_status(life, "Running", scheduled=True)

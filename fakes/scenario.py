@@ -106,6 +106,8 @@ class Wave(_Strict):
     node_selector: dict[str, str] = {}
     tolerations: list[Toleration] = []
     name: str = ""
+    # Requests besides cpu and memory, e.g. {"nvidia.com/gpu": "1"}.
+    extended: dict[str, MemoryQuantity] = {}
 
 
 class TracePod(_Strict):

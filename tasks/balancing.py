@@ -84,6 +84,10 @@ def difference(a: TemplateNode, b: TemplateNode, tolerances: Tolerances = Tolera
     """Why two template nodes are not similar, or None if they are (CA's
     IsCloudProviderNodeInfoSimilar, in its order: capacity, allocatable, free, labels).
 
+    Every resource counts, extended ones too: a GPU group is never similar to a CPU group,
+    nor a group with 4 GPUs per node to one with 1. A zero amount is the same as none (CA's
+    AWS templates write `nvidia.com/gpu: 0` that a live CPU node does not report at all).
+
     Taints and instance type names are not compared: CA does not either (the instance type
     label is, unless ignored). "Free" is allocatable less the DaemonSet and static pods every
     new node runs, which is what CA's template NodeInfo has requested.
@@ -96,18 +100,25 @@ def difference(a: TemplateNode, b: TemplateNode, tolerances: Tolerances = Tolera
         return f"pod capacity {a.max_pods} != {b.max_pods}"
     if a.gpu_count != b.gpu_count:
         return f"GPU capacity {a.gpu_count} != {b.gpu_count}"
+    if a.extended_capacity != b.extended_capacity:
+        # Every other resource exactly too (a resource one node lacks: CA's "missing capacity").
+        return (f"extended resource capacity {_shown(a.extended_capacity)} != "
+                f"{_shown(b.extended_capacity)}")
     if not within_tolerance(a.memory_capacity_bytes, b.memory_capacity_bytes,
                             tolerances.memory_difference_ratio):
         return (f"memory capacity differs by more than {tolerances.memory_difference_ratio:g} "
                 f"({a.memory_capacity_bytes} vs {b.memory_capacity_bytes} bytes)")
     ratio = tolerances.max_allocatable_difference_ratio
     for resource, x, y in (("CPU", a.cpu_allocatable_milli, b.cpu_allocatable_milli),
-                           ("memory", a.memory_allocatable_bytes, b.memory_allocatable_bytes)):
+                           ("memory", a.memory_allocatable_bytes, b.memory_allocatable_bytes),
+                           *_paired(dict(a.extended_allocatable),
+                                    dict(b.extended_allocatable))):
         if not within_tolerance(x, y, ratio):
             return f"allocatable {resource} differs by more than {ratio:g} ({x} vs {y})"
     ratio = tolerances.max_free_difference_ratio
     for resource, x, y in (("CPU", a.free_cpu_milli, b.free_cpu_milli),
-                           ("memory", a.free_memory_bytes, b.free_memory_bytes)):
+                           ("memory", a.free_memory_bytes, b.free_memory_bytes),
+                           *_paired(a.free_extended, b.free_extended)):
         if not within_tolerance(x, y, ratio):
             return f"free {resource} differs by more than {ratio:g} ({x} vs {y})"
     # Labels: the same keys with the same values, except the ignored ones (CA compareLabels).
@@ -116,6 +127,16 @@ def difference(a: TemplateNode, b: TemplateNode, tolerances: Tolerances = Tolera
     if differing:
         return f"labels differ: {', '.join(differing)}"
     return None
+
+
+def _shown(resources: Sequence[tuple[str, int]]) -> str:
+    return "{" + ", ".join(f"{name}: {amount}" for name, amount in resources) + "}"
+
+
+def _paired(a: Mapping[str, int], b: Mapping[str, int]) -> list[tuple[str, int, int]]:
+    """(resource, a's amount, b's amount) for every extended resource either node has; CA's
+    resourceMapsWithinTolerance compares every resource name, a missing one never within."""
+    return [(name, a.get(name, 0), b.get(name, 0)) for name in sorted(set(a) | set(b))]
 
 
 def similar(a: TemplateNode, b: TemplateNode, tolerances: Tolerances = Tolerances(),

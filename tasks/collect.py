@@ -90,15 +90,15 @@ def _bad_quantity_path(raw: RawObject) -> str:
     for list_name in ("containers", "initContainers"):
         for index, container in enumerate(getattr(spec, list_name, None) or ()):
             requests = container.resources.requests if container.resources else None
-            if requests is not None:
-                base = f"spec.{list_name}[{index}].resources.requests"
-                fields += [(f"{base}.cpu", requests.cpu), (f"{base}.memory", requests.memory)]
-    if spec is not None and spec.overhead is not None:
-        fields += [("spec.overhead.cpu", spec.overhead.cpu),
-                   ("spec.overhead.memory", spec.overhead.memory)]
-    if status is not None and status.allocatable is not None:
-        fields += [("status.allocatable.cpu", status.allocatable.cpu),
-                   ("status.allocatable.memory", status.allocatable.memory)]
+            base = f"spec.{list_name}[{index}].resources.requests"
+            fields += [(f"{base}.{name}", value) for name, value in (requests or {}).items()]
+    lists = [("spec.overhead", spec.overhead if spec is not None else None),
+             ("spec.resources.requests",
+              spec.resources.requests if spec is not None and spec.resources else None),
+             ("status.allocatable", status.allocatable if status is not None else None),
+             ("status.capacity", status.capacity if status is not None else None)]
+    for base, resources in lists:
+        fields += [(f"{base}.{name}", value) for name, value in (resources or {}).items()]
     for path, value in fields:
         try:
             cpu_milli(value)

@@ -356,13 +356,15 @@ class PodPrices(BaseModel):
     """What a pod's requests cost per hour, for the price expander's pod price.
 
     Defaults from CA's AWS price model: an m4.large ($0.111/h, 2 vCPU, 8 GiB) split 50/50
-    between CPU and memory.
+    between CPU and memory; a GPU at CA's base GPU price (GcePriceModel, $0.700/h).
     """
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     cpu_per_hour: Annotated[float, Field(ge=0.0)] = 0.111 * 0.5 / 2
     memory_gib_per_hour: Annotated[float, Field(ge=0.0)] = 0.111 * 0.5 / 8
+    # per requested nvidia.com/gpu: CA's pricing model charges a pod's GPUs (gpuPricePerHour)
+    gpu_per_hour: Annotated[float, Field(ge=0.0)] = 0.700
 
 
 class ClusterAutoscalerConfig(BaseModel):

@@ -23,10 +23,26 @@ import yaml
 
 from tasks.config import PRIORITY_CONFIGMAP, ClusterAutoscalerConfig, parse_priorities
 from tasks.filter_nodes import ESCALATOR_TAINT_KEY, FORCE_TAINT_KEY
-from tasks.instance_types import instance_capacity
+from tasks.instance_types import instance_capacity, instance_gpus
 from tasks.lock import annotation_time, format_time, name_list, read_annotation, time_map
-from tasks.resources import AsgInstance, NodeRecord, PodRecord, Taint, parse_quantity
-from tasks.scheduling import fits_constraints
+from tasks.resources import (
+    CPU,
+    MEMORY,
+    PODS,
+    AsgInstance,
+    ExtendedResources,
+    NodeRecord,
+    PodRecord,
+    Taint,
+    parse_quantity,
+)
+from tasks.scheduling import (
+    fits_constraints,
+    fits_extended,
+    free_extended,
+    sum_extended,
+    take_extended,
+)
 
 GiB = 2**30
 MiB = 2**20
@@ -96,12 +112,26 @@ class TemplateNode:
     cpu_allocatable_milli: int
     memory_allocatable_bytes: int
     max_pods: int = DEFAULT_MAX_PODS
-    gpu_count: int = 0
     # Pods every new node runs before any pending pod lands (DaemonSet and static pods).
     daemon_cpu_milli: int = 0
     daemon_memory_bytes: int = 0
     daemon_pods: int = 0
     source: str = ""
+    # Resources besides cpu, memory and pods (`nvidia.com/gpu`, hugepages, ephemeral-storage):
+    # what the node has, what pods may request, and what its DaemonSet pods already request.
+    extended_capacity: ExtendedResources = ()
+    extended_allocatable: ExtendedResources = ()
+    daemon_extended: ExtendedResources = ()
+
+    @property
+    def gpu_count(self) -> int:
+        """`nvidia.com/gpu` in the node's capacity."""
+        return dict(self.extended_capacity).get(GPU_RESOURCE, 0)
+
+    @property
+    def free_extended(self) -> dict[str, int]:
+        """Extended allocatable less what the DaemonSet pods request (CA's template NodeInfo)."""
+        return free_extended(self.extended_allocatable, self.daemon_extended)
 
     @property
     def free_cpu_milli(self) -> int:
@@ -151,6 +181,9 @@ def template_from_node(group: str, asg_name: str, node: NodeRecord,
         daemon_memory_bytes=sum(pod.memory_request_bytes for pod in daemon),
         daemon_pods=len(daemon),
         source=f"node {node.name}",
+        extended_capacity=node.extended_capacity or node.extended_allocatable,
+        extended_allocatable=node.extended_allocatable,
+        daemon_extended=sum_extended(pod.extended_requests for pod in daemon),
     )
 
 
@@ -159,12 +192,31 @@ def _tag_quantity(source: AsgTemplateSource, resource: str) -> int | None:
     text = source.tags.get(RESOURCES_TAG + resource)
     if text is None:
         return None
+    return _tag_value(source, resource, text)
+
+
+def _tag_value(source: AsgTemplateSource, resource: str, text: str) -> int:
     try:
         value = parse_quantity(text)
     except ValueError:
         raise ValueError(f"ASG {source.asg_name}: tag {RESOURCES_TAG + resource} = {text!r} "
                          f"is not a quantity") from None
     return math.ceil(value * 1000) if resource == "cpu" else math.ceil(value)
+
+
+def _template_extended(source: AsgTemplateSource) -> ExtendedResources:
+    """CA's buildNodeFromTemplate: `nvidia.com/gpu` from the instance type, then every
+    `.../resources/<name>` tag (extractAllocatableResourcesFromAsg) set over it, any name:
+    `nvidia.com/gpu`, `aws.amazon.com/neuron`, `vpc.amazonaws.com/pod-eni`, hugepages,
+    `ephemeral-storage`. Zero amounts are left out, as everywhere in the records."""
+    resources = {GPU_RESOURCE: instance_gpus(source.instance_type)}
+    for key, text in sorted(source.tags.items()):
+        if not key.startswith(RESOURCES_TAG) or len(key) == len(RESOURCES_TAG):
+            continue
+        name = key[len(RESOURCES_TAG):]
+        if name not in (CPU, MEMORY, PODS):
+            resources[name] = _tag_value(source, name, text)
+    return tuple(sorted((name, value) for name, value in resources.items() if value > 0))
 
 
 def _tag_taints(tags: Mapping[str, str]) -> tuple[Taint, ...]:
@@ -183,7 +235,8 @@ def template_from_asg(group: str, source: AsgTemplateSource, reserved_cpu_milli:
                       reserved_memory_bytes: int = 0) -> TemplateNode:
     """Imagine a node from the ASG alone, as CA does for scale from zero on AWS (§1.1).
 
-    Capacity is the instance type's, overridden by `.../resources/<r>` tags (CA ≥1.14); labels
+    Capacity is the instance type's (vCPU, memory, NVIDIA GPUs), overridden by
+    `.../resources/<r>` tags (CA ≥1.14; any resource name, extended ones too); labels
     are the generic ones (os, arch, instance type, zone) overridden by `.../label/<k>` tags;
     taints come from `.../taint/<k>` tags. CA sets allocatable = capacity; `reserved_*` lets a
     caller subtract what the kubelet keeps, which CA does not know. ValueError when neither the
@@ -197,6 +250,7 @@ def template_from_asg(group: str, source: AsgTemplateSource, reserved_cpu_milli:
         raise ValueError(
             f"ASG {source.asg_name}: instance type {source.instance_type!r} is unknown and the "
             f"tags {RESOURCES_TAG}cpu and {RESOURCES_TAG}memory do not give its capacity")
+    extended = _template_extended(source)
     zone = source.availability_zones[0] if source.availability_zones else ""
     labels = {
         "kubernetes.io/os": "linux",
@@ -216,8 +270,9 @@ def template_from_asg(group: str, source: AsgTemplateSource, reserved_cpu_milli:
         cpu_allocatable_milli=max(cpu - reserved_cpu_milli, 0),
         memory_allocatable_bytes=max(memory - reserved_memory_bytes, 0),
         max_pods=_tag_quantity(source, "pods") or DEFAULT_MAX_PODS,
-        gpu_count=_tag_quantity(source, GPU_RESOURCE) or 0,
         source="asg tags",
+        # CA: "TODO: use proper allocatable!!": allocatable = capacity.
+        extended_capacity=extended, extended_allocatable=extended,
     )
 
 
@@ -265,11 +320,14 @@ class Estimate:
 
 
 def fits_empty_template(pod: PodRecord, template: TemplateNode) -> bool:
-    """Would the pod fit a fresh copy of the template: predicates, then resources."""
+    """Would the pod fit a fresh copy of the template: predicates, then resources, extended
+    ones included (a GPU pod never fits a CPU-only template)."""
     return (fits_constraints(pod, template)
             and pod.cpu_request_milli <= template.free_cpu_milli
             and pod.memory_request_bytes <= template.free_memory_bytes
-            and template.free_pods >= 1)
+            and template.free_pods >= 1
+            and (not pod.extended_requests
+                 or fits_extended(pod.extended_requests, template.free_extended)))
 
 
 def _decreasing_score(template: TemplateNode) -> Callable[[PodRecord], float]:
@@ -290,14 +348,17 @@ def estimate_nodes(pods: Sequence[PodRecord], template: TemplateNode, max_nodes:
     fitting = sorted((pod for pod in pods if fits_empty_template(pod, template)),
                      key=score, reverse=True)
     free: list[list[int]] = []  # per new node: [cpu_milli, memory_bytes, pods]
+    free_other: list[dict[str, int]] = []  # per new node: extended resources left
     placed: list[list[PodRecord]] = []
     for pod in fitting:
-        cpu, memory = pod.cpu_request_milli, pod.memory_request_bytes
+        cpu, memory, other = pod.cpu_request_milli, pod.memory_request_bytes, pod.extended_requests
         for index, room in enumerate(free):
-            if room[0] >= cpu and room[1] >= memory and room[2] >= 1:
+            if (room[0] >= cpu and room[1] >= memory and room[2] >= 1
+                    and (not other or fits_extended(other, free_other[index]))):
                 room[0] -= cpu
                 room[1] -= memory
                 room[2] -= 1
+                take_extended(free_other[index], other)
                 placed[index].append(pod)
                 break
         else:
@@ -305,6 +366,9 @@ def estimate_nodes(pods: Sequence[PodRecord], template: TemplateNode, max_nodes:
                 continue
             free.append([template.free_cpu_milli - cpu, template.free_memory_bytes - memory,
                          template.free_pods - 1])
+            fresh = template.free_extended
+            take_extended(fresh, other)
+            free_other.append(fresh)
             placed.append([pod])
     return Estimate(len(free), tuple(tuple(node) for node in placed))
 
@@ -317,31 +381,37 @@ class Slot:
     cpu_milli: int
     memory_bytes: int
     pods: int
+    extended: Mapping[str, int] = field(default_factory=dict)  # extended resources left
 
 
 def upcoming_slots(template: TemplateNode, count: int) -> list[Slot]:
     """Nodes the group's target size asked for that have not registered yet."""
     return [Slot(template, template.free_cpu_milli, template.free_memory_bytes,
-                 template.free_pods) for _ in range(max(count, 0))]
+                 template.free_pods, template.free_extended) for _ in range(max(count, 0))]
 
 
 def free_slots(nodes: Iterable[NodeRecord], pods: Iterable[PodRecord],
                max_pods: int = DEFAULT_MAX_PODS) -> list[Slot]:
     """What is left on live, schedulable nodes after the requests of the pods bound to them."""
     used: dict[str, list[int]] = {}
+    used_other: dict[str, list[ExtendedResources]] = {}
     for pod in pods:
         if pod.node_name:
             entry = used.setdefault(pod.node_name, [0, 0, 0])
             entry[0] += pod.cpu_request_milli
             entry[1] += pod.memory_request_bytes
             entry[2] += 1
+            if pod.extended_requests:
+                used_other.setdefault(pod.node_name, []).append(pod.extended_requests)
     slots = []
     for node in nodes:
         if not node.ready or node.unschedulable:
             continue
         cpu, memory, count = used.get(node.name, (0, 0, 0))
         slots.append(Slot(node, node.cpu_allocatable_milli - cpu,
-                          node.memory_allocatable_bytes - memory, max_pods - count))
+                          node.memory_allocatable_bytes - memory, max_pods - count,
+                          free_extended(node.extended_allocatable,
+                                        sum_extended(used_other.get(node.name, ())))))
     return slots
 
 
@@ -350,15 +420,19 @@ def filter_out_schedulable(pending: Sequence[PodRecord], slots: Sequence[Slot],
     """(still pending, would fit somewhere): CA first places pending pods on existing and
     upcoming nodes, so a pod waiting for a node that is booting does not trigger another."""
     rooms = [[slot.cpu_milli, slot.memory_bytes, slot.pods] for slot in slots]
+    rooms_other = [dict(slot.extended) for slot in slots]
     remaining: list[PodRecord] = []
     fitted: list[PodRecord] = []
     for pod in pending:
-        for slot, room in zip(slots, rooms, strict=True):
+        other = pod.extended_requests
+        for slot, room, room_other in zip(slots, rooms, rooms_other, strict=True):
             if (room[0] >= pod.cpu_request_milli and room[1] >= pod.memory_request_bytes
-                    and room[2] >= 1 and fits_constraints(pod, slot.node)):
+                    and room[2] >= 1 and (not other or fits_extended(other, room_other))
+                    and fits_constraints(pod, slot.node)):
                 room[0] -= pod.cpu_request_milli
                 room[1] -= pod.memory_request_bytes
                 room[2] -= 1
+                take_extended(room_other, other)
                 fitted.append(pod)
                 break
         else:
@@ -387,6 +461,7 @@ class ExpanderContext:
     prices: Mapping[str, float] = field(default_factory=dict)  # instance type -> $ per hour
     pod_cpu_price_per_hour: float = 0.111 * 0.5 / 2  # CA's AWS price model (config.PodPrices)
     pod_memory_gib_price_per_hour: float = 0.111 * 0.5 / 8
+    pod_gpu_price_per_hour: float = 0.700  # per requested nvidia.com/gpu (CA gpuPricePerHour)
     priorities: Mapping[int, Sequence[str]] = field(default_factory=dict)
     cluster_node_count: int = 0  # the price expander's preferred node size depends on it
 
@@ -464,10 +539,18 @@ def preferred_node_cpu_milli(cluster_node_count: int) -> int:
     return 32 * 1000
 
 
-def pod_price(cpu_milli: int, memory_bytes: int, context: ExpanderContext) -> float:
-    """Price of one hour of a pod's requests."""
+def pod_price(cpu_milli: int, memory_bytes: int, context: ExpanderContext, gpus: int = 0,
+              ) -> float:
+    """Price of one hour of a pod's requests. GPUs are charged too, as CA's pricing model
+    does (GcePriceModel.PodPrice: base price + getAdditionalPrice, per nvidia.com/gpu), so a
+    GPU pod is worth its GPU node's price."""
     return (cpu_milli / 1000 * context.pod_cpu_price_per_hour
-            + memory_bytes / GiB * context.pod_memory_gib_price_per_hour)
+            + memory_bytes / GiB * context.pod_memory_gib_price_per_hour
+            + gpus * context.pod_gpu_price_per_hour)
+
+
+def _gpus(pod: PodRecord) -> int:
+    return dict(pod.extended_requests).get(GPU_RESOURCE, 0) if pod.extended_requests else 0
 
 
 def price_score(option: ScaleUpOption, context: ExpanderContext) -> float | None:
@@ -476,8 +559,8 @@ def price_score(option: ScaleUpOption, context: ExpanderContext) -> float | None
     if node_price is None:
         return None  # CA: "Failed to calculate node price", the option is skipped
     total_node_price = node_price * option.node_count
-    total_pod_price = sum(pod_price(pod.cpu_request_milli, pod.memory_request_bytes, context)
-                          for pod in option.pods)
+    total_pod_price = sum(pod_price(pod.cpu_request_milli, pod.memory_request_bytes, context,
+                                    _gpus(pod)) for pod in option.pods)
     stabilization = pod_price(STABILIZATION_POD_CPU_MILLI, STABILIZATION_POD_MEMORY_BYTES, context)
     price_ratio = (total_node_price + stabilization) / (total_pod_price + stabilization)
     preferred = preferred_node_cpu_milli(context.cluster_node_count)
@@ -581,6 +664,7 @@ def expander_context(config: ClusterAutoscalerConfig, cluster_node_count: int,
         prices=dict(config.prices),
         pod_cpu_price_per_hour=config.pod_prices.cpu_per_hour,
         pod_memory_gib_price_per_hour=config.pod_prices.memory_gib_per_hour,
+        pod_gpu_price_per_hour=config.pod_prices.gpu_per_hour,
         priorities=priorities if priorities is not None else inline,
         cluster_node_count=cluster_node_count,
     )

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Mapping
 from datetime import datetime
 from fractions import Fraction
 from functools import lru_cache
@@ -97,9 +98,19 @@ def memory_bytes(quantity: QuantityText | None) -> int:
 # `kubectl get nodes,pods,leases -o json` decodes in one pass.
 
 
-class ResourceList(msgspec.Struct, gc=False):
-    cpu: QuantityText | None = None
-    memory: QuantityText | None = None
+# A resource list (`requests`, `allocatable`, `overhead`) is decoded whole, every resource name
+# kept: extended resources (`nvidia.com/gpu`, `example.com/foo`), hugepages and
+# `ephemeral-storage` count in fit checks as cpu and memory do (CA §1.1, the scheduler's
+# NodeResourcesFit). A two-key dict costs the decoder about what the old two-field struct did.
+ResourceList = dict[str, QuantityText]
+CPU = "cpu"
+MEMORY = "memory"
+PODS = "pods"  # a node's pod capacity: not a request, kept out of `extended_*`
+# (resource name, amount) pairs besides cpu and memory, sorted by name, zero amounts left out;
+# amounts as Quantity.Value(): whole units for extended resources, bytes for hugepages and
+# ephemeral-storage.
+ExtendedResources = tuple[tuple[str, int], ...]
+NO_EXTENDED: ExtendedResources = ()
 
 
 class RawResources(msgspec.Struct, gc=False):
@@ -108,6 +119,7 @@ class RawResources(msgspec.Struct, gc=False):
 
 class RawContainer(msgspec.Struct, gc=False):
     resources: RawResources | None = None
+    restartPolicy: str | None = None  # "Always" on an init container: a native sidecar
 
 
 class RawOwnerReference(msgspec.Struct, gc=False):
@@ -240,6 +252,7 @@ class RawSpec(msgspec.Struct, gc=False):
     containers: list[RawContainer] | None = None
     initContainers: list[RawContainer] | None = None
     overhead: ResourceList | None = None
+    resources: RawResources | None = None  # pod-level resources (PodLevelResources)
     tolerations: tuple[Toleration, ...] | None = None
     volumes: list[RawVolume] | None = None
     # Node
@@ -312,6 +325,9 @@ class PodRecord(msgspec.Struct, frozen=True, gc=False):
     safe_to_evict: str = ""  # the safe-to-evict annotation's value ("" = absent)
     safe_to_evict_local_volumes: tuple[str, ...] = ()
     local_volumes: tuple[LocalVolume, ...] = ()
+    # Requests besides cpu and memory (`nvidia.com/gpu`, hugepages, ephemeral-storage), summed
+    # like cpu and memory; empty for most pods.
+    extended_requests: ExtendedResources = ()
 
 
 class NodeRecord(msgspec.Struct, frozen=True, gc=False):
@@ -332,6 +348,10 @@ class NodeRecord(msgspec.Struct, frozen=True, gc=False):
     # Capacity (0 = not reported: read allocatable); CA's least-waste and price read capacity.
     cpu_capacity_milli: int = 0
     memory_capacity_bytes: int = 0
+    # Every other resource the kubelet reports (`nvidia.com/gpu`, hugepages, ephemeral-storage;
+    # not `pods`), from status.allocatable and status.capacity.
+    extended_allocatable: ExtendedResources = ()
+    extended_capacity: ExtendedResources = ()
 
     def taint_value(self, key: str) -> str | None:
         for taint in self.taints:
@@ -348,23 +368,143 @@ def parse_timestamp(text: str) -> float:
     return datetime.fromisoformat(text).timestamp()
 
 
-def _summed(containers: list[RawContainer]) -> tuple[int, int, int, int]:
-    """(sum cpu, sum memory, max cpu, max memory) of the containers' requests."""
-    total_cpu = total_memory = largest_cpu = largest_memory = 0
-    for container in containers:
+def resource_value(quantity: QuantityText | None) -> int:
+    """Any quantity but cpu as Quantity.Value() (rounded up): whole units, or bytes."""
+    return memory_bytes(quantity)
+
+
+def extended_resources(resources: ResourceList | None) -> ExtendedResources:
+    """The resources of a list besides cpu, memory and pods, sorted, zero amounts left out."""
+    if not resources:
+        return NO_EXTENDED
+    return tuple(sorted(
+        (name, value) for name, quantity in resources.items()
+        if name not in _NOT_EXTENDED and (value := resource_value(quantity)) > 0))
+
+
+_NOT_EXTENDED = frozenset({CPU, MEMORY, PODS})
+
+
+def _add_extended(total: dict[str, int] | None, requests: ResourceList) -> dict[str, int]:
+    total = {} if total is None else total
+    for name, quantity in requests.items():
+        if name not in (CPU, MEMORY):
+            total[name] = total.get(name, 0) + resource_value(quantity)
+    return total
+
+
+def _max_into(total: dict[str, int], other: Mapping[str, int]) -> None:
+    for name, value in other.items():
+        if value > total.get(name, 0):
+            total[name] = value
+
+
+def _container_requests(container: RawContainer) -> ResourceList | None:
+    resources = container.resources
+    return resources.requests if resources is not None else None
+
+
+def _init_requests(init_containers: list[RawContainer], cpu: int, memory: int,
+                   extended: dict[str, int] | None) -> tuple[int, int, dict[str, int] | None]:
+    """Fold init containers into the containers' sums, as k8s.io/component-helpers
+    AggregateContainerRequests does (KEP-753, sidecar containers).
+
+    Init container i needs its own requests plus those of the restartable init containers
+    (`restartPolicy: Always`, native sidecars) started before it; a restartable one also keeps
+    running beside the containers, so it adds to their sum. The pod needs the larger of the
+    two, per resource. Without restartable init containers this is Escalator's
+    max(sum(containers), max(init containers)).
+    """
+    sidecar_cpu = sidecar_memory = peak_cpu = peak_memory = 0
+    sidecar_extended: dict[str, int] = {}
+    peak_extended: dict[str, int] = {}
+    for container in init_containers:
+        requests = _container_requests(container) or {}
+        own_cpu = cpu_milli(requests.get(CPU))
+        own_memory = memory_bytes(requests.get(MEMORY))
+        own_extended = _add_extended(None, requests) if len(requests) > (
+            (CPU in requests) + (MEMORY in requests)) else None
+        if container.restartPolicy == "Always":
+            cpu += own_cpu
+            memory += own_memory
+            sidecar_cpu += own_cpu
+            sidecar_memory += own_memory
+            if own_extended:
+                extended = extended if extended is not None else {}
+                for name, value in own_extended.items():
+                    extended[name] = extended.get(name, 0) + value
+                    sidecar_extended[name] = sidecar_extended.get(name, 0) + value
+            need_cpu, need_memory, need_extended = sidecar_cpu, sidecar_memory, sidecar_extended
+        else:
+            need_cpu, need_memory = own_cpu + sidecar_cpu, own_memory + sidecar_memory
+            need_extended = dict(sidecar_extended)
+            for name, value in (own_extended or {}).items():
+                need_extended[name] = need_extended.get(name, 0) + value
+        peak_cpu = max(peak_cpu, need_cpu)
+        peak_memory = max(peak_memory, need_memory)
+        _max_into(peak_extended, need_extended)
+    if peak_extended:
+        extended = extended if extended is not None else {}
+        _max_into(extended, peak_extended)
+    return max(cpu, peak_cpu), max(memory, peak_memory), extended
+
+
+def _is_pod_level_resource(name: str) -> bool:
+    # component-helpers IsSupportedPodLevelResource: cpu, memory and hugepages-*.
+    return name in (CPU, MEMORY) or name.startswith("hugepages-")
+
+
+def _frozen_extended(extended: dict[str, int] | None) -> ExtendedResources:
+    if not extended:
+        return NO_EXTENDED
+    return tuple(sorted((name, value) for name, value in extended.items() if value > 0))
+
+
+def pod_requests(spec: RawSpec) -> tuple[int, int, ExtendedResources]:
+    """(cpu milli, memory bytes, other resources) the scheduler counts for the pod:
+    k8s.io/component-helpers resource.PodRequests with its default options.
+
+    The containers' sum, then the init containers (`_init_requests`), then pod-level
+    requests (`spec.resources`: cpu, memory, hugepages) replacing the aggregate for the
+    resources they name, then the overhead added. Escalator's published formula
+    (max(sum(containers), max(init containers)) + overhead) is exactly this for a pod
+    without restartable init containers and pod-level resources.
+    """
+    cpu = memory = 0
+    extended: dict[str, int] | None = None
+    for container in spec.containers or ():
         resources = container.resources
         if resources is None:
             continue
         requests = resources.requests
-        if requests is None:
+        if not requests:
             continue
-        cpu = cpu_milli(requests.cpu)
-        memory = memory_bytes(requests.memory)
-        total_cpu += cpu
-        total_memory += memory
-        largest_cpu = max(largest_cpu, cpu)
-        largest_memory = max(largest_memory, memory)
-    return total_cpu, total_memory, largest_cpu, largest_memory
+        cpu_text = requests.get(CPU)
+        memory_text = requests.get(MEMORY)
+        cpu += cpu_milli(cpu_text)
+        memory += memory_bytes(memory_text)
+        # Only a pod with a resource besides cpu and memory pays for the extended sums.
+        if len(requests) > (cpu_text is not None) + (memory_text is not None):
+            extended = _add_extended(extended, requests)
+    if spec.initContainers:
+        cpu, memory, extended = _init_requests(spec.initContainers, cpu, memory, extended)
+    pod_level = spec.resources.requests if spec.resources is not None else None
+    if pod_level and any(_is_pod_level_resource(name) for name in pod_level):
+        for name, quantity in pod_level.items():
+            if name == CPU:
+                cpu = cpu_milli(quantity)
+            elif name == MEMORY:
+                memory = memory_bytes(quantity)
+            elif _is_pod_level_resource(name):
+                extended = extended if extended is not None else {}
+                extended[name] = resource_value(quantity)
+    overhead = spec.overhead
+    if overhead:
+        cpu += cpu_milli(overhead.get(CPU))
+        memory += memory_bytes(overhead.get(MEMORY))
+        if len(overhead) > (CPU in overhead) + (MEMORY in overhead):
+            extended = _add_extended(extended, overhead)
+    return cpu, memory, _frozen_extended(extended)
 
 
 def _present(raw: msgspec.Raw) -> bool:
@@ -388,18 +528,13 @@ def _names(text: str) -> tuple[str, ...]:
 
 
 def pod_record(raw: RawObject) -> PodRecord:
-    """Fold a raw pod into a record. Escalator §5.3: max(sum(containers), max(init)) + overhead."""
+    """Fold a raw pod into a record; requests as kube-scheduler counts them (`pod_requests`:
+    Escalator §5.3's max(sum(containers), max(init)) + overhead when the pod has no native
+    sidecars, which are added as k8s.io/component-helpers PodRequests adds them)."""
     spec = raw.spec or RawSpec()
     status = raw.status or RawStatus()
     metadata = raw.metadata
-    cpu, memory, _, _ = _summed(spec.containers) if spec.containers else (0, 0, 0, 0)
-    if spec.initContainers:
-        _, _, init_cpu, init_memory = _summed(spec.initContainers)
-        cpu, memory = max(cpu, init_cpu), max(memory, init_memory)
-    overhead = spec.overhead
-    if overhead is not None:
-        cpu += cpu_milli(overhead.cpu)
-        memory += memory_bytes(overhead.memory)
+    cpu, memory, extended = pod_requests(spec)
     scheduled = unschedulable = False
     for condition in status.conditions or ():
         if condition.type == "PodScheduled":
@@ -451,6 +586,7 @@ def pod_record(raw: RawObject) -> PodRecord:
         annotations.safe_to_evict or "",  # safe_to_evict
         _names(local_volumes_text) if local_volumes_text else (),  # safe_to_evict_local_volumes
         _local_volumes(spec.volumes) if spec.volumes else (),  # local_volumes
+        extended,  # extended_requests
     )
 
 
@@ -461,8 +597,8 @@ def node_record(raw: RawObject) -> NodeRecord:
         raise ValueError("node has no metadata.name")
     spec = raw.spec or RawSpec()
     status = raw.status or RawStatus()
-    allocatable = status.allocatable or ResourceList()
-    capacity = status.capacity or ResourceList()
+    allocatable = status.allocatable or {}
+    capacity = status.capacity or {}
     ready = False
     for condition in status.conditions or ():
         if condition.type == "Ready":
@@ -474,8 +610,8 @@ def node_record(raw: RawObject) -> NodeRecord:
         created_unix_seconds=(
             parse_timestamp(metadata.creationTimestamp) if metadata.creationTimestamp else 0.0
         ),
-        cpu_allocatable_milli=cpu_milli(allocatable.cpu),
-        memory_allocatable_bytes=memory_bytes(allocatable.memory),
+        cpu_allocatable_milli=cpu_milli(allocatable.get(CPU)),
+        memory_allocatable_bytes=memory_bytes(allocatable.get(MEMORY)),
         unschedulable=spec.unschedulable,
         taints=spec.taints or (),
         provider_id=spec.providerID or "",
@@ -483,8 +619,10 @@ def node_record(raw: RawObject) -> NodeRecord:
         no_delete=bool(annotations.no_delete),
         resource_version=metadata.resourceVersion,
         scale_down_disabled=annotations.scale_down_disabled == "true",
-        cpu_capacity_milli=cpu_milli(capacity.cpu),
-        memory_capacity_bytes=memory_bytes(capacity.memory),
+        cpu_capacity_milli=cpu_milli(capacity.get(CPU)),
+        memory_capacity_bytes=memory_bytes(capacity.get(MEMORY)),
+        extended_allocatable=extended_resources(allocatable),
+        extended_capacity=extended_resources(capacity),
     )
 
 

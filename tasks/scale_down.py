@@ -34,7 +34,13 @@ from tasks.scale_down_rules import (
     node_utilization,
     remaining_pdbs,
 )
-from tasks.scheduling import fits_constraints
+from tasks.scheduling import (
+    fits_constraints,
+    fits_extended,
+    free_extended,
+    sum_extended,
+    take_extended,
+)
 from tasks.utilization import Resources
 
 DEFAULT_MAX_PODS = 110  # the kubelet's default: CA's simulator counts pods per node too
@@ -66,6 +72,7 @@ class _Room:
     cpu_milli: int
     memory_bytes: int
     pods: int
+    extended: dict[str, int] = field(default_factory=dict)  # GPUs, hugepages, ... left
 
 
 class RemovalSimulation:
@@ -88,7 +95,9 @@ class RemovalSimulation:
             self.rooms[node.name] = _Room(
                 node, node.cpu_allocatable_milli - sum(p.cpu_request_milli for p in live),
                 node.memory_allocatable_bytes - sum(p.memory_request_bytes for p in live),
-                max_pods - len(live))
+                max_pods - len(live),
+                free_extended(node.extended_allocatable,
+                              sum_extended(p.extended_requests for p in live)))
         self.moved_in: dict[str, list[PodRecord]] = {}
 
     def pods_of(self, node: NodeRecord) -> list[PodRecord]:
@@ -118,6 +127,7 @@ class RemovalSimulation:
             room.cpu_milli -= pod.cpu_request_milli
             room.memory_bytes -= pod.memory_request_bytes
             room.pods -= 1
+            take_extended(room.extended, pod.extended_requests)
             self.moved_in.setdefault(destination, []).append(pod)
         self.rooms.pop(node.name, None)
         self.moved_in.pop(node.name, None)
@@ -126,18 +136,25 @@ class RemovalSimulation:
     def _place(self, node_name: str, pods: Sequence[PodRecord]) -> list[tuple[PodRecord, str]] | str:
         """First fit of the pods on the other destinations, or why one fits nowhere."""
         used: dict[str, list[int]] = {}
+        used_other: dict[str, dict[str, int]] = {}  # extended room left, once touched
         placement: list[tuple[PodRecord, str]] = []
         for pod in pods:
+            other = pod.extended_requests
             for name, room in self.rooms.items():
                 if name == node_name:
                     continue
                 taken = used.setdefault(name, [0, 0, 0])
                 if (room.cpu_milli - taken[0] >= pod.cpu_request_milli
                         and room.memory_bytes - taken[1] >= pod.memory_request_bytes
-                        and room.pods - taken[2] >= 1 and fits_constraints(pod, room.node)):
+                        and room.pods - taken[2] >= 1
+                        and (not other or fits_extended(
+                            other, used_other.get(name, room.extended)))
+                        and fits_constraints(pod, room.node)):
                     taken[0] += pod.cpu_request_milli
                     taken[1] += pod.memory_request_bytes
                     taken[2] += 1
+                    if other:
+                        take_extended(used_other.setdefault(name, dict(room.extended)), other)
                     placement.append((pod, name))
                     break
             else:

@@ -3,15 +3,16 @@
 One copy serves the fake cluster's scheduler, the scale-up estimator's template nodes
 (CA §1.1: "CA honours nodeSelector and required node affinity ... It ignores preferred
 affinity") and PodDisruptionBudget selectors, so a pod the simulator would refuse is a pod the
-estimator refuses too. Resources are checked by the callers: each keeps its own free capacity.
+estimator refuses too. Resources are checked by the callers: each keeps its own free capacity;
+the helpers below do the extended-resource part of that check (`fits_extended`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Protocol
 
-from tasks.resources import PodRecord, Taint, Toleration
+from tasks.resources import ExtendedResources, PodRecord, Taint, Toleration
 
 
 class SchedulableNode(Protocol):
@@ -71,4 +72,48 @@ def fits_constraints(pod: PodRecord, node: SchedulableNode) -> bool:
                for taint in node.taints)
 
 
-__all__ = ["SchedulableNode", "expression_matches", "fits_constraints", "tolerates"]
+# --- extended resources -----------------------------------------------------------------------
+# kube-scheduler's NodeResourcesFit checks every resource a pod requests, not only cpu and
+# memory: for each requested `nvidia.com/gpu`, hugepages-*, ephemeral-storage or any
+# `example.com/foo`, the node's allocatable less what its pods request must cover the request;
+# a resource the node does not report counts as 0. CA runs the same filter on its template and
+# live nodes, so a GPU pod never "fits" a CPU-only node.
+
+
+def fits_extended(requests: ExtendedResources, free: Mapping[str, int]) -> bool:
+    """Every requested extended resource fits what is left of it on the node."""
+    return all(amount <= free.get(name, 0) for name, amount in requests)
+
+
+def take_extended(free: dict[str, int], requests: ExtendedResources) -> None:
+    """Use up the pod's extended requests from a node's free extended resources."""
+    for name, amount in requests:
+        free[name] = free.get(name, 0) - amount
+
+
+def sum_extended(requests: Iterable[ExtendedResources]) -> ExtendedResources:
+    """The extended requests of several pods, summed per resource."""
+    total: dict[str, int] = {}
+    for pod_requests in requests:
+        for name, amount in pod_requests:
+            total[name] = total.get(name, 0) + amount
+    return tuple(sorted(total.items()))
+
+
+def free_extended(allocatable: ExtendedResources, used: ExtendedResources) -> dict[str, int]:
+    """A node's extended allocatable less what its pods request (may go negative)."""
+    free = dict(allocatable)
+    take_extended(free, used)
+    return free
+
+
+__all__ = [
+    "SchedulableNode",
+    "expression_matches",
+    "fits_constraints",
+    "fits_extended",
+    "free_extended",
+    "sum_extended",
+    "take_extended",
+    "tolerates",
+]

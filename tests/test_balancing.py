@@ -121,7 +121,8 @@ def test_cpu_capacity_must_be_equal() -> None:
 def test_pod_and_gpu_capacity_must_be_equal() -> None:
     a = template("a")
     assert not similar(a, template("b", max_pods=58), ignored_labels=WITH_GROUP_LABEL)
-    assert not similar(a, template("b", gpu_count=1), ignored_labels=WITH_GROUP_LABEL)
+    assert not similar(a, template("b", extended_capacity=(("nvidia.com/gpu", 1),)),
+                       ignored_labels=WITH_GROUP_LABEL)
 
 
 def test_memory_capacity_within_the_memory_difference_ratio() -> None:

@@ -160,6 +160,7 @@ def test_resource_tags_override_the_instance_type() -> None:
     assert (made.cpu_allocatable_milli, made.memory_allocatable_bytes) == (1400, 6 * GiB - 512 * MiB)
     assert made.max_pods == 58
     assert made.gpu_count == 1 and made.has_gpu
+    assert made.extended_allocatable == (("nvidia.com/gpu", 1),)
 
 
 def test_unknown_instance_type_needs_resource_tags() -> None:
@@ -388,7 +389,8 @@ def test_price_prefers_the_cheaper_fit_and_drops_unpriced_options() -> None:
 def test_gpu_groups_are_made_unattractive_to_price() -> None:
     context = ExpanderContext(prices={"m5.large": 0.096, "g4dn.xlarge": 0.05})
     helped = [pod("p", cpu=500, memory=256 * MiB)]
-    gpu = option("gpu", 1, helped, template("gpu", instance_type="g4dn.xlarge", gpu_count=1))
+    gpu = option("gpu", 1, helped, template("gpu", instance_type="g4dn.xlarge",
+                                            extended_capacity=(("nvidia.com/gpu", 1),)))
     labelled = option("labelled", 1, helped, template(
         "labelled", instance_type="g4dn.xlarge", labels={"k8s.amazonaws.com/accelerator": "t4"}))
     plain = option("plain", 1, helped, template("plain", instance_type="m5.large"))
