@@ -18,13 +18,11 @@ from typing import Any
 import orjson
 import pytest
 
-from tasks.config import InputError, NodeGroupConfig, NodeGroupsFile, load_node_groups, \
-    validate_node_group
+from tasks.config import InputError, NodeGroupConfig, NodeGroupsFile, load_node_groups, validate_node_group
 from tasks.decide import ScalePlan, calc_scale_up_delta, plan_group
 from tasks.filter_nodes import node_matches_group, pod_matches_group, pods_by_group
 from tasks.lock import GroupState
-from tasks.resources import OBJECT_DECODER, AutoScalingGroup, NodeRecord, PodRecord, \
-    node_record, pod_record
+from tasks.resources import OBJECT_DECODER, AutoScalingGroup, NodeRecord, PodRecord, node_record, pod_record
 from tasks.utilization import (
     PercentCalculationError,
     Resources,
@@ -526,12 +524,10 @@ def _starve_pods() -> tuple[list[NodeRecord], dict[str, list[PodRecord]]]:
                           phase="Pending", name=f"p{i}") for i in range(amount)]
 
     return nodes, {
-        "pods": bound(50, 10, 50) + [build_pod((550,), (550,), phase="Pending", name="big")],
+        "pods": [*bound(50, 10, 50), build_pod((550,), (550,), phase="Pending", name="big")],
         "no_pods": [],
-        "scale_down_pods": bound(10, 2, 50) + [build_pod((950,), (950,), phase="Pending",
-                                                          name="big")],
-        "scale_up_pods": bound(50, 10, 80) + [build_pod((550,), (550,), phase="Pending",
-                                                         name="big")],
+        "scale_down_pods": [*bound(10, 2, 50), build_pod((950,), (950,), phase="Pending", name="big")],
+        "scale_up_pods": [*bound(50, 10, 80), build_pod((550,), (550,), phase="Pending", name="big")],
     }
 
 
