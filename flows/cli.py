@@ -305,9 +305,10 @@ def console_logs_without_tracebacks() -> None:
     line says it all (house rule: no traceback), the Prefect server's run logs keep it."""
     loggers = [logging.getLogger(), *(logger for logger in logging.root.manager.loggerDict
                                       .values() if isinstance(logger, logging.Logger))]
+    consoles = (sys.stderr, sys.stdout, sys.__stderr__, sys.__stdout__)
     for logger in loggers:
         for handler in logger.handlers:
-            if isinstance(handler, logging.StreamHandler) \
+            if isinstance(handler, logging.StreamHandler) and handler.stream in consoles \
                     and not isinstance(handler.formatter, _WithoutTraceback):
                 handler.setFormatter(_WithoutTraceback(handler.formatter))
 

@@ -471,3 +471,36 @@ def test_run_once_exits_1_without_traceback_when_the_pods_list_keeps_failing(
     failed = [line for line in result.stderr.splitlines() if line.startswith("error:")]
     assert failed == ["error: the tick failed: ServiceException: the Kubernetes API answered 500 "
                       "Internal Server Error: Internal error occurred: injected fault"], failed
+
+
+def test_run_loop_reports_a_failed_tick_and_goes_on(capsys: pytest.CaptureFixture[str]) -> None:
+    """Issue 14 item 5, looping mode: a failed tick is one error line, and the next tick runs."""
+    import signal
+
+    from flows.cli import OutputFormat, failed_groups, run_until_stopped
+
+    saved = {signum: signal.getsignal(signum) for signum in (signal.SIGTERM, signal.SIGINT)}
+    ticks: list[int] = []
+
+    def cycle() -> list[dict[str, Any]]:
+        ticks.append(len(ticks))
+        if len(ticks) == 1:
+            raise ConnectionResetError("the API went away\nmid-answer")
+        if len(ticks) == 2:
+            return [{"name": "a", "status": "failed", "message": "ReadTimeoutError: slow"},
+                    {"name": "b", "status": "acted", "message": ""}]
+        os.kill(os.getpid(), signal.SIGTERM)  # what stops the loop between ticks
+        return []
+
+    try:
+        run_until_stopped(cycle, lambda result: f"{result['name']}: {result['status']}",
+                          OutputFormat.table, once=False, period=0, failures=failed_groups)
+    finally:
+        for signum, handler in saved.items():
+            signal.signal(signum, handler)
+    captured = capsys.readouterr()
+    assert len(ticks) == 3
+    assert captured.err.splitlines() == [
+        "error: the tick failed: ConnectionResetError: the API went away mid-answer",
+        "error: node group a: failed: ReadTimeoutError: slow"]
+    assert captured.out.splitlines() == ["a: failed", "b: acted"]
