@@ -49,6 +49,7 @@ from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 from starlette.routing import Route
 
+from fakes.kube_faults import ADMIN_PATH, kube_faults
 from flows.http_service import ServiceThread, base_url
 from tasks.selectors import (
     FieldSelector,
@@ -1205,11 +1206,13 @@ class FakeKubeApi:
         self._group_versions: dict[str, list[ResourceType]] = {
             gv: list(types) for gv, types in _GROUP_VERSIONS.items()}
         self._faults: list[_Fault] = []
+        # Faults set over HTTP (`POST /_faults`) or from Python: see fakes/kube_faults.py.
+        self.faults = kube_faults()
         self._eviction_blocked: set[Key] = set()
         self._service: ServiceThread | None = None
         self._closing = False  # set while stopping: watches opened now end at once
         self.app = Starlette(routes=[
-            Route("/{path:path}", self._handle,
+            Route("/{path:path}", self.faults.endpoint(self._handle),
                   methods=["GET", "POST", "PUT", "PATCH", "DELETE"]),
         ])
 
@@ -1232,6 +1235,7 @@ class FakeKubeApi:
         """
         if self._service is not None:
             raise RuntimeError("FakeKubeApi is already running")
+        self.faults.rearm()
         # A new service each time: with port 0, a restart picks a fresh free port.
         self._service = ServiceThread(
             self.app, self.host, self.port, "fake-kube-api", startup_timeout=30,
@@ -1246,6 +1250,7 @@ class FakeKubeApi:
             return
         with self._lock:
             self._closing = True
+            self.faults.release()  # hung requests drop now instead of holding the shutdown
             for coll in self._collections.values():
                 for watcher in coll.watchers:
                     watcher.closed = True
@@ -1278,6 +1283,11 @@ class FakeKubeApi:
         target.parent.mkdir(parents=True, exist_ok=True)
         target.write_text(yaml.safe_dump(config, sort_keys=False))
         return target
+
+    @property
+    def faults_url(self) -> str:
+        """The fault admin endpoint (`POST` a rule, `GET` them, `DELETE` them all)."""
+        return self.url + ADMIN_PATH
 
     def api_client(self) -> kubernetes.client.ApiClient:
         """A real `ApiClient` pointed at this server (does not touch the global default)."""

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import logging
 import os
 import signal
 import sys
@@ -16,6 +17,7 @@ from typing import Annotated, Any, ParamSpec, TypeVar
 import orjson
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from tasks.collect import load_asg_file, load_cluster_files
@@ -46,8 +48,9 @@ def reports_input_errors(command: Callable[P, R]) -> Callable[P, R]:
             return command(*args, **kwargs)
         except InputError as error:
             for problem in error.problems:
-                errors.print(f"[red]error:[/red] {problem}", highlight=False, markup=True,
-                             soft_wrap=True)
+                # escaped: a key path such as `clusters[c]` is no rich markup tag
+                errors.print(f"[red]error:[/red] {escape(problem)}", highlight=False,
+                             markup=True, soft_wrap=True)
             raise typer.Exit(INPUT_ERROR_EXIT) from None
 
     return wrapper
@@ -222,13 +225,17 @@ def run(
 ) -> None:
     """Run the autoscale flow against a cluster, as Prefect flow runs (ephemeral server by default).
 
-    AWS endpoint and region come from boto3's usual settings (AWS_ENDPOINT_URL,
+    With --once, the exit status is 1 when the tick or any node group failed (a line each on
+    stderr), 2 on bad input. AWS endpoint and region come from boto3's usual settings (AWS_ENDPOINT_URL,
     AWS_DEFAULT_REGION), so the same command drives moto.
     """
     from tasks.config import positive_duration_option
 
     load_node_groups(nodegroups)  # bad input fails here, before any flow run
     period = positive_duration_option(interval, "--interval")
+    from tasks.kube import KubeClient
+
+    KubeClient.from_config(kubeconfig)  # so does a kubeconfig the client cannot use
     from flows.autoscale import autoscale
 
     run_until_stopped(
@@ -237,24 +244,105 @@ def run(
                           kubeconfig=str(kubeconfig) if kubeconfig else None),
         lambda result: f"{result['name']}: {result['status']} (delta {result['delta']:+d}) "
                        f"{result['reason']}",
-        output, once, period)
+        output, once, period, failed_groups)
+
+
+def one_line(text: str, limit: int = 400) -> str:
+    """An error message on one line: a Kubernetes ApiException's text carries the response
+    headers and body on lines of their own; the headers say nothing to an operator."""
+    kept = [line for line in text.splitlines()
+            if not line.startswith("HTTP response headers:")]
+    flat = " ".join(" ".join(kept).split())
+    return flat if len(flat) <= limit else flat[:limit - 1] + "…"
+
+
+def describe_failure(error: BaseException) -> str:
+    """`Type: message` on one line; a Kubernetes error by its status and `Status` message."""
+    from kubernetes.client.exceptions import ApiException
+
+    if isinstance(error, ApiException):
+        try:
+            message = str(orjson.loads(error.body or b"{}").get("message") or "")
+        except (orjson.JSONDecodeError, AttributeError):
+            message = ""
+        text = f"the Kubernetes API answered {error.status} {error.reason or ''}".rstrip()
+        return f"{type(error).__name__}: {text}" + (f": {one_line(message)}" if message else "")
+    return f"{type(error).__name__}: {one_line(str(error))}"
+
+
+def failed_groups(results: Sequence[dict[str, Any]]) -> list[str]:
+    """A line for each node group whose tick failed (`run --once` then exits 1)."""
+    return [f"node group {result.get('name')}: failed: "
+            f"{one_line(str(result.get('message') or result.get('reason') or ''))}"
+            for result in results if result.get("status") == "failed"]
+
+
+class _WithoutTraceback(logging.Formatter):
+    """A console formatter that prints a log record's message but not its traceback."""
+
+    def __init__(self, inner: logging.Formatter | None) -> None:
+        super().__init__()
+        self.inner = inner or logging.Formatter()
+
+    def format(self, record: logging.LogRecord) -> str:
+        saved = record.exc_info, record.exc_text, record.stack_info
+        record.exc_info, record.exc_text, record.stack_info = None, None, None
+        try:
+            return self.inner.format(record)
+        finally:
+            record.exc_info, record.exc_text, record.stack_info = saved
+
+
+def console_logs_without_tracebacks() -> None:
+    """Prefect logs a failed task or flow run with its traceback; on the console the error
+    line says it all (house rule: no traceback), the Prefect server's run logs keep it."""
+    loggers = [logging.getLogger(), *(logger for logger in logging.root.manager.loggerDict
+                                      .values() if isinstance(logger, logging.Logger))]
+    consoles = (sys.stderr, sys.stdout, sys.__stderr__, sys.__stdout__)
+    for logger in loggers:
+        for handler in logger.handlers:
+            if isinstance(handler, logging.StreamHandler) and handler.stream in consoles \
+                    and not isinstance(handler.formatter, _WithoutTraceback):
+                handler.setFormatter(_WithoutTraceback(handler.formatter))
 
 
 def run_until_stopped(cycle: Callable[[], list[dict[str, Any]]],
                       line: Callable[[dict[str, Any]], str], output: OutputFormat, once: bool,
-                      period: float) -> None:
+                      period: float,
+                      failures: Callable[[Sequence[dict[str, Any]]], list[str]] | None = None,
+                      ) -> None:
     """`run`'s loop: a cycle every `period` seconds until SIGTERM/SIGINT, each result printed
-    as a JSON line or as `line` says."""
+    as a JSON line or as `line` says.
+
+    A cycle that fails, or whose results `failures` finds failed, is reported on stderr, one
+    line each and no traceback; with `once` the command then exits 1 (bad input: 2), otherwise
+    the loop goes on to the next cycle.
+    """
     stop = wait_for_stop_signal()
+    console_logs_without_tracebacks()
     while not stop.is_set():
-        results = cycle()
-        if output is OutputFormat.json:
-            sys.stdout.buffer.write(orjson.dumps(results) + b"\n")
-            sys.stdout.flush()
+        try:
+            results = cycle()
+        except InputError as error:
+            if once:
+                raise
+            problems = error.problems
+        except Exception as error:  # a failed cycle is reported, never a traceback
+            problems = [f"the tick failed: {describe_failure(error)}"]
         else:
-            for result in results:
-                console.print(line(result), highlight=False, markup=False, soft_wrap=True)
+            if output is OutputFormat.json:
+                sys.stdout.buffer.write(orjson.dumps(results) + b"\n")
+                sys.stdout.flush()
+            else:
+                for result in results:
+                    console.print(line(result), highlight=False, markup=False, soft_wrap=True)
+            problems = failures(results) if failures is not None else []
+        for problem in problems:
+            errors.print(f"[red]error:[/red] {escape(problem)}", highlight=False, markup=True,
+                         soft_wrap=True)
         if once:
+            if problems:
+                raise typer.Exit(1)
             break
         stop.wait(period)
 
@@ -266,19 +354,29 @@ def fake_cluster(
     kubeconfig_out: Annotated[Path, typer.Option(
         help="Where to write the kubeconfig.")] = Path("fake-kubeconfig.yaml"),
 ) -> None:
-    """Start the fake Kubernetes API and moto on 127.0.0.1 until Ctrl-C or SIGTERM."""
+    """Start the fake Kubernetes API and moto on 127.0.0.1 until Ctrl-C or SIGTERM.
+
+    AWS is reached through a fault proxy in front of moto. Both take faults over HTTP at the
+    printed `/_faults` URLs (see fakes/faults.py): POST a rule, GET them, DELETE them all.
+    """
     from fakes.aws import FakeAws
+    from fakes.aws_faults import AwsFaultProxy
     from fakes.kube_api import FakeKubeApi
 
     stop = wait_for_stop_signal()
-    with FakeKubeApi(port=kube_port) as kube, FakeAws(port=aws_port) as aws:
+    with FakeKubeApi(port=kube_port) as kube, FakeAws(port=aws_port) as aws, \
+            AwsFaultProxy(aws.endpoint_url) as proxy:
         path = kube.write_kubeconfig(kubeconfig_out)
+        exports = {**aws.env(), "AWS_ENDPOINT_URL": proxy.url}
         console.print(f"Kubernetes API: {kube.url}", highlight=False)
-        console.print(f"moto (AWS):     {aws.endpoint_url}", highlight=False)
+        console.print(f"moto (AWS):     {proxy.url} (a fault proxy to {aws.endpoint_url})",
+                      highlight=False)
         console.print(f"kubeconfig:     {path}", highlight=False)
-        console.print("export " + " ".join(f"{key}={value}" for key, value in aws.env().items()),
+        console.print("export " + " ".join(f"{key}={value}" for key, value in exports.items()),
                       highlight=False, soft_wrap=True)
         console.print(f"export KUBECONFIG={path}", highlight=False)
+        console.print(f"Kubernetes faults: {kube.faults_url}", highlight=False)
+        console.print(f"AWS faults:        {proxy.faults_url}", highlight=False)
         sys.stdout.flush()
         stop.wait()
     console.print("stopped", highlight=False)

@@ -26,6 +26,7 @@ import typer
 from tasks.config import positive_duration_option
 from tasks.errors import InputError
 from tasks.resources import LIST_DECODER, OBJECT_DECODER, PodRecord, pod_record
+from tasks.timeouts import timeouts
 from tasks.watch import (
     DEFAULT_DEBOUNCE_SECONDS,
     DEFAULT_SETTLE_SECONDS,
@@ -155,7 +156,8 @@ class PodWatch:
         while True:
             response: Any = self.core.list_pod_for_all_namespaces(
                 field_selector=UNSCHEDULED_PODS, limit=self.page_size, _continue=token,
-                _preload_content=False)  # raw bytes, decoded into slim records below
+                _preload_content=False,  # raw bytes, decoded into slim records below
+                _request_timeout=timeouts().pair)
             page = LIST_DECODER.decode(response.data)
             pods.extend(pod_record(item) for item in page.items)
             version = version or page.metadata.resourceVersion or ""
@@ -170,7 +172,7 @@ class PodWatch:
         response: Any = self.core.list_pod_for_all_namespaces(
             watch=True, field_selector=UNSCHEDULED_PODS, resource_version=self.resource_version,
             allow_watch_bookmarks=True, timeout_seconds=self.timeout_seconds,
-            _preload_content=False, _request_timeout=(10, self.timeout_seconds + 30))
+            _preload_content=False, _request_timeout=self._watch_timeout())
         self._response = response
         try:
             if self._stop.is_set():  # stopped while connecting: stop() saw no response
@@ -182,6 +184,12 @@ class PodWatch:
         finally:
             self._response = None
             response.release_conn()
+
+    def _watch_timeout(self) -> tuple[float, float]:
+        """(connect, read) of a watch: the server ends it after `timeout_seconds` (a quiet watch
+        may send nothing until then), so a read waits that long plus the read timeout."""
+        limits = timeouts()
+        return (limits.connect_seconds, self.timeout_seconds + limits.read_seconds)
 
     def _handle(self, line: _WatchLine) -> None:
         if line.type == "ERROR":

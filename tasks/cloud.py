@@ -20,6 +20,7 @@ from botocore.exceptions import ConnectionError as BotoConnectionError
 from botocore.parsers import ResponseParserError
 
 from tasks.resources import AutoScalingGroup, NodeRecord, describe_to_asgs
+from tasks.timeouts import Timeouts, timeouts
 
 if TYPE_CHECKING:
     from mypy_boto3_autoscaling import AutoScalingClient
@@ -27,17 +28,24 @@ if TYPE_CHECKING:
 
     from tasks.expanders import AsgTemplateSource
 
-# botocore retries nothing: `max_attempts` counts the first attempt, so 1 means one try and the
-# failure surfaces at once. Prefect task retries are our one retry layer: they are visible in
-# the UI, bounded by the task's policy, and re-run the whole method, which re-reads the ASG
-# before writing. botocore retrying underneath would multiply the attempts (ours × its) and
-# hide throttling from the run history. Timeouts are shorter than botocore's 60 s so a hung
-# endpoint fails the tick instead of stalling it.
-CLIENT_CONFIG = Config(
-    retries={"max_attempts": 1, "mode": "standard"},
-    connect_timeout=10,
-    read_timeout=30,
-)
+# Prefect task retries are our one retry layer: they are visible in the UI, bounded by the
+# task's policy (tasks/retry.py), and re-run the whole method, which re-reads the ASG before
+# writing. botocore retrying underneath would multiply the attempts (ours x its) and hide
+# throttling from the run history, so it sends exactly one request per call:
+# `total_max_attempts` counts the first request (1 = one request, no retry), whereas the
+# older `max_attempts` counts retries only (1 = one retry, two requests). Every request has a
+# connect and a read timeout (tasks/timeouts.py), so a hung endpoint fails the attempt
+# instead of stalling the tick.
+
+
+def client_config(limits: Timeouts | None = None) -> Config:
+    """botocore's settings for our clients: one request per call, and timeouts."""
+    limits = limits or Timeouts()
+    return Config(retries={"total_max_attempts": 1, "mode": "standard"},
+                  connect_timeout=limits.connect_seconds, read_timeout=limits.read_seconds)
+
+
+CLIENT_CONFIG = client_config()
 
 # DescribeAutoScalingGroups takes at most 50 AutoScalingGroupNames by default (AWS API
 # reference); MaxRecords defaults to 50 and may be at most 100.
@@ -183,12 +191,11 @@ class AsgClient:
                 "no AWS region: pass a region or set AWS_DEFAULT_REGION", retryable=False
             )
         # endpoint_url=None leaves botocore's own lookup (AWS_ENDPOINT_URL...) in charge.
+        settings = client_config(timeouts())
         autoscaling = session.client(
-            "autoscaling", region_name=region, endpoint_url=endpoint_url, config=CLIENT_CONFIG
+            "autoscaling", region_name=region, endpoint_url=endpoint_url, config=settings
         )
-        ec2 = session.client(
-            "ec2", region_name=region, endpoint_url=endpoint_url, config=CLIENT_CONFIG
-        )
+        ec2 = session.client("ec2", region_name=region, endpoint_url=endpoint_url, config=settings)
         return cls(autoscaling, ec2)
 
     # --- reads ------------------------------------------------------------------------------

@@ -3,7 +3,8 @@
 Lists are paged (`limit`/`continue`) and read as raw bytes (`_preload_content=False`) decoded
 into slim records: the client's typed models cost ~30 s and 3 GB for 100,000 pods. Writes are
 "ensure" operations carrying `resourceVersion`, so a retry or a concurrent writer is detected
-(409) instead of silently overwriting.
+(409) instead of silently overwriting. Every call has a connect and a read timeout
+(`tasks.timeouts`), and none is retried underneath the step's Prefect retries.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from tasks.errors import EvictionBlocked, InputError, LeaseConflict, NodeChanged
 from tasks.filter_nodes import ESCALATOR_TAINT_KEY
 from tasks.lock import HOLDER_IDENTITY, LAST_TICK, GroupState, state_from_annotations, state_to_annotations
 from tasks.resources import OBJECT_DECODER, NodeRecord, PodRecord, node_record
+from tasks.timeouts import Timeouts, timeouts
 from tasks.watermark import TargetScale, unsupported_scale_kind
 
 # Escalator §4: completed and failed pods never count.
@@ -41,6 +43,25 @@ def _body(response: object) -> bytes:
     return cast(Any, response).data  # type: ignore[no-any-return]
 
 
+class TimedApiClient(client.ApiClient):
+    """An ApiClient whose every call has a (connect, read) timeout unless the call sets its own.
+
+    The client sends no timeout by default: an API server that accepts the connection and
+    never answers would hold the tick forever (issue 14). Every generated API method goes
+    through `call_api`, so no call site can forget it.
+    """
+
+    def __init__(self, configuration: client.Configuration, request_timeout: Timeouts) -> None:
+        super().__init__(configuration)
+        self.request_timeout = request_timeout
+
+    def call_api(self, method: Any, url: Any, header_params: Any = None, body: Any = None,
+                 post_params: Any = None, _request_timeout: Any = None) -> Any:
+        return super().call_api(
+            method, url, header_params, body, post_params,
+            _request_timeout=_request_timeout or self.request_timeout.pair)
+
+
 @dataclass
 class KubeClient:
     """The calls the autoscalers make, on one `kubernetes.client.ApiClient`."""
@@ -53,13 +74,27 @@ class KubeClient:
         """A kubeconfig file, else in-cluster config inside a pod, else the default kubeconfig."""
         configuration = client.Configuration()
         if kubeconfig is not None:
-            config.load_kube_config(config_file=str(kubeconfig),  # type: ignore[no-untyped-call]
-                                    client_configuration=configuration)
-        elif os.environ.get("KUBERNETES_SERVICE_HOST"):
-            config.load_incluster_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
-        else:
-            config.load_kube_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
-        return cls(client.ApiClient(configuration))
+            check_kubeconfig(kubeconfig)
+        source = str(kubeconfig) if kubeconfig is not None else (
+            "in-cluster config" if os.environ.get("KUBERNETES_SERVICE_HOST") else
+            os.environ.get("KUBECONFIG") or "~/.kube/config")
+        try:
+            if kubeconfig is not None:
+                config.load_kube_config(config_file=str(kubeconfig),  # type: ignore[no-untyped-call]
+                                        client_configuration=configuration)
+            elif os.environ.get("KUBERNETES_SERVICE_HOST"):
+                config.load_incluster_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
+            else:
+                config.load_kube_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
+        except Exception as error:  # ConfigException, YAML, OSError, or a shape it cannot read
+            raise InputError([f"{source}: cannot load the Kubernetes config: "
+                              f"{' '.join(str(error).split()) or type(error).__name__}"]) \
+                from None
+        # urllib3 retries a dropped GET, PUT or DELETE up to 3 times on its own by default:
+        # a PUT whose answer was lost would be sent again unseen. The step's Prefect retries
+        # (tasks/retry.py) are the one retry layer; they re-read before writing again.
+        configuration.retries = False
+        return cls(TimedApiClient(configuration, timeouts()))
 
     @property
     def core(self) -> client.CoreV1Api:
@@ -375,6 +410,64 @@ class KubeClient:
             raise
         data = orjson.loads(_body(response)).get("data") or {}
         return {str(key): str(value) for key, value in data.items()}
+
+
+def _named(entries: Any, kind: str, name: Any, source: str, key: str) -> dict[str, Any]:
+    """The `kind` entry called `name` (`contexts[].name`), or an InputError naming `key`."""
+    if not isinstance(entries, list):
+        raise InputError([f"{source}: {kind}: must be a list, but it is "
+                          f"{'missing' if entries is None else type(entries).__name__}"])
+    for index, entry in enumerate(entries):
+        if not isinstance(entry, dict) or not isinstance(entry.get(kind[:-1]), dict):
+            raise InputError([f"{source}: {kind}[{index}]: must be a mapping with name and "
+                              f"{kind[:-1]}"])
+        if entry.get("name") == name:
+            return cast(dict[str, Any], entry[kind[:-1]])
+    raise InputError([f"{source}: {key}: {name!r} names no entry of {kind}"])
+
+
+def check_kubeconfig(path: str | Path) -> None:
+    """The kubeconfig's current context, its cluster and user, checked before the client reads
+    them: the client's own errors are tracebacks or name no key (issue 14)."""
+    import yaml
+
+    source = str(path)
+    try:
+        text = Path(path).read_bytes().decode("utf-8")
+    except FileNotFoundError:
+        raise InputError([f"{source}: no such kubeconfig file"]) from None
+    except OSError as error:
+        raise InputError([f"{source}: cannot read the kubeconfig: "
+                          f"{error.strerror or error}"]) from None
+    except UnicodeDecodeError as error:
+        raise InputError([f"{source}: not UTF-8 text (byte {error.object[error.start]:#04x} "
+                          f"at offset {error.start})"]) from None
+    try:
+        document = yaml.safe_load(text)
+    except yaml.YAMLError as error:
+        mark = getattr(error, "problem_mark", None)
+        where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark else ""
+        problem = getattr(error, "problem", None) or str(error)
+        raise InputError([f"{source}: not valid YAML: {where}{' '.join(problem.split())}"]) \
+            from None
+    except RecursionError:
+        raise InputError([f"{source}: not valid YAML: nested too deeply"]) from None
+    if not isinstance(document, dict):
+        raise InputError([f"{source}: a kubeconfig is a mapping with clusters, contexts, users "
+                          "and current-context"])
+    current = document.get("current-context")
+    if not isinstance(current, str) or not current:
+        raise InputError([f"{source}: current-context: must name one of contexts"])
+    context = _named(document.get("contexts"), "contexts", current, source, "current-context")
+    cluster_name = context.get("cluster")
+    cluster = _named(document.get("clusters"), "clusters", cluster_name, source,
+                     f"contexts[{current}].cluster")
+    if not isinstance(cluster.get("server"), str) or not cluster["server"]:
+        raise InputError([f"{source}: clusters[{cluster_name}].server: must be the API "
+                          "server's URL"])
+    user = context.get("user")
+    if user is not None:
+        _named(document.get("users"), "users", user, source, f"contexts[{current}].user")
 
 
 def _status_message(error: ApiException) -> str:

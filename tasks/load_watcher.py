@@ -42,6 +42,7 @@ from tasks.load_scoring import (
     Window,
     validation_problems,
 )
+from tasks.timeouts import timeouts
 
 log = logging.getLogger(__name__)
 
@@ -114,6 +115,11 @@ class PrometheusProvider:
         self.timeout_seconds = timeout_seconds
         self.clock = clock
 
+    def _timeout(self) -> httpx.Timeout:
+        """The query's own limit on every read, and the shared connect timeout within it."""
+        connect = min(timeouts().connect_seconds, self.timeout_seconds)
+        return httpx.Timeout(self.timeout_seconds, connect=connect)
+
     async def _query(self, client: httpx.AsyncClient, promql: str) -> list[tuple[str, float]]:
         url = f"{self.base_url}/api/v1/query"
         try:
@@ -155,7 +161,7 @@ class PrometheusProvider:
     async def fetch_all_hosts(self, window: Window) -> dict[str, list[Metric]]:
         """`FetchAllHostsMetrics`: AVG then STD of each series; any failed query fails all."""
         hosts: dict[str, list[Metric]] = {}
-        async with httpx.AsyncClient(timeout=self.timeout_seconds) as client:
+        async with httpx.AsyncClient(timeout=self._timeout()) as client:
             for method, operator in PROM_METHODS:
                 for series, metric_type in PROM_SERIES:
                     for host, value in await self._query(
@@ -172,7 +178,7 @@ class PrometheusProvider:
         configured one.
         """
         try:
-            async with httpx.AsyncClient(timeout=self.timeout_seconds,
+            async with httpx.AsyncClient(timeout=self._timeout(),
                                          follow_redirects=True) as client:
                 response = await client.head(self.base_url + "/")
         except httpx.HTTPError as error:

@@ -52,7 +52,11 @@ def read_node_load(watcher_url: str) -> dict[str, float]:
     """The tick step for `least_loaded` groups: one GET of the load watcher's `/watcher`."""
     import httpx
 
+    from tasks.timeouts import timeouts
+
+    limits = timeouts()
     url = f"{watcher_url.rstrip('/')}/watcher"
-    response = httpx.get(url, timeout=10)
+    response = httpx.get(url, timeout=httpx.Timeout(limits.read_seconds,
+                                                    connect=limits.connect_seconds))
     response.raise_for_status()
     return cpu_load_from_watcher(response.content, url)

@@ -15,7 +15,7 @@ import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Protocol, cast
 
 import orjson
 
@@ -101,16 +101,22 @@ def _checked(values: list[float], what: str) -> list[float]:
 class PrometheusMetrics:
     """The metrics source on a Prometheus server, through `prometheus-api-client`."""
 
-    def __init__(self, url: str, rate_window: str = DEFAULT_RATE_WINDOW, timeout: float = 10.0,
-                 retries: int = 1) -> None:
+    def __init__(self, url: str, rate_window: str = DEFAULT_RATE_WINDOW,
+                 timeout: float | None = None, retries: int = 1) -> None:
+        """`timeout` bounds connect and each read alike; None: `tasks.timeouts`' pair."""
         from prometheus_api_client import PrometheusConnect
         from urllib3.util.retry import Retry
+
+        from tasks.timeouts import timeouts
 
         self.url = url.rstrip("/")
         self.rate_window = rate_window
         retry = Retry(total=retries, backoff_factor=0.2, status_forcelist=(429, 502, 503, 504),
                       allowed_methods=None)
-        self._client = PrometheusConnect(url=self.url, retry=retry, timeout=timeout)
+        # requests takes (connect, read) as well as one number for both.
+        limit = (timeout, timeout) if timeout is not None else timeouts().pair
+        self._client = PrometheusConnect(url=self.url, retry=retry,
+                                         timeout=cast(Any, limit))
 
     def query(self, promql: str) -> list[dict[str, Any]]:
         """An instant query's result vector; every failure becomes MetricUnavailable."""
