@@ -156,6 +156,7 @@ class FaultInjector:
         self._describe = describe
         self._error_response = error_response
         self._lock = threading.Lock()
+        self._fired = threading.Condition(self._lock)
         self._faults: list[Fault] = []
         self._next_id = 1
         self._released = False
@@ -194,8 +195,15 @@ class FaultInjector:
             for fault in self._faults:
                 if fault.matches(request):
                     fault.fired += 1
+                    self._fired.notify_all()
                     return fault
         return None
+
+    def wait_fired(self, fault: Fault, times: int = 1, timeout: float = 30.0) -> bool:
+        """Block until `fault` met `times` requests (a test waiting for a tick to reach a
+        call); False after `timeout` seconds."""
+        with self._fired:
+            return self._fired.wait_for(lambda: fault.fired >= times, timeout)
 
     def release(self) -> None:
         """The server is stopping: every hung or delayed request drops now, later ones at once."""
