@@ -56,7 +56,8 @@ class MemoryCluster:
     _sequence: dict[str, int] = field(default_factory=dict)
     # Each pod as created, to re-create it after an eviction, and the groups it belongs to.
     _created: dict[Key, PodRecord] = field(default_factory=dict)
-    _templates: dict[tuple[Any, ...], PodRecord] = field(default_factory=dict)
+    _templates: dict[tuple[Any, ...], tuple[PodRecord, tuple[str, ...]]] = field(
+        default_factory=dict)
     _pod_groups: dict[Key, tuple[str, ...]] = field(default_factory=dict)
     _requested: dict[str, list[int]] = field(default_factory=dict)  # group -> [cpu, memory]
     _pending: dict[Key, None] = field(default_factory=dict)  # unbound pods, arrival order
@@ -142,16 +143,17 @@ class MemoryCluster:
                  tuple((t.key, t.operator, t.value, t.effect) for t in arrival.tolerations)
                  if isinstance(arrival, Wave) else (),
                  tuple(sorted(arrival.extended.items())) if isinstance(arrival, Wave) else ())
-        template = self._templates.get(shape)
-        if template is None:
+        known = self._templates.get(shape)
+        if known is None:
             template = pod_record(_decoded(pod_body(name, arrival, node_selector, now)))
-            self._templates[shape] = template
+            known = template, tuple(group for group, members in
+                                    pods_by_group([template], self.groups).items() if members)
+            self._templates[shape] = known
         key = (POD_NAMESPACE, name)
-        record = msgspec.structs.replace(template, name=name, uid=f"uid-{name}")
+        record = msgspec.structs.replace(known[0], name=name, uid=f"uid-{name}")
         self._created[key] = record
         self._order[key] = len(self._order)
-        self._pod_groups[key] = tuple(group for group, members in
-                                      pods_by_group([record], self.groups).items() if members)
+        self._pod_groups[key] = known[1]
         self.pods[key] = PodLife(POD_NAMESPACE, name, now, duration, now)
         self._add(key, record)
 
