@@ -128,9 +128,6 @@ class MemoryCluster:
                 del self.node_of_instance[instance_id]
                 self.world.remove_node(name)  # unless the autoscaler deleted it itself
 
-    def nodes(self) -> list[NodeRecord]:
-        return self.world.node_list()
-
     # --- pods -------------------------------------------------------------------------------
 
     def arrive(self, name: str, arrival: Wave | TracePod, node_selector: Mapping[str, str],
