@@ -71,6 +71,30 @@ def node_for_instance(instance: Mapping[str, Any], labels: Mapping[str, str], cp
     }
 
 
+def pod_body(name: str, arrival: Wave | TracePod, node_selector: Mapping[str, str],
+             now: float) -> dict[str, Any]:
+    """The Pod a workload controller creates for an arrival (both simulation modes)."""
+    tolerations = [t.model_dump() for t in arrival.tolerations] \
+        if isinstance(arrival, Wave) else []
+    duration = arrival.duration if isinstance(arrival, Wave) else arrival.duration_s
+    extended = dict(arrival.extended) if isinstance(arrival, Wave) else {}
+    app = name.rsplit("-", 1)[0]
+    # Batch pods belong to a Job, services to a ReplicaSet: both re-create evicted pods.
+    owner = {"apiVersion": "batch/v1", "kind": "Job"} if duration is not None else \
+        {"apiVersion": "apps/v1", "kind": "ReplicaSet"}
+    return {
+        "metadata": {"name": name, "namespace": POD_NAMESPACE,
+                     "creationTimestamp": rfc3339(now), "labels": {"app": app},
+                     "ownerReferences": [{**owner, "name": app, "uid": f"uid-{app}",
+                                          "controller": True}]},
+        "spec": {"nodeSelector": dict(node_selector), "tolerations": tolerations,
+                 "containers": [{"name": "main", "image": "busybox", "resources": {
+                     "requests": {"cpu": arrival.cpu, "memory": arrival.memory,
+                                  **extended}}}]},
+        "status": {"phase": "Pending"},
+    }
+
+
 # Chooses among the feasible nodes (oldest first) the one a pod is bound to.
 Placement = Callable[[PodRecord, list[NodeRecord], float], NodeRecord | None]
 
@@ -171,25 +195,8 @@ class SimulatedCluster:
 
     def arrive(self, name: str, arrival: Wave | TracePod, node_selector: Mapping[str, str],
                now: float) -> None:
-        tolerations = [t.model_dump() for t in arrival.tolerations] \
-            if isinstance(arrival, Wave) else []
+        body = pod_body(name, arrival, node_selector, now)
         duration = arrival.duration if isinstance(arrival, Wave) else arrival.duration_s
-        extended = dict(arrival.extended) if isinstance(arrival, Wave) else {}
-        app = name.rsplit("-", 1)[0]
-        # Batch pods belong to a Job, services to a ReplicaSet: both re-create evicted pods.
-        owner = {"apiVersion": "batch/v1", "kind": "Job"} if duration is not None else \
-            {"apiVersion": "apps/v1", "kind": "ReplicaSet"}
-        body: dict[str, Any] = {
-            "metadata": {"name": name, "namespace": POD_NAMESPACE,
-                         "creationTimestamp": rfc3339(now), "labels": {"app": app},
-                         "ownerReferences": [{**owner, "name": app, "uid": f"uid-{app}",
-                                              "controller": True}]},
-            "spec": {"nodeSelector": dict(node_selector), "tolerations": tolerations,
-                     "containers": [{"name": "main", "image": "busybox", "resources": {
-                         "requests": {"cpu": arrival.cpu, "memory": arrival.memory,
-                                      **extended}}}]},
-            "status": {"phase": "Pending"},
-        }
         self.kube.create("pods", copy.deepcopy(body), namespace=POD_NAMESPACE)
         self.bodies[(POD_NAMESPACE, name)] = body
         self.pods[(POD_NAMESPACE, name)] = PodLife(POD_NAMESPACE, name, now, duration, now)

@@ -1,7 +1,8 @@
 """Running a scenario: the simulated world advances step by step and the real tick runs on it.
 
 The tick is `flows/autoscale.py`'s, over HTTP through the real adapters; by default its steps are
-called without Prefect for speed, and with `prefect=True` each tick is a real flow run.
+called without Prefect for speed, and with `prefect=True` each tick is a real flow run. The fast
+mode (`mode="memory"`) runs the same tick on the in-memory world of `fakes.memory_world`.
 """
 
 from __future__ import annotations
@@ -9,21 +10,23 @@ from __future__ import annotations
 import asyncio
 import math
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal, Protocol
 
 import yaml
 
 from fakes.aws import FakeAws
-from fakes.cluster import SimulatedCluster
+from fakes.cluster import PodLife, SimulatedCluster, Termination
 from fakes.kube_api import FakeKubeApi
 from fakes.load import SimulatedMetricsProvider
 from fakes.pod_metrics import PodMetricsServer
-from fakes.scenario import LoadedScenario, TracePod, Wave
+from fakes.scenario import AsgSpec, LoadedScenario, TracePod, Wave
 from tasks.act import Adapters
+from tasks.config import NodeGroupConfig
+from tasks.errors import InputError, join_location
 from tasks.filter_nodes import classify_nodes, pods_by_group
 from tasks.resources import NodeRecord, PodRecord
 
@@ -62,13 +65,132 @@ def _arrival_schedule(loaded: LoadedScenario) -> list[tuple[float, str, Wave | T
     return arrivals
 
 
+Mode = Literal["http", "memory"]
+
+
+class _Driver(Protocol):
+    """One simulated world, as the simulation loop drives and reads it."""
+
+    @property
+    def pods(self) -> dict[tuple[str, str], PodLife]: ...
+
+    @property
+    def terminations(self) -> list[Termination]: ...
+
+    @property
+    def evictions(self) -> int: ...
+
+    def arrive(self, name: str, arrival: Wave | TracePod, node_selector: Mapping[str, str],
+               now: float) -> None: ...
+
+    def advance(self, now: float) -> None: ...
+
+    def reconcile_instances(self, now: float) -> None: ...
+
+    def run_tick(self, now: float) -> list[dict[str, Any]]: ...
+
+    def tick_record(self, offset: float, outcomes: list[dict[str, Any]]) -> dict[str, Any]: ...
+
+    def node_count(self) -> int: ...
+
+    def requested(self) -> Mapping[str, Sequence[int]]: ...
+
+
+@dataclass
+class _HttpDriver:
+    """The faithful mode: `SimulatedCluster` over the fake API server and moto."""
+
+    cluster: SimulatedCluster
+    aws: FakeAws
+    kube: FakeKubeApi
+    groups: Sequence[NodeGroupConfig]
+    tick: Callable[[float], list[dict[str, Any]]]
+
+    @property
+    def pods(self) -> dict[tuple[str, str], PodLife]:
+        return self.cluster.pods
+
+    @property
+    def terminations(self) -> list[Termination]:
+        return self.cluster.terminations
+
+    @property
+    def evictions(self) -> int:
+        return self.cluster.evictions
+
+    def arrive(self, name: str, arrival: Wave | TracePod, node_selector: Mapping[str, str],
+               now: float) -> None:
+        self.cluster.arrive(name, arrival, node_selector, now)
+
+    def advance(self, now: float) -> None:
+        self.cluster.advance(now)
+
+    def reconcile_instances(self, now: float) -> None:
+        self.cluster.reconcile_instances(now)
+
+    def run_tick(self, now: float) -> list[dict[str, Any]]:
+        return self.tick(now)
+
+    def tick_record(self, offset: float, outcomes: list[dict[str, Any]]) -> dict[str, Any]:
+        return _tick_record(offset, self.cluster, outcomes, self.aws, self.groups)
+
+    def node_count(self) -> int:
+        return len(self.kube.list("nodes"))
+
+    def requested(self) -> Mapping[str, Sequence[int]]:
+        pods = pods_by_group(self.cluster.pod_records(), self.groups)
+        return {group.name: (sum(p.cpu_request_milli for p in pods[group.name]),
+                             sum(p.memory_request_bytes for p in pods[group.name]))
+                for group in self.groups}
+
+
+def fast_mode_problems(loaded: LoadedScenario, prefect: bool = False) -> list[str]:
+    """Why a scenario cannot run in the fast mode: the load-aware parts (placement by the
+    scheduler extender, least-loaded scale-down) use the load watcher, an HTTP service, and
+    `--prefect` records flow runs on a server; both stay with the HTTP mode."""
+    problems = []
+    if loaded.scenario.placement != "first-fit":
+        problems.append(join_location(
+            loaded.source, "placement", f"{loaded.scenario.placement!r} needs the load "
+            "watcher and the scheduler extender over HTTP: the fast mode places first-fit "
+            "only (run without --fast)"))
+    for index, group in enumerate(loaded.config.node_groups):
+        if group.scale_down_selection == "least_loaded":
+            problems.append(join_location(
+                loaded.source, f"nodegroups.node_groups[{index}].scale_down_selection",
+                "least_loaded reads the load watcher over HTTP: the fast mode selects oldest "
+                "first only (run without --fast)"))
+    if prefect:
+        problems.append(join_location(loaded.source, "", "--prefect runs each tick as a "
+                                      "flow run against the HTTP world: not with --fast"))
+    return problems
+
+
 def simulate(loaded: LoadedScenario, prefect: bool = False,
              on_tick: Observer | None = None,
-             on_step: Callable[[float], None] | None = None) -> SimulationResult:
-    """Run the scenario to its end; deterministic for a scenario (names, order and clock)."""
+             on_step: Callable[[float], None] | None = None,
+             mode: Mode = "http") -> SimulationResult:
+    """Run the scenario to its end; deterministic for a scenario (names, order and clock).
+
+    `mode="http"` (the default) runs the world over the fake API server and moto, the tick
+    through the real clients; `mode="memory"` runs the same tick on the in-memory world
+    (`fakes.memory_world`), with identical tick records, for first-fit scenarios without
+    `--prefect` (`fast_mode_problems` says why not, as an InputError).
+    """
     scenario = loaded.scenario
     groups = loaded.config.node_groups
     start = scenario.start
+    if mode == "memory":
+        from fakes.memory_cluster import MemoryCluster
+        from fakes.memory_world import MemoryWorld
+
+        problems = fast_mode_problems(loaded, prefect)
+        if problems:
+            raise InputError(problems)
+        memory = MemoryCluster(MemoryWorld(), scenario.asgs, groups,
+                               loaded.config.cluster_autoscaler)
+        memory.create_asgs(start)
+        return _run(loaded, memory, on_tick, on_step)
     with tempfile.TemporaryDirectory(prefix="elevator-sim-") as scratch, \
             FakeKubeApi() as kube, FakeAws() as aws, aws.environment():
         # moto keeps its state in process-wide globals: a simulation starts from an empty cloud.
@@ -83,83 +205,97 @@ def simulate(loaded: LoadedScenario, prefect: bool = False,
         run_tick = _tick_runner(prefect, kubeconfig, nodegroups, aws, groups,
                                 load.watcher_url if load else None,
                                 loaded.config.cluster_autoscaler)
-
-        arrivals = _arrival_schedule(loaded)
-        result = SimulationResult()
-        node_seconds = lower_bound_node_seconds = 0.0
-        max_nodes = 0
-        scale_ups = scale_downs = 0
-        steps = math.floor(scenario.duration / scenario.step + 1e-9)
-        ticks_every = max(1, round(scenario.tick_interval / scenario.step))
-        next_arrival = 0
-        for step_index in range(steps + 1):
-            offset = step_index * scenario.step
-            now = start + offset
-            while next_arrival < len(arrivals) and arrivals[next_arrival][0] <= offset:
-                _, name, spec, selector = arrivals[next_arrival]
-                cluster.arrive(name, spec, selector, now)
-                next_arrival += 1
-            cluster.advance(now)
+        driver = _HttpDriver(cluster, aws, kube, groups, run_tick)
+        try:
+            return _run(loaded, driver, on_tick, on_step, load)
+        finally:
             if load is not None:
-                load.observe(now)
-            if step_index % ticks_every == 0:
-                outcomes = run_tick(now)
-                cluster.reconcile_instances(now)  # new instances start booting now
-                scale_ups += sum(1 for o in outcomes if o["done"]["asg_desired_set"] is not None
-                                 and o["actions"]["cloud_increase"] > 0)
-                scale_downs += sum(1 for o in outcomes if o["done"]["terminated_instances"])
-                record = _tick_record(offset, cluster, outcomes, aws, groups)
-                result.ticks.append(record)
-                if on_tick is not None:
-                    on_tick(record)
-            node_count = len(kube.list("nodes"))
-            max_nodes = max(max_nodes, node_count)
-            if step_index < steps:
-                node_seconds += node_count * scenario.step
-                lower_bound_node_seconds += _fewest_nodes(cluster, groups) * scenario.step
-            if on_step is not None:
-                on_step(offset)
+                load.stop()
 
-        end = start + steps * scenario.step
-        pending = [life.pending_seconds + (end - life.pending_since if life.bound_at is None
-                                           and life.completed_at is None else 0.0)
-                   for life in cluster.pods.values()]
-        result.summary = {
-            "node_seconds": round(node_seconds, 3),
-            "lower_bound_node_seconds": round(lower_bound_node_seconds, 3),
-            "pending_pod_seconds": round(sum(pending), 3),
-            "max_pending_seconds": round(max(pending, default=0.0), 3),
-            "pods_completed": sum(1 for life in cluster.pods.values()
-                                  if life.completed_at is not None),
-            "pods_total": len(cluster.pods),
-            "scale_ups": scale_ups,
-            "scale_downs": scale_downs,
-            "max_nodes": max_nodes,
-            "evictions": cluster.evictions,
-            "premature_terminations": sum(1 for t in cluster.terminations if t.premature),
-        }
+
+def _run(loaded: LoadedScenario, world: _Driver, on_tick: Observer | None,
+         on_step: Callable[[float], None] | None,
+         load: _LoadServices | None = None) -> SimulationResult:
+    """The simulation loop, the same for both worlds: arrivals, a world step, a tick every
+    `tick_interval`, and the node-seconds and lower bound summed per step."""
+    scenario = loaded.scenario
+    groups = loaded.config.node_groups
+    start = scenario.start
+    allocatable = {asg.name: asg for asg in scenario.asgs}
+    arrivals = _arrival_schedule(loaded)
+    result = SimulationResult()
+    node_seconds = lower_bound_node_seconds = 0.0
+    max_nodes = 0
+    scale_ups = scale_downs = 0
+    steps = math.floor(scenario.duration / scenario.step + 1e-9)
+    ticks_every = max(1, round(scenario.tick_interval / scenario.step))
+    next_arrival = 0
+    for step_index in range(steps + 1):
+        offset = step_index * scenario.step
+        now = start + offset
+        while next_arrival < len(arrivals) and arrivals[next_arrival][0] <= offset:
+            _, name, spec, selector = arrivals[next_arrival]
+            world.arrive(name, spec, selector, now)
+            next_arrival += 1
+        world.advance(now)
         if load is not None:
-            load.stop()
-        result.terminations = [
-            {"t": round(t.at - start, 3), "node": t.node, "group_pods": t.group_pods,
-             "taint_age_seconds": _round(t.taint_age_seconds), "premature": t.premature}
-            for t in cluster.terminations]
-        return result
+            load.observe(now)
+        if step_index % ticks_every == 0:
+            outcomes = world.run_tick(now)
+            world.reconcile_instances(now)  # new instances start booting now
+            scale_ups += sum(1 for o in outcomes if o["done"]["asg_desired_set"] is not None
+                             and o["actions"]["cloud_increase"] > 0)
+            scale_downs += sum(1 for o in outcomes if o["done"]["terminated_instances"])
+            record = world.tick_record(offset, outcomes)
+            result.ticks.append(record)
+            if on_tick is not None:
+                on_tick(record)
+        node_count = world.node_count()
+        max_nodes = max(max_nodes, node_count)
+        if step_index < steps:
+            node_seconds += node_count * scenario.step
+            lower_bound_node_seconds += _fewest_nodes(world.requested(), groups,
+                                                      allocatable) * scenario.step
+        if on_step is not None:
+            on_step(offset)
+
+    end = start + steps * scenario.step
+    lives = world.pods.values()
+    pending = [life.pending_seconds + (end - life.pending_since if life.bound_at is None
+                                       and life.completed_at is None else 0.0)
+               for life in lives]
+    result.summary = {
+        "node_seconds": round(node_seconds, 3),
+        "lower_bound_node_seconds": round(lower_bound_node_seconds, 3),
+        "pending_pod_seconds": round(sum(pending), 3),
+        "max_pending_seconds": round(max(pending, default=0.0), 3),
+        "pods_completed": sum(1 for life in lives if life.completed_at is not None),
+        "pods_total": len(world.pods),
+        "scale_ups": scale_ups,
+        "scale_downs": scale_downs,
+        "max_nodes": max_nodes,
+        "evictions": world.evictions,
+        "premature_terminations": sum(1 for t in world.terminations if t.premature),
+    }
+    result.terminations = [
+        {"t": round(t.at - start, 3), "node": t.node, "group_pods": t.group_pods,
+         "taint_age_seconds": _round(t.taint_age_seconds), "premature": t.premature}
+        for t in world.terminations]
+    return result
 
 
-def _fewest_nodes(cluster: SimulatedCluster, groups: Any) -> int:
+def _fewest_nodes(requested: Mapping[str, Sequence[int]], groups: Sequence[NodeGroupConfig],
+                  asgs: Mapping[str, AsgSpec]) -> int:
     """The fewest nodes whose allocatable covers the requests of the pods present, per group.
 
     A fluid bound (requests may be split across nodes), summed over groups, within each ASG's
     MinSize and MaxSize, which no autoscaler may go beyond.
     """
-    pods = pods_by_group(cluster.pod_records(), groups)
     total = 0
     for group in groups:
-        asg = next(a for a in cluster.asgs if a.name == group.cloud_provider_group_name)
+        asg = asgs[group.cloud_provider_group_name]
         cpu, memory = asg.allocatable
-        requested_cpu = sum(p.cpu_request_milli for p in pods[group.name])
-        requested_memory = sum(p.memory_request_bytes for p in pods[group.name])
+        requested_cpu, requested_memory = requested[group.name]
         needed = max(math.ceil(requested_cpu / cpu), math.ceil(requested_memory / memory))
         total += min(max(needed, asg.min), asg.max)
     return total

@@ -392,6 +392,10 @@ def simulate(
     plot: Annotated[Path | None, typer.Option(help="Write a PNG of the run here.")] = None,
     prefect: Annotated[bool, typer.Option(
         "--prefect", help="Run each tick as a real Prefect flow run.")] = False,
+    fast: Annotated[bool, typer.Option(
+        "--fast", help="The in-memory world instead of the fake API server and moto: the same "
+        "tick and tick records, far quicker; first-fit placement only, not with --prefect.")]
+        = False,
 ) -> None:
     """Simulate a workload on the fake cluster with the real tick, on a simulated clock."""
     # A flow run a tick: Prefect's per-task INFO lines would drown the table.
@@ -414,7 +418,8 @@ def simulate(
     with progress:
         bar = progress.add_task("simulate", total=total)
         result = run_simulation(loaded, prefect=prefect, on_tick=show_tick,
-                                on_step=lambda offset: progress.update(bar, completed=offset))
+                                on_step=lambda offset: progress.update(bar, completed=offset),
+                                mode="memory" if fast else "http")
     document = result.to_json()
     if output is OutputFormat.json:
         sys.stdout.buffer.write(orjson.dumps(document) + b"\n")

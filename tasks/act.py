@@ -17,8 +17,7 @@ from tasks.resources import AutoScalingGroup, NodeRecord
 from tasks.retry import step
 
 if TYPE_CHECKING:
-    from tasks.cloud import AsgClient
-    from tasks.kube import KubeClient
+    from tasks.ports import CloudActions, KubeActions
 
 
 Status = Literal["acted", "nothing to do", "dry run", "lost race", "failed"]
@@ -56,10 +55,11 @@ class ActionsDone:
 
 @dataclass(frozen=True)
 class Adapters:
-    """The clients a live tick acts through."""
+    """The clients a tick acts through: `KubeClient` and `AsgClient` live, or the simulator's
+    in-memory world (`fakes.memory_world`); the protocols name what the steps call."""
 
-    kube: KubeClient
-    cloud: AsgClient
+    kube: KubeActions
+    cloud: CloudActions
     lease_namespace: str = "kube-system"
 
 

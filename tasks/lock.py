@@ -40,7 +40,7 @@ from tasks.retry import step
 from tasks.utilization import Resources
 
 if TYPE_CHECKING:
-    from tasks.kube import KubeClient
+    from tasks.ports import KubeActions
 
 LEASE_PREFIX = "elevator-"
 DEFAULT_LEASE_NAMESPACE = "kube-system"
@@ -222,7 +222,7 @@ def state_from_annotations(annotations: Mapping[str, str], resource_version: str
 
 
 @step
-def write_lock(kube: KubeClient, namespace: str, group_name: str, state: GroupState,
+def write_lock(kube: KubeActions, namespace: str, group_name: str, state: GroupState,
                now: float) -> GroupState:
     """Write the state if nobody wrote since we read it (else LeaseConflict: we lost the race).
 

@@ -1,0 +1,66 @@
+"""What a tick needs of the cluster and the cloud: the calls its steps make, as protocols.
+
+`tasks.act.Adapters` holds one of each. `tasks.kube.KubeClient` and `tasks.cloud.AsgClient`
+satisfy them structurally (the live path, over HTTP); `fakes.memory_world` does too, on plain
+Python objects, so the simulator's fast mode runs the same steps with no HTTP in between.
+Each method here is called by a step of `flows/tick.py` (`LiveSource`'s reads, the act, lock,
+drain and Cluster Autoscaler steps); nothing else belongs here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any, Protocol
+
+from tasks.filter_nodes import ESCALATOR_TAINT_KEY
+from tasks.lock import GroupState
+from tasks.resources import AutoScalingGroup, NodeRecord, PodRecord
+
+if TYPE_CHECKING:
+    from tasks.expanders import AsgTemplateSource
+
+
+class KubeActions(Protocol):
+    """The Kubernetes calls of a tick (`tasks.kube.KubeClient`'s semantics: 409 on a stale
+    resourceVersion, "ensure" writes, 404 as done)."""
+
+    # reads (LiveSource)
+    def list_pods(self) -> list[PodRecord]: ...
+
+    def list_nodes(self) -> list[NodeRecord]: ...
+
+    def list_pod_disruption_budgets(self) -> list[dict[str, Any]]: ...
+
+    def read_config_map(self, namespace: str, name: str) -> dict[str, str] | None: ...
+
+    # the group's Lease (tasks.lock)
+    def read_state(self, namespace: str, name: str) -> GroupState: ...
+
+    def write_state(self, namespace: str, name: str, state: GroupState,
+                    now: float) -> GroupState: ...
+
+    # nodes and pods (tasks.act, tasks.drain, tasks.remove_unneeded)
+    def ensure_tainted(self, name: str, value: str, effect: str,
+                       key: str = ESCALATOR_TAINT_KEY) -> bool: ...
+
+    def ensure_untainted(self, name: str, key: str = ESCALATOR_TAINT_KEY) -> bool: ...
+
+    def delete_node(self, name: str) -> bool: ...
+
+    def evict_pod(self, namespace: str, name: str) -> bool: ...
+
+
+class CloudActions(Protocol):
+    """The Auto Scaling calls of a tick (`tasks.cloud.AsgClient`'s semantics: clamped,
+    retry-safe writes, `CloudError` with Escalator's messages)."""
+
+    def describe(self, names: Sequence[str]) -> dict[str, AutoScalingGroup]: ...
+
+    def set_desired_capacity(self, group: AutoScalingGroup, target: int) -> int: ...
+
+    def terminate_instances(self, group_name: str, nodes: Sequence[NodeRecord]) -> list[str]: ...
+
+    def template_sources(self, names: Sequence[str]) -> dict[str, AsgTemplateSource]: ...
+
+
+__all__ = ["CloudActions", "KubeActions"]

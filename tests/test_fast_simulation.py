@@ -1,0 +1,241 @@
+"""The simulator's fast mode: the in-memory world gives the HTTP world's records, call for call.
+
+The scenario tests run every bundled scenario both ways. The contract tests send the same calls
+to the real clients over HTTP (`KubeClient` on the fake API server, `AsgClient` on moto) and to
+the in-memory adapters, and compare the answers.
+"""
+
+from __future__ import annotations
+
+import uuid
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from typer.testing import CliRunner
+
+from fakes.aws import FakeAws
+from fakes.cluster import _decoded, node_for_instance
+from fakes.kube_api import Conflict, FakeKubeApi
+from fakes.memory_world import MemoryCloud, MemoryKube, MemoryWorld
+from fakes.scenario import load_scenario
+from fakes.simulation import simulate
+from flows.cli import app
+from tasks.cloud import AsgClient, CloudError
+from tasks.errors import InputError, LeaseConflict
+from tasks.kube import KubeClient
+from tasks.lock import GroupState, ScaleLock
+from tasks.ports import CloudActions, KubeActions
+from tasks.resources import NodeRecord, node_record
+
+EXAMPLES = Path(__file__).parent.parent / "deployments" / "examples"
+# The scenario files among deployments/examples/scenario*.yaml (scenario-nodegroups.yaml is the
+# node-group file they share).
+SCENARIOS = sorted(path.name for path in EXAMPLES.glob("scenario*.yaml")
+                   if "asgs" in (yaml.safe_load(path.read_text()) or {}))
+
+
+@pytest.mark.parametrize("name", SCENARIOS)
+def test_fast_mode_gives_the_http_modes_tick_records(name: str) -> None:
+    """Issue 17: the fast mode runs the same tick (flows/tick.py) on the in-memory world and
+    must give identical tick-by-tick records, summary and terminations. Nothing in the result
+    differs by nature: wall time is not in it, and moto's random instance ids (the in-memory
+    ids are a counter) appear in no record, since nodes are named `<asg>-<n>` in join order."""
+    loaded = load_scenario(EXAMPLES / name)
+    over_http = simulate(loaded)
+    in_memory = simulate(loaded, mode="memory")
+    assert len(in_memory.ticks) == len(over_http.ticks) > 10
+    for http_tick, memory_tick in zip(over_http.ticks, in_memory.ticks, strict=True):
+        assert memory_tick == http_tick
+    assert in_memory.summary == over_http.summary
+    assert in_memory.terminations == over_http.terminations
+    if name == "scenario-cluster-autoscaler.yaml":
+        # CA's drain went through the Eviction API and its controller re-created the pod.
+        assert in_memory.summary["evictions"] > 0
+
+
+def test_fast_mode_refuses_what_needs_the_load_services(tmp_path: Path) -> None:
+    """Trimaran's placement and least-loaded scale-down read the load watcher over HTTP: the
+    fast mode says so, naming the file and key path, and the CLI exits 2 without a traceback."""
+    document = yaml.safe_load((EXAMPLES / "scenario.yaml").read_text())
+    document["placement"] = "target-load-packing"
+    document["nodegroups"] = str(EXAMPLES / "scenario-nodegroups.yaml")
+    path = tmp_path / "placed.yaml"
+    path.write_text(yaml.safe_dump(document))
+    with pytest.raises(InputError) as refused:
+        simulate(load_scenario(path), mode="memory")
+    assert refused.value.problems[0].startswith(f"{path}: placement: 'target-load-packing' "
+                                                "needs the load watcher")
+    result = CliRunner().invoke(app, ["simulate", str(path), "--fast"])
+    assert result.exit_code == 2
+    assert "placement" in result.output and "Traceback" not in result.output
+
+
+def test_simulate_fast_prints_the_memory_modes_json() -> None:
+    """`elevator simulate --fast --output json` is `simulate(mode="memory")`'s document."""
+    path = EXAMPLES / "scenario.yaml"
+    result = CliRunner().invoke(app, ["simulate", str(path), "--fast", "--output", "json"])
+    assert result.exit_code == 0, result.output
+    printed = yaml.safe_load(result.stdout.splitlines()[-1])
+    assert printed == simulate(load_scenario(path), mode="memory").to_json()
+
+
+# --- contracts: the same calls on the HTTP adapters and the in-memory ones ---------------------
+
+
+def _node(name: str) -> dict[str, Any]:
+    return node_for_instance({"InstanceId": f"i-{name}", "AvailabilityZone": "us-east-1a"},
+                             {"customer": "batch"}, 1900, 2**33, 1_800_000_000.0, name)
+
+
+def _kube_pair(fake_kube: FakeKubeApi, kubeconfig: Path) -> tuple[KubeActions, KubeActions,
+                                                                   MemoryWorld]:
+    world = MemoryWorld()
+    for name in ("node-a", "node-b"):
+        fake_kube.create("nodes", _node(name))
+        world.put_node(node_record(_decoded(_node(name))))
+    return KubeClient.from_config(kubeconfig), MemoryKube(world), world
+
+
+def _lease_calls(kube: KubeActions) -> list[str]:
+    """A sequence of Lease reads and writes; each answer as what changed, not its value."""
+    answers = []
+    fresh = kube.read_state("kube-system", "elevator-batch")
+    answers.append(f"fresh: {fresh == GroupState()}")
+    locked = GroupState(lock=ScaleLock(True, 2, 1_800_000_000.0, 1, 3), claim="c1")
+    first = kube.write_state("kube-system", "elevator-batch", locked, 1_800_000_000.0)
+    answers.append(f"created: {bool(first.resource_version)}")
+    for attempt, state in (("create again", locked),
+                           ("stale version", GroupState(resource_version="1"))):
+        try:
+            kube.write_state("kube-system", "elevator-batch", state, 1_800_000_000.0)
+            answers.append(f"{attempt}: written")
+        except LeaseConflict:
+            answers.append(f"{attempt}: 409")
+    read = kube.read_state("kube-system", "elevator-batch")
+    answers.append(f"read back: {read == first}")
+    same = kube.write_state("kube-system", "elevator-batch", read, 1_800_000_000.0)
+    answers.append(f"unchanged write keeps the version: "
+                   f"{same.resource_version == read.resource_version}")
+    changed = kube.write_state("kube-system", "elevator-batch", replace_claim(read, "c2"),
+                               1_800_000_060.0)
+    answers.append(f"changed write bumps it: "
+                   f"{changed.resource_version != read.resource_version}")
+    try:
+        kube.write_state("kube-system", "elevator-batch", read, 1_800_000_060.0)
+        answers.append("old version: written")
+    except LeaseConflict:
+        answers.append("old version: 409")
+    answers.append(f"claim kept: {kube.read_state('kube-system', 'elevator-batch').claim}")
+    return answers
+
+
+def replace_claim(state: GroupState, claim: str) -> GroupState:
+    from dataclasses import replace
+
+    return replace(state, claim=claim)
+
+
+def test_lease_update_at_a_stale_resource_version_is_a_conflict(
+        fake_kube: FakeKubeApi, kubeconfig: Path) -> None:
+    """Kubernetes optimistic concurrency (API conventions, "Concurrency Control and
+    Consistency"): an update carrying an old resourceVersion gets 409 Conflict, a create of an
+    existing object 409 AlreadyExists, and an update that changes nothing keeps the version
+    (apiserver's GuaranteedUpdate skips no-op writes). Both worlds answer alike."""
+    live, memory, _ = _kube_pair(fake_kube, kubeconfig)
+    assert _lease_calls(memory) == _lease_calls(live) == [
+        "fresh: True", "created: True", "create again: 409", "stale version: 409",
+        "read back: True", "unchanged write keeps the version: True",
+        "changed write bumps it: True", "old version: 409", "claim kept: c2"]
+
+
+def _taint_calls(kube: KubeActions) -> list[object]:
+    return [kube.ensure_tainted("node-a", "1800000000", "NoSchedule"),
+            kube.ensure_tainted("node-a", "1800000060", "NoSchedule"),
+            kube.ensure_tainted("node-b", "1800000000", "NoExecute", "example.com/other"),
+            kube.ensure_untainted("node-b"),
+            kube.ensure_tainted("node-b", "1800000000", "NoSchedule"),
+            kube.ensure_untainted("node-b"),
+            kube.ensure_untainted("node-b"),
+            kube.ensure_tainted("missing", "1800000000", "NoSchedule"),
+            kube.delete_node("node-b"), kube.delete_node("node-b"),
+            kube.ensure_untainted("node-b"),
+            [(n.name, [(t.key, t.value, t.effect) for t in n.taints])
+             for n in kube.list_nodes()]]
+
+
+def test_escalator_taints_are_ensured_once_and_removed_once(
+        fake_kube: FakeKubeApi, kubeconfig: Path) -> None:
+    """Escalator k8s/taint.go AddToBeRemovedTaint / DeleteToBeRemovedTaint: a node already
+    carrying the taint key is left alone (the first value stays), only that key is removed, and
+    a missing node is no error. Same answers from KubeClient over HTTP and from memory."""
+    live, memory, _ = _kube_pair(fake_kube, kubeconfig)
+    expected = [True, False, True, False, True, True, False, False, True, False, False,
+                [("node-a", [("atlassian.com/escalator", "1800000000", "NoSchedule")])]]
+    assert _taint_calls(memory) == _taint_calls(live) == expected
+
+
+def test_taint_patch_at_a_stale_resource_version_is_refused(
+        fake_kube: FakeKubeApi, kubeconfig: Path) -> None:
+    """A merge patch carrying metadata.resourceVersion is conditional (409 when the node
+    changed since it was read), which is why KubeClient re-reads and retries: after another
+    writer tainted the node, the ensure call sees the taint and sends nothing."""
+    live, memory, world = _kube_pair(fake_kube, kubeconfig)
+    stale = fake_kube.get("nodes", "node-a")["metadata"]["resourceVersion"]
+    fake_kube.patch("nodes", "node-a", {"spec": {"taints": [{"key": "x", "effect": "NoSchedule"}]}})
+    with pytest.raises(Conflict):
+        fake_kube.patch("nodes", "node-a", {"metadata": {"resourceVersion": stale},
+                                            "spec": {"taints": []}})
+    stale_memory = world.nodes["node-a"].resource_version
+    assert memory.ensure_tainted("node-a", "1", "NoSchedule", "x") is True
+    assert memory._patch_taints("node-a", stale_memory, ()) is False  # type: ignore[attr-defined]
+    assert [t.key for t in world.nodes["node-a"].taints] == ["x"]
+    assert live.ensure_tainted("node-a", "2", "NoSchedule", "x") is False
+    assert memory.ensure_tainted("node-a", "2", "NoSchedule", "x") is False
+
+
+def _cloud_calls(cloud: CloudActions, asg: str, node_of: Any) -> list[object]:
+    """SetDesiredCapacity and TerminateInstanceInAutoScalingGroup as a tick sends them."""
+    answers: list[object] = []
+    group = cloud.describe([asg])[asg]
+    answers.append(cloud.set_desired_capacity(group, 9))  # above MaxSize 5
+    group = cloud.describe([asg])[asg]
+    answers += [group.desired_capacity, len(group.instances)]
+    answers.append(cloud.set_desired_capacity(group, 5))  # already there: nothing sent
+    doomed = [node_of(instance) for instance in group.instances[:2]]
+    answers.append(len(cloud.terminate_instances(asg, doomed)))
+    group = cloud.describe([asg])[asg]
+    answers += [group.desired_capacity, len(group.instances)]
+    answers.append(len(cloud.terminate_instances(asg, doomed)))  # a retry: done, no decrement
+    answers.append(cloud.describe([asg])[asg].desired_capacity)
+    rest = [node_of(instance) for instance in group.instances]
+    for batch in (rest, rest[:1], rest[1:2]):
+        try:
+            answers.append(len(cloud.terminate_instances(asg, batch)))
+        except CloudError as error:
+            answers.append(error.message)
+    answers.append(cloud.describe([asg, "no-such-asg"]).keys() == {asg})
+    return answers
+
+
+def _node_of(instance: Any) -> NodeRecord:
+    return NodeRecord(instance.instance_id, {}, 0.0, 1900, 2**33,
+                      provider_id=instance.provider_id)
+
+
+def test_desired_capacity_is_clamped_and_terminating_decrements_it(fake_aws: FakeAws) -> None:
+    """AWS SetDesiredCapacity must lie within [MinSize, MaxSize] (the adapter clamps, moto
+    does not check), TerminateInstanceInAutoScalingGroup with ShouldDecrementDesiredCapacity
+    lowers the desired capacity, and Escalator's DeleteNodes refuses a batch that would breach
+    MinSize ("terminating nodes will breach minimum node size", "min sized reached")."""
+    name = f"contract-{uuid.uuid4().hex[:8]}"
+    fake_aws.create_asg(name, 2, 5, 3)
+    live = AsgClient(fake_aws.client("autoscaling"), fake_aws.client("ec2"))
+    world = MemoryWorld()
+    world.create_asg(name, 2, 5, 3)
+    expected = [5, 5, 5, 5, 2, 3, 3, 2, 3,
+                "terminating nodes will breach minimum node size", 1,
+                "min sized reached, nodes will not be deleted", True]
+    assert _cloud_calls(MemoryCloud(world), name, _node_of) == expected
+    assert _cloud_calls(live, name, _node_of) == expected
