@@ -58,7 +58,7 @@ def unschedulable_pods(pods: Iterable[PodRecord]) -> list[PodRecord]:
     each and a new node brings its own copy.
     """
     return [pod for pod in pods
-            if pod.unschedulable and not pod.node_name and not pod.owned_by_daemonset]
+            if pod.unschedulable and not pod.node_name and not pod.is_daemonset_pod]
 
 
 # --- template nodes ----------------------------------------------------------------------
@@ -166,7 +166,7 @@ def template_from_node(group: str, asg_name: str, node: NodeRecord,
     Its DaemonSet and static pods come along: a new node will run them too. The hostname label
     is the template's own and transient taints are dropped, as CA's template sanitizer does.
     """
-    daemon = [pod for pod in pods_on_node if pod.owned_by_daemonset or pod.static or pod.mirror]
+    daemon = [pod for pod in pods_on_node if pod.is_daemonset_pod or pod.static or pod.mirror]
     labels = {**node.labels, HOSTNAME_LABEL: _template_name(group)}
     return TemplateNode(
         group=group, asg_name=asg_name,

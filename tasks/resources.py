@@ -130,6 +130,7 @@ class RawOwnerReference(msgspec.Struct, gc=False):
 SAFE_TO_EVICT = "cluster-autoscaler.kubernetes.io/safe-to-evict"
 SAFE_TO_EVICT_LOCAL_VOLUMES = "cluster-autoscaler.kubernetes.io/safe-to-evict-local-volumes"
 SCALE_DOWN_DISABLED = "cluster-autoscaler.kubernetes.io/scale-down-disabled"
+DAEMONSET_POD = "cluster-autoscaler.kubernetes.io/daemonset-pod"
 CONFIG_MIRROR = "kubernetes.io/config.mirror"
 
 
@@ -143,6 +144,7 @@ class RawAnnotations(msgspec.Struct, gc=False):
     safe_to_evict_local_volumes: str | None = msgspec.field(
         default=None, name=SAFE_TO_EVICT_LOCAL_VOLUMES)
     scale_down_disabled: str | None = msgspec.field(default=None, name=SCALE_DOWN_DISABLED)
+    daemonset_pod: str | None = msgspec.field(default=None, name=DAEMONSET_POD)
 
 
 _NO_ANNOTATIONS = RawAnnotations()
@@ -328,6 +330,16 @@ class PodRecord(msgspec.Struct, frozen=True, gc=False):
     # Requests besides cpu and memory (`nvidia.com/gpu`, hugepages, ephemeral-storage), summed
     # like cpu and memory; empty for most pods.
     extended_requests: ExtendedResources = ()
+    # CA: annotation cluster-autoscaler.kubernetes.io/daemonset-pod: "true" (operator-managed
+    # DaemonSets whose pods are owned by a custom resource).
+    daemonset_pod_annotation: bool = False
+
+    @property
+    def is_daemonset_pod(self) -> bool:
+        """CA's `pod.IsDaemonSetPod` (utils/pod): owned by a DaemonSet, or annotated
+        `daemonset-pod: "true"` whatever its owner. Escalator's own filter reads only the
+        owner (`owned_by_daemonset`, its `PodIsDaemonSet`)."""
+        return self.owned_by_daemonset or self.daemonset_pod_annotation
 
 
 class NodeRecord(msgspec.Struct, frozen=True, gc=False):
@@ -587,6 +599,7 @@ def pod_record(raw: RawObject) -> PodRecord:
         _names(local_volumes_text) if local_volumes_text else (),  # safe_to_evict_local_volumes
         _local_volumes(spec.volumes) if spec.volumes else (),  # local_volumes
         extended,  # extended_requests
+        annotations.daemonset_pod == "true",  # daemonset_pod_annotation
     )
 
 

@@ -54,7 +54,7 @@ POOL_MIN_COUNT = 50
 def movable(pod: PodRecord) -> bool:
     """A pod that keeps a node from being empty: not a DaemonSet, mirror or static pod (they
     belong to the node) and not finished (CA's empty-node rule)."""
-    return not (pod.owned_by_daemonset or pod.mirror or pod.static
+    return not (pod.is_daemonset_pod or pod.mirror or pod.static
                 or pod.phase in TERMINAL_PHASES)
 
 

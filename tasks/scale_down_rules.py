@@ -162,7 +162,7 @@ def pod_verdict(pod: PodRecord, pdbs: Sequence[PodDisruptionBudget] = (),
     name = _name(pod)
     if pod.mirror or pod.static:
         return PodVerdict(pod, Outcome.IGNORE)
-    if pod.owned_by_daemonset:
+    if pod.is_daemonset_pod:
         return PodVerdict(pod, Outcome.DAEMONSET)
     if pod.safe_to_evict == "true":
         # CA ≥1.0.3: overrides the controller, kube-system and local-storage blocks.

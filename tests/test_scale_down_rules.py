@@ -339,3 +339,41 @@ def test_pod_record_fills_every_field_in_order() -> None:
         tolerations=(Toleration("k", "Exists"),), uid="u-1", labels={"app": "web"},
         controller_kind="DaemonSet", mirror=True, safe_to_evict="true",
         safe_to_evict_local_volumes=("v",), local_volumes=(LocalVolume("v", "emptyDir"),))
+
+
+def _decoded_pod(annotations: dict[str, str], owner_kind: str) -> PodRecord:
+    """A pod as the API serves it: an operator's DaemonSet-like controller (a custom kind)."""
+    return pod_record(OBJECT_DECODER.decode(orjson.dumps({
+        "kind": "Pod", "metadata": {
+            "name": "nvidia-device-plugin-x", "namespace": "gpu-operator",
+            "annotations": annotations,
+            "ownerReferences": [{"apiVersion": "apps.example.com/v1", "kind": owner_kind,
+                                 "name": "plugin", "uid": "u", "controller": True}]},
+        "spec": {"nodeName": "n1", "containers": [{"name": "c", "resources": {
+            "requests": {"cpu": "10m"}}}]},
+        "status": {"phase": "Running"}})))
+
+
+@pytest.mark.parametrize(("annotations", "owner_kind", "daemonset"), [
+    ({"cluster-autoscaler.kubernetes.io/daemonset-pod": "true"}, "CustomDaemonSet", True),
+    ({"cluster-autoscaler.kubernetes.io/daemonset-pod": "false"}, "CustomDaemonSet", False),
+    ({"cluster-autoscaler.kubernetes.io/daemonset-pod": "True"}, "CustomDaemonSet", False),
+    ({}, "CustomDaemonSet", False),
+    ({}, "DaemonSet", True),
+], ids=["annotation-true", "annotation-false", "annotation-not-exactly-true", "no-annotation",
+        "owner-daemonset"])
+def test_ca_is_daemonset_pod_annotation(annotations: dict[str, str], owner_kind: str,
+                                        daemonset: bool) -> None:
+    """CA utils/pod `IsDaemonSetPod`: a DaemonSet's pod, or any pod annotated
+    `cluster-autoscaler.kubernetes.io/daemonset-pod: "true"` whatever its owner's kind (CA
+    compares the value with "true" exactly). Such a pod never blocks scale-down."""
+    record = _decoded_pod(annotations, owner_kind)
+    assert record.is_daemonset_pod is daemonset
+    verdict = pod_verdict(record, options=DrainOptions(skip_nodes_with_custom_controller_pods=True))
+    if daemonset:
+        assert verdict.outcome is Outcome.DAEMONSET
+    else:
+        assert verdict.outcome is Outcome.BLOCK
+        assert "controlled by a CustomDaemonSet" in verdict.reason
+    # Escalator's own pod filter keeps reading the owner only (its PodIsDaemonSet).
+    assert record.owned_by_daemonset is (owner_kind == "DaemonSet")
