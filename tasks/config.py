@@ -342,10 +342,18 @@ class ScaleDownOptions(BaseModel):
     delay_after_add: GoDuration = "10m"
     max_scale_down_parallelism: Annotated[StrictInt, Field(ge=1)] = 10
     max_drain_parallelism: Annotated[StrictInt, Field(ge=1)] = 1
+    # CA --scale-down-unready-enabled and --scale-down-unready-time: an unready node may go
+    # once unneeded for `unready_time` instead of `unneeded_time`.
+    unready_enabled: StrictBool = True
+    unready_time: GoDuration = "20m"
 
     @property
     def unneeded_seconds(self) -> float:
         return parse_go_duration(self.unneeded_time)
+
+    @property
+    def unready_seconds(self) -> float:
+        return parse_go_duration(self.unready_time)
 
     @property
     def delay_after_add_seconds(self) -> float:

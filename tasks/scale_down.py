@@ -279,7 +279,11 @@ def plan_scale_down(views: Sequence[GroupView], simulation: RemovalSimulation,
         if view.escalator_acted or view.group.dry_mode:
             continue
         for node in view.nodes:
-            if not node.ready or leaving(node) or node.name not in simulation.rooms:
+            # CA eligibility: unready nodes are candidates unless --scale-down-unready-enabled
+            # is off; they are never destinations, so they are not among the simulation's rooms.
+            if leaving(node) or (node.ready and node.name not in simulation.rooms):
+                continue
+            if not node.ready and not options.unready_enabled:
                 continue
             pods = simulation.pods_by_node.get(node.name, ())
             occupied = any(movable(pod) for pod in pods)
@@ -310,7 +314,10 @@ def plan_scale_down(views: Sequence[GroupView], simulation: RemovalSimulation,
         simulation.remove(node, verdict)
         since = view.unneeded_before.get(node.name, now)
         unneeded[name][node.name] = since
-        if paused or now - since < options.unneeded_seconds:
+        # CA's planner: a ready node must be unneeded for scale-down-unneeded-time, an unready
+        # one for scale-down-unready-time (core/scaledown/unneeded, unremovableReason).
+        required = options.unneeded_seconds if node.ready else options.unready_seconds
+        if paused or now - since < required:
             continue
         if not occupied:
             if empty_taken + drain_taken >= options.max_scale_down_parallelism:
@@ -337,6 +344,8 @@ def plan_scale_down(views: Sequence[GroupView], simulation: RemovalSimulation,
         else:
             empty_taken += 1
         shown = "empty" if not occupied else f"utilization {max(usage, 0):.0%}"
+        if not node.ready:
+            shown = f"unready, {shown}"
         notes[name].append(f"scale-down: {node.name} unneeded for {now - since:g}s ({shown}, "
                            f"threshold {options.utilization_threshold:g}): tainted for removal")
     plans = {view.group.name: GroupScaleDown(

@@ -235,3 +235,41 @@ def test_a_pod_may_not_move_onto_a_node_whose_taint_it_does_not_tolerate() -> No
     unneeded, *_ = plan(nodes, pods)
     assert "b" not in dict(unneeded)
     assert "a" in dict(unneeded)  # empty
+
+
+UNREADY = [make_node("a", created=1, cpu=2000), make_node("b", created=2, ready=False),
+           make_node("c", created=3)]
+UNREADY_PODS = [pod("busy", "a", cpu=800), pod("stranded", "b", cpu=100),
+                pod("light", "c", cpu=900)]
+
+
+def test_ca_scale_down_unready_node_is_unneeded_after_unready_time() -> None:
+    """CA core/scaledown/unneeded `unremovableReason`: an unready node is removable once unneeded
+    for --scale-down-unready-time (default 20m), not --scale-down-unneeded-time (10m)."""
+    unneeded, taint, _, _ = plan(UNREADY, UNREADY_PODS)
+    assert [name for name, _ in unneeded] == ["b"]  # c at 90% is needed
+    opts = options(drain=True)
+    assert plan(UNREADY, UNREADY_PODS, before={"b": NOW - 19 * MINUTE}, opts=opts)[1] == ()
+    unneeded, taint, notes, _ = plan(UNREADY, UNREADY_PODS, before={"b": NOW - 20 * MINUTE},
+                                     opts=opts)
+    assert taint == ("b",)
+    assert any("unready" in note for note in notes)
+    faster = options(drain=True, unready_time="5m")
+    assert plan(UNREADY, UNREADY_PODS, before={"b": NOW - 6 * MINUTE}, opts=faster)[1] == ("b",)
+
+
+def test_ca_scale_down_unready_disabled_keeps_unready_nodes() -> None:
+    """CA eligibility: with --scale-down-unready-enabled=false an unready node is never removed
+    (ScaleDownUnreadyDisabled)."""
+    opts = options(drain=True, unready_enabled=False)
+    unneeded, taint, _, _ = plan(UNREADY, UNREADY_PODS, before={"b": NOW - 60 * MINUTE},
+                                 opts=opts)
+    assert taint == () and unneeded == ()
+
+
+def test_ca_scale_down_unready_node_is_never_a_destination() -> None:
+    """An unready node cannot take another node's pods (CA's simulator skips it)."""
+    nodes = [make_node("a", created=1, ready=False), make_node("b", created=2)]
+    unneeded, _, _, _ = plan(nodes, [pod("p", "b", cpu=100)])
+    # b's pod could only go to unready a: b is needed; a (empty, unready) is unneeded.
+    assert [name for name, _ in unneeded] == ["a"]
