@@ -88,7 +88,7 @@ class MemoryAsg:
 
     def record(self) -> AutoScalingGroup:
         return AutoScalingGroup(self.name, self.min_size, self.max_size, self.desired,
-                                tuple(self.instances))
+                                tuple(self.instances), instances_known=True)
 
 
 class MemoryWorld:

@@ -9,16 +9,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Literal
+from typing import Literal
 
 from tasks.decide import ScalePlan
 from tasks.filter_nodes import ESCALATOR_TAINT_KEY
+from tasks.ports import CloudActions, KubeActions  # at run time: Prefect validates `Adapters`
 from tasks.resources import AutoScalingGroup, NodeRecord
 from tasks.retry import step
-
-if TYPE_CHECKING:
-    from tasks.ports import CloudActions, KubeActions
-
 
 Status = Literal["acted", "nothing to do", "dry run", "lost race", "failed"]
 

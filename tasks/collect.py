@@ -379,7 +379,7 @@ def parse_asg_description(document: Any, source: str) -> dict[str, AutoScalingGr
     return {
         group.AutoScalingGroupName: AutoScalingGroup(
             name=group.AutoScalingGroupName, min_size=group.MinSize, max_size=group.MaxSize,
-            desired_capacity=group.DesiredCapacity,
+            desired_capacity=group.DesiredCapacity, instances_known=True,
             instances=tuple(AsgInstance(i.InstanceId, i.AvailabilityZone, i.LifecycleState)
                             for i in group.Instances),
         )

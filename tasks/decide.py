@@ -279,6 +279,16 @@ class _Tick:
 
     def delete_nodes(self, candidates: Sequence[NodeRecord]) -> int:
         """Escalator TryDeleteNodes with the AWS DeleteNodes guards (§7.3, §8)."""
+        if self.asg.instances_known:
+            # Escalator's AWS DeleteNodes refuses a node whose instance is not in the group
+            # (NodeNotInNodeGroup): it is neither deleted nor counted off the desired capacity.
+            members = self.asg.provider_ids()
+            for node in candidates:
+                if node.provider_id not in members:
+                    self.notes.append(
+                        f"node {node.name}, {node.provider_id or 'no providerID'} belongs in a "
+                        f"different node group than {self.asg.name}: not deleted")
+            candidates = [node for node in candidates if node.provider_id in members]
         if not candidates:
             return 0
         if self.asg_desired <= self.asg.min_size:

@@ -10,7 +10,7 @@ drain and Cluster Autoscaler steps); nothing else belongs here.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from tasks.filter_nodes import ESCALATOR_TAINT_KEY
 from tasks.lock import GroupState
@@ -20,6 +20,7 @@ if TYPE_CHECKING:
     from tasks.expanders import AsgTemplateSource
 
 
+@runtime_checkable  # Prefect validates a flow parameter of type `Adapters` with isinstance
 class KubeActions(Protocol):
     """The Kubernetes calls of a tick (`tasks.kube.KubeClient`'s semantics: 409 on a stale
     resourceVersion, "ensure" writes, 404 as done)."""
@@ -50,6 +51,7 @@ class KubeActions(Protocol):
     def evict_pod(self, namespace: str, name: str) -> bool: ...
 
 
+@runtime_checkable
 class CloudActions(Protocol):
     """The Auto Scaling calls of a tick (`tasks.cloud.AsgClient`'s semantics: clamped,
     retry-safe writes, `CloudError` with Escalator's messages)."""

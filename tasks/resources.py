@@ -657,6 +657,9 @@ class AutoScalingGroup(msgspec.Struct, frozen=True):
     max_size: int
     desired_capacity: int
     instances: tuple[AsgInstance, ...] = ()
+    # True when `instances` is the cloud's list (a description); False for an ASG known only
+    # from the config (`elevator plan` without --asg), whose membership is unknown.
+    instances_known: bool = False
 
     def provider_ids(self) -> frozenset[str]:
         return frozenset(instance.provider_id for instance in self.instances)
@@ -670,6 +673,7 @@ def describe_to_asgs(document: dict[str, Any]) -> list[AutoScalingGroup]:
             min_size=int(group["MinSize"]),
             max_size=int(group["MaxSize"]),
             desired_capacity=int(group["DesiredCapacity"]),
+            instances_known=True,
             instances=tuple(
                 AsgInstance(
                     instance_id=instance["InstanceId"],

@@ -367,3 +367,27 @@ def test_dry_mode_keeps_taints_in_the_tracker_and_still_takes_the_lock() -> None
     again = tick(nodes, pods, state=plan.next_state, dry_mode=True, now=NOW + 10)
     assert again.untaint == ("b", "a") and again.next_state.dry_mode_tainted == ()
     assert again.cloud_increase == 2 and again.locked
+
+
+def test_escalator_delete_nodes_refuses_instance_not_in_group() -> None:
+    """Escalator pkg/cloudprovider/aws `DeleteNodes`: a node whose instance the ASG does not hold
+    is refused (NodeNotInNodeGroup: "node %s, %s belongs in a different node group than %s"),
+    so the plan neither lists it for deletion nor counts it off the ASG's desired capacity."""
+    from tasks.resources import AsgInstance, AutoScalingGroup
+
+    ours = AsgInstance("i-ours", "us-east-1a")
+    nodes = [make_node("keep", created=1),
+             make_node("ours", created=2, tainted_at=int(NOW) - 700,
+                       provider_id=ours.provider_id),
+             make_node("stray", created=3, tainted_at=int(NOW) - 700,
+                       provider_id="aws:///us-east-1b/i-elsewhere")]
+    asg = AutoScalingGroup("batch-asg", 1, 10, 3, (AsgInstance("i-keep", "us-east-1a"), ours),
+                           instances_known=True)
+    plan = tick(nodes, [make_pod(node="keep", cpu=500)], asg=asg)
+    assert plan.delete == ("ours",)
+    assert plan.asg_desired == 2  # 3 less the one node that can go
+    assert any("stray" in note and "different node group than batch-asg" in note
+               for note in plan.notes)
+    # Without a description of the ASG (plan without --asg) membership is unknown: both go.
+    assert tick(nodes, [make_pod(node="keep", cpu=500)], asg=make_asg(3)).delete == ("ours",
+                                                                                     "stray")
