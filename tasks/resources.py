@@ -44,6 +44,46 @@ def parse_quantity(text: str) -> Fraction:
     return value * Fraction(10) ** _DECIMAL_EXPONENT[suffix]
 
 
+_DECIMAL_SUFFIX = {exponent: suffix for suffix, exponent in _DECIMAL_EXPONENT.items()}
+_BINARY_SUFFIX = {0: "", 10: "Ki", 20: "Mi", 30: "Gi", 40: "Ti", 50: "Pi", 60: "Ei"}
+_NANO = 10**9
+
+
+def canonical_quantity(text: str) -> str:
+    """`Quantity.String()`: the canonical form of a quantity, as the API server prints it back
+    ("5000m" is "5", "1024Mi" is "1Gi", "0.5" is "500m"; apimachinery's CanonicalizeBytes).
+
+    The input's suffix picks the format (binary, decimal exponent, or decimal SI); values finer
+    than a nano are rounded away from zero to nanos, as ParseQuantity does.
+    """
+    match = _QUANTITY.match(text.strip())
+    if match is None:
+        raise ValueError(f"malformed quantity {text!r}")
+    value = parse_quantity(text)
+    suffix = match["suffix"]
+    exponent_format = len(suffix) > 1 and suffix[0] in "eE"
+    sign = "-" if value < 0 else ""
+    magnitude = abs(value)
+    if suffix in _BINARY and magnitude >= 1024 and magnitude.denominator == 1:
+        amount, power = int(magnitude), 0
+        while power < 60 and amount % 1024 == 0:
+            amount //= 1024
+            power += 10
+        return f"{sign}{amount}{_BINARY_SUFFIX[power]}"
+    amount = math.ceil(magnitude * _NANO)
+    if amount == 0:
+        return "0"
+    exponent = -9
+    while amount % 10 == 0:
+        amount //= 10
+        exponent += 1
+    amount *= 10 ** (exponent % 3)  # back down to a multiple of 3
+    exponent -= exponent % 3
+    if exponent_format:
+        return f"{sign}{amount}" + (f"e{exponent}" if exponent else "")
+    return f"{sign}{amount}{_DECIMAL_SUFFIX.get(exponent, '')}"
+
+
 QuantityText = str | int | float
 
 

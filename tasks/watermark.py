@@ -24,7 +24,7 @@ import orjson
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from pydantic.alias_generators import to_camel
 
-from tasks.resources import memory_bytes, parse_quantity
+from tasks.resources import canonical_quantity, memory_bytes, parse_quantity
 
 GROUP = "datadoghq.com"
 VERSION = "v1alpha1"
@@ -581,6 +581,17 @@ def _metric_rule(index: int, metric: MetricSpec, problems: list[str]) -> MetricR
                       source.metric_selector or LabelSelector(), high, low)
 
 
+def _shown(quantity: Quantity | None) -> str:
+    """A quantity as Go's `%v` prints a resource.Quantity: its canonical String()."""
+    if quantity is None:
+        return "0"
+    text = quantity if isinstance(quantity, str) else repr(quantity)
+    try:
+        return canonical_quantity(text)
+    except ValueError:
+        return text
+
+
 def _default(value: int | None, default: int) -> int:
     """§2 defaulting quirk: zero means unset, so 0 cannot be expressed for these fields."""
     return value or default
@@ -616,20 +627,25 @@ def parse_watermark(obj: Mapping[str, Any]) -> ParsedWatermark:
                         "average")
     tolerance = _quantity_milli(spec.tolerance, "spec.tolerance", problems)
     tolerance = _default(tolerance, DEFAULT_TOLERANCE_MILLI)
+    # Upstream's CheckWPAValidity messages, word for word: `%v` of a Quantity is its canonical
+    # String() ("5000m" prints "5"), and the percentages are MilliValue()/10 and /1000.
     if not 0 <= tolerance <= 1000:
         problems.append(f"spec.tolerance: tolerance should be set as a quantity between 0 and 1, "
-                        f"currently set to : {spec.tolerance}, which is {tolerance / 10:.0f}%")
+                        f"currently set to : {_shown(spec.tolerance)}, which is "
+                        f"{tolerance / 10:.0f}%")
     up = _quantity_milli(spec.scale_up_limit_factor, "spec.scaleUpLimitFactor", problems)
     up = DEFAULT_SCALE_UP_LIMIT_FACTOR * 1000 if up is None else up
     if up < 0:
         problems.append("spec.scaleUpLimitFactor: scaleuplimitfactor should be set as a positive "
-                        f"quantity, currently set to : {spec.scale_up_limit_factor}")
+                        f"quantity, currently set to : {_shown(spec.scale_up_limit_factor)}, "
+                        f"which could yield a {up / 1000:.0f}% growth")
     down = _quantity_milli(spec.scale_down_limit_factor, "spec.scaleDownLimitFactor", problems)
     down = DEFAULT_SCALE_DOWN_LIMIT_FACTOR * 1000 if down is None else down
     if not 0 <= down < 100_000:
         problems.append("spec.scaleDownLimitFactor: scaledownlimitfactor should be set as a "
                         "quantity between 0 and 100 (exc.), currently set to : "
-                        f"{spec.scale_down_limit_factor}")
+                        f"{_shown(spec.scale_down_limit_factor)}, which could yield a "
+                        f"{down / 1000:.0f}% decrease")
     for key, value, minimum in (
             ("upscaleForbiddenWindowSeconds", spec.upscale_forbidden_window_seconds, 0),
             ("downscaleForbiddenWindowSeconds", spec.downscale_forbidden_window_seconds, 0),

@@ -782,3 +782,45 @@ def test_logs_attributes_are_appended_to_log_lines() -> None:
     assert log_attributes({"wpa.datadoghq.com/logs-attributes": '{"team": "a", "x": 1}'}) == \
         " team=a x=1"
     assert log_attributes({"wpa.datadoghq.com/logs-attributes": "not json"}) == ""
+
+
+# TestCheckWPAValidity (controllers/datadoghq/watermarkpodautoscaler_controller_test.go): the
+# message of each invalid case, word for word after our key path. Quantities print as Go's `%v`
+# of a resource.Quantity does: canonical ("5000m" is "5").
+CHECK_WPA_VALIDITY = [
+    ("missing scaleTarget", {"scaleTargetRef": {"kind": "", "name": ""}},
+     "spec.scaleTargetRef: the Spec.ScaleTargetRef should be populated, currently Kind: and/or "
+     "Name: are not set properly"),
+    ("tolerance is out of bounds", {"minReplicas": 4, "maxReplicas": 7, "tolerance": "5000m"},
+     "spec.tolerance: tolerance should be set as a quantity between 0 and 1, currently set to "
+     ": 5, which is 500%"),
+    ("scaleuplimitfactor < 0", {"minReplicas": 4, "maxReplicas": 7, "scaleUpLimitFactor": -1,
+                                "scaleDownLimitFactor": 10, "tolerance": "50m"},
+     "spec.scaleUpLimitFactor: scaleuplimitfactor should be set as a positive quantity, "
+     "currently set to : -1, which could yield a -1% growth"),
+    ("scaledownlimitfactor is out of bounds", {"minReplicas": 4, "maxReplicas": 7,
+                                               "scaleUpLimitFactor": 34,
+                                               "scaleDownLimitFactor": 134,
+                                               "tolerance": "50m"},
+     "spec.scaleDownLimitFactor: scaledownlimitfactor should be set as a quantity between 0 and "
+     "100 (exc.), currently set to : 134, which could yield a 134% decrease"),
+    ("scaleuplimitfactor can be > 100", {"minReplicas": 4, "maxReplicas": 7,
+                                         "scaleUpLimitFactor": 101, "scaleDownLimitFactor": 10,
+                                         "tolerance": "50m"}, None),
+    ("tolerance is not set, spec is valid", {"minReplicas": 4, "maxReplicas": 7,
+                                             "scaleUpLimitFactor": 10,
+                                             "scaleDownLimitFactor": 10}, None),
+    ("correct case", {"minReplicas": 4, "maxReplicas": 7, "tolerance": "500m",
+                      "scaleUpLimitFactor": 10, "scaleDownLimitFactor": 10}, None),
+]
+
+
+@pytest.mark.parametrize(("spec", "message"), [case[1:] for case in CHECK_WPA_VALIDITY],
+                         ids=[f"TestCheckWPAValidity:{case[0]}" for case in CHECK_WPA_VALIDITY])
+def test_check_wpa_validity_messages_are_upstreams(spec: dict[str, Any],
+                                                   message: str | None) -> None:
+    parsed = parse_watermark(wpa(**spec))
+    if message is None:
+        assert parsed.problems == () and parsed.rules is not None
+    else:
+        assert message in parsed.problems, parsed.problems
