@@ -26,6 +26,7 @@ def record_adapter_requests() -> Iterator[None]:
     uninstall = recording.install()
     yield
     uninstall()
+    recording.dump_if_asked()
 
 
 @pytest.fixture(scope="session")

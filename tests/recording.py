@@ -14,7 +14,8 @@ from typing import Any
 import yaml
 
 ROOT = Path(__file__).parent.parent
-POD_AUTOSCALER_MODULES = ("pod_autoscale.py", "watermark.py", "memory_usage.py")
+POD_AUTOSCALER_MODULES = ("pod_autoscale.py", "pod_cycle.py", "pods_cli.py", "watermark.py",
+                          "memory_usage.py")
 
 
 @dataclass(frozen=True)
@@ -103,6 +104,29 @@ def install() -> Callable[[], None]:
         BaseClient._make_api_call = original_make_api_call  # type: ignore[method-assign]
 
     return uninstall
+
+
+DUMP_ENV = "ELEVATOR_RECORDED_REQUESTS"
+
+
+def dump_if_asked() -> None:
+    """At the end of a session run by the least-privilege tests: write what was recorded."""
+    import json
+    import os
+
+    target = os.environ.get(DUMP_ENV)
+    if target:
+        Path(target).write_text(json.dumps({
+            "kube": [vars(request) for request in KUBE_REQUESTS],
+            "aws": [vars(request) for request in AWS_REQUESTS]}))
+
+
+def load_dump(path: Path) -> tuple[list[KubeRequest], list[AwsRequest]]:
+    import json
+
+    document = json.loads(path.read_text())
+    return ([KubeRequest(**item) for item in document["kube"]],
+            [AwsRequest(**item) for item in document["aws"]])
 
 
 @contextmanager

@@ -120,7 +120,7 @@ def test_describe_reads_groups_and_leaves_out_unknown_names(
         f"aws:///{i['AvailabilityZone']}/{i['InstanceId']}" for i in aws.instances(name("a"))
     }
     assert a.provider_ids() == expected and len(expected) == 2
-    assert groups[name("b")] == AutoScalingGroup(name("b"), 0, 3, 0, ())
+    assert groups[name("b")] == AutoScalingGroup(name("b"), 0, 3, 0, (), instances_known=True)
 
 
 def test_describe_pages_and_splits_names(

@@ -1,0 +1,165 @@
+"""Least privilege: the shipped RBAC rules and IAM policy allow exactly what the adapters send.
+
+Each check drives the requests it checks, so it holds alone, under `-k`, in any order and on a
+machine without Prometheus: the node autoscaler's requests come from a child pytest run of the
+end-to-end tests that exercise every grant (live ticks with the Cluster Autoscaler ideas, CA's
+scale-down with drain, a terminate whose answer is lost, `elevator watch`), the pod
+autoscaler's from one cycle run here against the fake API with metrics from a file. Every
+request must be allowed, and every grant used.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests import recording
+
+NODE_RBAC = recording.ROOT / "deployments" / "kubernetes" / "rbac.yaml"
+POD_RBAC = recording.ROOT / "deployments" / "kubernetes" / "pod-autoscaler-rbac.yaml"
+IAM_POLICY = recording.ROOT / "deployments" / "aws" / "iam-policy.json"
+# The end-to-end tests whose requests use every node-autoscaler grant between them.
+NODE_AUTOSCALER_WORKLOAD = (
+    "tests/test_cluster_autoscaler_live.py",  # priorities ConfigMap, evictions, budgets, leases
+    "tests/test_ca_scale_down_e2e.py",  # taints (get, patch), deletes, scale-from-zero templates
+    "tests/test_fault_ticks.py::test_scale_down_under_a_fault_then_a_clean_tick"
+    "[terminate-answer-lost]",  # the retry that checks EC2 for an instance already gone
+    "tests/test_serve_watch.py::test_the_watch_resumes_from_the_last_resource_version",  # watch
+)
+
+
+@pytest.fixture(scope="module")
+def node_autoscaler(tmp_path_factory: pytest.TempPathFactory
+                    ) -> tuple[list[recording.KubeRequest], list[recording.AwsRequest]]:
+    """Run the workload in a child pytest and read back every request its adapters sent."""
+    dump = tmp_path_factory.mktemp("least-privilege") / "requests.json"
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider",
+         *NODE_AUTOSCALER_WORKLOAD],
+        cwd=recording.ROOT, env={**os.environ, recording.DUMP_ENV: str(dump)},
+        capture_output=True, text=True, timeout=900, check=False)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    kube, aws = recording.load_dump(dump)
+    return ([r for r in kube if r.component == "node-autoscaler"],
+            [r for r in aws if r.component == "node-autoscaler"])
+
+
+Requests = tuple[list[recording.KubeRequest], list[recording.AwsRequest]]
+
+
+def test_rbac_allows_exactly_what_the_node_autoscaler_sends(node_autoscaler: Requests) -> None:
+    assert recording.rbac_problems(node_autoscaler[0], recording.rbac_rules(NODE_RBAC)) == []
+
+
+def test_removing_any_rbac_grant_breaks_the_suite(node_autoscaler: Requests) -> None:
+    requests = node_autoscaler[0]
+    rules = recording.rbac_rules(NODE_RBAC)
+    for index, rule in enumerate(rules):
+        for verb in rule.verbs:
+            narrowed = [*rules[:index], recording.Rule(
+                rule.source, rule.api_groups, rule.resources,
+                tuple(v for v in rule.verbs if v != verb)), *rules[index + 1:]]
+            assert any(p.startswith("not allowed") for p in
+                       recording.rbac_problems(requests, narrowed)), (rule.source, verb)
+
+
+def test_iam_policy_allows_exactly_what_the_cloud_adapter_sends(node_autoscaler: Requests
+                                                                ) -> None:
+    policy = json.loads(IAM_POLICY.read_text())
+    assert recording.iam_problems(node_autoscaler[1], recording.iam_actions(policy)) == []
+
+
+def test_removing_any_iam_action_breaks_the_suite(node_autoscaler: Requests) -> None:
+    requests = node_autoscaler[1]
+    granted = recording.iam_actions(json.loads(IAM_POLICY.read_text()))
+    for action in granted:
+        assert f"not allowed: {action}" in recording.iam_problems(requests, granted - {action})
+
+
+def test_scaling_actions_are_limited_to_tagged_groups() -> None:
+    policy = json.loads(IAM_POLICY.read_text())
+    for statement in policy["Statement"]:
+        writes = [a for a in statement["Action"] if not a.split(":")[1].startswith("Describe")]
+        if writes:
+            assert statement["Condition"]["StringEquals"] == {
+                "autoscaling:ResourceTag/k8s.io/atlassian-escalator/enabled": "true"}
+
+
+def test_the_checks_catch_an_unexpected_request_and_an_unused_grant() -> None:
+    rules = [recording.Rule("r", ("",), ("nodes",), ("get", "list"))]
+    sent = [recording.KubeRequest("node-autoscaler", "get", "", "nodes", "n1"),
+            recording.KubeRequest("node-autoscaler", "delete", "", "pods", "p")]
+    assert recording.rbac_problems(sent, rules) == [
+        "granted but never used: r: list nodes", "not allowed: delete core/pods"]
+
+
+def _pod_autoscaler_cycle(fake_kube: Any, kubeconfig: Path, tmp_path: Path) -> None:
+    """One cycle that reads and writes everything the pod autoscaler may: both CRDs (list,
+    status update), a WPA's DatadogMonitor (lifecycle control), a Deployment's /scale (get,
+    patch) and its pods (list). Metrics come from a file: no Prometheus needed."""
+    from flows.pod_cycle import cycle
+    from flows.tick import run_plain
+    from tasks.kube import KubeClient
+    from tasks.prometheus import StaticMetrics
+
+    fake_kube.register_custom_resource("datadoghq.com", "v1alpha1", "watermarkpodautoscalers",
+                                       "WatermarkPodAutoscaler", short_names=("wpa",))
+    fake_kube.register_custom_resource("datadoghq.com", "v1alpha1", "datadogmonitors",
+                                       "DatadogMonitor")
+    fake_kube.install_crd(recording.ROOT / "deployments/kubernetes/memoryautoscaler-crd.yaml")
+    labels = {"app": "web"}
+    fake_kube.create("deployments", {
+        "metadata": {"name": "web", "namespace": "shop"},
+        "spec": {"replicas": 2, "selector": {"matchLabels": labels},
+                 "template": {"metadata": {"labels": labels}, "spec": {"containers": [
+                     {"name": "c", "image": "i"}]}}},
+        "status": {"replicas": 2}}, namespace="shop")
+    for index in range(2):
+        fake_kube.create("pods", {
+            "metadata": {"name": f"web-6f7d9-{index}", "namespace": "shop", "labels": labels,
+                         "ownerReferences": [{"kind": "ReplicaSet", "name": "web-6f7d9"}]},
+            "spec": {"containers": [{"name": "c", "resources": {
+                "limits": {"memory": "1Gi"}, "requests": {"cpu": "500m"}}}]},
+            "status": {"phase": "Running", "startTime": "2026-11-21T10:00:00Z",
+                       "conditions": [{"type": "Ready", "status": "True",
+                                       "lastTransitionTime": "2026-11-21T10:00:10Z"}]}},
+            namespace="shop")
+    fake_kube.create("datadogmonitors", {"metadata": {"name": "web", "namespace": "shop"},
+                                         "status": {"monitorState": "OK"}}, namespace="shop")
+    fake_kube.create("watermarkpodautoscalers", {
+        "metadata": {"name": "web", "namespace": "shop", "annotations": {
+            "wpa.datadoghq.com/lifecycle-control.enabled": "true"}},
+        "spec": {"scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment",
+                                    "name": "web"},
+                 "minReplicas": 1, "maxReplicas": 10, "algorithm": "average",
+                 "metrics": [{"type": "Resource", "resource": {
+                     "name": "cpu", "metricSelector": {"matchLabels": labels},
+                     "highWatermark": "500m", "lowWatermark": "200m"}}]}}, namespace="shop")
+    fake_kube.create("memoryautoscalers", {
+        "apiVersion": "elevator.io/v1alpha1", "kind": "MemoryAutoscaler",
+        "metadata": {"name": "web-memory", "namespace": "shop"},
+        "spec": {"scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment",
+                                    "name": "web"},
+                 "minReplicas": 1, "maxReplicas": 5, "targetUtilizationPercentage": 50}},
+        namespace="shop")
+    metrics = tmp_path / "metrics.json"
+    metrics.write_text(json.dumps({"external": {}, "pods": {
+        f"shop/web-6f7d9-{index}": {"cpu": 1.5, "memory": 0.9 * 2**30} for index in range(2)}}))
+    kube = KubeClient.from_config(kubeconfig)
+    results = cycle(run_plain, kube, StaticMetrics.load(metrics), 1_800_000_000.0, kube)
+    assert [r.error for r in results] == ["", ""]
+    assert any(r.scaled for r in results) and all(r.status_written for r in results)
+
+
+def test_rbac_allows_exactly_what_the_pod_autoscaler_sends(fake_kube: Any, kubeconfig: Path,
+                                                           tmp_path: Path) -> None:
+    start = len(recording.KUBE_REQUESTS)
+    _pod_autoscaler_cycle(fake_kube, kubeconfig, tmp_path)
+    requests = [r for r in recording.KUBE_REQUESTS[start:] if r.component == "pod-autoscaler"]
+    assert recording.rbac_problems(requests, recording.rbac_rules(POD_RBAC)) == []
