@@ -6,10 +6,10 @@ Validated at the edge like configs: every problem names the file, the key path a
 from __future__ import annotations
 
 import csv
+import io
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-import yaml
 from pydantic import (
     BaseModel,
     BeforeValidator,
@@ -21,6 +21,7 @@ from pydantic import (
 )
 
 from tasks.config import LoadedConfig, load_node_groups, parse_go_duration, parse_node_groups
+from tasks.documents import as_text, load_file, read_bytes
 from tasks.errors import InputError, join_location
 from tasks.instance_types import INSTANCE_TYPES
 from tasks.resources import cpu_milli, memory_bytes
@@ -37,7 +38,14 @@ def _seconds(value: Any) -> Any:
     return value
 
 
-Seconds = Annotated[float, BeforeValidator(_seconds), Field(ge=0)]
+# Sizes a simulation may take (issue 14: `duration: .inf` or `step: 1ns` must not hang it).
+MAX_SECONDS = 366 * 24 * 3600.0  # any duration: a year
+MIN_STEP_SECONDS = 0.001
+MAX_STEPS = 2_000_000  # duration / step
+MAX_PODS = 1_000_000  # every wave's count and every trace row, together
+MAX_NODES_PER_ASG = 10_000
+
+Seconds = Annotated[float, BeforeValidator(_seconds), Field(ge=0, le=MAX_SECONDS)]
 
 
 def _quantity_check(value: Any, parse: Any) -> Any:
@@ -51,16 +59,16 @@ MemoryQuantity = Annotated[str, BeforeValidator(lambda v: _quantity_check(v, mem
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
 
 class AsgSpec(_Strict):
     """A simulated Auto Scaling Group and the Nodes its instances become."""
 
     name: str = Field(min_length=1)
-    min: int = Field(ge=0)
-    max: int = Field(ge=0)
-    desired: int = Field(ge=0)
+    min: int = Field(ge=0, le=MAX_NODES_PER_ASG)
+    max: int = Field(ge=0, le=MAX_NODES_PER_ASG)
+    desired: int = Field(ge=0, le=MAX_NODES_PER_ASG)
     instance_type: str = "m5.large"
     node_labels: dict[str, str] = {}
     boot_delay: Seconds = 60.0
@@ -99,7 +107,7 @@ class Wave(_Strict):
     """`count` pods arriving at `at`; without `duration` they run until the end (a service)."""
 
     at: Seconds
-    count: int = Field(ge=1)
+    count: int = Field(ge=1, le=MAX_PODS)
     cpu: CpuQuantity
     memory: MemoryQuantity
     duration: Seconds | None = None
@@ -111,10 +119,10 @@ class Wave(_Strict):
 
 
 class TracePod(_Strict):
-    arrival_s: float = Field(ge=0)
+    arrival_s: float = Field(ge=0, le=MAX_SECONDS)
     cpu: CpuQuantity
     memory: MemoryQuantity
-    duration_s: float | None = Field(default=None, ge=0)
+    duration_s: float | None = Field(default=None, ge=0, le=MAX_SECONDS)
     node_group: str
 
 
@@ -126,8 +134,8 @@ class Scenario(_Strict):
     tick_interval: Seconds = 60.0
     step: Seconds = 10.0
     duration: Seconds
-    start: float = 1_800_000_000.0
-    seed: int = 1
+    start: float = Field(default=1_800_000_000.0, ge=0, le=253_402_300_799 - MAX_SECONDS)
+    seed: int = Field(default=1, ge=0, le=2**63 - 1)
     workload: list[Wave] = []
     trace: str | None = None
     # Load-aware placement (Trimaran): "first-fit" is a plain scheduler; the other two bind each
@@ -136,8 +144,8 @@ class Scenario(_Strict):
         "first-fit"
     target_utilization: int = Field(default=40, gt=0, le=100)
     # Pods use a share of their requests: drawn per pod in [mean - spread, mean + spread].
-    usage_mean: float = Field(default=0.6, ge=0)
-    usage_spread: float = Field(default=0.3, ge=0)
+    usage_mean: float = Field(default=0.6, ge=0, le=100)
+    usage_spread: float = Field(default=0.3, ge=0, le=100)
 
     @field_validator("tick_interval", "step")
     @classmethod
@@ -145,6 +153,18 @@ class Scenario(_Strict):
         if value <= 0:
             raise ValueError("must be positive")
         return value
+
+    @model_validator(mode="after")
+    def bounded_size(self) -> Scenario:
+        if self.step < MIN_STEP_SECONDS:
+            raise ValueError(f"step must be at least {MIN_STEP_SECONDS:g}s")
+        if self.duration / self.step > MAX_STEPS:
+            raise ValueError(f"duration / step is {self.duration / self.step:,.0f} steps; at "
+                             f"most {MAX_STEPS:,}: lengthen the step or shorten the duration")
+        pods = sum(wave.count for wave in self.workload)
+        if pods > MAX_PODS:
+            raise ValueError(f"the workload has {pods:,} pods; at most {MAX_PODS:,}")
+        return self
 
 
 class LoadedScenario:
@@ -175,23 +195,24 @@ def _problems(error: ValidationError, source: str, prefix: str = "") -> list[str
 def _read_trace(path: Path, source: str, config: LoadedConfig) -> list[TracePod]:
     groups = {group.name for group in config.node_groups}
     pods, problems = [], []
+    text = as_text(read_bytes(path, f"{source}: trace {path}"), str(path))
     try:
-        with path.open(newline="") as handle:
-            for line, row in enumerate(csv.DictReader(handle), start=2):
-                where = f"{path}: line {line}"
-                try:
-                    pod = TracePod.model_validate({k: v for k, v in row.items()
-                                                   if v not in ("", None)})
-                except ValidationError as error:
-                    problems += _problems(error, where)
-                    continue
-                if pod.node_group not in groups:
-                    problems.append(f"{where}: node_group {pod.node_group!r} is not in the "
-                                    "node-group config")
-                pods.append(pod)
-    except OSError as error:
-        raise InputError([join_location(source, "trace", f"cannot read {path}: "
-                                                         f"{error.strerror}")]) from None
+        for line, row in enumerate(csv.DictReader(io.StringIO(text, newline="")), start=2):
+            where = f"{path}: line {line}"
+            try:
+                pod = TracePod.model_validate({k: v for k, v in row.items()
+                                               if v not in ("", None)})
+            except ValidationError as error:
+                problems += _problems(error, where)
+                continue
+            if pod.node_group not in groups:
+                problems.append(f"{where}: node_group {pod.node_group!r} is not in the "
+                                "node-group config")
+            pods.append(pod)
+            if len(pods) > MAX_PODS:
+                raise InputError([f"{path}: more than {MAX_PODS:,} pods"])
+    except csv.Error as error:
+        raise InputError([f"{path}: not a CSV trace: {error}"]) from None
     if problems:
         raise InputError(problems)
     return pods
@@ -200,13 +221,7 @@ def _read_trace(path: Path, source: str, config: LoadedConfig) -> list[TracePod]
 def load_scenario(path: str | Path) -> LoadedScenario:
     """Read and validate a scenario file (YAML), its node-group config and its trace."""
     source = str(path)
-    try:
-        document = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
-    except OSError as error:
-        raise InputError([join_location(source, "", f"cannot read file: {error.strerror}")]) \
-            from None
-    except yaml.YAMLError as error:
-        raise InputError([join_location(source, "", f"not valid YAML: {error}")]) from None
+    document = load_file(path, "YAML")
     if not isinstance(document, dict):
         raise InputError([join_location(source, "", "a scenario must be a mapping")])
     try:

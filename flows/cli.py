@@ -61,21 +61,29 @@ class OutputFormat(StrEnum):
     json = "json"
 
 
+# --now's range: the times a datetime can show (years 1 to 9999), so the table can print it.
+_EARLIEST_SECONDS = datetime(1, 1, 2, tzinfo=UTC).timestamp()
+_LATEST_SECONDS = datetime(9999, 12, 30, tzinfo=UTC).timestamp()
+
+
 def parse_now(text: str | None) -> float:
     """`--now`: ISO 8601 or Unix seconds; default the current time."""
     if text is None:
         return datetime.now(UTC).timestamp()
     try:
-        return float(text)
+        seconds = float(text)
     except ValueError:
-        pass
-    try:
-        moment = datetime.fromisoformat(text)
-    except ValueError:
-        raise InputError([f"--now: {text!r} is neither ISO 8601 nor Unix seconds"]) from None
-    if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=UTC)
-    return moment.timestamp()
+        try:
+            moment = datetime.fromisoformat(text)
+        except ValueError:
+            raise InputError([f"--now: {text!r} is neither ISO 8601 nor Unix seconds"]) \
+                from None
+        if moment.tzinfo is None:
+            moment = moment.replace(tzinfo=UTC)
+        seconds = moment.timestamp()
+    if not _EARLIEST_SECONDS <= seconds <= _LATEST_SECONDS:  # also NaN and infinities
+        raise InputError([f"--now: {text!r} is not a time between the years 1 and 9999"])
+    return seconds
 
 
 def print_warnings(config: LoadedConfig) -> None:

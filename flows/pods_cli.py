@@ -18,10 +18,11 @@ from typing import Annotated, Any
 
 import orjson
 import typer
-import yaml
 from rich.markup import escape
 from rich.table import Table
 
+from flows.pods_files import object_problems
+from tasks.documents import load_file
 from tasks.errors import InputError
 from tasks.memory_usage import KIND as MEMORY_KIND
 from tasks.memory_usage import PLURAL as MEMORY_PLURAL
@@ -101,29 +102,29 @@ class ClusterFiles:
         problems = []
         for path in paths:
             try:
-                raw = path.read_bytes()
-            except OSError as error:
-                problems.append(f"{path}: cannot read: {error.strerror}")
+                document = load_file(path)  # JSON is YAML: one reader, with its limits
+            except InputError as error:
+                problems += error.problems
                 continue
-            try:
-                document = orjson.loads(raw)
-            except orjson.JSONDecodeError:
-                try:
-                    document = yaml.safe_load(raw)
-                except yaml.YAMLError as error:
-                    problems.append(f"{path}: neither JSON nor YAML: {error}")
-                    continue
-            if isinstance(document, dict) and isinstance(document.get("items"), list):
+            if isinstance(document, dict) and "items" in document:
                 items = document["items"]
-            elif isinstance(document, dict) and "kind" in document:
+                if not isinstance(items, list):
+                    problems.append(f"{path}: items: must be a list of objects")
+                    continue
+            elif isinstance(document, dict) and isinstance(document.get("kind"), str) \
+                    and not document["kind"].endswith("List"):
                 items = [document]
             else:
                 problems.append(f"{path}: expected a Kubernetes List (`kubectl get ... -o json`)")
                 continue
             for index, item in enumerate(items):
+                where = f"{path}: items[{index}]"
                 if not isinstance(item, dict) or not isinstance(item.get("kind"), str):
-                    problems.append(f"{path}: items[{index}]: not an object with a kind")
-                else:
+                    problems.append(f"{where}: not an object with a kind")
+                    continue
+                found = object_problems(item, f"{where} ({item['kind']})")
+                problems += found
+                if not found:
                     objects.append(item)
         if problems:
             raise InputError(problems)

@@ -22,6 +22,7 @@ from typing import Annotated, Any, Literal
 import msgspec
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from tasks.documents import load_json_document, read_bytes
 from tasks.errors import InputError, join_location
 from tasks.lock import LEASE_PREFIX, GroupState, state_from_annotations
 from tasks.resources import (
@@ -220,6 +221,8 @@ def add_item(snapshot: ClusterSnapshot, raw: RawObject, kind: str, where: str,
     """Fold one decoded object into the snapshot (`item`: its JSON); other kinds are ignored."""
     try:
         if kind == "Pod":
+            if not raw.metadata.name:  # the API server never serves one; a hand-made file may
+                raise _FieldError("metadata.name", "a pod needs a name")
             snapshot.pods.append(pod_record(raw))
         elif kind == "Node":
             snapshot.nodes.append(node_record(raw))
@@ -356,9 +359,10 @@ class _InstanceDescription(BaseModel):
 class _GroupDescription(BaseModel):
     model_config = ConfigDict(extra="ignore")
     AutoScalingGroupName: str = Field(min_length=1)
-    MinSize: int = Field(ge=0)
-    MaxSize: int = Field(ge=0)
-    DesiredCapacity: int = Field(ge=0)
+    # AWS's limits: sizes are non-negative int32s.
+    MinSize: int = Field(ge=0, le=2**31 - 1)
+    MaxSize: int = Field(ge=0, le=2**31 - 1)
+    DesiredCapacity: int = Field(ge=0, le=2**31 - 1)
     Instances: list[_InstanceDescription] = []
 
 
@@ -388,14 +392,6 @@ def parse_asg_description(document: Any, source: str) -> dict[str, AutoScalingGr
 
 
 def load_asg_file(path: str | Path) -> dict[str, AutoScalingGroup]:
+    """`aws autoscaling describe-auto-scaling-groups` output (JSON) into records by name."""
     source = str(path)
-    try:
-        data = Path(path).read_bytes()
-    except OSError as error:
-        raise InputError([join_location(source, "", f"cannot read file: {error.strerror}")]) \
-            from None
-    try:
-        document = msgspec.json.decode(data)
-    except msgspec.DecodeError as error:
-        raise InputError([join_location(source, "", f"not valid JSON: {error}")]) from None
-    return parse_asg_description(document, source)
+    return parse_asg_description(load_json_document(read_bytes(path), source), source)

@@ -2,6 +2,15 @@
 
 from __future__ import annotations
 
+import re
+
+_LINE_BREAKS = re.compile(r"\s*[\r\n]+\s*")
+
+
+def one_line(text: str) -> str:
+    """A message on one line: a parser's multi-line report joined with spaces."""
+    return _LINE_BREAKS.sub(" ", text).strip()
+
 
 class InputError(Exception):
     """Bad input at the edge (config, snapshot, API object).
@@ -10,13 +19,13 @@ class InputError(Exception):
     """
 
     def __init__(self, problems: list[str]) -> None:
-        self.problems = list(problems)
+        self.problems = [one_line(problem) for problem in problems]
         super().__init__("\n".join(self.problems))
 
 
 def join_location(source: str, path: str, message: str) -> str:
     """``nodegroups.yaml: node_groups[1] (batch): message``, skipping empty parts."""
-    return ": ".join(part for part in (source, path, message) if part)
+    return one_line(": ".join(part for part in (source, path, message) if part))
 
 
 class LeaseConflict(Exception):

@@ -868,6 +868,14 @@ TIMED_OUT_INSTANCES = "elevator.io/timed-out-instances"
 _GONE_STATES = ("Terminating", "Terminated", "Detaching", "Detached")
 
 
+def _backoff_seconds(raw: str) -> float:
+    """The back-off as written ("300"); finite and within the back-off's range."""
+    value = float(raw or 0) if raw.isascii() else math.nan
+    if not 0 <= value <= MAX_BACKOFF_SECONDS:
+        raise ValueError(f"expected seconds from 0 to {MAX_BACKOFF_SECONDS:g}")
+    return value
+
+
 @dataclass(frozen=True)
 class ProvisioningState:
     """One group's back-off and its instances still waiting to register as Nodes.
@@ -899,7 +907,7 @@ class ProvisioningState:
     def from_annotations(cls, annotations: Mapping[str, str]) -> ProvisioningState:
         """Read what `to_annotations` wrote; ValueError names the malformed annotation."""
         return cls(
-            backoff_seconds=read_annotation(annotations, BACKOFF_SECONDS, lambda raw: float(raw or 0)),
+            backoff_seconds=read_annotation(annotations, BACKOFF_SECONDS, _backoff_seconds),
             backoff_until=read_annotation(annotations, BACKOFF_UNTIL, annotation_time),
             last_failure=read_annotation(annotations, LAST_FAILED_SCALE_UP, annotation_time),
             unregistered_since=read_annotation(annotations, UNREGISTERED_INSTANCES, time_map),

@@ -180,11 +180,30 @@ def time_map(raw: str) -> tuple[tuple[str, float], ...]:
     return tuple(sorted((str(name), annotation_time(str(since))) for name, since in value.items()))
 
 
+_MAX_COUNT = 2**31 - 1  # node counts and capacities: an ASG's sizes are int32s
+_MAX_AMOUNT = 2**63 - 1  # milli-CPU and bytes: a Quantity's int64
+
+
+def _count(raw: str) -> int:
+    """A non-negative whole number in ASCII digits ("" is 0), as the tick writes it."""
+    if not raw:
+        return 0
+    if not raw.isascii() or not raw.isdigit() or int(raw) > _MAX_COUNT:
+        raise ValueError(f"expected a whole number from 0 to {_MAX_COUNT}")
+    return int(raw)
+
+
+def _amount(value: object) -> int:
+    if not isinstance(value, int) or isinstance(value, bool) or not 0 <= value <= _MAX_AMOUNT:
+        raise ValueError("expected a whole number from 0 to 2^63-1")
+    return value
+
+
 def _capacity(raw: str) -> Resources | None:
     if not raw:
         return None
     value = json.loads(raw)
-    return Resources(int(value["cpu_milli"]), int(value["memory_bytes"]))
+    return Resources(_amount(value["cpu_milli"]), _amount(value["memory_bytes"]))
 
 
 def _desired_pair(raw: str) -> tuple[int, int]:
@@ -192,10 +211,7 @@ def _desired_pair(raw: str) -> tuple[int, int]:
     if not raw:
         return 0, 0
     before, target = raw.split(",")
-    pair = int(before), int(target)
-    if min(pair) < 0 or max(pair) >= 2**31:
-        raise ValueError("desired capacities must be within 0..2^31-1")
-    return pair
+    return _count(before), _count(target)
 
 
 def state_from_annotations(annotations: Mapping[str, str], resource_version: str = "") -> GroupState:
@@ -204,7 +220,7 @@ def state_from_annotations(annotations: Mapping[str, str], resource_version: str
     return GroupState(
         lock=ScaleLock(
             is_locked=annotations.get(LOCKED, "false") == "true",
-            requested_nodes=read_annotation(annotations, LOCK_REQUESTED, lambda raw: int(raw or 0)),
+            requested_nodes=read_annotation(annotations, LOCK_REQUESTED, _count),
             lock_time_unix_seconds=read_annotation(annotations, LOCK_TIME, annotation_time),
             desired_before=desired[0], desired_target=desired[1],
         ),

@@ -25,6 +25,7 @@ from tasks.watermark import (
     CrdModel,
     CrossVersionObjectReference,
     Decision,
+    Int32,
     ObjectMeta,
     ObjectView,
     PodState,
@@ -48,10 +49,10 @@ SCALE_UP_ABOVE = 1.1
 
 class MemoryAutoscalerSpec(CrdModel):
     scale_target_ref: CrossVersionObjectReference = CrossVersionObjectReference()
-    min_replicas: int | None = None
-    max_replicas: int | None = None
-    target_utilization_percentage: int | None = None
-    scale_window_seconds: int | None = None
+    min_replicas: Int32 | None = None
+    max_replicas: Int32 | None = None
+    target_utilization_percentage: Int32 | None = None
+    scale_window_seconds: Int32 | None = None
 
 
 class MemoryAutoscalerObject(CrdModel):

@@ -203,6 +203,10 @@ _AGGREGATE: dict[str, Callable[[Sequence[float]], float]] = {
     "sum": sum, "avg": lambda v: sum(v) / len(v), "max": max, "min": min}
 
 
+def _finite(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+
+
 class StaticMetrics:
     """Values from `--metrics FILE`:
     `{"external": {"<metricName>{<k>=<v>,...}": value}, "pods": {"<ns>/<pod>": {"cpu": cores,
@@ -235,6 +239,7 @@ class StaticMetrics:
 
     @classmethod
     def load(cls, path: str | Path) -> StaticMetrics:
+        """A metrics file (`elevator pods plan --metrics`); one error line per problem."""
         where = str(path)
         try:
             document = orjson.loads(Path(path).read_bytes())
@@ -242,16 +247,17 @@ class StaticMetrics:
             raise InputError([f"{where}: cannot read: {error.strerror}"]) from None
         except orjson.JSONDecodeError as error:
             raise InputError([f"{where}: not JSON: {error}"]) from None
+        except RecursionError:
+            raise InputError([f"{where}: nested too deeply"]) from None
         if not isinstance(document, dict):
             raise InputError([f"{where}: must be an object with `external` and `pods`"])
         problems = []
         external = document.get("external") or {}
         pods = document.get("pods") or {}
-        if not isinstance(external, dict) or not all(
-                isinstance(v, int | float) and not isinstance(v, bool) for v in external.values()):
-            problems.append(f"{where}: external: must map series to numbers")
+        if not isinstance(external, dict) or not all(_finite(v) for v in external.values()):
+            problems.append(f"{where}: external: must map series to finite numbers")
         if not isinstance(pods, dict) or not all(
-                isinstance(u, dict) and all(k in ("cpu", "memory") and isinstance(v, int | float)
+                isinstance(u, dict) and all(k in ("cpu", "memory") and _finite(v) and v >= 0
                                             for k, v in u.items())
                 for u in pods.values()):
             problems.append(f"{where}: pods: must map <namespace>/<pod> to "

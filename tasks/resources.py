@@ -20,9 +20,10 @@ import msgspec
 
 # --- quantities -------------------------------------------------------------------------
 
+# ASCII digits only, as apimachinery's parser (Python's \d would take "٣").
 _QUANTITY = re.compile(
-    r"^(?P<number>[+-]?(?:\d+(?:\.\d*)?|\.\d+))"
-    r"(?P<suffix>Ki|Mi|Gi|Ti|Pi|Ei|[eE][+-]?\d+|[numkMGTPE]?)$"
+    r"^(?P<number>[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+))"
+    r"(?P<suffix>Ki|Mi|Gi|Ti|Pi|Ei|[eE][+-]?[0-9]+|[numkMGTPE]?)$"
 )
 _BINARY = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50, "Ei": 2**60}
 _DECIMAL_EXPONENT = {"n": -9, "u": -6, "m": -3, "": 0, "k": 3, "M": 6, "G": 9, "T": 12,
@@ -40,7 +41,10 @@ def parse_quantity(text: str) -> Fraction:
     if suffix in _BINARY:
         return value * _BINARY[suffix]
     if suffix and suffix[0] in "eE" and len(suffix) > 1:
-        return value * Fraction(10) ** int(suffix[1:])
+        exponent = int(suffix[1:])
+        if abs(exponent) > 100:  # far past int64 either way; 10**huge would not finish
+            raise ValueError(f"quantity {text!r} is out of range")
+        return value * Fraction(10) ** exponent
     return value * Fraction(10) ** _DECIMAL_EXPONENT[suffix]
 
 
@@ -92,14 +96,27 @@ def _as_text(quantity: QuantityText) -> str:
     return quantity if isinstance(quantity, str) else repr(quantity)
 
 
+# A quantity in Kubernetes fits an int64 once scaled (apimachinery's Quantity); requests,
+# limits and allocatable are never negative (the API server's validation).
+_INT64_MAX = 2**63 - 1
+
+
+def _bounded(value: int, text: str) -> int:
+    if value < 0:
+        raise ValueError(f"quantity {text!r} must not be negative")
+    if value > _INT64_MAX:
+        raise ValueError(f"quantity {text!r} is too large")
+    return value
+
+
 @lru_cache(maxsize=4096)
 def _cpu_milli(text: str) -> int:
-    return math.ceil(parse_quantity(text) * 1000)
+    return _bounded(math.ceil(parse_quantity(text) * 1000), text)
 
 
 @lru_cache(maxsize=4096)
 def _memory_bytes(text: str) -> int:
-    return math.ceil(parse_quantity(text))
+    return _bounded(math.ceil(parse_quantity(text)), text)
 
 
 # Per-process caches: a cluster uses few distinct quantities ("500m", "1Gi"), and a plain dict

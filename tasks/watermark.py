@@ -18,7 +18,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from decimal import Decimal
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 import orjson
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
@@ -126,6 +126,10 @@ def go_map(labels: Mapping[str, str] | None) -> str:
 # --- label selectors --------------------------------------------------------------------------
 
 
+# The CRD's integer fields are int32s (the API server refuses larger ones).
+Int32 = Annotated[int, Field(ge=-(2**31), le=2**31 - 1)]
+
+
 class CrdModel(BaseModel):
     model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="ignore",
                               frozen=True)
@@ -227,13 +231,13 @@ class RecommenderSpec(CrdModel):
 
 
 class WatermarkPodAutoscalerSpec(CrdModel):
-    downscale_forbidden_window_seconds: int | None = None
-    upscale_forbidden_window_seconds: int | None = None
+    downscale_forbidden_window_seconds: Int32 | None = None
+    upscale_forbidden_window_seconds: Int32 | None = None
     scale_up_limit_factor: Quantity | None = None
-    upscale_delay_above_watermark_seconds: int | None = None
+    upscale_delay_above_watermark_seconds: Int32 | None = None
     scale_down_limit_factor: Quantity | None = None
-    downscale_delay_below_watermark_seconds: int | None = None
-    replica_scaling_absolute_modulo: int | None = None
+    downscale_delay_below_watermark_seconds: Int32 | None = None
+    replica_scaling_absolute_modulo: Int32 | None = None
     converge_towards_watermark: str = ""
     tolerance: Quantity | None = None
     algorithm: str = ""
@@ -242,10 +246,10 @@ class WatermarkPodAutoscalerSpec(CrdModel):
     scale_target_ref: CrossVersionObjectReference = CrossVersionObjectReference()
     metrics: list[MetricSpec] | None = None
     recommender: RecommenderSpec | None = None
-    min_replicas: int | None = None
-    min_available_replica_percentage: int | None = None
-    max_replicas: int | None = None
-    readiness_delay_seconds: int | None = None
+    min_replicas: Int32 | None = None
+    min_available_replica_percentage: Int32 | None = None
+    max_replicas: Int32 | None = None
+    readiness_delay_seconds: Int32 | None = None
 
 
 class ObjectMeta(CrdModel):
