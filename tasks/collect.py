@@ -252,6 +252,8 @@ def decode_items(
             raw = OBJECT_DECODER.decode(item)
         except msgspec.ValidationError as error:
             raise InputError([f"{where}: {_json_path(error)}"]) from None
+        except UnicodeDecodeError:
+            raise InputError([f"{where}: not UTF-8: save the file as UTF-8"]) from None
         add_item(snapshot, raw, raw.kind or default_kind, where, item)
 
 
@@ -286,7 +288,8 @@ def decode_page(data: bytes | memoryview, source: str, snapshot: ClusterSnapshot
     """One list answer into `snapshot`; returns its `continue` token and its item count."""
     typed = None
     if len(data) <= _ONE_CALL_LIMIT_BYTES:
-        with contextlib.suppress(msgspec.DecodeError):  # the path below says what is wrong
+        # The path below says what is wrong (msgspec raises UnicodeDecodeError on some bad bytes).
+        with contextlib.suppress(msgspec.DecodeError, UnicodeDecodeError):
             typed = _TYPED_DECODER.decode(data)
     if typed is not None and (typed.kind == f"{PDB_KIND}List"
                               or any(raw.kind == PDB_KIND for raw in typed.items or ())):
@@ -305,6 +308,9 @@ def decode_page(data: bytes | memoryview, source: str, snapshot: ClusterSnapshot
         raise InputError([join_location(source, path, rule)]) from None
     except msgspec.DecodeError as error:
         raise InputError([join_location(source, "", f"not valid JSON: {error}")]) from None
+    except UnicodeDecodeError as error:
+        raise InputError([join_location(source, f"byte {error.start}",
+                                        "not UTF-8: save the file as UTF-8")]) from None
     if not document.kind.endswith("List") or document.items is None:
         shown = document.kind or "no kind"
         raise InputError([join_location(

@@ -251,6 +251,10 @@ class StaticMetrics:
             raise InputError([f"{where}: nested too deeply"]) from None
         if not isinstance(document, dict):
             raise InputError([f"{where}: must be an object with `external` and `pods`"])
+        unknown = sorted(set(document) - {"external", "pods"})
+        if unknown:
+            raise InputError([f"{where}: {', '.join(map(str, unknown))}: unknown keys: a "
+                              "metrics file has only `external` and `pods`"])
         problems = []
         external = document.get("external") or {}
         pods = document.get("pods") or {}
