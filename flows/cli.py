@@ -244,6 +244,10 @@ def run(
     from tasks.kube import KubeClient
 
     KubeClient.from_config(kubeconfig)  # so does a kubeconfig the client cannot use
+    from flows.crash_detection import ensure_crash_detection, heartbeat_environment
+
+    heartbeat_environment()
+    ensure_crash_detection()  # a tick whose process dies ends Crashed on the server
     from flows.autoscale import autoscale
 
     run_until_stopped(

@@ -134,10 +134,15 @@ def serve(
         from flows.load_services import http_url
 
         pushgateway = http_url(pushgateway, "--pushgateway")
+    from flows.crash_detection import heartbeat_environment
+
+    heartbeat_environment()  # before Prefect reads its settings: the runs it starts inherit it
     from prefect.runner import Runner
 
     from flows.cli import console
+    from flows.crash_detection import ensure_crash_detection
 
+    ensure_crash_detection()  # a tick whose process dies ends Crashed, its slot freed
     runner = Runner(name="kube-elevator", query_seconds=poll_seconds, limit=None)
     deployments = served_deployments(nodegroups, period, kubeconfig, lease_namespace,
                                      pushgateway)
