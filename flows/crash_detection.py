@@ -8,8 +8,8 @@ without the run reaching a final state. The deployment's concurrency slot is hel
 the dead process no longer renews, and the server's repossessor frees it when it expires, so
 the next scheduled tick is not cancelled for a run that will never finish.
 
-`ensure_crash_detection` creates the automation once (by name), and `elevator serve`, `run`
-and `watch` call it when they start.
+`ensure_crash_detection` creates the automation once (by name) on a Prefect server of its own
+(PREFECT_API_URL set); `elevator serve` and `run` call it when they start.
 """
 
 from __future__ import annotations
@@ -40,6 +40,12 @@ def ensure_crash_detection(grace: timedelta = HEARTBEAT_GRACE) -> bool:
     from prefect.events.actions import ChangeFlowRunState
     from prefect.events.schemas.automations import AutomationCore, EventTrigger, Posture
 
+    from prefect.settings import PREFECT_API_URL
+
+    if not PREFECT_API_URL.value():
+        # An ephemeral server lives and dies with this process: there is no one to tell, and
+        # its SQLite database is better left to the flow runs.
+        return False
     try:
         with get_client(sync_client=True) as client:
             if client.read_automations_by_name(AUTOMATION_NAME):
