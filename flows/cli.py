@@ -473,6 +473,9 @@ def main() -> None:
     # An ephemeral Prefect server started by this process has no use for telemetry, whose
     # writes race the run recorder on SQLite ("database is locked" tracebacks).
     os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
+    # Its services' own errors (SQLite "database is locked" under load, retried by the server)
+    # would print tracebacks among the command's lines; a server of one's own logs as it likes.
+    os.environ.setdefault("PREFECT_SERVER_LOGGING_LEVEL", "CRITICAL")
     app()
 
 
