@@ -89,7 +89,7 @@ def prefect_figures() -> list[Figure]:
 
 def quality_figures() -> list[Figure]:
     from fakes.scenario import load_scenario
-    from fakes.simulation import simulate
+    from flows.simulation import simulate
 
     figures = []
     examples = Path(__file__).parent.parent / "deployments" / "examples"

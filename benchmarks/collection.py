@@ -14,7 +14,7 @@ from pathlib import Path
 
 from kubernetes import client
 
-from tasks.kube import ACTIVE_PODS, DEFAULT_PAGE_SIZE, KubeClient
+from tasks.adapters.kube import ACTIVE_PODS, DEFAULT_PAGE_SIZE, KubeClient
 
 SERVER = """
 import sys

@@ -331,7 +331,7 @@ def wait_for_idle(server: PrefectServer, timeout: float = 60.0) -> None:
 
 def measure(bursts: int, pods: int) -> list[float]:
     """Latency of each of `bursts` bursts of `pods` pods, in seconds."""
-    from tasks.watch import DEFAULT_DEBOUNCE_SECONDS
+    from tasks.escalator.pending_bursts import DEFAULT_DEBOUNCE_SECONDS
 
     scratch = Path(tempfile.mkdtemp(prefix="elevator-event-latency-"))
     latencies = []

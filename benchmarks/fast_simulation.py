@@ -89,7 +89,7 @@ def write_day_scenario(directory: Path, pods: int = PODS, seed: int = 17) -> Pat
 def measure(repeats: int = 3, profile: bool = False) -> dict[str, Any]:
     """Best wall seconds of the fast mode over `repeats` runs, and the run's summary."""
     from fakes.scenario import load_scenario
-    from fakes.simulation import simulate
+    from flows.simulation import simulate
 
     with tempfile.TemporaryDirectory(prefix="elevator-day-") as scratch:
         loaded = load_scenario(write_day_scenario(Path(scratch)))

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from fakes.scenario import LoadedScenario, load_scenario
-from fakes.simulation import simulate
+from flows.simulation import simulate
 
 EXAMPLES = Path(__file__).parent.parent / "deployments" / "examples"
 

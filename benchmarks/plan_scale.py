@@ -102,9 +102,9 @@ def run_plan(snapshot: Snapshot) -> tuple[float, float]:
 def plan_in_process_seconds(snapshot: Snapshot) -> float:
     """Plan time without interpreter start-up: what one tick costs inside a worker."""
     from flows.tick import run_plain, tick
-    from tasks.collect import load_asg_file, load_cluster_files
-    from tasks.config import load_node_groups
-    from tasks.source import SnapshotSource
+    from tasks.core.decode import load_asg_file, load_cluster_files
+    from tasks.escalator.config import load_node_groups
+    from tasks.steps.source import SnapshotSource
 
     start = time.perf_counter()
     config = load_node_groups(snapshot.config)

@@ -32,7 +32,7 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from fakes.faults import ADMIN_PATH, Fault, FaultInjector, RequestInfo
-from flows.http_service import ServiceThread
+from tasks.adapters.http_server import ServiceThread
 
 __all__ = ["AwsFaultProxy", "ProxiedRequest"]
 

@@ -21,21 +21,15 @@ from fakes.aws import FakeAws
 from fakes.kube_api import FakeKubeApi
 from fakes.scenario import AsgSpec, TracePod, Wave
 from fakes.snapshots import rfc3339
-from tasks.config import NodeGroupConfig
-from tasks.decide import taint_time
+from tasks.core.api_objects import OBJECT_DECODER, RawObject
+from tasks.core.instance_types import instance_gpus
+from tasks.core.records import NodeRecord, PodRecord, node_record, pod_record
+from tasks.core.scheduling import fits_constraints as fits_constraints
+from tasks.core.scheduling import fits_extended, take_extended
+from tasks.core.scheduling import tolerates as tolerates
+from tasks.escalator.config import NodeGroupConfig
+from tasks.escalator.decide import taint_time
 from tasks.expanders import GPU_RESOURCE
-from tasks.instance_types import instance_gpus
-from tasks.resources import (
-    OBJECT_DECODER,
-    NodeRecord,
-    PodRecord,
-    RawObject,
-    node_record,
-    pod_record,
-)
-from tasks.scheduling import fits_constraints as fits_constraints  # shared with the estimator
-from tasks.scheduling import fits_extended, take_extended
-from tasks.scheduling import tolerates as tolerates
 
 POD_NAMESPACE = "workload"
 

@@ -50,8 +50,8 @@ from starlette.responses import Response, StreamingResponse
 from starlette.routing import Route
 
 from fakes.kube_faults import ADMIN_PATH, kube_faults
-from flows.http_service import ServiceThread, base_url
-from tasks.selectors import (
+from tasks.adapters.http_server import ServiceThread, base_url
+from tasks.core.selectors import (
     FieldSelector,
     LabelSelector,
     SelectorError,

@@ -15,8 +15,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from fakes.pod_metrics import PodMetricsServer
-from tasks.load_scoring import Metric, Window
-from tasks.resources import NodeRecord, PodRecord
+from tasks.core.records import NodeRecord, PodRecord
+from tasks.load_aware.scoring import Metric, Window
 
 
 def usage_factor(pod_name: str, mean: float, spread: float, seed: int) -> float:

@@ -7,13 +7,13 @@ runs the same steps as over HTTP, with no server, no JSON and no moto in between
 
 The semantics are those of the HTTP path, call for call (tests/test_fast_simulation.py checks
 the same call sequences on both):
-* the Kubernetes side is `tasks.kube.KubeClient` on `fakes.kube_api.FakeKubeApi`: one global
+* the Kubernetes side is `tasks.adapters.kube.KubeClient` on `fakes.kube_api.FakeKubeApi`: one global
   resourceVersion counter, taints written whole with the node's resourceVersion (409, then a
   fresh read, as the client retries), a Lease replaced only at the resourceVersion it was read
   at (else `LeaseConflict`), created only if absent, a write that changes nothing keeping its
   version; evictions honour PodDisruptionBudgets (429 as `EvictionBlocked`); lists in
   (namespace, name) order;
-* the cloud side is `tasks.cloud.AsgClient` on moto: SetDesiredCapacity clamped into
+* the cloud side is `tasks.adapters.cloud.AsgClient` on moto: SetDesiredCapacity clamped into
   [MinSize, MaxSize] against a fresh description and not sent when unchanged, instances
   launched at once, terminating an instance removes it and decrements the desired capacity,
   Escalator's MinSize refusals. Instance ids are deterministic (`i-` and a counter), unlike
@@ -40,18 +40,25 @@ from fakes.kube_api import (
     _selector_matches,
     pdb_status,
 )
-from tasks.cloud import (
-    MIN_SIZE_REACHED,
-    WOULD_BREACH_MIN_SIZE,
-    CloudError,
-    instance_id_from_provider_id,
+from tasks.adapters.cloud import MIN_SIZE_REACHED, WOULD_BREACH_MIN_SIZE, instance_id_from_provider_id
+from tasks.core.api_objects import Taint
+from tasks.core.errors import CloudError, EvictionBlocked, InputError, LeaseConflict
+from tasks.core.lease_state import (
+    HOLDER_IDENTITY,
+    LAST_TICK,
+    GroupState,
+    state_from_annotations,
+    state_to_annotations,
 )
-from tasks.errors import EvictionBlocked, InputError, LeaseConflict
+from tasks.core.records import (
+    ESCALATOR_TAINT_KEY,
+    TERMINAL_PHASES,
+    AsgInstance,
+    AutoScalingGroup,
+    NodeRecord,
+    PodRecord,
+)
 from tasks.expanders import AsgTemplateSource
-from tasks.filter_nodes import ESCALATOR_TAINT_KEY
-from tasks.lock import HOLDER_IDENTITY, LAST_TICK, GroupState, state_from_annotations, state_to_annotations
-from tasks.resources import AsgInstance, AutoScalingGroup, NodeRecord, PodRecord, Taint
-from tasks.source import TERMINAL_PHASES
 
 Key = tuple[str, str]  # (namespace, name); nodes are ("", name) in the fake API's order
 
@@ -254,12 +261,12 @@ def _pod_object(pod: PodRecord) -> dict[str, Any]:
 
 @dataclass
 class MemoryKube:
-    """`tasks.ports.KubeActions` on a `MemoryWorld`, with `KubeClient`'s answers."""
+    """`tasks.adapters.ports.KubeActions` on a `MemoryWorld`, with `KubeClient`'s answers."""
 
     world: MemoryWorld
 
     def list_pods(self) -> list[PodRecord]:
-        # The live list asks the server to leave finished pods out (tasks.kube.ACTIVE_PODS).
+        # The live list asks the server to leave finished pods out (tasks.adapters.kube.ACTIVE_PODS).
         return [pod for pod in self.world.pod_list() if pod.phase not in TERMINAL_PHASES]
 
     def list_nodes(self) -> list[NodeRecord]:
@@ -412,7 +419,7 @@ class MemoryKube:
 
 @dataclass
 class MemoryCloud:
-    """`tasks.ports.CloudActions` on a `MemoryWorld`, with `AsgClient`'s answers on moto."""
+    """`tasks.adapters.ports.CloudActions` on a `MemoryWorld`, with `AsgClient`'s answers on moto."""
 
     world: MemoryWorld
 

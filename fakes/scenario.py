@@ -20,11 +20,12 @@ from pydantic import (
     model_validator,
 )
 
-from tasks.config import LoadedConfig, load_node_groups, parse_go_duration, parse_node_groups
-from tasks.documents import as_text, load_file, read_bytes
-from tasks.errors import InputError, join_location
-from tasks.instance_types import INSTANCE_TYPES
-from tasks.resources import cpu_milli, memory_bytes
+from tasks.core.documents import as_text, load_file, read_bytes
+from tasks.core.duration import parse_go_duration
+from tasks.core.errors import InputError, join_location
+from tasks.core.instance_types import INSTANCE_TYPES
+from tasks.core.quantity import cpu_milli, memory_bytes
+from tasks.escalator.config import LoadedConfig, load_node_groups, parse_node_groups
 
 # What the kubelet and system daemons keep for themselves (allocatable = capacity - reserve).
 RESERVED_CPU_MILLI = 100

@@ -13,13 +13,14 @@ from datetime import UTC, datetime
 
 from prefect import flow, get_run_logger
 
-from flows import engine_fix
+from flows import prefect_compat as engine_fix
 from flows.tick import Runner, run_as_task, tick
-from tasks.act import Adapters, GroupResult
-from tasks.config import ClusterAutoscalerConfig, NodeGroupConfig, load_node_groups
-from tasks.lock import DEFAULT_LEASE_NAMESPACE
-from tasks.report import publish_tick
-from tasks.source import LiveSource
+from tasks.cluster_autoscaler.config import ClusterAutoscalerConfig
+from tasks.core.lease_state import DEFAULT_LEASE_NAMESPACE
+from tasks.escalator.config import NodeGroupConfig, load_node_groups
+from tasks.steps.node_groups import Adapters, GroupResult
+from tasks.steps.report import publish_tick
+from tasks.steps.source import LiveSource
 
 engine_fix.install()  # Prefect 3.8.8's heartbeat join costs each flow run up to 1 s
 
@@ -39,8 +40,8 @@ def make_adapters(kubeconfig: str | None, lease_namespace: str,
                   aws_credentials_block: str | None) -> Adapters:
     """Clients for a tick, built once per process: boto3 loads its service models and both
     clients their TLS contexts on creation (~0.5 s), which every scheduled run would repeat."""
-    from tasks.cloud import AsgClient
-    from tasks.kube import KubeClient
+    from tasks.adapters.cloud import AsgClient
+    from tasks.adapters.kube import KubeClient
 
     return Adapters(KubeClient.from_config(kubeconfig),
                     AsgClient.from_environment(aws_credentials_block=aws_credentials_block),

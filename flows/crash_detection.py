@@ -39,7 +39,6 @@ def ensure_crash_detection(grace: timedelta = HEARTBEAT_GRACE) -> bool:
     from prefect.client.schemas.objects import StateType
     from prefect.events.actions import ChangeFlowRunState
     from prefect.events.schemas.automations import AutomationCore, EventTrigger, Posture
-
     from prefect.settings import PREFECT_API_URL
 
     if not PREFECT_API_URL.value():

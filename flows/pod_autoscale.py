@@ -20,10 +20,7 @@ from prefect import flow, get_run_logger
 from flows.pod_cycle import AutoscalerResult, cycle
 from flows.tick import run_as_task
 from tasks import watermark
-from tasks.prometheus import (
-    DEFAULT_RATE_WINDOW,
-    PrometheusMetrics,
-)
+from tasks.adapters.prometheus import DEFAULT_RATE_WINDOW, PrometheusMetrics
 
 if TYPE_CHECKING:
     from prometheus_client import CollectorRegistry
@@ -182,7 +179,7 @@ def pod_autoscale(
     `now` (default: the current time) is the clock of forbidden windows and delays;
     `dry_run` decides and reports without scaling or writing status.
     """
-    from tasks.kube import KubeClient
+    from tasks.adapters.kube import KubeClient
 
     kube = KubeClient.from_config(kubeconfig)
     metrics = PrometheusMetrics(prometheus_url, rate_window=rate_window)

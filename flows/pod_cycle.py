@@ -15,10 +15,10 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from flows.tick import Runner
 from tasks import memory_usage, watermark
-from tasks.errors import InputError
+from tasks.adapters.prometheus import CycleCache, MetricsSource, MetricUnavailable, read_watermark_metrics
+from tasks.core.errors import InputError
+from tasks.core.retry import step
 from tasks.memory_usage import decide_memory, memory_scale_failed, parse_memory_autoscaler
-from tasks.prometheus import CycleCache, MetricsSource, MetricUnavailable, read_watermark_metrics
-from tasks.retry import step
 from tasks.watermark import (
     Decision,
     LabelSelector,
@@ -36,7 +36,7 @@ from tasks.watermark import (
 )
 
 if TYPE_CHECKING:
-    from tasks.kube import KubeClient
+    from tasks.adapters.kube import KubeClient
 
 Logger = logging.Logger | logging.LoggerAdapter[Any]
 log = logging.getLogger("kube_elevator.pod_autoscale")
@@ -47,7 +47,7 @@ log = logging.getLogger("kube_elevator.pod_autoscale")
 
 class PodAutoscalerSource(Protocol):
     """What one cycle reads. `KubeClient` is the live one; `elevator pods plan` reads the same
-    four answers from `kubectl get -o json` files (`flows.pods_cli.ClusterFiles`), so both run
+    four answers from `kubectl get -o json` files (`flows.cli.pods.ClusterFiles`), so both run
     `cycle` below and decide alike (DESIGN.md §3)."""
 
     def list_custom_objects(self, group: str, version: str, plural: str,

@@ -18,19 +18,22 @@ from dataclasses import replace
 from logging import getLogger as get_logger
 from typing import ParamSpec, Protocol, TypeVar
 
-from tasks.act import ActionsDone, Adapters, GroupResult, taint_and_remove, untaint_or_increase
-from tasks.config import ClusterAutoscalerConfig, NodeGroupConfig
-from tasks.decide import ScalePlan, decide, missing_asg_plan
-from tasks.drain import DrainPlan, RemovalInputs, evict_pods, pods_on_nodes, safe_plan
-from tasks.errors import LeaseConflict
-from tasks.filter_nodes import nodes_by_group, pods_by_group
-from tasks.lock import GroupState, write_lock
-from tasks.node_selection import read_node_load
-from tasks.remove_unneeded import EscalatorTick, ScaleDownOutcome, scale_down_unneeded
-from tasks.resources import AutoScalingGroup, NodeRecord, PodRecord
-from tasks.retry import Step, is_retryable
-from tasks.scale_up import ScaleUpOutcome, scale_up_unschedulable
-from tasks.source import (
+from tasks.cluster_autoscaler.config import ClusterAutoscalerConfig
+from tasks.cluster_autoscaler.drain import DrainPlan, RemovalInputs, pods_on_nodes, safe_plan
+from tasks.core.errors import LeaseConflict
+from tasks.core.lease_state import GroupState
+from tasks.core.records import AutoScalingGroup, NodeRecord, PodRecord
+from tasks.core.retry import Step, is_retryable
+from tasks.escalator.config import NodeGroupConfig
+from tasks.escalator.decide import ScalePlan, decide, missing_asg_plan
+from tasks.escalator.filter_nodes import nodes_by_group, pods_by_group
+from tasks.escalator.node_selection import read_node_load
+from tasks.steps.drain import evict_pods
+from tasks.steps.lease import write_lock
+from tasks.steps.node_groups import ActionsDone, Adapters, GroupResult, taint_and_remove, untaint_or_increase
+from tasks.steps.scale_down_unneeded import EscalatorTick, ScaleDownOutcome, scale_down_unneeded
+from tasks.steps.scale_up_unschedulable import ScaleUpOutcome, scale_up_unschedulable
+from tasks.steps.source import (
     TickSource,
     collect_nodes,
     collect_pdbs,

@@ -21,28 +21,13 @@ from typing import Any, TypeVar
 
 import yaml
 
-from tasks.config import PRIORITY_CONFIGMAP, ClusterAutoscalerConfig, parse_priorities
-from tasks.filter_nodes import ESCALATOR_TAINT_KEY, FORCE_TAINT_KEY
-from tasks.instance_types import instance_capacity, instance_gpus
-from tasks.lock import annotation_time, format_time, name_list, read_annotation, time_map
-from tasks.resources import (
-    CPU,
-    MEMORY,
-    PODS,
-    AsgInstance,
-    ExtendedResources,
-    NodeRecord,
-    PodRecord,
-    Taint,
-    parse_quantity,
-)
-from tasks.scheduling import (
-    fits_constraints,
-    fits_extended,
-    free_extended,
-    sum_extended,
-    take_extended,
-)
+from tasks.cluster_autoscaler.config import PRIORITY_CONFIGMAP, ClusterAutoscalerConfig, parse_priorities
+from tasks.core.api_objects import CPU, MEMORY, PODS, ExtendedResources, Taint
+from tasks.core.instance_types import instance_capacity, instance_gpus
+from tasks.core.lease_state import annotation_time, format_time, name_list, read_annotation, time_map
+from tasks.core.quantity import parse_quantity
+from tasks.core.records import ESCALATOR_TAINT_KEY, FORCE_TAINT_KEY, AsgInstance, NodeRecord, PodRecord
+from tasks.core.scheduling import fits_constraints, fits_extended, free_extended, sum_extended, take_extended
 
 GiB = 2**30
 MiB = 2**20

@@ -24,7 +24,7 @@ import orjson
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from pydantic.alias_generators import to_camel
 
-from tasks.resources import canonical_quantity, memory_bytes, parse_quantity
+from tasks.core.quantity import canonical_quantity, memory_bytes, parse_quantity
 
 GROUP = "datadoghq.com"
 VERSION = "v1alpha1"

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from tasks.config import NodeGroupConfig, parse_node_groups
-from tasks.resources import AutoScalingGroup, NodeRecord, PodRecord, Taint
+from tasks.core.api_objects import Taint
+from tasks.core.records import AutoScalingGroup, NodeRecord, PodRecord
+from tasks.escalator.config import NodeGroupConfig, parse_node_groups
 
 MiB = 2**20
 LABEL = ("customer", "batch")

@@ -21,10 +21,10 @@ from fakes.cluster import node_for_instance
 from fakes.kube_api import FakeKubeApi
 from flows.autoscale import autoscale, live_tick
 from flows.tick import run_as_task
-from tasks.act import Adapters
-from tasks.cloud import AsgClient
-from tasks.config import load_node_groups
-from tasks.kube import KubeClient
+from tasks.adapters.cloud import AsgClient
+from tasks.adapters.kube import KubeClient
+from tasks.escalator.config import load_node_groups
+from tasks.steps.node_groups import Adapters
 from tests.builders import group_dict
 
 pytestmark = pytest.mark.usefixtures("prefect_server")

@@ -10,8 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tasks.act import Adapters
-from tasks.balancing import (
+from tasks.cluster_autoscaler.balancing import (
     IGNORED_LABELS,
     BalancedScaleUp,
     Tolerances,
@@ -21,7 +20,10 @@ from tasks.balancing import (
     similar,
     within_tolerance,
 )
-from tasks.config import ClusterAutoscalerConfig, NodeGroupConfig
+from tasks.cluster_autoscaler.config import ClusterAutoscalerConfig
+from tasks.core.lease_state import GroupState, lease_name
+from tasks.core.records import AsgInstance, AutoScalingGroup, NodeRecord, PodRecord
+from tasks.escalator.config import NodeGroupConfig
 from tasks.expanders import (
     ClusterLimits,
     ClusterTotals,
@@ -31,9 +33,8 @@ from tasks.expanders import (
     TemplateNode,
     plan_scale_up,
 )
-from tasks.lock import GroupState, lease_name
-from tasks.resources import AsgInstance, AutoScalingGroup, NodeRecord, PodRecord
-from tasks.scale_up import scale_up_unschedulable
+from tasks.steps.node_groups import Adapters
+from tasks.steps.scale_up_unschedulable import scale_up_unschedulable
 from tests.builders import make_group
 
 GiB = 2**30

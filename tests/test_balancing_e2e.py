@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from fakes.scenario import load_scenario
-from fakes.simulation import simulate
+from flows.simulation import simulate
 from tests.test_cluster_autoscaler_e2e import ca_group, write
 
 SIZES = {"a": 1, "b": 3, "c": 6}  # the proposal's worked example

@@ -8,14 +8,20 @@ from typing import Any
 
 import msgspec
 
-from tasks.config import NodeGroupConfig, ScaleDownOptions
-from tasks.decide import ScalePlan, plan_group
-from tasks.drain import pods_on_nodes
-from tasks.lock import GroupState
-from tasks.resources import NodeRecord, PodRecord, Taint
-from tasks.scale_down import GroupView, RemovalSimulation, plan_scale_down, safe_taint_selection
-from tasks.scale_down_rules import LabelSelector, PodDisruptionBudget
-from tasks.utilization import Resources
+from tasks.cluster_autoscaler.config import ScaleDownOptions
+from tasks.cluster_autoscaler.drain import pods_on_nodes
+from tasks.cluster_autoscaler.unneeded import (
+    GroupView,
+    RemovalSimulation,
+    plan_scale_down,
+    safe_taint_selection,
+)
+from tasks.core.api_objects import Taint
+from tasks.core.lease_state import GroupState
+from tasks.core.pdb import LabelSelector, PodDisruptionBudget
+from tasks.core.records import NodeRecord, PodRecord, Resources
+from tasks.escalator.config import NodeGroupConfig
+from tasks.escalator.decide import ScalePlan, plan_group
 from tests.builders import MiB, make_asg, make_group, make_node, make_pod
 
 NOW = 1_000_000.0

@@ -15,13 +15,13 @@ from fakes.aws import FakeAws
 from fakes.cluster import node_for_instance
 from fakes.kube_api import FakeKubeApi
 from fakes.scenario import load_scenario
-from fakes.simulation import simulate
 from flows.autoscale import live_tick
+from flows.simulation import simulate
 from flows.tick import run_plain
-from tasks.act import Adapters, GroupResult
-from tasks.cloud import AsgClient
-from tasks.config import parse_node_groups
-from tasks.kube import KubeClient
+from tasks.adapters.cloud import AsgClient
+from tasks.adapters.kube import KubeClient
+from tasks.escalator.config import parse_node_groups
+from tasks.steps.node_groups import Adapters, GroupResult
 from tests.builders import group_dict
 from tests.test_cluster_autoscaler_e2e import asg, ca_group, huge_pod, write
 

@@ -13,17 +13,17 @@ import pytest
 from botocore.exceptions import ClientError, EndpointConnectionError, ReadTimeoutError
 
 from fakes.aws import FakeAws, fail_next_calls
-from tasks.cloud import (
+from tasks.adapters.cloud import (
     CLIENT_CONFIG,
     EMPTY_PROVIDER_ID,
     MIN_SIZE_REACHED,
     WOULD_BREACH_MIN_SIZE,
     AsgClient,
-    CloudError,
     instance_id_from_provider_id,
-    is_retryable,
 )
-from tasks.resources import AutoScalingGroup, NodeRecord
+from tasks.core.errors import CloudError
+from tasks.core.records import AutoScalingGroup, NodeRecord
+from tasks.core.retry import is_retryable
 
 SET_DESIRED = "SetDesiredCapacity"
 TERMINATE = "TerminateInstanceInAutoScalingGroup"

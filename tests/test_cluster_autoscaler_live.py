@@ -20,12 +20,12 @@ from fakes.cluster import node_for_instance
 from fakes.kube_api import FakeKubeApi
 from flows.autoscale import live_tick
 from flows.tick import run_plain
-from tasks.act import Adapters, GroupResult
-from tasks.cloud import AsgClient
-from tasks.config import LoadedConfig, parse_node_groups
-from tasks.drain import evict_pods
-from tasks.kube import KubeClient
-from tasks.retry import Step
+from tasks.adapters.cloud import AsgClient
+from tasks.adapters.kube import KubeClient
+from tasks.core.retry import Step
+from tasks.escalator.config import LoadedConfig, parse_node_groups
+from tasks.steps.drain import evict_pods
+from tasks.steps.node_groups import Adapters, GroupResult
 from tests import recording
 from tests.builders import group_dict
 

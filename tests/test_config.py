@@ -7,19 +7,15 @@ from typing import Any
 
 import pytest
 
-from tasks.config import (
-    load_node_groups,
-    parse_go_duration,
-    parse_node_groups,
-    validate_node_group,
-)
-from tasks.errors import InputError
+from tasks.core.duration import parse_go_duration
+from tasks.core.errors import InputError
+from tasks.escalator.config import load_node_groups, parse_node_groups, validate_node_group
 from tests.builders import group_dict, make_group
 
 
 def problems_of(**overrides: Any) -> list[str]:
     """Escalator's messages for one group (without the file prefix)."""
-    from tasks.config import NodeGroupConfig
+    from tasks.escalator.config import NodeGroupConfig
 
     return validate_node_group(NodeGroupConfig.model_validate(group_dict(**overrides)))
 

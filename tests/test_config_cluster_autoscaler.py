@@ -8,15 +8,14 @@ from typing import Any
 import pytest
 import yaml
 
-from tasks.config import (
+from tasks.cluster_autoscaler.config import (
     PRIORITY_CONFIGMAP,
     ClusterAutoscalerConfig,
-    load_node_groups,
     parse_cores_total,
     parse_memory_total,
-    parse_node_groups,
 )
-from tasks.errors import InputError
+from tasks.core.errors import InputError
+from tasks.escalator.config import load_node_groups, parse_node_groups
 from tests.builders import group_dict
 
 GiB = 2**30

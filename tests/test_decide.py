@@ -7,16 +7,12 @@ from typing import Any
 import msgspec
 import pytest
 
-from tasks.decide import ScalePlan, calc_scale_up_delta, is_group_healthy, plan_group
-from tasks.filter_nodes import classify_nodes, pod_matches_group, pods_by_group
-from tasks.lock import GroupState, ScaleLock
-from tasks.resources import MatchExpression, NodeSelectorTerm, Taint
-from tasks.utilization import (
-    SCALE_FROM_ZERO,
-    PercentCalculationError,
-    Resources,
-    calc_percent_usage,
-)
+from tasks.core.api_objects import MatchExpression, NodeSelectorTerm, Taint
+from tasks.core.lease_state import GroupState, ScaleLock
+from tasks.core.records import Resources
+from tasks.escalator.decide import ScalePlan, calc_scale_up_delta, is_group_healthy, plan_group
+from tasks.escalator.filter_nodes import classify_nodes, pod_matches_group, pods_by_group
+from tasks.escalator.utilization import SCALE_FROM_ZERO, PercentCalculationError, calc_percent_usage
 from tests.builders import MiB, make_asg, make_group, make_node, make_pod
 
 NOW = 1_800_000_000.0
@@ -373,7 +369,7 @@ def test_escalator_delete_nodes_refuses_instance_not_in_group() -> None:
     """Escalator pkg/cloudprovider/aws `DeleteNodes`: a node whose instance the ASG does not hold
     is refused (NodeNotInNodeGroup: "node %s, %s belongs in a different node group than %s"),
     so the plan neither lists it for deletion nor counts it off the ASG's desired capacity."""
-    from tasks.resources import AsgInstance, AutoScalingGroup
+    from tasks.core.records import AsgInstance, AutoScalingGroup
 
     ours = AsgInstance("i-ours", "us-east-1a")
     nodes = [make_node("keep", created=1),

@@ -17,8 +17,8 @@ from benchmarks.event_latency import ROOT, BurstCluster, Child, PrefectServer
 from fakes.aws import FakeAws
 from fakes.kube_api import FakeKubeApi
 from flows.autoscale import autoscale
-from flows.serve import pending_pods_trigger, set_project_directory, tick_concurrency
-from tasks.config import parse_node_groups
+from flows.cli.serve import pending_pods_trigger, set_project_directory, tick_concurrency
+from tasks.escalator.config import parse_node_groups
 
 PREFECT_YAML = ROOT / "deployments" / "prefect.yaml"
 WORKER_YAML = ROOT / "deployments" / "kubernetes" / "worker.yaml"
@@ -71,7 +71,7 @@ def test_autoscale_ticks_every_minute_one_at_a_time_and_on_pending_pods() -> Non
 
 def test_the_pull_step_works_from_wherever_the_project_is_installed(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    assert prefect_yaml()["pull"] == [{"flows.serve.set_project_directory": {}}]
+    assert prefect_yaml()["pull"] == [{"flows.cli.serve.set_project_directory": {}}]
     monkeypatch.chdir(tmp_path)
     output = set_project_directory()
     assert Path.cwd() == Path(output["directory"])

@@ -10,7 +10,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tasks.config import parse_node_groups
+from tasks.core.api_objects import MatchExpression, NodeSelectorTerm, Taint, Toleration
+from tasks.core.records import AsgInstance, NodeRecord, PodRecord
+from tasks.core.scheduling import fits_constraints
+from tasks.escalator.config import parse_node_groups
 from tasks.expanders import (
     EXPANDERS,
     AsgTemplateSource,
@@ -51,16 +54,6 @@ from tasks.expanders import (
     upcoming_slots,
     waste_score,
 )
-from tasks.resources import (
-    AsgInstance,
-    MatchExpression,
-    NodeRecord,
-    NodeSelectorTerm,
-    PodRecord,
-    Taint,
-    Toleration,
-)
-from tasks.scheduling import fits_constraints
 
 MiB = 2**20
 GiB = 2**30

@@ -22,8 +22,11 @@ from fakes.aws import FakeAws
 from fakes.cluster import node_for_instance
 from fakes.kube_api import FakeKubeApi
 from fakes.scenario import load_scenario
-from fakes.simulation import simulate
-from tasks.balancing import difference, similar
+from flows.simulation import simulate
+from tasks.cluster_autoscaler.balancing import difference, similar
+from tasks.cluster_autoscaler.unneeded import RemovalSimulation
+from tasks.core.api_objects import OBJECT_DECODER
+from tasks.core.records import NodeRecord, PodRecord, node_record
 from tasks.expanders import (
     AsgTemplateSource,
     ExpanderContext,
@@ -39,8 +42,6 @@ from tasks.expanders import (
     template_from_node,
     upcoming_slots,
 )
-from tasks.resources import OBJECT_DECODER, NodeRecord, PodRecord, node_record
-from tasks.scale_down import RemovalSimulation
 from tests.test_cluster_autoscaler_e2e import asg as scenario_asg
 from tests.test_cluster_autoscaler_e2e import ca_group, write
 from tests.test_cluster_autoscaler_live import (

@@ -23,7 +23,7 @@ from kubernetes import client, watch
 from kubernetes.client.exceptions import ApiException
 
 from fakes.kube_api import Conflict, FakeKubeApi, NotFound, human_duration
-from tasks.selectors import SelectorError, parse_field_selector, parse_label_selector
+from tasks.core.selectors import SelectorError, parse_field_selector, parse_label_selector
 
 Obj = dict[str, Any]
 RFC3339 = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ$")

@@ -13,8 +13,8 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from fakes.kube_api import FakeKubeApi
-from tasks.errors import EvictionBlocked
-from tasks.kube import KubeClient
+from tasks.adapters.kube import KubeClient
+from tasks.core.errors import EvictionBlocked
 
 Obj = dict[str, Any]
 NS = "shop"

@@ -20,14 +20,14 @@ from fakes.cluster import _decoded, node_for_instance
 from fakes.kube_api import Conflict, FakeKubeApi
 from fakes.memory_world import MemoryCloud, MemoryKube, MemoryWorld
 from fakes.scenario import load_scenario
-from fakes.simulation import simulate
 from flows.cli import app
-from tasks.cloud import AsgClient, CloudError
-from tasks.errors import InputError, LeaseConflict
-from tasks.kube import KubeClient
-from tasks.lock import GroupState, ScaleLock
-from tasks.ports import CloudActions, KubeActions
-from tasks.resources import NodeRecord, node_record
+from flows.simulation import simulate
+from tasks.adapters.cloud import AsgClient
+from tasks.adapters.kube import KubeClient
+from tasks.adapters.ports import CloudActions, KubeActions
+from tasks.core.errors import CloudError, InputError, LeaseConflict
+from tasks.core.lease_state import GroupState, ScaleLock
+from tasks.core.records import NodeRecord, node_record
 
 EXAMPLES = Path(__file__).parent.parent / "deployments" / "examples"
 # The scenario files among deployments/examples/scenario*.yaml (scenario-nodegroups.yaml is the

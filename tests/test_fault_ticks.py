@@ -4,7 +4,7 @@ invariants hold.
 The real `kubernetes` client talks to the fake API, real boto3 to moto through the fault proxy;
 the faults are the operator's (`/_faults` rules): status answers, dropped connections, answers
 lost after the request was applied, silent servers. Steps retry as the flow's tasks do (the
-one retry layer, `tasks.retry.is_retryable`, no delay), without a Prefect server per tick.
+one retry layer, `tasks.core.retry.is_retryable`, no delay), without a Prefect server per tick.
 
 Invariants, checked after every faulted tick and again after the clean tick that follows:
 - the ASG's desired capacity stays within [MinSize, MaxSize];
@@ -33,13 +33,13 @@ from fakes.aws_faults import AwsFaultProxy
 from fakes.cluster import node_for_instance
 from fakes.kube_api import FakeKubeApi
 from flows.autoscale import live_tick
-from tasks.act import Adapters, GroupResult
-from tasks.cloud import AsgClient, client_config
-from tasks.config import load_node_groups
-from tasks.kube import KubeClient
-from tasks.lock import lease_name
-from tasks.retry import RETRIES, Step, is_retryable
-from tasks.timeouts import Timeouts
+from tasks.adapters.cloud import AsgClient, client_config
+from tasks.adapters.kube import KubeClient
+from tasks.core.lease_state import lease_name
+from tasks.core.retry import RETRIES, Step, is_retryable
+from tasks.core.timeouts import Timeouts
+from tasks.escalator.config import load_node_groups
+from tasks.steps.node_groups import Adapters, GroupResult
 from tests.builders import group_dict
 
 P = ParamSpec("P")
@@ -318,10 +318,10 @@ def test_tick_killed_between_claim_and_cloud_is_completed_by_the_next(
         "import sys\n"
         "from flows.autoscale import live_tick\n"
         "from tests.test_fault_ticks import run_retrying\n"
-        "from tasks.act import Adapters\n"
-        "from tasks.cloud import AsgClient\n"
-        "from tasks.config import load_node_groups\n"
-        "from tasks.kube import KubeClient\n"
+        "from tasks.steps.node_groups import Adapters\n"
+        "from tasks.adapters.cloud import AsgClient\n"
+        "from tasks.escalator.config import load_node_groups\n"
+        "from tasks.adapters.kube import KubeClient\n"
         "import boto3\n"
         "kubeconfig, config, endpoint, now = sys.argv[1:]\n"
         "session = boto3.Session(region_name='us-east-1', aws_access_key_id='testing',\n"

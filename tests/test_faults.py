@@ -33,10 +33,10 @@ from fakes.aws import FakeAws
 from fakes.aws_faults import AwsFaultProxy
 from fakes.cluster import node_for_instance
 from fakes.kube_api import FakeKubeApi
-from tasks.cloud import AsgClient, CloudError, client_config
-from tasks.errors import InputError
-from tasks.kube import KubeClient
-from tasks.timeouts import READ_TIMEOUT_ENV, Timeouts, timeouts
+from tasks.adapters.cloud import AsgClient, client_config
+from tasks.adapters.kube import KubeClient
+from tasks.core.errors import CloudError, InputError
+from tasks.core.timeouts import READ_TIMEOUT_ENV, Timeouts, timeouts
 from tests.builders import group_dict
 
 MiB = 2**20
@@ -477,7 +477,8 @@ def test_run_loop_reports_a_failed_tick_and_goes_on(capsys: pytest.CaptureFixtur
     """Issue 14 item 5, looping mode: a failed tick is one error line, and the next tick runs."""
     import signal
 
-    from flows.cli import OutputFormat, failed_groups, run_until_stopped
+    from flows.cli.common import OutputFormat, run_until_stopped
+    from flows.cli.nodes import failed_groups
 
     saved = {signum: signal.getsignal(signum) for signum in (signal.SIGTERM, signal.SIGINT)}
     ticks: list[int] = []

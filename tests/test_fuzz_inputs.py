@@ -26,7 +26,7 @@ from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 from flows.cli import app
-from tasks.config import parse_go_duration
+from tasks.core.duration import parse_go_duration
 from tests.test_pods_cli import write_files
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "deployments" / "examples"

@@ -105,8 +105,8 @@ def _pod_autoscaler_cycle(fake_kube: Any, kubeconfig: Path, tmp_path: Path) -> N
     patch) and its pods (list). Metrics come from a file: no Prometheus needed."""
     from flows.pod_cycle import cycle
     from flows.tick import run_plain
-    from tasks.kube import KubeClient
-    from tasks.prometheus import StaticMetrics
+    from tasks.adapters.kube import KubeClient
+    from tasks.adapters.prometheus import StaticMetrics
 
     fake_kube.register_custom_resource("datadoghq.com", "v1alpha1", "watermarkpodautoscalers",
                                        "WatermarkPodAutoscaler", short_names=("wpa",))

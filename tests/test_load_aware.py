@@ -7,10 +7,10 @@ from pathlib import Path
 import yaml
 
 from fakes.scenario import load_scenario
-from fakes.simulation import simulate
-from tasks.decide import plan_group
-from tasks.lock import GroupState
-from tasks.node_selection import cpu_load_from_watcher, nodes_to_taint
+from flows.simulation import simulate
+from tasks.core.lease_state import GroupState
+from tasks.escalator.decide import plan_group
+from tasks.escalator.node_selection import cpu_load_from_watcher, nodes_to_taint
 from tests.builders import group_dict, make_asg, make_group, make_node
 
 

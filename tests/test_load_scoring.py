@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from tasks.errors import InputError
-from tasks.load_scoring import (
+from tasks.core.errors import InputError
+from tasks.load_aware.scoring import (
     BoundPod,
     ContainerLoad,
     LoadVariationRiskBalancingArgs,

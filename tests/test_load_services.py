@@ -29,23 +29,17 @@ from starlette.routing import Route
 from typer.testing import CliRunner
 
 from fakes.kube_api import FakeKubeApi
-from flows.load_services import ServiceThread, register
-from tasks.kube import KubeClient
-from tasks.load_scoring import (
+from flows.cli.services import ServiceThread, register
+from tasks.adapters.kube import KubeClient
+from tasks.load_aware.extender import BoundPods, KubeWatch, Policy, SchedulerExtender, WatcherCollector
+from tasks.load_aware.scoring import (
     LoadVariationRiskBalancingArgs,
     Metric,
     PodLoad,
     TargetLoadPackingArgs,
     Window,
 )
-from tasks.load_watcher import LoadWatcher, PrometheusProvider, prom_query
-from tasks.scheduler_extender import (
-    BoundPods,
-    KubeWatch,
-    Policy,
-    SchedulerExtender,
-    WatcherCollector,
-)
+from tasks.load_aware.watcher import LoadWatcher, PrometheusProvider, prom_query
 
 NOW = 1_767_225_600.0
 
@@ -537,8 +531,8 @@ def test_a_busy_port_exits_2() -> None:
 
 
 def test_command_defaults_match_the_services() -> None:
-    import flows.load_services as commands
-    import tasks.load_watcher as watcher
+    import flows.cli.services as commands
+    import tasks.load_aware.watcher as watcher
 
     assert commands.WATCHER_PORT == watcher.DEFAULT_PORT == 2020
     assert commands.FETCH_INTERVAL_SECONDS == watcher.FETCH_INTERVAL_SECONDS == 60
@@ -558,7 +552,7 @@ def test_shipped_scheduler_configuration_calls_our_routes() -> None:
     assert not extender.get("filterVerb")
 
 
-RUN_CLI = ("import typer; from flows.load_services import register; "
+RUN_CLI = ("import typer; from flows.cli.services import register; "
            "app = typer.Typer(); register(app); app()")
 
 

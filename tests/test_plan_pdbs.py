@@ -13,8 +13,8 @@ import orjson
 import pytest
 import yaml
 
-from tasks.collect import load_cluster_files
-from tasks.errors import InputError
+from tasks.core.decode import load_cluster_files
+from tasks.core.errors import InputError
 from tests.builders import group_dict
 
 NOW = 1795262400.0  # 2026-11-21T12:00:00Z

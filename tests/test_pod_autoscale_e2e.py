@@ -26,8 +26,8 @@ from fakes.pod_metrics import PodMetricsServer
 from flows.pod_autoscale import WatermarkMetrics
 from flows.pod_cycle import cycle
 from flows.tick import run_plain
-from tasks.kube import KubeClient
-from tasks.prometheus import PrometheusMetrics
+from tasks.adapters.kube import KubeClient
+from tasks.adapters.prometheus import PrometheusMetrics
 from tasks.watermark import parse_time, rfc3339
 
 REPO = Path(__file__).resolve().parent.parent
@@ -496,7 +496,7 @@ def test_fake_cadvisor_counter_grows_at_the_set_rate() -> None:
 
 
 def test_external_metrics_become_promql() -> None:
-    from tasks.prometheus import ExternalQuery, external_query, parse_series_key
+    from tasks.adapters.prometheus import ExternalQuery, external_query, parse_series_key
     from tasks.watermark import LabelSelector, parse_watermark
 
     selector = LabelSelector.model_validate({
@@ -526,7 +526,7 @@ def test_external_metrics_become_promql() -> None:
 
 
 def test_an_unreachable_prometheus_holds_the_autoscaler() -> None:
-    from tasks.prometheus import MetricUnavailable
+    from tasks.adapters.prometheus import MetricUnavailable
 
     source = PrometheusMetrics(f"http://127.0.0.1:{free_port()}", retries=0, timeout=1)
     with pytest.raises(MetricUnavailable, match="unreachable"):

@@ -14,7 +14,8 @@ from typing import Any
 import orjson
 import pytest
 
-from tasks.resources import OBJECT_DECODER, PodRecord, pod_record
+from tasks.core.api_objects import OBJECT_DECODER
+from tasks.core.records import PodRecord, pod_record
 
 GiB = 2**30
 

@@ -10,7 +10,7 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
-from flows.pods_cli import register
+from flows.cli.pods import register
 
 NOW = "2026-11-21T12:00:00Z"
 GiB = 2**30
@@ -190,8 +190,8 @@ def test_pods_plan_decides_as_the_live_cycle(app: typer.Typer, tmp_path: Path,
     the same decisions. A finished pod of the target is in both and counts in neither."""
     from flows.pod_cycle import cycle
     from flows.tick import run_plain
-    from tasks.kube import KubeClient
-    from tasks.prometheus import StaticMetrics
+    from tasks.adapters.kube import KubeClient
+    from tasks.adapters.prometheus import StaticMetrics
     from tasks.watermark import parse_time
 
     fake_kube.register_custom_resource("datadoghq.com", "v1alpha1", "watermarkpodautoscalers",

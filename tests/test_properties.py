@@ -7,9 +7,9 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tasks.decide import ScalePlan, plan_group, taint_time
-from tasks.lock import GroupState, ScaleLock
-from tasks.resources import AutoScalingGroup, NodeRecord
+from tasks.core.lease_state import GroupState, ScaleLock
+from tasks.core.records import AutoScalingGroup, NodeRecord
+from tasks.escalator.decide import ScalePlan, plan_group, taint_time
 from tests.builders import make_group, make_node, make_pod
 
 NOW = 1_800_000_000

@@ -10,9 +10,11 @@ import msgspec
 import orjson
 import pytest
 
-from tasks.collect import decode_list_document, load_asg_file, load_cluster_files
-from tasks.errors import InputError
-from tasks.resources import OBJECT_DECODER, cpu_milli, memory_bytes, parse_quantity, pod_record
+from tasks.core.api_objects import OBJECT_DECODER
+from tasks.core.decode import decode_list_document, load_asg_file, load_cluster_files
+from tasks.core.errors import InputError
+from tasks.core.quantity import cpu_milli, memory_bytes, parse_quantity
+from tasks.core.records import pod_record
 
 
 @pytest.mark.parametrize(

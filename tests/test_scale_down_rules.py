@@ -7,31 +7,19 @@ from typing import Any
 import orjson
 import pytest
 
-from tasks.resources import (
-    OBJECT_DECODER,
-    LocalVolume,
-    MatchExpression,
-    NodeRecord,
-    NodeSelectorTerm,
-    PodRecord,
-    Toleration,
-    node_record,
-    pod_record,
-)
-from tasks.scale_down_rules import (
+from tasks.cluster_autoscaler.drainability import (
     DrainOptions,
-    LabelSelector,
     Outcome,
-    PodDisruptionBudget,
     below_threshold,
     blocked_reasons,
     drainable_nodes,
     node_drainability,
     node_utilization,
-    pdb_from_api,
     pod_verdict,
-    remaining_pdbs,
 )
+from tasks.core.api_objects import OBJECT_DECODER, LocalVolume, MatchExpression, NodeSelectorTerm, Toleration
+from tasks.core.pdb import LabelSelector, PodDisruptionBudget, pdb_from_api, remaining_pdbs
+from tasks.core.records import NodeRecord, PodRecord, node_record, pod_record
 
 MiB = 2**20
 GiB = 2**30

@@ -27,12 +27,12 @@ from benchmarks.event_latency import (
 )
 from fakes.aws import FakeAws
 from fakes.kube_api import FakeKubeApi
-from flows import serve as serve_module
-from flows import watch as watch_module
-from flows.watch import Changed, PodWatch, Relisted, run_watch
-from tasks.config import parse_node_groups
-from tasks.resources import PodRecord
-from tasks.watch import (
+from flows.cli import serve as serve_module
+from flows.cli import watch as watch_module
+from flows.cli.watch import Changed, PodWatch, Relisted, run_watch
+from tasks.core.records import PodRecord
+from tasks.escalator.config import parse_node_groups
+from tasks.escalator.pending_bursts import (
     PENDING_EVENT,
     Debouncer,
     PendingByGroup,

@@ -13,8 +13,8 @@ import pytest
 import yaml
 
 from fakes.scenario import load_scenario
-from fakes.simulation import simulate
-from tasks.errors import InputError
+from flows.simulation import simulate
+from tasks.core.errors import InputError
 from tests.builders import group_dict
 
 TICK = 60

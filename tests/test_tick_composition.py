@@ -27,10 +27,10 @@ from fakes.kube_api import FakeKubeApi
 from flows.autoscale import live_tick
 from flows.cli import app
 from flows.tick import run_plain
-from tasks.act import Adapters
-from tasks.cloud import AsgClient
-from tasks.config import load_node_groups
-from tasks.kube import KubeClient
+from tasks.adapters.cloud import AsgClient
+from tasks.adapters.kube import KubeClient
+from tasks.escalator.config import load_node_groups
+from tasks.steps.node_groups import Adapters
 from tests.builders import group_dict
 
 T0 = 1_800_000_000.0

@@ -18,14 +18,20 @@ from typing import Any
 import orjson
 import pytest
 
-from tasks.config import InputError, NodeGroupConfig, NodeGroupsFile, load_node_groups, validate_node_group
-from tasks.decide import ScalePlan, calc_scale_up_delta, plan_group
-from tasks.filter_nodes import node_matches_group, pod_matches_group, pods_by_group
-from tasks.lock import GroupState
-from tasks.resources import OBJECT_DECODER, AutoScalingGroup, NodeRecord, PodRecord, node_record, pod_record
-from tasks.utilization import (
+from tasks.core.api_objects import OBJECT_DECODER
+from tasks.core.lease_state import GroupState
+from tasks.core.records import AutoScalingGroup, NodeRecord, PodRecord, Resources, node_record, pod_record
+from tasks.escalator.config import (
+    InputError,
+    NodeGroupConfig,
+    NodeGroupsFile,
+    load_node_groups,
+    validate_node_group,
+)
+from tasks.escalator.decide import ScalePlan, calc_scale_up_delta, plan_group
+from tasks.escalator.filter_nodes import node_matches_group, pod_matches_group, pods_by_group
+from tasks.escalator.utilization import (
     PercentCalculationError,
-    Resources,
     calc_percent_usage,
     group_utilization,
     pods_by_node,

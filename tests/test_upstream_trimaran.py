@@ -16,7 +16,8 @@ from typing import Any
 
 import pytest
 
-from tasks.load_scoring import (
+from tasks.load_aware.extender import BoundPods
+from tasks.load_aware.scoring import (
     ContainerLoad,
     NodeLoad,
     PodLoad,
@@ -30,7 +31,6 @@ from tasks.load_scoring import (
     risk_score,
     target_load_packing_score,
 )
-from tasks.scheduler_extender import BoundPods
 
 NOW = 1_800_000_000.0
 MiB = 2**20

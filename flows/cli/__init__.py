@@ -1,0 +1,38 @@
+"""`elevator`: the command line. Bad input prints every problem and exits 2, never a traceback."""
+
+from __future__ import annotations
+
+import os
+
+import typer
+
+app = typer.Typer(
+    help="kube-elevator: Escalator's node-group autoscaling (and more) as Prefect flows.",
+    no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False,
+)
+
+
+def main() -> None:
+    # An ephemeral Prefect server started by this process has no use for telemetry, whose
+    # writes race the run recorder on SQLite ("database is locked" tracebacks).
+    os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
+    # Its services' own errors (SQLite "database is locked" under load, retried by the server)
+    # would print tracebacks among the command's lines; a server of one's own logs as it likes.
+    os.environ.setdefault("PREFECT_SERVER_LOGGING_LEVEL", "CRITICAL")
+    app()
+
+
+def _register_services() -> None:
+    """Every command lives in a module of its own; the order here is `--help`'s."""
+    from flows.cli import nodes, pods, serve, services, simulate, watch
+
+    nodes.register(app)
+    simulate.register(app)
+    serve.register(app)
+    watch.register(app)
+    services.register(app)
+    pods.register(app)
+
+
+_register_services()
+

@@ -1,0 +1,191 @@
+"""What every command shares: the consoles, bad input as exit 2, --now, signals, the run loop."""
+
+from __future__ import annotations
+
+import functools
+import logging
+import signal
+import sys
+import threading
+from collections.abc import Callable, Sequence
+from datetime import UTC, datetime
+from enum import StrEnum
+from typing import Any, ParamSpec, TypeVar
+
+import orjson
+import typer
+from rich.console import Console
+from rich.markup import escape
+
+from tasks.core.errors import InputError
+from tasks.escalator.config import LoadedConfig
+
+# Piped output (CI logs, files) gets room for the reason column instead of rich's 80 columns.
+console = Console(width=None if sys.stdout.isatty() else 160)
+
+
+errors = Console(stderr=True, width=None if sys.stderr.isatty() else 160)
+
+
+INPUT_ERROR_EXIT = 2
+
+
+P = ParamSpec("P")
+
+
+R = TypeVar("R")
+
+
+def reports_input_errors(command: Callable[P, R]) -> Callable[P, R]:
+    """Turn InputError into its problem lines on stderr and exit code 2."""
+
+    @functools.wraps(command)
+    def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
+        try:
+            return command(*args, **kwargs)
+        except InputError as error:
+            for problem in error.problems:
+                # escaped: a key path such as `clusters[c]` is no rich markup tag
+                errors.print(f"[red]error:[/red] {escape(problem)}", highlight=False,
+                             markup=True, soft_wrap=True)
+            raise typer.Exit(INPUT_ERROR_EXIT) from None
+
+    return wrapper
+
+
+class OutputFormat(StrEnum):
+    table = "table"
+    json = "json"
+
+
+# --now's range: the times a datetime can show (years 1 to 9999), so the table can print it.
+_EARLIEST_SECONDS = datetime(1, 1, 2, tzinfo=UTC).timestamp()
+
+
+_LATEST_SECONDS = datetime(9999, 12, 30, tzinfo=UTC).timestamp()
+
+
+def parse_now(text: str | None) -> float:
+    """`--now`: ISO 8601 or Unix seconds; default the current time."""
+    if text is None:
+        return datetime.now(UTC).timestamp()
+    try:
+        seconds = float(text)
+    except ValueError:
+        try:
+            moment = datetime.fromisoformat(text)
+        except ValueError:
+            raise InputError([f"--now: {text!r} is neither ISO 8601 nor Unix seconds"]) \
+                from None
+        if moment.tzinfo is None:
+            moment = moment.replace(tzinfo=UTC)
+        seconds = moment.timestamp()
+    if not _EARLIEST_SECONDS <= seconds <= _LATEST_SECONDS:  # also NaN and infinities
+        raise InputError([f"--now: {text!r} is not a time between the years 1 and 9999"])
+    return seconds
+
+
+def print_warnings(config: LoadedConfig) -> None:
+    for warning in config.warnings:
+        errors.print(f"[yellow]warning:[/yellow] {warning}", highlight=False, soft_wrap=True)
+
+
+def wait_for_stop_signal() -> threading.Event:
+    """An event set by SIGTERM or SIGINT, so loops stop cleanly between ticks."""
+    stop = threading.Event()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(signum, lambda *_: stop.set())
+    return stop
+
+
+def one_line(text: str, limit: int = 400) -> str:
+    """An error message on one line: a Kubernetes ApiException's text carries the response
+    headers and body on lines of their own; the headers say nothing to an operator."""
+    kept = [line for line in text.splitlines()
+            if not line.startswith("HTTP response headers:")]
+    flat = " ".join(" ".join(kept).split())
+    return flat if len(flat) <= limit else flat[:limit - 1] + "…"
+
+
+def describe_failure(error: BaseException) -> str:
+    """`Type: message` on one line; a Kubernetes error by its status and `Status` message."""
+    from kubernetes.client.exceptions import ApiException
+
+    if isinstance(error, ApiException):
+        try:
+            message = str(orjson.loads(error.body or b"{}").get("message") or "")
+        except (orjson.JSONDecodeError, AttributeError):
+            message = ""
+        text = f"the Kubernetes API answered {error.status} {error.reason or ''}".rstrip()
+        return f"{type(error).__name__}: {text}" + (f": {one_line(message)}" if message else "")
+    return f"{type(error).__name__}: {one_line(str(error))}"
+
+
+class _WithoutTraceback(logging.Formatter):
+    """A console formatter that prints a log record's message but not its traceback."""
+
+    def __init__(self, inner: logging.Formatter | None) -> None:
+        super().__init__()
+        self.inner = inner or logging.Formatter()
+
+    def format(self, record: logging.LogRecord) -> str:
+        saved = record.exc_info, record.exc_text, record.stack_info
+        record.exc_info, record.exc_text, record.stack_info = None, None, None
+        try:
+            return self.inner.format(record)
+        finally:
+            record.exc_info, record.exc_text, record.stack_info = saved
+
+
+def console_logs_without_tracebacks() -> None:
+    """Prefect logs a failed task or flow run with its traceback; on the console the error
+    line says it all (house rule: no traceback), the Prefect server's run logs keep it."""
+    loggers = [logging.getLogger(), *(logger for logger in logging.root.manager.loggerDict
+                                      .values() if isinstance(logger, logging.Logger))]
+    consoles = (sys.stderr, sys.stdout, sys.__stderr__, sys.__stdout__)
+    for logger in loggers:
+        for handler in logger.handlers:
+            if isinstance(handler, logging.StreamHandler) and handler.stream in consoles \
+                    and not isinstance(handler.formatter, _WithoutTraceback):
+                handler.setFormatter(_WithoutTraceback(handler.formatter))
+
+
+def run_until_stopped(cycle: Callable[[], list[dict[str, Any]]],
+                      line: Callable[[dict[str, Any]], str], output: OutputFormat, once: bool,
+                      period: float,
+                      failures: Callable[[Sequence[dict[str, Any]]], list[str]] | None = None,
+                      ) -> None:
+    """`run`'s loop: a cycle every `period` seconds until SIGTERM/SIGINT, each result printed
+    as a JSON line or as `line` says.
+
+    A cycle that fails, or whose results `failures` finds failed, is reported on stderr, one
+    line each and no traceback; with `once` the command then exits 1 (bad input: 2), otherwise
+    the loop goes on to the next cycle.
+    """
+    stop = wait_for_stop_signal()
+    console_logs_without_tracebacks()
+    while not stop.is_set():
+        try:
+            results = cycle()
+        except InputError as error:
+            if once:
+                raise
+            problems = error.problems
+        except Exception as error:  # a failed cycle is reported, never a traceback
+            problems = [f"the tick failed: {describe_failure(error)}"]
+        else:
+            if output is OutputFormat.json:
+                sys.stdout.buffer.write(orjson.dumps(results) + b"\n")
+                sys.stdout.flush()
+            else:
+                for result in results:
+                    console.print(line(result), highlight=False, markup=False, soft_wrap=True)
+            problems = failures(results) if failures is not None else []
+        for problem in problems:
+            errors.print(f"[red]error:[/red] {escape(problem)}", highlight=False, markup=True,
+                         soft_wrap=True)
+        if once:
+            if problems:
+                raise typer.Exit(1)
+            break
+        stop.wait(period)

@@ -1,0 +1,197 @@
+"""The node-group commands: validate a file, plan a tick from snapshots, run ticks live."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Annotated, Any
+
+import orjson
+import typer
+from rich.table import Table
+
+from flows.cli.common import (
+    OutputFormat,
+    console,
+    one_line,
+    parse_now,
+    print_warnings,
+    reports_input_errors,
+    run_until_stopped,
+)
+from tasks.core.decode import load_asg_file, load_cluster_files
+from tasks.core.lease_state import DEFAULT_LEASE_NAMESPACE
+from tasks.escalator.config import load_node_groups
+from tasks.escalator.decide import ScalePlan
+
+
+@reports_input_errors
+def validate(
+    file: Annotated[Path, typer.Argument(help="Escalator node-group file (YAML or JSON).")],
+) -> None:
+    """Check a node-group file: a line per group when valid, every problem when not."""
+    config = load_node_groups(file)
+    print_warnings(config)
+    for group in config.node_groups:
+        min_max = ("min/max from the ASG" if group.auto_discover_min_max
+                   else f"nodes {group.min_nodes}..{group.max_nodes}")
+        console.print(
+            f"{group.name}: {group.label_key}={group.label_value} → ASG "
+            f"{group.cloud_provider_group_name}, {min_max}, thresholds "
+            f"{group.taint_lower_capacity_threshold_percent}/"
+            f"{group.taint_upper_capacity_threshold_percent}/"
+            f"{group.scale_up_threshold_percent}%, removal "
+            f"{group.slow_node_removal_rate}/{group.fast_node_removal_rate}, grace "
+            f"{group.soft_delete_grace_period}/{group.hard_delete_grace_period}, cool-down "
+            f"{group.scale_up_cool_down_period}" + (", dry mode" if group.dry_mode else ""),
+            highlight=False, soft_wrap=True)
+    console.print(f"{file}: {len(config.node_groups)} node groups, valid", highlight=False)
+
+
+def plans_document(now: float, plans: Sequence[ScalePlan]) -> dict[str, object]:
+    return {"now": now, "node_groups": [plan.to_json() for plan in plans]}
+
+
+def _percent(value: float | None) -> str:
+    return "from 0" if value is None else f"{value:.1f}%"
+
+
+def plans_table(now: float, plans: Sequence[ScalePlan]) -> Table:
+    moment = datetime.fromtimestamp(now, UTC).strftime("%Y-%m-%d %H:%M:%SZ")
+    table = Table(title=f"What one tick would do at {moment}", show_lines=True,
+                  caption="nodes: total (untainted/tainted/force-tainted/cordoned)")
+    for column in ("group", "pods", "nodes", "cpu", "memory", "delta", "actions"):
+        table.add_column(column, overflow="fold", no_wrap=column != "actions")
+    table.add_column("reason", overflow="fold", ratio=1)
+    for plan in plans:
+        actions = []
+        if plan.untaint:
+            actions.append(f"untaint {', '.join(plan.untaint)}")
+        if plan.cloud_increase:
+            actions.append(f"ASG +{plan.cloud_increase}")
+        if plan.taint:
+            actions.append(f"taint {', '.join(plan.taint)}")
+        if plan.delete:
+            actions.append(f"delete {', '.join(plan.delete)}")
+        if plan.asg_desired != plan.asg_desired_before:
+            actions.append(f"ASG desired {plan.asg_desired_before} → {plan.asg_desired}")
+        reason = plan.reason
+        if plan.error:
+            reason = f"[red]{plan.error}[/red]: {reason}"
+        if plan.locked:
+            reason += " [dim](locked)[/dim]"
+        for note in plan.notes:
+            reason += f"\n[yellow]{note}[/yellow]"
+        nodes = plan.nodes
+        table.add_row(
+            plan.name + (" [dim](dry)[/dim]" if plan.dry_mode else ""), str(plan.pods),
+            f"{nodes.total} ({nodes.untainted}/{nodes.tainted}/{nodes.force_tainted}/"
+            f"{nodes.cordoned})",
+            _percent(plan.cpu_percent), _percent(plan.mem_percent), f"{plan.delta:+d}",
+            "\n".join(actions) or "nothing", reason)
+    return table
+
+
+def print_plans(now: float, plans: Sequence[ScalePlan], output: OutputFormat) -> None:
+    if output is OutputFormat.json:
+        sys.stdout.buffer.write(orjson.dumps(plans_document(now, plans),
+                                             option=orjson.OPT_INDENT_2) + b"\n")
+        sys.stdout.flush()
+    else:
+        console.print(plans_table(now, plans))
+
+
+@reports_input_errors
+def plan(
+    nodegroups: Annotated[Path, typer.Option(help="Escalator node-group file.")],
+    cluster: Annotated[list[Path], typer.Option(
+        help="`kubectl get nodes,pods,leases,poddisruptionbudgets -A -o json` output "
+             "(repeatable; the budgets are optional).")] = [],  # noqa: B006
+    asg: Annotated[Path | None, typer.Option(
+        help="`aws autoscaling describe-auto-scaling-groups` output. Without it each ASG is "
+             "MinSize=min_nodes, MaxSize=max_nodes, desired=the group's node count.")] = None,
+    now: Annotated[str | None, typer.Option(
+        help="The tick's time: ISO 8601 or Unix seconds (default: now).")] = None,
+    output: Annotated[OutputFormat, typer.Option(help="table or json.")] = OutputFormat.table,
+    lease_namespace: Annotated[str, typer.Option(
+        help="Namespace of the elevator-<group> Leases in the snapshot.")] =
+        DEFAULT_LEASE_NAMESPACE,
+    dry_mode: Annotated[bool, typer.Option(
+        "--dry-mode", help="Force Escalator's dry mode for every group.")] = False,
+) -> None:
+    """What one tick would do, and why, without touching anything."""
+    moment = parse_now(now)
+    config = load_node_groups(nodegroups)
+    print_warnings(config)
+    snapshot = load_cluster_files(cluster)
+    asgs = load_asg_file(asg) if asg is not None else None
+    from flows.tick import run_plain, tick
+    from tasks.steps.source import SnapshotSource
+
+    groups = [group.model_copy(update={"dry_mode": True}) if dry_mode else group
+              for group in config.node_groups]
+    source = SnapshotSource(groups, snapshot.pods, snapshot.nodes, asgs, snapshot.states,
+                            snapshot.pdbs, lease_namespace)
+    # The live tick's composition with nothing to act through: the same reads (terminal pods
+    # dropped), the same decision and, with `cluster_autoscaler.enabled`, CA's removal rules
+    # with the snapshot's PodDisruptionBudgets; the notes say why a node is kept.
+    results = tick(run_plain, source, None, groups, moment,
+                   cluster_autoscaler=config.cluster_autoscaler)
+    plans = [result.plan for result in results]
+    print_plans(moment, plans, output)
+
+
+@reports_input_errors
+def run(
+    nodegroups: Annotated[Path, typer.Option(help="Escalator node-group file.")],
+    kubeconfig: Annotated[Path | None, typer.Option(
+        help="kubeconfig file (default: in-cluster config, else ~/.kube/config).")] = None,
+    dry_run: Annotated[bool, typer.Option(
+        "--dry-run", help="Decide and report; change nothing.")] = False,
+    once: Annotated[bool, typer.Option("--once", help="One tick, then exit.")] = False,
+    interval: Annotated[str, typer.Option(help="Time between ticks (Go duration).")] = "60s",
+    lease_namespace: Annotated[str, typer.Option(
+        help="Namespace of the elevator-<group> Leases.")] = DEFAULT_LEASE_NAMESPACE,
+    output: Annotated[OutputFormat, typer.Option(help="table or json.")] = OutputFormat.table,
+) -> None:
+    """Run the autoscale flow against a cluster, as Prefect flow runs (ephemeral server by default).
+
+    With --once, the exit status is 1 when the tick or any node group failed (a line each on
+    stderr), 2 on bad input. AWS endpoint and region come from boto3's usual settings (AWS_ENDPOINT_URL,
+    AWS_DEFAULT_REGION), so the same command drives moto.
+    """
+    from tasks.core.duration import positive_duration_option
+
+    load_node_groups(nodegroups)  # bad input fails here, before any flow run
+    period = positive_duration_option(interval, "--interval")
+    from tasks.adapters.kube import KubeClient
+
+    KubeClient.from_config(kubeconfig)  # so does a kubeconfig the client cannot use
+    from flows.crash_detection import ensure_crash_detection, heartbeat_environment
+
+    heartbeat_environment()
+    ensure_crash_detection()  # a tick whose process dies ends Crashed on the server
+    from flows.autoscale import autoscale
+
+    run_until_stopped(
+        lambda: autoscale(nodegroups=str(nodegroups), dry_run=dry_run,
+                          lease_namespace=lease_namespace,
+                          kubeconfig=str(kubeconfig) if kubeconfig else None),
+        lambda result: f"{result['name']}: {result['status']} (delta {result['delta']:+d}) "
+                       f"{result['reason']}",
+        output, once, period, failed_groups)
+
+
+def failed_groups(results: Sequence[dict[str, Any]]) -> list[str]:
+    """A line for each node group whose tick failed (`run --once` then exits 1)."""
+    return [f"node group {result.get('name')}: failed: "
+            f"{one_line(str(result.get('message') or result.get('reason') or ''))}"
+            for result in results if result.get("status") == "failed"]
+
+
+def register(app: typer.Typer) -> None:
+    app.command("validate")(validate)
+    app.command("plan")(plan)
+    app.command("run")(run)

@@ -1,0 +1,129 @@
+"""The objects of `elevator pods plan --cluster` files, checked at the edge (issue 14).
+
+The API server guarantees the types of what it serves; a hand-edited file does not. Each object
+the pod-autoscaler cycle reads (Pods, the scale targets, DatadogMonitors) is checked here
+against the fields the cycle reads, so `replicas: "x"`, a selector given as a string or
+`startTime: yesterday` is one error line naming the file, the item and the key path, instead
+of a traceback deep in the cycle. The autoscaler objects themselves are validated by their
+own parsers (their problems become the decision's reason, as in the live cycle).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Annotated, Any
+
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StrictInt, StrictStr
+from pydantic import ValidationError as PydanticValidationError
+
+from tasks.core.quantity import parse_quantity
+from tasks.watermark import LabelSelector, parse_time
+
+SCALABLE_KINDS = ("Deployment", "StatefulSet", "ReplicaSet")
+
+
+def _time(text: str) -> str:
+    parse_time(text)  # ValueError: not RFC 3339
+    return text
+
+
+def _quantity(text: str | int | float) -> str | int | float:
+    value = parse_quantity(text if isinstance(text, str) else repr(text))
+    if value < 0:
+        raise ValueError("must not be negative")
+    return text
+
+
+Time = Annotated[StrictStr, AfterValidator(_time)]
+Quantity = Annotated[StrictStr | StrictInt | float, AfterValidator(_quantity)]
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="ignore", frozen=True)
+
+
+class _Owner(_Model):
+    kind: StrictStr = ""
+    name: StrictStr = ""
+
+
+class _Metadata(_Model):
+    name: StrictStr = Field(min_length=1)
+    namespace: StrictStr = ""
+    labels: dict[StrictStr, StrictStr] = {}
+    annotations: dict[StrictStr, StrictStr] = {}
+    ownerReferences: list[_Owner] = []
+    deletionTimestamp: Time | None = None
+
+
+class _Condition(_Model):
+    type: StrictStr = ""
+    status: StrictStr = ""
+    lastTransitionTime: Time | None = None
+
+
+class _Resources(_Model):
+    limits: dict[StrictStr, Quantity] = {}
+    requests: dict[StrictStr, Quantity] = {}
+
+
+class _Container(_Model):
+    resources: _Resources = _Resources()
+
+
+class _PodSpec(_Model):
+    containers: list[_Container] = []
+
+
+class _PodStatus(_Model):
+    phase: StrictStr = ""
+    startTime: Time | None = None
+    conditions: list[_Condition] = []
+
+
+class _Pod(_Model):
+    metadata: _Metadata
+    spec: _PodSpec = _PodSpec()
+    status: _PodStatus = _PodStatus()
+
+
+class _WorkloadSpec(_Model):
+    replicas: Annotated[StrictInt, Field(ge=0)] | None = None
+    selector: LabelSelector | None = None
+
+
+class _WorkloadStatus(_Model):
+    replicas: Annotated[StrictInt, Field(ge=0)] | None = None
+
+
+class _Workload(_Model):
+    metadata: _Metadata
+    spec: _WorkloadSpec = _WorkloadSpec()
+    status: _WorkloadStatus = _WorkloadStatus()
+
+
+class _MonitorStatus(_Model):
+    monitorState: StrictStr | None = None
+
+
+class _Monitor(_Model):
+    metadata: _Metadata
+    status: _MonitorStatus = _MonitorStatus()
+
+
+_MODELS: dict[str, type[_Model]] = {"Pod": _Pod, "DatadogMonitor": _Monitor,
+                                    **{kind: _Workload for kind in SCALABLE_KINDS}}
+
+
+def object_problems(obj: Mapping[str, Any], where: str) -> list[str]:
+    """Why the cycle could not read this object as the API server would serve it (none: ok)."""
+    model = _MODELS.get(str(obj.get("kind")))
+    if model is None:
+        return []
+    try:
+        model.model_validate(obj)
+    except PydanticValidationError as error:
+        return [f"{where}: " + ".".join(str(part) for part in detail["loc"]) + ": "
+                + str(detail["msg"]).removeprefix("Value error, ")
+                for detail in error.errors()]
+    return []

@@ -1,0 +1,133 @@
+"""The fake cluster as a service, and a scenario on the simulated clock."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import orjson
+import typer
+from rich.table import Table
+
+from flows.cli.common import (
+    OutputFormat,
+    console,
+    errors,
+    reports_input_errors,
+    wait_for_stop_signal,
+)
+
+
+def fake_cluster(
+    kube_port: Annotated[int, typer.Option(help="Port of the fake Kubernetes API (0: any).")] = 0,
+    aws_port: Annotated[int, typer.Option(help="Port of the moto server (0: any).")] = 0,
+    kubeconfig_out: Annotated[Path, typer.Option(
+        help="Where to write the kubeconfig.")] = Path("fake-kubeconfig.yaml"),
+) -> None:
+    """Start the fake Kubernetes API and moto on 127.0.0.1 until Ctrl-C or SIGTERM.
+
+    AWS is reached through a fault proxy in front of moto. Both take faults over HTTP at the
+    printed `/_faults` URLs (see fakes/faults.py): POST a rule, GET them, DELETE them all.
+    """
+    from fakes.aws import FakeAws
+    from fakes.aws_faults import AwsFaultProxy
+    from fakes.kube_api import FakeKubeApi
+
+    stop = wait_for_stop_signal()
+    with FakeKubeApi(port=kube_port) as kube, FakeAws(port=aws_port) as aws, \
+            AwsFaultProxy(aws.endpoint_url) as proxy:
+        path = kube.write_kubeconfig(kubeconfig_out)
+        exports = {**aws.env(), "AWS_ENDPOINT_URL": proxy.url}
+        console.print(f"Kubernetes API: {kube.url}", highlight=False)
+        console.print(f"moto (AWS):     {proxy.url} (a fault proxy to {aws.endpoint_url})",
+                      highlight=False)
+        console.print(f"kubeconfig:     {path}", highlight=False)
+        console.print("export " + " ".join(f"{key}={value}" for key, value in exports.items()),
+                      highlight=False, soft_wrap=True)
+        console.print(f"export KUBECONFIG={path}", highlight=False)
+        console.print(f"Kubernetes faults: {kube.faults_url}", highlight=False)
+        console.print(f"AWS faults:        {proxy.faults_url}", highlight=False)
+        sys.stdout.flush()
+        stop.wait()
+    console.print("stopped", highlight=False)
+
+
+@reports_input_errors
+def simulate(
+    scenario: Annotated[Path, typer.Argument(help="Scenario file (YAML).")],
+    output: Annotated[OutputFormat, typer.Option(
+        help="table: a line per tick as it goes, then the summary; json: the whole run.")] =
+        OutputFormat.table,
+    plot: Annotated[Path | None, typer.Option(help="Write a PNG of the run here.")] = None,
+    prefect: Annotated[bool, typer.Option(
+        "--prefect", help="Run each tick as a real Prefect flow run.")] = False,
+    fast: Annotated[bool, typer.Option(
+        "--fast", help="The in-memory world instead of the fake API server and moto: the same "
+        "tick and tick records, far quicker; first-fit placement only, not with --prefect.")]
+        = False,
+) -> None:
+    """Simulate a workload on the fake cluster with the real tick, on a simulated clock."""
+    # A flow run a tick: Prefect's per-task INFO lines would drown the table.
+    os.environ.setdefault("PREFECT_LOGGING_LEVEL", "WARNING")
+    from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
+
+    from fakes.scenario import load_scenario
+    from flows.simulation import simulate as run_simulation
+
+    loaded = load_scenario(scenario)
+    total = loaded.scenario.duration
+    progress = Progress(TextColumn("simulated"), BarColumn(),
+                        TextColumn("{task.completed:.0f}/{task.total:.0f} s"),
+                        TimeRemainingColumn(), console=errors, transient=True)
+
+    def show_tick(record: dict[str, object]) -> None:
+        if output is OutputFormat.table:
+            progress.console.print(tick_line(record), highlight=False, soft_wrap=True)
+
+    with progress:
+        bar = progress.add_task("simulate", total=total)
+        result = run_simulation(loaded, prefect=prefect, on_tick=show_tick,
+                                on_step=lambda offset: progress.update(bar, completed=offset),
+                                mode="memory" if fast else "http")
+    document = result.to_json()
+    if output is OutputFormat.json:
+        sys.stdout.buffer.write(orjson.dumps(document) + b"\n")
+        sys.stdout.flush()
+    else:
+        console.print(summary_table(document["summary"]))
+    if plot is not None:
+        from fakes.plot import plot_simulation
+
+        written = plot_simulation(document, plot)
+        (errors if output is OutputFormat.json else console).print(
+            f"plot written to {written}", highlight=False)
+
+
+def tick_line(record: dict[str, object]) -> str:
+    """`t=  120s batch: 2 nodes (2 untainted, 0 tainted) ASG 12, 37 pending ...`."""
+    parts = []
+    groups = record["node_groups"]
+    assert isinstance(groups, dict)
+    for name, line in groups.items():
+        cpu = "from 0" if line["cpu_percent"] is None else f"{line['cpu_percent']:.0f}%"
+        parts.append(f"{name}: {line['nodes']} nodes ({line['untainted']} untainted, "
+                     f"{line['tainted']} tainted) ASG {line['asg_desired']}, "
+                     f"{line['pending_pods']} pending, {line['running_pods']} running, "
+                     f"cpu {cpu}, delta {line['delta']:+d}")
+    return f"t={record['t']:>6.0f}s  " + " | ".join(parts)
+
+
+def summary_table(summary: dict[str, object]) -> Table:
+    table = Table(title="simulation summary")
+    table.add_column("figure")
+    table.add_column("value", justify="right")
+    for key, value in summary.items():
+        table.add_row(key.replace("_", " "), str(value))
+    return table
+
+
+def register(app: typer.Typer) -> None:
+    app.command("fake-cluster")(fake_cluster)
+    app.command("simulate")(simulate)

@@ -1,0 +1,105 @@
+"""Safe scale-down (`cluster_autoscaler.scale_down.drain: true`): drain before terminating.
+
+Escalator terminates a tainted node once its hard grace period ends, whatever runs there. CA
+instead evicts the node's pods through the Eviction API, so PodDisruptionBudgets are honoured,
+terminates the node only once it is empty, and keeps nodes whose pods cannot move (CA §1.3,
+§1.4; the rules are `tasks.cluster_autoscaler.drainability`). This module turns Escalator's plan into that.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, replace
+
+from tasks.cluster_autoscaler.unneeded import RemovalSimulation, movable, safe_taint_selection
+from tasks.core.pdb import PodDisruptionBudget
+from tasks.core.records import NodeRecord, PodRecord
+from tasks.escalator.config import NodeGroupConfig
+from tasks.escalator.decide import ScalePlan, taint_time
+
+
+def pods_on_nodes(pods: Iterable[PodRecord]) -> dict[str, list[PodRecord]]:
+    by_node: dict[str, list[PodRecord]] = defaultdict(list)
+    for pod in pods:
+        if pod.node_name:
+            by_node[pod.node_name].append(pod)
+    return by_node
+
+
+@dataclass(frozen=True)
+class RemovalInputs:
+    """What CA's removal rules read, collected once per tick (`cluster_autoscaler.enabled`)."""
+
+    nodes: Sequence[NodeRecord]  # every node: where evicted pods could go
+    pods_by_node: Mapping[str, Sequence[PodRecord]]
+    pdbs: Sequence[PodDisruptionBudget]
+    drain: bool  # scale_down.drain
+
+
+@dataclass(frozen=True)
+class DrainPlan:
+    """Escalator's plan with occupied nodes kept, and the pods to evict this tick."""
+
+    plan: ScalePlan
+    evict: tuple[PodRecord, ...] = ()
+
+
+def safe_plan(plan: ScalePlan, group: NodeGroupConfig, members: Sequence[NodeRecord],
+              removal: RemovalInputs, now: float,
+              cpu_load_percent: Mapping[str, float] | None = None) -> DrainPlan:
+    """Escalator's plan under CA's removal rules: only removable nodes are tainted, and with
+    `drain` occupied nodes are drained instead of terminated."""
+    if not plan.taint and not removal.drain:
+        return DrainPlan(plan)  # nothing to check: spare every group the cluster-wide model
+    simulation = RemovalSimulation(removal.nodes, removal.pods_by_node, removal.pdbs)
+    plan = safe_taint_selection(plan, group, members, simulation, cpu_load_percent)
+    if not removal.drain:
+        return DrainPlan(plan)
+    return drain_plan(plan, group, members, simulation, now)
+
+
+def drain_plan(plan: ScalePlan, group: NodeGroupConfig, nodes: Sequence[NodeRecord],
+               simulation: RemovalSimulation, now: float) -> DrainPlan:
+    """Keep occupied nodes out of `plan.delete`; drain the tainted ones past the soft grace.
+
+    A node is deleted only when it has no movable pod (CA terminates empty nodes only).
+    Tainted nodes past the soft grace period (Escalator's "may go when empty" point) that still
+    hold pods are drained when every pod can move (no blocker, and room on another node),
+    else kept with the reason in the notes.
+    """
+    soft = group.soft_delete_grace_seconds
+    pods_by_node = simulation.pods_by_node
+    occupied = {name for name, pods in pods_by_node.items() if any(map(movable, pods))}
+    kept = [name for name in plan.delete if name in occupied]
+    delete = tuple(name for name in plan.delete if name not in occupied)
+    tainted = [node for node in nodes
+               if (stamp := taint_time(node)) is not None and now - stamp > soft
+               and node.name in occupied and node.name not in plan.taint]
+    tainted.sort(key=lambda node: (node.name not in kept, node.name))
+    notes = list(plan.notes)
+    evict: list[PodRecord] = []
+    for node in tainted:
+        verdict = simulation.check(node)
+        if verdict.drainable:
+            simulation.remove(node, verdict)  # the next node cannot count on the same room
+            evict.extend(verdict.to_evict)
+            notes.append(f"draining {node.name}: evicting {len(verdict.to_evict)} pod(s); "
+                         "terminated once empty")
+        else:
+            notes.append(f"scale-down skipped {node.name}: {verdict.reason}")
+    adjusted = replace(plan, delete=delete, asg_desired=plan.asg_desired + len(kept),
+                       notes=tuple(notes))
+    return DrainPlan(adjusted, tuple(evict))
+
+
+@dataclass(frozen=True)
+class EvictionResult:
+    evicted: tuple[str, ...] = ()
+    blocked: tuple[str, ...] = ()  # (namespace/name: why), a PDB answered 429
+
+
+
+
+__all__ = ["DrainPlan", "EvictionResult", "RemovalInputs", "drain_plan",
+           "movable", "pods_on_nodes", "safe_plan"]

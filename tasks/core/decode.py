@@ -1,0 +1,393 @@
+"""Turning API JSON into records: snapshot files (`kubectl get -o json`) and list pages.
+
+A snapshot is a `List` (or typed list) of Nodes, Pods, the project's Leases and, optionally,
+PodDisruptionBudgets (`kubectl get nodes,pods,leases,poddisruptionbudgets -A -o json`), so
+`elevator plan` can tell which budget keeps a node; other kinds are ignored.
+
+Items are decoded one at a time from `msgspec.Raw` slices of the buffer, so peak memory is the
+raw bytes plus the slim records, never a tree of every object, and a bad item can be named.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import gc
+import re
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+import msgspec
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from tasks.core.api_objects import OBJECT_DECODER, RawMetadata, RawObject
+from tasks.core.documents import load_json_document, read_bytes
+from tasks.core.errors import InputError, join_location
+from tasks.core.lease_state import LEASE_PREFIX, GroupState, state_from_annotations
+from tasks.core.pdb import PodDisruptionBudget, pdb_from_api
+from tasks.core.quantity import cpu_milli, memory_bytes
+from tasks.core.records import AsgInstance, AutoScalingGroup, NodeRecord, PodRecord, node_record, pod_record
+
+
+class _ListMetadata(msgspec.Struct, gc=False):
+    continue_: str = msgspec.field(default="", name="continue")
+
+
+class _RawItems(msgspec.Struct, gc=False):
+    kind: str = ""
+    items: list[msgspec.Raw] | None = None
+    metadata: _ListMetadata = msgspec.field(default_factory=_ListMetadata)
+
+
+_ITEMS_DECODER = msgspec.json.Decoder(_RawItems)
+
+
+class _TypedItems(msgspec.Struct, gc=False):
+    kind: str = ""
+    items: list[RawObject] | None = None
+    metadata: _ListMetadata = msgspec.field(default_factory=_ListMetadata)
+
+
+# An API page (hundreds of items) is decoded in one call; a large document (a 200 MB snapshot
+# file) item by item, so the raw objects never all exist at once, and on failure item by item
+# too, to name the item that is wrong.
+_TYPED_DECODER = msgspec.json.Decoder(_TypedItems)
+_ONE_CALL_LIMIT_BYTES = 16 * 2**20
+
+
+@dataclass
+class ClusterSnapshot:
+    """Pods, nodes, the project's Lease states (by namespace and name) and the
+    PodDisruptionBudgets (when the snapshot has them) of one cluster read."""
+
+    pods: list[PodRecord] = field(default_factory=list)
+    nodes: list[NodeRecord] = field(default_factory=list)
+    states: dict[tuple[str, str], GroupState] = field(default_factory=dict)
+    pdbs: list[PodDisruptionBudget] = field(default_factory=list)
+
+
+def _describe(raw: RawObject, kind: str) -> str:
+    metadata = raw.metadata
+    name = metadata.name or "<no name>"
+    return f"{kind} {metadata.namespace}/{name}" if metadata.namespace else f"{kind} {name}"
+
+
+def _bad_quantity_path(raw: RawObject) -> str:
+    """Slow path, on error only: which quantity field failed to parse."""
+    spec, status = raw.spec, raw.status
+    fields: list[tuple[str, Any]] = []
+    for list_name in ("containers", "initContainers"):
+        for index, container in enumerate(getattr(spec, list_name, None) or ()):
+            requests = container.resources.requests if container.resources else None
+            base = f"spec.{list_name}[{index}].resources.requests"
+            fields += [(f"{base}.{name}", value) for name, value in (requests or {}).items()]
+    lists = [("spec.overhead", spec.overhead if spec is not None else None),
+             ("spec.resources.requests",
+              spec.resources.requests if spec is not None and spec.resources else None),
+             ("status.allocatable", status.allocatable if status is not None else None),
+             ("status.capacity", status.capacity if status is not None else None)]
+    for base, resources in lists:
+        fields += [(f"{base}.{name}", value) for name, value in (resources or {}).items()]
+    for path, value in fields:
+        try:
+            cpu_milli(value)
+            memory_bytes(value)
+        except ValueError:
+            return path
+    return ""
+
+
+# --- PodDisruptionBudgets -------------------------------------------------------------------
+# Checked here with the rules the API server applies, so a hand-edited snapshot fails with the
+# field's path instead of `pdb_from_api` reading `values: "web"` as the letters w, e, b.
+
+PDB_KIND = "PodDisruptionBudget"
+_VALUE_OPERATORS = ("In", "NotIn")
+
+
+class _Requirement(msgspec.Struct, gc=False):
+    key: str
+    operator: Literal["In", "NotIn", "Exists", "DoesNotExist"]
+    values: list[str] | None = None
+
+
+class _Selector(msgspec.Struct, gc=False):
+    matchLabels: dict[str, str] | None = None
+    matchExpressions: list[_Requirement] | None = None
+
+
+class _PdbSpec(msgspec.Struct, gc=False):
+    selector: msgspec.Raw = msgspec.Raw()  # decoded by `_selector`, to name a bad field
+
+
+class _PdbStatus(msgspec.Struct, gc=False):
+    disruptionsAllowed: msgspec.Raw = msgspec.Raw()
+
+
+class _RawPdb(msgspec.Struct, gc=False):
+    """A budget's fields, decoded from its own item: RawObject leaves them out, since two more
+    fields on every pod's spec and status cost 15% of a 150,000-pod snapshot's decode."""
+
+    metadata: RawMetadata = msgspec.field(default_factory=RawMetadata)
+    spec: _PdbSpec | None = None
+    status: _PdbStatus | None = None
+
+
+_PDB_DECODER = msgspec.json.Decoder(_RawPdb)
+_SELECTOR_DECODER = msgspec.json.Decoder(_Selector | None)
+_ALLOWED_DECODER = msgspec.json.Decoder(Annotated[int, msgspec.Meta(ge=0)] | None)
+
+
+class _FieldError(ValueError):
+    """A bad field of one object: its key path within the object, and the rule it breaks."""
+
+    def __init__(self, path: str, rule: str) -> None:
+        super().__init__(f"{path}: {rule}")
+        self.path = path
+        self.rule = rule
+
+
+def _field(decoder: msgspec.json.Decoder[Any], raw: msgspec.Raw, path: str) -> Any:
+    """Decode one undecoded field; an absent one is None."""
+    if not len(raw):
+        return None
+    try:
+        return decoder.decode(raw)
+    except msgspec.ValidationError as error:
+        inner, rule = _split_json_path(error)
+        joined = path if not inner else f"{path}{'' if inner.startswith('[') else '.'}{inner}"
+        raise _FieldError(joined, rule) from None
+
+
+def _selector(raw: msgspec.Raw) -> _Selector | None:
+    """A budget's `spec.selector`; msgspec says `matchLabels[...]` for a bad label value, so
+    the label is looked up here (error path only)."""
+    try:
+        selector: _Selector | None = _field(_SELECTOR_DECODER, raw, "spec.selector")
+    except _FieldError as error:
+        if error.path != "spec.selector.matchLabels[...]":
+            raise
+        labels = msgspec.json.decode(raw)["matchLabels"]
+        key = next(key for key, value in labels.items() if not isinstance(value, str))
+        raise _FieldError(f"spec.selector.matchLabels.{key}", error.rule) from None
+    return selector
+
+
+def pdb_record(item: msgspec.Raw) -> PodDisruptionBudget:
+    """A `policy/v1` PodDisruptionBudget from a snapshot; `_FieldError` names what is wrong.
+
+    An absent `status.disruptionsAllowed` (no disruption controller has counted yet) is 0, as
+    the API server treats it: no eviction allowed.
+    """
+    raw = _PDB_DECODER.decode(item)
+    metadata = raw.metadata
+    if not metadata.name:
+        raise _FieldError("metadata.name", "a PodDisruptionBudget needs a name")
+    if not metadata.namespace:
+        raise _FieldError("metadata.namespace",
+                          "a PodDisruptionBudget is namespaced: it needs a namespace")
+    selector = _selector(raw.spec.selector if raw.spec else msgspec.Raw())
+    expressions = (selector.matchExpressions or []) if selector is not None else []
+    for index, requirement in enumerate(expressions):
+        wants_values = requirement.operator in _VALUE_OPERATORS
+        if wants_values != bool(requirement.values):
+            raise _FieldError(f"spec.selector.matchExpressions[{index}].values",
+                              f"must be {'non-empty' if wants_values else 'empty'} for "
+                              f"operator {requirement.operator}")
+    allowed: int | None = _field(
+        _ALLOWED_DECODER, raw.status.disruptionsAllowed if raw.status else msgspec.Raw(),
+        "status.disruptionsAllowed")
+    return pdb_from_api({
+        "metadata": {"namespace": metadata.namespace, "name": metadata.name},
+        "spec": {"selector": msgspec.to_builtins(selector)} if selector is not None else {},
+        "status": {"disruptionsAllowed": allowed or 0},
+    })
+
+
+def add_item(snapshot: ClusterSnapshot, raw: RawObject, kind: str, where: str,
+             item: msgspec.Raw | None = None) -> None:
+    """Fold one decoded object into the snapshot (`item`: its JSON); other kinds are ignored."""
+    try:
+        if kind == "Pod":
+            if not raw.metadata.name:  # the API server never serves one; a hand-made file may
+                raise _FieldError("metadata.name", "a pod needs a name")
+            snapshot.pods.append(pod_record(raw))
+        elif kind == "Node":
+            snapshot.nodes.append(node_record(raw))
+        elif kind == "Lease" and raw.metadata.name.startswith(LEASE_PREFIX):
+            key = (raw.metadata.namespace, raw.metadata.name)
+            snapshot.states[key] = state_from_annotations(
+                raw.metadata.annotations or {}, raw.metadata.resourceVersion)
+        elif kind == PDB_KIND and item is not None:  # decode_page sends budgets with JSON
+            snapshot.pdbs.append(pdb_record(item))
+    except _FieldError as error:
+        raise InputError([join_location(where, f"{_describe(raw, kind)} {error.path}",
+                                        error.rule)]) from None
+    except ValueError as error:
+        raise InputError([join_location(
+            where, " ".join(p for p in (_describe(raw, kind), _bad_quantity_path(raw)) if p),
+            str(error))]) from None
+
+
+def decode_items(
+    snapshot: ClusterSnapshot, items: Iterable[msgspec.Raw], source: str,
+    default_kind: str = "", first_index: int = 0,
+) -> None:
+    """Decode items of a List (mixed kinds) or of a typed list page (`default_kind`)."""
+    for index, item in enumerate(items, start=first_index):
+        where = f"{source}: items[{index}]"
+        try:
+            raw = OBJECT_DECODER.decode(item)
+        except msgspec.ValidationError as error:
+            raise InputError([f"{where}: {_json_path(error)}"]) from None
+        except UnicodeDecodeError:
+            raise InputError([f"{where}: not UTF-8: save the file as UTF-8"]) from None
+        add_item(snapshot, raw, raw.kind or default_kind, where, item)
+
+
+_PATH_IN_MESSAGE = re.compile(r" - at `\$\.?(.*)`$")
+
+
+def _split_json_path(error: msgspec.ValidationError) -> tuple[str, str]:
+    """msgspec's "Expected `str`, got `int` - at `$.metadata.name`" as (path, rule)."""
+    message = str(error)
+    match = _PATH_IN_MESSAGE.search(message)
+    if not match:
+        return "", message
+    return match.group(1), message[:match.start()]
+
+
+def _json_path(error: msgspec.ValidationError) -> str:
+    """msgspec's "Expected `str`, got `int` - at `$.metadata.name`" as "metadata.name: ..."."""
+    path, rule = _split_json_path(error)
+    return f"{path}: {rule}" if path else rule
+
+
+def decode_list_document(data: bytes | memoryview, source: str,
+                         snapshot: ClusterSnapshot | None = None) -> ClusterSnapshot:
+    """A `kind: List` (or `PodList`, `NodeList`, ...) document into a snapshot."""
+    snapshot = snapshot if snapshot is not None else ClusterSnapshot()
+    decode_page(data, source, snapshot)
+    return snapshot
+
+
+def decode_page(data: bytes | memoryview, source: str, snapshot: ClusterSnapshot,
+                first_index: int = 0) -> tuple[str, int]:
+    """One list answer into `snapshot`; returns its `continue` token and its item count."""
+    typed = None
+    if len(data) <= _ONE_CALL_LIMIT_BYTES:
+        # The path below says what is wrong (msgspec raises UnicodeDecodeError on some bad bytes).
+        with contextlib.suppress(msgspec.DecodeError, UnicodeDecodeError):
+            typed = _TYPED_DECODER.decode(data)
+    if typed is not None and (typed.kind == f"{PDB_KIND}List"
+                              or any(raw.kind == PDB_KIND for raw in typed.items or ())):
+        typed = None  # budgets are read from their own JSON (`pdb_record`): the path below
+    if typed is not None and typed.kind.endswith("List") and typed.items is not None:
+        default_kind = typed.kind[:-4] if typed.kind != "List" else ""
+        for index, raw in enumerate(typed.items, start=first_index):
+            add_item(snapshot, raw, raw.kind or default_kind, f"{source}: items[{index}]")
+        return typed.metadata.continue_, len(typed.items)
+    try:
+        document = _ITEMS_DECODER.decode(data)
+    except msgspec.ValidationError as error:  # valid JSON, wrong shape (a subclass: first)
+        path, rule = _split_json_path(error)
+        if not path:  # the document is an array, a string, ...: not a List at all
+            rule = f"expected a Kubernetes List (kubectl get ... -o json): {rule}"
+        raise InputError([join_location(source, path, rule)]) from None
+    except msgspec.DecodeError as error:
+        raise InputError([join_location(source, "", f"not valid JSON: {error}")]) from None
+    except UnicodeDecodeError as error:
+        raise InputError([join_location(source, f"byte {error.start}",
+                                        "not UTF-8: save the file as UTF-8")]) from None
+    if not document.kind.endswith("List") or document.items is None:
+        shown = document.kind or "no kind"
+        raise InputError([join_location(
+            source, "kind", f"expected a Kubernetes List (kubectl get ... -o json), got {shown}")])
+    default_kind = document.kind[:-4] if document.kind != "List" else ""
+    decode_items(snapshot, document.items, source, default_kind, first_index)
+    return document.metadata.continue_, len(document.items)
+
+
+@contextmanager
+def gc_paused() -> Iterator[None]:
+    """Pause the cyclic GC for a bulk load: records hold no cycles, and 150,000 of them would
+    otherwise trigger full collections that cost more than the decoding itself."""
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
+
+
+def load_cluster_files(paths: Sequence[str | Path]) -> ClusterSnapshot:
+    """Read `kubectl get nodes,pods,leases[,poddisruptionbudgets] -A -o json` files into one
+    snapshot."""
+    with gc_paused():
+        return _load_cluster_files(paths)
+
+
+def _load_cluster_files(paths: Sequence[str | Path]) -> ClusterSnapshot:
+    snapshot = ClusterSnapshot()
+    for path in paths:
+        try:
+            data = Path(path).read_bytes()
+        except OSError as error:
+            raise InputError([join_location(str(path), "",
+                                            f"cannot read file: {error.strerror}")]) from None
+        decode_list_document(data, str(path), snapshot)
+    return snapshot
+
+
+# --- ASG descriptions ---------------------------------------------------------------------
+
+
+class _InstanceDescription(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+    InstanceId: str = Field(min_length=1)
+    AvailabilityZone: str = ""
+    LifecycleState: str = "InService"
+
+
+class _GroupDescription(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+    AutoScalingGroupName: str = Field(min_length=1)
+    # AWS's limits: sizes are non-negative int32s.
+    MinSize: int = Field(ge=0, le=2**31 - 1)
+    MaxSize: int = Field(ge=0, le=2**31 - 1)
+    DesiredCapacity: int = Field(ge=0, le=2**31 - 1)
+    Instances: list[_InstanceDescription] = []
+
+
+class _DescribeOutput(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+    AutoScalingGroups: list[_GroupDescription]
+
+
+def parse_asg_description(document: Any, source: str) -> dict[str, AutoScalingGroup]:
+    """`aws autoscaling describe-auto-scaling-groups` output (or boto3's) into records by name."""
+    try:
+        parsed = _DescribeOutput.model_validate(document)
+    except ValidationError as error:
+        raise InputError([
+            join_location(source, ".".join(str(part) for part in detail["loc"]), detail["msg"])
+            for detail in error.errors()
+        ]) from None
+    return {
+        group.AutoScalingGroupName: AutoScalingGroup(
+            name=group.AutoScalingGroupName, min_size=group.MinSize, max_size=group.MaxSize,
+            desired_capacity=group.DesiredCapacity, instances_known=True,
+            instances=tuple(AsgInstance(i.InstanceId, i.AvailabilityZone, i.LifecycleState)
+                            for i in group.Instances),
+        )
+        for group in parsed.AutoScalingGroups
+    }
+
+
+def load_asg_file(path: str | Path) -> dict[str, AutoScalingGroup]:
+    """`aws autoscaling describe-auto-scaling-groups` output (JSON) into records by name."""
+    source = str(path)
+    return parse_asg_description(load_json_document(read_bytes(path), source), source)

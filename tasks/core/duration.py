@@ -1,0 +1,98 @@
+"""Go durations (`time.ParseDuration`): Escalator's and the Cluster Autoscaler's files and flags use them."""
+
+from __future__ import annotations
+
+import re
+from typing import Annotated, Any
+
+from pydantic import AfterValidator, BeforeValidator
+from pydantic_core import PydanticCustomError
+
+from tasks.core.errors import InputError
+
+_DURATION_UNITS_NS = {
+    "ns": 1,
+    "us": 1_000,
+    "µs": 1_000,  # U+00B5 micro sign
+    "μs": 1_000,  # U+03BC Greek mu
+    "ms": 1_000_000,
+    "s": 1_000_000_000,
+    "m": 60_000_000_000,
+    "h": 3_600_000_000_000,
+}
+
+
+# ASCII digits only, as Go's parser (Python's \d would take "٣s").
+_DURATION_PART = re.compile(r"([0-9]*\.?[0-9]*)(ns|us|µs|μs|ms|s|m|h)")
+
+
+_MAX_DURATION_NS = 2**63 - 1  # Go's time.Duration is an int64 of nanoseconds
+
+
+def parse_go_duration(text: str) -> float:
+    """Seconds in a Go duration (`1h10m`, `1.5h`, `90s`, `-2m`, `0`); ValueError as time.ParseDuration."""
+    original = text
+    sign = 1
+    if text[:1] in ("+", "-"):
+        sign = -1 if text[0] == "-" else 1
+        text = text[1:]
+    if text == "0":
+        return 0.0
+    if not text:
+        raise ValueError(f"invalid duration {original!r}")
+    total_ns = 0.0
+    position = 0
+    while position < len(text):
+        match = _DURATION_PART.match(text, position)
+        if match is None or match.group(1) in ("", "."):
+            raise ValueError(f"invalid duration {original!r}")
+        total_ns += float(match.group(1)) * _DURATION_UNITS_NS[match.group(2)]
+        position = match.end()
+        if total_ns > _MAX_DURATION_NS:
+            raise ValueError(f"invalid duration {original!r}: out of range")
+    return sign * total_ns / 1e9
+
+
+def positive_duration_option(text: str, option: str) -> float:
+    """A command-line duration (`--interval 60s`): seconds, or InputError naming the option."""
+    try:
+        value = parse_go_duration(text)
+    except ValueError:
+        raise InputError([f"{option}: {text!r} is not a Go duration (like 60s)"]) from None
+    if value <= 0:
+        raise InputError([f"{option}: {text!r} must be positive"])
+    return value
+
+
+def duration_or_zero(text: str) -> float:
+    """Escalator's `XDuration()` helpers: a parse error reads as 0."""
+    try:
+        return parse_go_duration(text)
+    except ValueError:
+        return 0.0
+
+
+def go_string(value: Any) -> Any:
+    """Escalator decodes YAML through JSON into Go strings: a number becomes its string form."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, float):
+        return str(int(value)) if value.is_integer() else repr(value)
+    return value
+
+
+def _valid_go_duration(text: str) -> str:
+    try:
+        seconds = parse_go_duration(text)
+    except ValueError:
+        # A custom error keeps pydantic from prefixing the message with "Value error, ".
+        raise PydanticCustomError("go_duration", "must be a Go duration such as 90s, 10m or 1h30m") from None
+    if seconds < 0:
+        raise PydanticCustomError("go_duration", "must not be negative")
+    return text
+
+
+# A config field holding a Go duration: kept as written, checked when loaded.
+GoDuration = Annotated[str, BeforeValidator(go_string), AfterValidator(_valid_go_duration)]

@@ -1,0 +1,62 @@
+"""The one error type for bad input: it names the file, the key path and the rule."""
+
+from __future__ import annotations
+
+import re
+
+_LINE_BREAKS = re.compile(r"\s*[\r\n]+\s*")
+
+
+def one_line(text: str) -> str:
+    """A message on one line: a parser's multi-line report joined with spaces."""
+    return _LINE_BREAKS.sub(" ", text).strip()
+
+
+class InputError(Exception):
+    """Bad input at the edge (config, snapshot, API object).
+
+    Each problem is one line ``<file>: <key path>: <rule>``; the CLI prints them and exits 2.
+    """
+
+    def __init__(self, problems: list[str]) -> None:
+        self.problems = [one_line(problem) for problem in problems]
+        super().__init__("\n".join(self.problems))
+
+
+def join_location(source: str, path: str, message: str) -> str:
+    """``nodegroups.yaml: node_groups[1] (batch): message``, skipping empty parts."""
+    return one_line(": ".join(part for part in (source, path, message) if part))
+
+
+class LeaseConflict(Exception):
+    """Another tick wrote the group's Lease first: this tick lost the race and does nothing."""
+
+
+class NodeChanged(Exception):
+    """A node kept changing under us through every conflict retry."""
+
+
+class EvictionBlocked(Exception):
+    """The API server refused an eviction with 429: a PodDisruptionBudget is at its limit.
+
+    Not retryable within a tick (it is no `ApiException`, so `tasks.core.retry.is_retryable` says
+    no): the budget frees up only when another pod becomes Ready, which takes longer than a
+    retry back-off. The drain leaves the pod running and tries again on a later tick.
+    """
+
+    def __init__(self, pod: str, message: str) -> None:
+        self.pod = pod  # "<namespace>/<name>"
+        self.message = message
+        super().__init__(f"eviction of pod {pod} blocked: {message}")
+
+
+class CloudError(Exception):
+    """A failed cloud operation; `retryable` tells a Prefect retry policy whether to try again."""
+
+    def __init__(self, message: str, retryable: bool) -> None:
+        super().__init__(message)
+        self.message = message
+        self.retryable = retryable
+
+    def __repr__(self) -> str:
+        return f"CloudError({self.message!r}, retryable={self.retryable})"

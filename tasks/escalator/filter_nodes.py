@@ -1,0 +1,156 @@
+"""Which pods and nodes belong to which node group, and what state each node is in.
+
+Escalator §5.1 and §5.2. Matching is indexed by (label key, label value) so one pass over
+150,000 pods serves every group: no pod is tested against every group.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Collection, Iterable, Sequence
+from dataclasses import dataclass
+
+from tasks.core.records import ESCALATOR_TAINT_KEY, FORCE_TAINT_KEY, NodeRecord, PodRecord
+from tasks.escalator.config import NodeGroupConfig
+
+DEFAULT_GROUP_NAME = "default"
+
+
+def pod_matches_group(pod: PodRecord, group: NodeGroupConfig) -> bool:
+    """Escalator's pod filter for one group (daemonset pods never match)."""
+    if pod.owned_by_daemonset:
+        return False
+    if group.name == DEFAULT_GROUP_NAME:
+        # Escalator: the `default` group takes unconstrained, non-static pods.
+        return not pod.static and not pod.node_selector and not pod.has_affinity
+    if pod.node_selector.get(group.label_key) == group.label_value:
+        return True
+    return any(
+        expression.key == group.label_key
+        and expression.operator == "In"
+        and group.label_value in expression.values
+        for term in pod.required_node_terms
+        for expression in term.matchExpressions
+    )
+
+
+def pods_by_group(
+    pods: Iterable[PodRecord], groups: Sequence[NodeGroupConfig]
+) -> dict[str, list[PodRecord]]:
+    """Every group's pods, in listing order; a pod may belong to several groups."""
+    selected: dict[str, list[PodRecord]] = {group.name: [] for group in groups}
+    by_label: dict[tuple[str, str], list[str]] = defaultdict(list)
+    for group in groups:
+        if group.name != DEFAULT_GROUP_NAME:
+            by_label[(group.label_key, group.label_value)].append(group.name)
+    keys = {key for key, _ in by_label}
+    has_default = DEFAULT_GROUP_NAME in selected
+    for pod in pods:
+        if pod.owned_by_daemonset:
+            continue
+        matched: list[str] = []
+        for key, value in pod.node_selector.items():
+            if key in keys:
+                matched.extend(by_label.get((key, value), ()))
+        for term in pod.required_node_terms:
+            for expression in term.matchExpressions:
+                if expression.operator == "In" and expression.key in keys:
+                    for value in expression.values:
+                        matched.extend(by_label.get((expression.key, value), ()))
+        for name in dict.fromkeys(matched):
+            selected[name].append(pod)
+        if has_default and not pod.static and not pod.node_selector and not pod.has_affinity:
+            selected[DEFAULT_GROUP_NAME].append(pod)
+    return selected
+
+
+def node_matches_group(node: NodeRecord, group: NodeGroupConfig) -> bool:
+    """Escalator: a node belongs iff labels[label_key] == label_value (the key must exist)."""
+    return node.labels.get(group.label_key) == group.label_value
+
+
+def nodes_by_group(
+    nodes: Iterable[NodeRecord], groups: Sequence[NodeGroupConfig]
+) -> dict[str, list[NodeRecord]]:
+    """Every group's nodes, in listing order."""
+    selected: dict[str, list[NodeRecord]] = {group.name: [] for group in groups}
+    node_list = list(nodes)
+    for group in groups:
+        selected[group.name] = [node for node in node_list if node_matches_group(node, group)]
+    return selected
+
+
+@dataclass(frozen=True)
+class NodeClasses:
+    """Escalator's four node classes (§5.2), each in listing order."""
+
+    untainted: tuple[NodeRecord, ...]
+    tainted: tuple[NodeRecord, ...]
+    force_tainted: tuple[NodeRecord, ...]
+    cordoned: tuple[NodeRecord, ...]
+
+
+def classify_nodes(
+    nodes: Iterable[NodeRecord], dry_mode: bool = False,
+    dry_mode_tainted: Collection[str] = (),
+) -> NodeClasses:
+    """Cordoned, then force-tainted, then tainted, else untainted; dry mode reads only the tracker."""
+    untainted: list[NodeRecord] = []
+    tainted: list[NodeRecord] = []
+    force_tainted: list[NodeRecord] = []
+    cordoned: list[NodeRecord] = []
+    for node in nodes:
+        if dry_mode:
+            # Escalator §9: the tracker replaces taints; cordons and real taints are ignored.
+            (tainted if node.name in dry_mode_tainted else untainted).append(node)
+        elif node.unschedulable:
+            cordoned.append(node)
+        elif node.has_taint(FORCE_TAINT_KEY):
+            force_tainted.append(node)
+        elif node.has_taint(ESCALATOR_TAINT_KEY):
+            tainted.append(node)
+        else:
+            untainted.append(node)
+    return NodeClasses(tuple(untainted), tuple(tainted), tuple(force_tainted), tuple(cordoned))
+
+
+def is_unhealthy(node: NodeRecord, grace_seconds: float, now: float) -> bool:
+    """Escalator §5.11: not cordoned, at least `grace` old, and Ready absent or not True."""
+    return (not node.unschedulable and node.created_unix_seconds + grace_seconds <= now
+            and not node.ready)
+
+
+@dataclass(frozen=True)
+class GroupMembers:
+    """One group's pods and nodes, its nodes classified: Escalator steps 3 and 4."""
+
+    pods: Sequence[PodRecord]
+    nodes: Sequence[NodeRecord]
+    classes: NodeClasses
+    dry_mode: bool
+    unhealthy_to_taint: tuple[str, ...] = ()
+    dry_mode_tainted: tuple[str, ...] = ()
+
+
+def filter_group(
+    group: NodeGroupConfig, pods: Sequence[PodRecord], nodes: Sequence[NodeRecord],
+    dry_mode_tainted: Sequence[str], now: float, dry_mode: bool,
+) -> GroupMembers:
+    """Classify the group's nodes, after tainting unhealthy ones (step 3) in dry mode's tracker.
+
+    Outside dry mode the classification still sees unhealthy nodes as listed, as Escalator's
+    does (its taints land on the API, not on the nodes it already listed).
+    """
+    tracker = list(dry_mode_tainted)
+    unhealthy: list[str] = []
+    if group.unhealthy_node_feature:
+        grace = group.unhealthy_node_grace_seconds
+        for node in nodes:
+            if is_unhealthy(node, grace, now) and (dry_mode or not node.has_taint(
+                    ESCALATOR_TAINT_KEY)):
+                unhealthy.append(node.name)
+                if dry_mode and node.name not in tracker:
+                    tracker.append(node.name)
+    return GroupMembers(pods=pods, nodes=nodes,
+                        classes=classify_nodes(nodes, dry_mode, tracker), dry_mode=dry_mode,
+                        unhealthy_to_taint=tuple(unhealthy), dry_mode_tainted=tuple(tracker))

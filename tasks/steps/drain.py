@@ -1,0 +1,27 @@
+"""The drain's one effect: evictions through the Eviction API, as a retryable task run."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from tasks.cluster_autoscaler.drain import EvictionResult
+from tasks.core.errors import EvictionBlocked
+from tasks.core.records import PodRecord
+from tasks.core.retry import step
+from tasks.steps.node_groups import Adapters
+
+
+@step
+def evict_pods(adapters: Adapters, pods: Sequence[PodRecord]) -> EvictionResult:
+    """Evict through the Eviction API; a 429 (PDB at its limit) is left for a later tick, and
+    the node is not deleted meanwhile (it is not empty)."""
+    evicted: list[str] = []
+    blocked: list[str] = []
+    for pod in pods:
+        name = f"{pod.namespace}/{pod.name}"
+        try:
+            if adapters.kube.evict_pod(pod.namespace, pod.name):
+                evicted.append(name)
+        except EvictionBlocked as blocked_by:
+            blocked.append(f"{name}: {blocked_by}")
+    return EvictionResult(tuple(evicted), tuple(blocked))

@@ -1,0 +1,26 @@
+"""The one Lease writer of a tick: each group's state goes to its Lease in one write."""
+
+from __future__ import annotations
+
+from tasks.adapters.ports import KubeActions
+from tasks.core.errors import LeaseConflict
+from tasks.core.lease_state import GroupState, lease_name
+from tasks.core.retry import step
+
+
+@step
+def write_lock(kube: KubeActions, namespace: str, group_name: str, state: GroupState,
+               now: float) -> GroupState:
+    """Write the state if nobody wrote since we read it (else LeaseConflict: we lost the race).
+
+    A retry after a write that was applied but whose answer was lost gets 409 too, although no
+    other tick ran: the Lease then holds exactly our claim token, and the tick goes on.
+    """
+    name = lease_name(group_name)
+    try:
+        return kube.write_state(namespace, name, state, now)
+    except LeaseConflict:
+        current = kube.read_state(namespace, name)
+        if state.claim and current.claim == state.claim:
+            return current
+        raise

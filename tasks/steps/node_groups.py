@@ -1,0 +1,116 @@
+"""Executing a ScalePlan through the adapters, each action safe to retry.
+
+Escalator order: empty force-tainted and expired tainted nodes are removed first (§5 step 20,
+§7.1), then new taints; on scale-up, untaint before asking the cloud for nodes (§6). Every
+action is "ensure": a retry after a lost answer does nothing twice.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Literal
+
+from tasks.adapters.ports import CloudActions, KubeActions
+from tasks.core.records import ESCALATOR_TAINT_KEY, AutoScalingGroup, NodeRecord
+from tasks.core.retry import step
+from tasks.escalator.decide import ScalePlan
+
+Status = Literal["acted", "nothing to do", "dry run", "lost race", "failed"]
+
+
+@dataclass(frozen=True)
+class ActionsDone:
+    """What a tick actually changed (the plan says what it meant to)."""
+
+    untainted: tuple[str, ...] = ()
+    tainted: tuple[str, ...] = ()
+    terminated_instances: tuple[str, ...] = ()
+    deleted_nodes: tuple[str, ...] = ()
+    asg_desired_set: int | None = None
+    evicted: tuple[str, ...] = ()  # namespace/name, drained with scale_down.drain
+
+    def merged(self, other: ActionsDone) -> ActionsDone:
+        return ActionsDone(
+            self.untainted + other.untainted, self.tainted + other.tainted,
+            self.terminated_instances + other.terminated_instances,
+            self.deleted_nodes + other.deleted_nodes,
+            other.asg_desired_set if other.asg_desired_set is not None else self.asg_desired_set,
+            self.evicted + other.evicted)
+
+    def to_json(self) -> dict[str, object]:
+        shown: dict[str, object] = {
+            "untainted": list(self.untainted), "tainted": list(self.tainted),
+            "terminated_instances": list(self.terminated_instances),
+            "deleted_nodes": list(self.deleted_nodes),
+            "asg_desired_set": self.asg_desired_set}
+        if self.evicted:  # only with scale_down.drain: the line stays Escalator's otherwise
+            shown["evicted"] = list(self.evicted)
+        return shown
+
+
+@dataclass(frozen=True)
+class Adapters:
+    """The clients a tick acts through: `KubeClient` and `AsgClient` live, or the simulator's
+    in-memory world (`fakes.memory_world`); the protocols name what the steps call."""
+
+    kube: KubeActions
+    cloud: CloudActions
+    lease_namespace: str = "kube-system"
+
+
+@dataclass(frozen=True)
+class GroupResult:
+    """One group's tick: the plan `elevator plan` prints, and what was actually done."""
+
+    plan: ScalePlan
+    status: Status
+    done: ActionsDone = field(default_factory=ActionsDone)
+    message: str = ""
+    asg: AutoScalingGroup | None = None  # as described this tick (for the cloud gauges)
+
+    def to_json(self) -> dict[str, object]:
+        return {**self.plan.to_json(), "status": self.status, "message": self.message,
+                "done": self.done.to_json()}
+
+
+@step
+def taint_and_remove(adapters: Adapters, plan: ScalePlan, asg: AutoScalingGroup,
+                     nodes: Sequence[NodeRecord], now: float) -> ActionsDone:
+    """Terminate the planned nodes in the ASG (desired decremented), delete them, then taint."""
+    if plan.dry_mode:
+        return ActionsDone()
+    terminated: list[str] = []
+    deleted: list[str] = []
+    if plan.delete:
+        by_name = {node.name: node for node in nodes}
+        doomed = [by_name[name] for name in plan.delete]
+        terminated = adapters.cloud.terminate_instances(asg.name, doomed)
+        # Escalator: the cloud first, then the Node objects; a Node already gone is done.
+        for node in doomed:
+            adapters.kube.delete_node(node.name)
+            deleted.append(node.name)
+    tainted = []
+    stamp = str(int(now))  # Escalator's format: the taint value is Unix seconds
+    for name in plan.taint:
+        if adapters.kube.ensure_tainted(name, stamp, plan.taint_effect, ESCALATOR_TAINT_KEY):
+            tainted.append(name)
+    return ActionsDone(tainted=tuple(tainted), terminated_instances=tuple(terminated),
+                       deleted_nodes=tuple(deleted))
+
+
+@step
+def untaint_or_increase(adapters: Adapters, plan: ScalePlan,
+                        asg: AutoScalingGroup) -> ActionsDone:
+    """Escalator §6: untaint the planned nodes, then set the ASG to the planned absolute size.
+
+    The target is absolute and computed once by `decide`, so a retry sets the same value and
+    can never scale up twice; the adapter clamps it to the ASG's current MinSize/MaxSize.
+    """
+    if plan.dry_mode:
+        return ActionsDone()
+    untainted = tuple(name for name in plan.untaint if adapters.kube.ensure_untainted(name))
+    desired = None
+    if plan.cloud_increase > 0:
+        desired = adapters.cloud.set_desired_capacity(asg, plan.asg_desired)
+    return ActionsDone(untainted=untainted, asg_desired_set=desired)

@@ -1,0 +1,142 @@
+"""Where a node-group tick reads the cluster from (DESIGN.md §3): the live API, or files.
+
+One protocol and its two readers: `LiveSource` (Kubernetes lists, Leases and
+DescribeAutoScalingGroups, for `elevator run`, the `autoscale` flow and the simulator) and
+`SnapshotSource` (`kubectl get -o json` dumps, for `elevator plan`). The tick composition
+(`flows/tick.py`) reads only through them, through the steps below, so a filter applied on one
+path is applied on every path: `collect_pods` drops terminal pods whichever source listed them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Protocol
+
+from tasks.core.lease_state import GroupState, lease_name
+from tasks.core.pdb import PodDisruptionBudget, pdb_from_api
+from tasks.core.records import TERMINAL_PHASES, AutoScalingGroup, NodeRecord, PodRecord
+from tasks.core.retry import step
+from tasks.escalator.config import NodeGroupConfig
+from tasks.escalator.decide import asg_from_config
+from tasks.escalator.filter_nodes import nodes_by_group
+
+if TYPE_CHECKING:
+    from tasks.steps.node_groups import Adapters
+
+class TickSource(Protocol):
+    """What one tick reads: pods, nodes, the groups' ASGs and Leases, and the budgets."""
+
+    def list_pods(self) -> list[PodRecord]: ...
+
+    def list_nodes(self) -> list[NodeRecord]: ...
+
+    def describe_groups(self, names: Sequence[str]) -> dict[str, AutoScalingGroup]: ...
+
+    def read_state(self, group_name: str) -> GroupState: ...
+
+    def list_pdbs(self) -> tuple[PodDisruptionBudget, ...]: ...
+
+
+@dataclass(frozen=True)
+class LiveSource:
+    """The cluster and the cloud as the adapters read them now."""
+
+    adapters: Adapters
+
+    def list_pods(self) -> list[PodRecord]:
+        return self.adapters.kube.list_pods()
+
+    def list_nodes(self) -> list[NodeRecord]:
+        return self.adapters.kube.list_nodes()
+
+    def describe_groups(self, names: Sequence[str]) -> dict[str, AutoScalingGroup]:
+        # One paged DescribeAutoScalingGroups for all configured ASGs (Escalator's Refresh).
+        return self.adapters.cloud.describe(list(names))
+
+    def read_state(self, group_name: str) -> GroupState:
+        return self.adapters.kube.read_state(self.adapters.lease_namespace,
+                                             lease_name(group_name))
+
+    def list_pdbs(self) -> tuple[PodDisruptionBudget, ...]:
+        return tuple(pdb_from_api(obj)
+                     for obj in self.adapters.kube.list_pod_disruption_budgets())
+
+
+@dataclass(frozen=True)
+class SnapshotSource:
+    """A cluster read from files: `kubectl get nodes,pods,leases[,pdb] -A -o json` and,
+    optionally, `aws autoscaling describe-auto-scaling-groups`.
+
+    Without an ASG description each group's ASG is MinSize=min_nodes, MaxSize=max_nodes and
+    desired = the group's node count in the snapshot.
+    """
+
+    groups: Sequence[NodeGroupConfig]
+    pods: Sequence[PodRecord]
+    nodes: Sequence[NodeRecord]
+    asgs: Mapping[str, AutoScalingGroup] | None = None
+    states: Mapping[tuple[str, str], GroupState] = field(default_factory=dict)
+    pdbs: Sequence[PodDisruptionBudget] = ()
+    lease_namespace: str = "kube-system"
+
+    def list_pods(self) -> list[PodRecord]:
+        return list(self.pods)
+
+    def list_nodes(self) -> list[NodeRecord]:
+        return list(self.nodes)
+
+    def describe_groups(self, names: Sequence[str]) -> dict[str, AutoScalingGroup]:
+        if self.asgs is not None:
+            return {name: self.asgs[name] for name in names if name in self.asgs}
+        members = nodes_by_group(self.nodes, self.groups)
+        return {group.cloud_provider_group_name: asg_from_config(group,
+                                                                 len(members[group.name]))
+                for group in self.groups if group.cloud_provider_group_name in names}
+
+    def read_state(self, group_name: str) -> GroupState:
+        return self.states.get((self.lease_namespace, lease_name(group_name)), GroupState())
+
+    def list_pdbs(self) -> tuple[PodDisruptionBudget, ...]:
+        return tuple(self.pdbs)
+
+
+# --- the read steps of a tick: each a task run with retries in the flow --------------------
+
+
+# Escalator §4: completed and failed pods never count. The live list asks the API server to
+# leave them out (`tasks.adapters.kube.ACTIVE_PODS`); a `kubectl get pods -A -o json` dump holds them
+# (finished Jobs stay until cleaned up), so the tick drops them again whatever the source.
+def active_pods(pods: Sequence[PodRecord]) -> list[PodRecord]:
+    """The pods a tick counts: everything but Succeeded and Failed (Escalator §4)."""
+    return [pod for pod in pods if pod.phase not in TERMINAL_PHASES]
+
+
+@step
+def collect_pods(source: TickSource) -> list[PodRecord]:
+    """Every active pod, listed once per tick for all groups."""
+    return active_pods(source.list_pods())
+
+
+@step
+def collect_nodes(source: TickSource) -> list[NodeRecord]:
+    return source.list_nodes()
+
+
+@step
+def describe_node_groups(source: TickSource, names: Sequence[str]
+                         ) -> dict[str, AutoScalingGroup]:
+    """The configured groups' ASGs, by name; a group missing here has no ASG."""
+    return source.describe_groups(names)
+
+
+@step
+def read_lock(source: TickSource, group_name: str) -> GroupState:
+    """The group's state as its Lease holds it (a fresh state before the first write)."""
+    return source.read_state(group_name)
+
+
+@step
+def collect_pdbs(source: TickSource) -> tuple[PodDisruptionBudget, ...]:
+    """Every PodDisruptionBudget, read once per tick for CA's removal rules."""
+    return source.list_pdbs()
