@@ -35,7 +35,7 @@ import yaml
 
 from fakes.aws import FakeAws
 from fakes.cluster import node_for_instance
-from fakes.kube_api import FakeKubeApi
+from fakes.kube_api.server import FakeKubeApi
 
 ROOT = Path(__file__).resolve().parent.parent
 MiB = 2**20

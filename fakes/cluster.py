@@ -18,18 +18,18 @@ import msgspec
 import orjson
 
 from fakes.aws import FakeAws
-from fakes.kube_api import FakeKubeApi
+from fakes.kube_api.server import FakeKubeApi
 from fakes.scenario import AsgSpec, TracePod, Wave
-from fakes.snapshots import rfc3339
+from tasks.cluster_autoscaler.templates import GPU_RESOURCE
 from tasks.core.api_objects import OBJECT_DECODER, RawObject
 from tasks.core.instance_types import instance_gpus
 from tasks.core.records import NodeRecord, PodRecord, node_record, pod_record
 from tasks.core.scheduling import fits_constraints as fits_constraints
 from tasks.core.scheduling import fits_extended, take_extended
 from tasks.core.scheduling import tolerates as tolerates
+from tasks.core.timefmt import rfc3339
 from tasks.escalator.config import NodeGroupConfig
 from tasks.escalator.decide import taint_time
-from tasks.expanders import GPU_RESOURCE
 
 POD_NAMESPACE = "workload"
 

@@ -25,13 +25,12 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
-from datetime import UTC, datetime
 from typing import Any
 
 import msgspec
 from kubernetes.client.exceptions import ApiException
 
-from fakes.kube_api import (
+from fakes.kube_api.policy import (
     PDB_MULTIPLE,
     PDB_VIOLATION,
     _ignores_budgets,
@@ -54,17 +53,14 @@ from tasks.core.records import (
     ESCALATOR_TAINT_KEY,
     TERMINAL_PHASES,
     AsgInstance,
+    AsgTemplateSource,
     AutoScalingGroup,
     NodeRecord,
     PodRecord,
 )
-from tasks.expanders import AsgTemplateSource
+from tasks.core.timefmt import rfc3339
 
 Key = tuple[str, str]  # (namespace, name); nodes are ("", name) in the fake API's order
-
-
-def _rfc3339(unix_seconds: float) -> str:
-    return datetime.fromtimestamp(unix_seconds, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def _api_error(status: int, reason: str) -> ApiException:
@@ -302,7 +298,7 @@ class MemoryKube:
 
     def write_state(self, namespace: str, name: str, state: GroupState,
                     now: float) -> GroupState:
-        annotations = {**state_to_annotations(state), LAST_TICK: _rfc3339(now)}
+        annotations = {**state_to_annotations(state), LAST_TICK: rfc3339(now)}
         labels = {"app.kubernetes.io/managed-by": "kube-elevator"}
         conflict = LeaseConflict(f"Lease {namespace}/{name} was written by another tick")
         world = self.world

@@ -9,14 +9,11 @@ from __future__ import annotations
 import random
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from typing import Any
 
 import orjson
 
-
-def rfc3339(unix_seconds: float) -> str:
-    return datetime.fromtimestamp(unix_seconds, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+from tasks.core.timefmt import rfc3339
 
 
 @dataclass(frozen=True)

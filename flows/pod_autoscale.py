@@ -19,8 +19,8 @@ from prefect import flow, get_run_logger
 
 from flows.pod_cycle import AutoscalerResult, cycle
 from flows.tick import run_as_task
-from tasks import watermark
 from tasks.adapters.prometheus import DEFAULT_RATE_WINDOW, PrometheusMetrics
+from tasks.pod_autoscalers.wpa import crd as watermark
 
 if TYPE_CHECKING:
     from prometheus_client import CollectorRegistry

@@ -14,26 +14,19 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Protocol
 
 from flows.tick import Runner
-from tasks import memory_usage, watermark
-from tasks.adapters.prometheus import CycleCache, MetricsSource, MetricUnavailable, read_watermark_metrics
+from tasks.adapters.prometheus import CycleCache, MetricsSource, MetricUnavailable
 from tasks.core.errors import InputError
 from tasks.core.retry import step
-from tasks.memory_usage import decide_memory, memory_scale_failed, parse_memory_autoscaler
-from tasks.watermark import (
-    Decision,
-    LabelSelector,
-    MetricReading,
-    MonitorReading,
-    ParsedWatermark,
-    PodState,
-    TargetScale,
-    decide_watermark,
-    lifecycle_control,
-    log_attributes,
-    parse_watermark,
-    pod_state,
-    scale_failed,
-)
+from tasks.core.workload import PodState, TargetScale, pod_state
+from tasks.pod_autoscalers import memory as memory_usage
+from tasks.pod_autoscalers.memory import decide_memory, memory_scale_failed, parse_memory_autoscaler
+from tasks.pod_autoscalers.wpa import crd as watermark
+from tasks.pod_autoscalers.wpa.crd import LabelSelector
+from tasks.pod_autoscalers.wpa.decide import Decision, decide_watermark, log_attributes, scale_failed
+from tasks.pod_autoscalers.wpa.gates import MonitorReading, lifecycle_control
+from tasks.pod_autoscalers.wpa.proposal import MetricReading
+from tasks.pod_autoscalers.wpa.readings import read_watermark_metrics
+from tasks.pod_autoscalers.wpa.validate import ParsedWatermark, parse_watermark
 
 if TYPE_CHECKING:
     from tasks.adapters.kube import KubeClient

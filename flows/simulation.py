@@ -20,7 +20,7 @@ import yaml
 
 from fakes.aws import FakeAws
 from fakes.cluster import PodLife, SimulatedCluster, Termination
-from fakes.kube_api import FakeKubeApi
+from fakes.kube_api.server import FakeKubeApi
 from fakes.load import SimulatedMetricsProvider
 from fakes.pod_metrics import PodMetricsServer
 from fakes.scenario import AsgSpec, LoadedScenario, TracePod, Wave

@@ -29,13 +29,13 @@ from fakes.cluster import (
 from fakes.memory_world import Key, MemoryCloud, MemoryKube, MemoryWorld
 from fakes.scenario import AsgSpec, TracePod, Wave
 from tasks.cluster_autoscaler.config import ClusterAutoscalerConfig
+from tasks.cluster_autoscaler.templates import GPU_RESOURCE
 from tasks.core.instance_types import instance_gpus
 from tasks.core.records import NodeRecord, PodRecord, node_record, pod_record
 from tasks.core.scheduling import fits_constraints, fits_extended
 from tasks.escalator.config import NodeGroupConfig
 from tasks.escalator.decide import taint_time
 from tasks.escalator.filter_nodes import classify_nodes, pods_by_group
-from tasks.expanders import GPU_RESOURCE
 from tasks.steps.node_groups import Adapters
 
 

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from fakes.aws import FakeAws
-from fakes.kube_api import FakeKubeApi
+from fakes.kube_api.server import FakeKubeApi
 
 
 @pytest.fixture(scope="session", autouse=True)

@@ -18,7 +18,7 @@ from prefect.client.schemas.filters import FlowRunFilter, FlowRunFilterId
 
 from fakes.aws import FakeAws, fail_next_calls
 from fakes.cluster import node_for_instance
-from fakes.kube_api import FakeKubeApi
+from fakes.kube_api.server import FakeKubeApi
 from flows.autoscale import autoscale, live_tick
 from flows.tick import run_as_task
 from tasks.adapters.cloud import AsgClient

@@ -21,18 +21,13 @@ from tasks.cluster_autoscaler.balancing import (
     within_tolerance,
 )
 from tasks.cluster_autoscaler.config import ClusterAutoscalerConfig
+from tasks.cluster_autoscaler.expanders import ExpanderContext
+from tasks.cluster_autoscaler.limits import ClusterLimits, ClusterTotals
+from tasks.cluster_autoscaler.scale_up_plan import GroupCandidate, ScaleUpPlan, plan_scale_up
+from tasks.cluster_autoscaler.templates import TemplateNode
 from tasks.core.lease_state import GroupState, lease_name
 from tasks.core.records import AsgInstance, AutoScalingGroup, NodeRecord, PodRecord
 from tasks.escalator.config import NodeGroupConfig
-from tasks.expanders import (
-    ClusterLimits,
-    ClusterTotals,
-    ExpanderContext,
-    GroupCandidate,
-    ScaleUpPlan,
-    TemplateNode,
-    plan_scale_up,
-)
 from tasks.steps.node_groups import Adapters
 from tasks.steps.scale_up_unschedulable import scale_up_unschedulable
 from tests.builders import make_group

@@ -9,7 +9,7 @@ import yaml
 
 from fakes.aws import FakeAws
 from fakes.cluster import node_for_instance
-from fakes.kube_api import FakeKubeApi
+from fakes.kube_api.server import FakeKubeApi
 from fakes.scenario import load_scenario
 from flows.autoscale import live_tick
 from flows.simulation import simulate

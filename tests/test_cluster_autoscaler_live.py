@@ -17,7 +17,7 @@ import yaml
 
 from fakes.aws import FakeAws
 from fakes.cluster import node_for_instance
-from fakes.kube_api import FakeKubeApi
+from fakes.kube_api.server import FakeKubeApi
 from flows.autoscale import live_tick
 from flows.tick import run_plain
 from tasks.adapters.cloud import AsgClient

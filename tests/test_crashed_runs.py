@@ -23,7 +23,7 @@ from prefect.client.schemas.objects import FlowRun
 from prefect.settings import PREFECT_API_URL
 
 from fakes.aws import FakeAws
-from fakes.kube_api import FakeKubeApi
+from fakes.kube_api.server import FakeKubeApi
 from flows.crash_detection import AUTOMATION_NAME, ensure_crash_detection
 from tests.test_faults import two_groups
 

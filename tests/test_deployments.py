@@ -15,7 +15,7 @@ import yaml
 
 from benchmarks.event_latency import ROOT, BurstCluster, Child, PrefectServer
 from fakes.aws import FakeAws
-from fakes.kube_api import FakeKubeApi
+from fakes.kube_api.server import FakeKubeApi
 from flows.autoscale import autoscale
 from flows.cli.serve import pending_pods_trigger, set_project_directory, tick_concurrency
 from tasks.escalator.config import parse_node_groups

@@ -10,50 +10,56 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tasks.core.api_objects import MatchExpression, NodeSelectorTerm, Taint, Toleration
-from tasks.core.records import AsgInstance, NodeRecord, PodRecord
-from tasks.core.scheduling import fits_constraints
-from tasks.escalator.config import parse_node_groups
-from tasks.expanders import (
-    EXPANDERS,
-    AsgTemplateSource,
-    ClusterLimits,
-    ClusterTotals,
-    ExpanderContext,
-    GroupCandidate,
+from tasks.cluster_autoscaler.backoff import (
     ProvisioningState,
-    ScaleUpOption,
-    TemplateNode,
     check_provisioning,
-    choose,
-    cluster_limits,
-    cluster_totals,
+    record_failure,
+    record_success,
+)
+from tasks.cluster_autoscaler.estimator import (
     estimate_nodes,
-    exceeded_limit,
-    expander_context,
     filter_out_schedulable,
     fits_empty_template,
     free_slots,
+    unschedulable_pods,
+    upcoming_slots,
+)
+from tasks.cluster_autoscaler.expanders import (
+    EXPANDERS,
+    ExpanderContext,
+    ScaleUpOption,
+    choose,
+    expander_context,
     least_nodes,
     least_waste,
     most_pods,
-    nodes_within_limits,
-    plan_scale_up,
     preferred_node_cpu_milli,
     price,
     price_score,
     priorities_from_configmap,
     priority,
     random_expander,
-    record_failure,
-    record_success,
+    waste_score,
+)
+from tasks.cluster_autoscaler.limits import (
+    ClusterLimits,
+    ClusterTotals,
+    cluster_limits,
+    cluster_totals,
+    exceeded_limit,
+    nodes_within_limits,
+)
+from tasks.cluster_autoscaler.scale_up_plan import GroupCandidate, plan_scale_up
+from tasks.cluster_autoscaler.templates import (
+    TemplateNode,
     template_for_group,
     template_from_asg,
     template_from_node,
-    unschedulable_pods,
-    upcoming_slots,
-    waste_score,
 )
+from tasks.core.api_objects import MatchExpression, NodeSelectorTerm, Taint, Toleration
+from tasks.core.records import AsgInstance, AsgTemplateSource, NodeRecord, PodRecord
+from tasks.core.scheduling import fits_constraints
+from tasks.escalator.config import parse_node_groups
 
 MiB = 2**20
 GiB = 2**30

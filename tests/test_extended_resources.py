@@ -20,28 +20,22 @@ import pytest
 
 from fakes.aws import FakeAws
 from fakes.cluster import node_for_instance
-from fakes.kube_api import FakeKubeApi
+from fakes.kube_api.server import FakeKubeApi
 from fakes.scenario import load_scenario
 from flows.simulation import simulate
 from tasks.cluster_autoscaler.balancing import difference, similar
-from tasks.cluster_autoscaler.unneeded import RemovalSimulation
-from tasks.core.api_objects import OBJECT_DECODER
-from tasks.core.records import NodeRecord, PodRecord, node_record
-from tasks.expanders import (
-    AsgTemplateSource,
-    ExpanderContext,
-    ScaleUpOption,
-    TemplateNode,
+from tasks.cluster_autoscaler.estimator import (
     estimate_nodes,
     filter_out_schedulable,
     fits_empty_template,
     free_slots,
-    pod_price,
-    price_score,
-    template_from_asg,
-    template_from_node,
     upcoming_slots,
 )
+from tasks.cluster_autoscaler.expanders import ExpanderContext, ScaleUpOption, pod_price, price_score
+from tasks.cluster_autoscaler.templates import TemplateNode, template_from_asg, template_from_node
+from tasks.cluster_autoscaler.unneeded import RemovalSimulation
+from tasks.core.api_objects import OBJECT_DECODER
+from tasks.core.records import AsgTemplateSource, NodeRecord, PodRecord, node_record
 from tests.test_cluster_autoscaler_e2e import asg as scenario_asg
 from tests.test_cluster_autoscaler_e2e import ca_group, write
 from tests.test_cluster_autoscaler_live import (

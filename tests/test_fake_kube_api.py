@@ -22,7 +22,9 @@ import pytest
 from kubernetes import client, watch
 from kubernetes.client.exceptions import ApiException
 
-from fakes.kube_api import Conflict, FakeKubeApi, NotFound, human_duration
+from fakes.kube_api.errors import Conflict, NotFound
+from fakes.kube_api.server import FakeKubeApi
+from fakes.kube_api.tables import human_duration
 from tasks.core.selectors import SelectorError, parse_field_selector, parse_label_selector
 
 Obj = dict[str, Any]

@@ -12,7 +12,7 @@ import pytest
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
-from fakes.kube_api import FakeKubeApi
+from fakes.kube_api.server import FakeKubeApi
 from tasks.adapters.kube import KubeClient
 from tasks.core.errors import EvictionBlocked
 

@@ -17,7 +17,8 @@ from typer.testing import CliRunner
 
 from fakes.aws import FakeAws
 from fakes.cluster import _decoded, node_for_instance
-from fakes.kube_api import Conflict, FakeKubeApi
+from fakes.kube_api.errors import Conflict
+from fakes.kube_api.server import FakeKubeApi
 from fakes.memory_world import MemoryCloud, MemoryKube, MemoryWorld
 from fakes.scenario import load_scenario
 from flows.cli import app

@@ -31,7 +31,7 @@ import yaml
 from fakes.aws import FakeAws
 from fakes.aws_faults import AwsFaultProxy
 from fakes.cluster import node_for_instance
-from fakes.kube_api import FakeKubeApi
+from fakes.kube_api.server import FakeKubeApi
 from flows.autoscale import live_tick
 from tasks.adapters.cloud import AsgClient, client_config
 from tasks.adapters.kube import KubeClient

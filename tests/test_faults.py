@@ -32,7 +32,7 @@ from kubernetes.client.exceptions import ApiException
 from fakes.aws import FakeAws
 from fakes.aws_faults import AwsFaultProxy
 from fakes.cluster import node_for_instance
-from fakes.kube_api import FakeKubeApi
+from fakes.kube_api.server import FakeKubeApi
 from tasks.adapters.cloud import AsgClient, client_config
 from tasks.adapters.kube import KubeClient
 from tasks.core.errors import CloudError, InputError

@@ -28,7 +28,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 from typer.testing import CliRunner
 
-from fakes.kube_api import FakeKubeApi
+from fakes.kube_api.server import FakeKubeApi
 from flows.cli.services import ServiceThread, register
 from tasks.adapters.kube import KubeClient
 from tasks.load_aware.extender import BoundPods, KubeWatch, Policy, SchedulerExtender, WatcherCollector

@@ -6,14 +6,16 @@ from typing import Any
 
 import pytest
 
-from tasks.memory_usage import (
+from tasks.core.timefmt import rfc3339
+from tasks.core.workload import PodState, TargetScale
+from tasks.pod_autoscalers.memory import (
     decide_memory,
     memory_scale_failed,
     memory_utilization,
     parse_memory_autoscaler,
     proposed_replicas,
 )
-from tasks.watermark import ABLE_TO_SCALE, SCALING_ACTIVE, PodState, TargetScale, rfc3339
+from tasks.pod_autoscalers.wpa.crd import ABLE_TO_SCALE, SCALING_ACTIVE
 
 NOW = 1_795_262_400.0
 GiB = 2**30

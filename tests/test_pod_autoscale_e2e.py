@@ -21,14 +21,14 @@ from typing import Any
 
 import pytest
 
-from fakes.kube_api import FakeKubeApi
+from fakes.kube_api.server import FakeKubeApi
 from fakes.pod_metrics import PodMetricsServer
 from flows.pod_autoscale import WatermarkMetrics
 from flows.pod_cycle import cycle
 from flows.tick import run_plain
 from tasks.adapters.kube import KubeClient
 from tasks.adapters.prometheus import PrometheusMetrics
-from tasks.watermark import parse_time, rfc3339
+from tasks.core.timefmt import parse_time, rfc3339
 
 REPO = Path(__file__).resolve().parent.parent
 T0 = 1_795_262_400.0  # the autoscalers' clock: 2026-11-21T12:00:00Z
@@ -496,8 +496,10 @@ def test_fake_cadvisor_counter_grows_at_the_set_rate() -> None:
 
 
 def test_external_metrics_become_promql() -> None:
-    from tasks.adapters.prometheus import ExternalQuery, external_query, parse_series_key
-    from tasks.watermark import LabelSelector, parse_watermark
+    from tasks.adapters.prometheus import ExternalQuery, parse_series_key
+    from tasks.pod_autoscalers.wpa.crd import LabelSelector
+    from tasks.pod_autoscalers.wpa.readings import external_query
+    from tasks.pod_autoscalers.wpa.validate import parse_watermark
 
     selector = LabelSelector.model_validate({
         "matchLabels": {"queue": 'or"ders'},
@@ -535,8 +537,11 @@ def test_an_unreachable_prometheus_holds_the_autoscaler() -> None:
 
 def test_gauges_are_rewritten_each_cycle_and_vanished_series_removed() -> None:
     from flows.pod_cycle import AutoscalerResult
-    from tasks.watermark import MetricReading, PodState, TargetScale, decide_watermark, parse_watermark
-    from tasks.watermark import OwnerReference as Owner
+    from tasks.core.workload import OwnerReference as Owner
+    from tasks.core.workload import PodState, TargetScale
+    from tasks.pod_autoscalers.wpa.decide import decide_watermark
+    from tasks.pod_autoscalers.wpa.proposal import MetricReading
+    from tasks.pod_autoscalers.wpa.validate import parse_watermark
 
     def decision(value: int | None, lifecycle: bool = False) -> AutoscalerResult:
         obj = {"metadata": {"name": "w", "namespace": "ns", "labels": {"team": "a"},

@@ -192,7 +192,7 @@ def test_pods_plan_decides_as_the_live_cycle(app: typer.Typer, tmp_path: Path,
     from flows.tick import run_plain
     from tasks.adapters.kube import KubeClient
     from tasks.adapters.prometheus import StaticMetrics
-    from tasks.watermark import parse_time
+    from tasks.core.timefmt import parse_time
 
     fake_kube.register_custom_resource("datadoghq.com", "v1alpha1", "watermarkpodautoscalers",
                                        "WatermarkPodAutoscaler", short_names=("wpa",))

@@ -26,7 +26,7 @@ from benchmarks.event_latency import (
     wait_until,
 )
 from fakes.aws import FakeAws
-from fakes.kube_api import FakeKubeApi
+from fakes.kube_api.server import FakeKubeApi
 from flows.cli import serve as serve_module
 from flows.cli import watch as watch_module
 from flows.cli.watch import Changed, PodWatch, Relisted, run_watch

@@ -23,7 +23,7 @@ from typer.testing import CliRunner
 
 from fakes.aws import FakeAws
 from fakes.cluster import node_for_instance
-from fakes.kube_api import FakeKubeApi
+from fakes.kube_api.server import FakeKubeApi
 from flows.autoscale import live_tick
 from flows.cli import app
 from flows.tick import run_plain

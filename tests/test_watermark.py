@@ -13,7 +13,10 @@ from typing import Any
 
 import pytest
 
-from tasks.watermark import (
+from tasks.core.timefmt import parse_time, rfc3339
+from tasks.core.workload import OwnerReference as Owner
+from tasks.core.workload import PodState, TargetScale, owned_by, pod_state
+from tasks.pod_autoscalers.wpa.crd import (
     ABLE_TO_SCALE,
     ABOVE_HIGH_WATERMARK,
     BELOW_LOW_WATERMARK,
@@ -21,35 +24,24 @@ from tasks.watermark import (
     SCALING_BLOCKED,
     SCALING_LIMITED,
     Conditions,
-    MetricError,
-    MetricReading,
-    MonitorReading,
-    PodState,
-    TargetScale,
-    WatermarkRules,
-    adjusted_watermarks,
-    count_ready_pods,
-    decide_watermark,
-    external_proposal,
     format_milli,
-    group_pods,
-    lifecycle_control,
-    limit_replicas,
-    log_attributes,
     milli_of,
     milli_value,
-    owned_by,
-    parse_time,
-    parse_watermark,
-    pod_state,
+)
+from tasks.pod_autoscalers.wpa.decide import decide_watermark, log_attributes, scale_failed
+from tasks.pod_autoscalers.wpa.gates import MonitorReading, lifecycle_control, limit_replicas, scale_gate
+from tasks.pod_autoscalers.wpa.proposal import (
+    MetricError,
+    MetricReading,
+    adjusted_watermarks,
+    count_ready_pods,
+    external_proposal,
+    group_pods,
     replica_proposal,
     resource_proposal,
-    rfc3339,
     round_up_to_multiple,
-    scale_failed,
-    scale_gate,
 )
-from tasks.watermark import OwnerReference as Owner
+from tasks.pod_autoscalers.wpa.validate import WatermarkRules, parse_watermark
 
 NOW = 1_795_262_400.0  # 2026-11-21T12:00:00Z
 TARGET = "foo-bar-123"

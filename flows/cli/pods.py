@@ -26,18 +26,13 @@ from tasks.adapters.prometheus import DEFAULT_RATE_WINDOW, MetricsSource, Static
 from tasks.core.documents import load_file
 from tasks.core.errors import InputError
 from tasks.core.selectors import parse_label_selector
-from tasks.memory_usage import KIND as MEMORY_KIND
-from tasks.memory_usage import PLURAL as MEMORY_PLURAL
-from tasks.watermark import KIND as WPA_KIND
-from tasks.watermark import (
-    MONITOR_PLURAL,
-    SCALABLE_KINDS,
-    Decision,
-    LabelSelector,
-    TargetScale,
-    unsupported_scale_kind,
-)
-from tasks.watermark import PLURAL as WPA_PLURAL
+from tasks.core.workload import SCALABLE_KINDS, TargetScale, unsupported_scale_kind
+from tasks.pod_autoscalers.memory import KIND as MEMORY_KIND
+from tasks.pod_autoscalers.memory import PLURAL as MEMORY_PLURAL
+from tasks.pod_autoscalers.wpa.crd import KIND as WPA_KIND
+from tasks.pod_autoscalers.wpa.crd import MONITOR_PLURAL, LabelSelector
+from tasks.pod_autoscalers.wpa.crd import PLURAL as WPA_PLURAL
+from tasks.pod_autoscalers.wpa.decide import Decision
 
 
 class ClusterFiles:

@@ -17,7 +17,8 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StrictInt, St
 from pydantic import ValidationError as PydanticValidationError
 
 from tasks.core.quantity import parse_quantity
-from tasks.watermark import LabelSelector, parse_time
+from tasks.core.timefmt import parse_time
+from tasks.pod_autoscalers.wpa.crd import LabelSelector
 
 SCALABLE_KINDS = ("Deployment", "StatefulSet", "ReplicaSet")
 

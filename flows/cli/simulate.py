@@ -33,7 +33,7 @@ def fake_cluster(
     """
     from fakes.aws import FakeAws
     from fakes.aws_faults import AwsFaultProxy
-    from fakes.kube_api import FakeKubeApi
+    from fakes.kube_api.server import FakeKubeApi
 
     stop = wait_for_stop_signal()
     with FakeKubeApi(port=kube_port) as kube, FakeAws(port=aws_port) as aws, \

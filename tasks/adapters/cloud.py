@@ -26,7 +26,7 @@ if TYPE_CHECKING:
     from mypy_boto3_autoscaling import AutoScalingClient
     from mypy_boto3_ec2 import EC2Client
 
-    from tasks.expanders import AsgTemplateSource
+    from tasks.core.records import AsgTemplateSource
 
 # Prefect task retries are our one retry layer: they are visible in the UI, bounded by the
 # task's policy (tasks/retry.py), and re-run the whole method, which re-reads the ASG before
@@ -186,7 +186,7 @@ class AsgClient:
         its tags, zones and instance type (the launch template's, or the first override of a
         MixedInstancesPolicy, as CA does). Groups whose instance type cannot be read are absent.
         """
-        from tasks.expanders import AsgTemplateSource
+        from tasks.core.records import AsgTemplateSource
 
         sources: dict[str, AsgTemplateSource] = {}
         try:

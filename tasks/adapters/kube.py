@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, replace
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, ClassVar, cast
 
@@ -30,18 +29,15 @@ from tasks.core.lease_state import (
     state_to_annotations,
 )
 from tasks.core.records import ESCALATOR_TAINT_KEY, NodeRecord, PodRecord, node_record
+from tasks.core.timefmt import rfc3339
 from tasks.core.timeouts import Timeouts, timeouts
-from tasks.watermark import TargetScale, unsupported_scale_kind
+from tasks.core.workload import TargetScale, unsupported_scale_kind
 
 # Escalator §4: completed and failed pods never count.
 ACTIVE_PODS = "status.phase!=Succeeded,status.phase!=Failed"
 DEFAULT_PAGE_SIZE = 500
 CONFLICT_ATTEMPTS = 5
 MERGE_PATCH = "application/merge-patch+json"
-
-
-def _rfc3339(unix_seconds: float) -> str:
-    return datetime.fromtimestamp(unix_seconds, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def _body(response: object) -> bytes:
@@ -234,7 +230,7 @@ class KubeClient:
             "kind": "Lease",
             "metadata": {"name": name, "namespace": namespace,
                          "annotations": {**state_to_annotations(state),
-                                         LAST_TICK: _rfc3339(now)},
+                                         LAST_TICK: rfc3339(now)},
                          "labels": {"app.kubernetes.io/managed-by": "kube-elevator"}},
             # No renewTime: the client would re-format it in a way MicroTime may not parse.
             "spec": {"holderIdentity": HOLDER_IDENTITY},

@@ -16,7 +16,7 @@ from tasks.core.lease_state import GroupState
 from tasks.core.records import ESCALATOR_TAINT_KEY, AutoScalingGroup, NodeRecord, PodRecord
 
 if TYPE_CHECKING:
-    from tasks.expanders import AsgTemplateSource
+    from tasks.core.records import AsgTemplateSource
 
 
 @runtime_checkable  # Prefect validates a flow parameter of type `Adapters` with isinstance

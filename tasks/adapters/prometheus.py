@@ -1,9 +1,7 @@
 """Where the pod autoscalers' metric values come from: Prometheus, or a fixed snapshot.
 
-A WPA's `External` metric `metricName{matchLabels}` becomes the PromQL
-`sum(metricName{k="v",...})` (or `avg`/`max`/`min` with the annotation
-`elevator.io/aggregation`; a full PromQL in `elevator.io/query` replaces it); `Resource`
-metrics (cpu, memory) come from cAdvisor's per-container series summed per pod.  No data, NaN or
+An external query is a metric name, a label selector and an aggregation (or a full PromQL);
+`Resource` metrics (cpu, memory) come from cAdvisor's per-container series summed per pod.  No data, NaN or
 a Prometheus error is a `MetricUnavailable`: the autoscaler holds and says why (wpa.md §6).
 `StaticMetrics` answers the same questions from a JSON file, for `elevator pods plan`.
 """
@@ -13,26 +11,37 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol, cast
 
 import orjson
 
 from tasks.core.errors import InputError
-from tasks.watermark import (
-    AGGREGATION_ANNOTATION,
-    LabelSelector,
-    MetricReading,
-    MetricRule,
-    ParsedWatermark,
-    metric_query_override,
-    milli_of,
-)
 
 CPU_SERIES = "container_cpu_usage_seconds_total"
 MEMORY_SERIES = "container_memory_working_set_bytes"
 DEFAULT_RATE_WINDOW = "1m"
+
+
+class SelectorRequirement(Protocol):
+    @property
+    def key(self) -> str: ...
+    @property
+    def operator(self) -> str: ...
+    @property
+    def values(self) -> Sequence[str] | None: ...
+
+
+class Selector(Protocol):
+    """A metav1.LabelSelector's shape (the WPA's CRD model is one)."""
+
+    @property
+    def match_labels(self) -> Mapping[str, str] | None: ...
+    @property
+    def match_expressions(self) -> Sequence[SelectorRequirement] | None: ...
+
+    def matches(self, labels: Mapping[str, str]) -> bool: ...
 
 
 class MetricUnavailable(Exception):
@@ -44,7 +53,7 @@ class ExternalQuery:
     """One External metric as the WPA names it, and how to aggregate its series."""
 
     metric_name: str
-    selector: LabelSelector = field(default_factory=LabelSelector)
+    selector: Selector
     aggregation: str = "sum"
     promql: str | None = None  # a full query from `elevator.io/query`, used as is
 
@@ -58,7 +67,7 @@ def _quote(value: str) -> str:
     return '"' + value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n") + '"'
 
 
-def label_matchers(selector: LabelSelector) -> str:
+def label_matchers(selector: Selector) -> str:
     """A label selector as PromQL matchers: In/NotIn as anchored regexes, Exists as `!=""`."""
     matchers = [f"{k}={_quote(v)}" for k, v in sorted((selector.match_labels or {}).items())]
     for requirement in selector.match_expressions or ():
@@ -72,10 +81,6 @@ def label_matchers(selector: LabelSelector) -> str:
     return "{" + ",".join(matchers) + "}"
 
 
-def external_query(metric: MetricRule, annotations: Mapping[str, str]) -> ExternalQuery:
-    return ExternalQuery(metric.name, metric.selector,
-                         annotations.get(AGGREGATION_ANNOTATION, "sum"),
-                         metric_query_override(annotations, metric))
 
 
 class MetricsSource(Protocol):
@@ -286,30 +291,3 @@ class StaticMetrics:
                 if ns == namespace and resource in usage}
 
 
-# --- readings for one WPA ---------------------------------------------------------------------------
-
-
-def read_watermark_metrics(parsed: ParsedWatermark, source: MetricsSource,
-                           pods_selected_by: Callable[[LabelSelector], Sequence[str]]
-                           ) -> list[MetricReading]:
-    """One reading per metric of a valid WPA, in milli-units (wpa.md §1).
-
-    `pods_selected_by(selector)` names the namespace's pods a Resource metric's
-    `metricSelector` picks (the metrics API's selection, by pod labels).
-    """
-    assert parsed.rules is not None
-    readings = []
-    for metric in parsed.rules.metrics:
-        try:
-            if metric.type == "External":
-                values = source.external_values(parsed.namespace,
-                                                external_query(metric, parsed.annotations))
-                readings.append(MetricReading(external_milli=tuple(milli_of(v) for v in values)))
-            else:
-                usage = source.pod_usage(parsed.namespace, metric.name)
-                selected = set(pods_selected_by(metric.selector))
-                readings.append(MetricReading(pod_usage_milli={
-                    pod: milli_of(value) for pod, value in usage.items() if pod in selected}))
-        except MetricUnavailable as error:
-            readings.append(MetricReading(error=str(error)))
-    return readings

@@ -27,20 +27,12 @@ from __future__ import annotations
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
+from tasks.cluster_autoscaler.estimator import estimate_nodes, fits_empty_template
+from tasks.cluster_autoscaler.expanders import ScaleUpOption
+from tasks.cluster_autoscaler.limits import ClusterLimits, ClusterTotals, exceeded_limit, nodes_within_limits
+from tasks.cluster_autoscaler.scale_up_plan import MAX_NODES_PER_SCALE_UP, GroupCandidate, ScaleUpPlan
+from tasks.cluster_autoscaler.templates import TemplateNode
 from tasks.core.records import PodRecord
-from tasks.expanders import (
-    MAX_NODES_PER_SCALE_UP,
-    ClusterLimits,
-    ClusterTotals,
-    GroupCandidate,
-    ScaleUpOption,
-    ScaleUpPlan,
-    TemplateNode,
-    estimate_nodes,
-    exceeded_limit,
-    fits_empty_template,
-    nodes_within_limits,
-)
 
 # CA's BasicIgnoredLabels: labels whose value differs from node to node or zone to zone.
 BASIC_IGNORED_LABELS = frozenset({

@@ -7,7 +7,7 @@ Each object becomes a frozen record with its requests already summed in integer 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
@@ -444,3 +444,17 @@ ESCALATOR_TAINT_KEY = "atlassian.com/escalator"
 
 
 FORCE_TAINT_KEY = "atlassian.com/escalator-force"
+
+
+@dataclass(frozen=True)
+class AsgTemplateSource:
+    """What CA reads of an ASG to imagine a node of a group that has none (scale from zero).
+
+    `instance_type` is the launch template's type or, with a MixedInstancesPolicy, the first
+    override: CA sizes the template from that one only (§1.1).
+    """
+
+    asg_name: str
+    instance_type: str
+    tags: Mapping[str, str] = field(default_factory=dict)
+    availability_zones: tuple[str, ...] = ()

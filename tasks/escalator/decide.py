@@ -11,11 +11,11 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from datetime import UTC, datetime
 
 from tasks.core.lease_state import GroupState
 from tasks.core.records import ESCALATOR_TAINT_KEY, AutoScalingGroup, NodeRecord, PodRecord, Resources
 from tasks.core.retry import step
+from tasks.core.timefmt import rfc3339
 from tasks.escalator.config import NodeGroupConfig, effective_min_max
 from tasks.escalator.filter_nodes import GroupMembers, NodeClasses, filter_group, is_unhealthy
 from tasks.escalator.node_selection import nodes_to_taint
@@ -173,10 +173,6 @@ def newest_first(nodes: Sequence[NodeRecord]) -> list[NodeRecord]:
 
 def _percent_text(value: float) -> str:
     return "∞ (no untainted capacity)" if value == SCALE_FROM_ZERO else f"{value:.1f}%"
-
-
-def _time_text(unix_seconds: float) -> str:
-    return datetime.fromtimestamp(unix_seconds, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 # --- the tick ------------------------------------------------------------------------------
@@ -422,7 +418,7 @@ def decide_plan(
         tick.lock_held_at_check = True
         lock = tick.state.lock
         return finish(lock.requested_nodes,
-                      f"scale lock held until {_time_text(lock.unlocks_at(cool_down))} "
+                      f"scale lock held until {rfc3339(lock.unlocks_at(cool_down))} "
                       f"(cool-down after asking the cloud for {lock.requested_nodes} nodes)",
                       cpu=cpu, mem=mem)
     if tick.state.lock.is_locked:

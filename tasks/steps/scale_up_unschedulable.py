@@ -22,29 +22,19 @@ from dataclasses import dataclass, field, replace
 from logging import getLogger as get_logger
 from typing import TYPE_CHECKING
 
+from tasks.cluster_autoscaler.backoff import ProvisioningState, check_provisioning
 from tasks.cluster_autoscaler.balancing import BalancedScaleUp, Tolerances, balance_scale_up
 from tasks.cluster_autoscaler.config import ClusterAutoscalerConfig
+from tasks.cluster_autoscaler.estimator import fits_empty_template, free_slots, unschedulable_pods
+from tasks.cluster_autoscaler.expanders import expander_context, priorities_from_configmap
+from tasks.cluster_autoscaler.limits import cluster_limits, cluster_totals
+from tasks.cluster_autoscaler.scale_up_plan import GroupCandidate, ScaleUpPlan, plan_scale_up
+from tasks.cluster_autoscaler.templates import TemplateNode, template_for_group
 from tasks.core.errors import LeaseConflict
 from tasks.core.lease_state import GroupState, lease_name
 from tasks.core.records import AutoScalingGroup, NodeRecord, PodRecord
 from tasks.core.retry import step
 from tasks.escalator.config import NodeGroupConfig
-from tasks.expanders import (
-    GroupCandidate,
-    ProvisioningState,
-    ScaleUpPlan,
-    TemplateNode,
-    check_provisioning,
-    cluster_limits,
-    cluster_totals,
-    expander_context,
-    fits_empty_template,
-    free_slots,
-    plan_scale_up,
-    priorities_from_configmap,
-    template_for_group,
-    unschedulable_pods,
-)
 
 if TYPE_CHECKING:
     from tasks.steps.node_groups import Adapters

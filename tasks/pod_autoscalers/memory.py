@@ -17,23 +17,21 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from tasks.watermark import (
+from tasks.core.timefmt import parse_time, rfc3339
+from tasks.core.workload import PodState, TargetScale
+from tasks.pod_autoscalers.wpa.crd import (
     ABLE_TO_SCALE,
     SCALING_ACTIVE,
     SCALING_LIMITED,
     Conditions,
     CrdModel,
     CrossVersionObjectReference,
-    Decision,
     Int32,
     ObjectMeta,
-    ObjectView,
-    PodState,
-    TargetScale,
-    parse_time,
-    rfc3339,
     validation_problems,
 )
+from tasks.pod_autoscalers.wpa.decide import Decision
+from tasks.pod_autoscalers.wpa.validate import ObjectView
 
 GROUP = "elevator.io"
 VERSION = "v1alpha1"

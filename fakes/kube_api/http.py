@@ -1,0 +1,428 @@
+"""The HTTP side: routes, verbs, lists, watches and tables as the real API server serves them."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import AsyncIterator, Callable, Mapping
+from functools import partial
+from typing import Any
+
+import orjson
+from starlette.requests import Request
+from starlette.responses import Response, StreamingResponse
+
+from fakes.kube_api.errors import _REASONS, ApiError, BadRequest, _details, status_body
+from fakes.kube_api.objects import _load, _metadata, _raw_with_kind, _Rec, _Watcher
+from fakes.kube_api.patch import _PATCH_TYPES
+from fakes.kube_api.policy import _FAULT_MESSAGES, _TRUE, RecordedRequest, _Route
+from fakes.kube_api.resources import SERVER_VERSION, Obj, ObjList, ResourceType
+from fakes.kube_api.store import KubeStore
+from fakes.kube_api.tables import _table, _wants_table
+
+log = logging.getLogger(__name__)
+
+
+class KubeHttp(KubeStore):
+    """Serves the store over the Kubernetes REST API (the `FakeKubeApi` app's handler)."""
+
+    @property
+    def url(self) -> str:
+        raise NotImplementedError  # the server's: `FakeKubeApi.url`
+
+    # HTTP -----------------------------------------------------------------------------
+
+    async def _handle(self, request: Request) -> Response:
+        """Route one request, apply injected faults, and record it."""
+        path = request.url.path
+        query = dict(request.query_params)
+        method = request.method
+        verb, resource, route = "", "", None
+        try:
+            route = self._route(path)
+            if route is None:
+                response = self._non_resource(path, method)
+                verb = "get" if method == "GET" else ""
+            else:
+                resource = route.rt.plural
+                verb = self._verb(method, route, query)
+                response = await self._serve(request, route, verb, query)
+        except ApiError as exc:
+            response = self._error(exc)
+        except Exception as exc:  # a bug here must still answer like an API server
+            log.exception("fake kube api: %s %s failed", method, path)
+            response = self._error(ApiError(500, "InternalError",
+                                            f"Internal error occurred: {exc}"))
+        self.requests.append(RecordedRequest(
+            verb=verb, resource=resource,
+            namespace=route.namespace if route else None,
+            name=route.name if route else None,
+            subresource=route.subresource if route else None,
+            query=query, status=response.status_code, method=method, path=path,
+        ))
+        return response
+
+    @staticmethod
+    def _json(body: Any, status: int = 200, headers: Mapping[str, str] | None = None
+              ) -> Response:
+        return Response(orjson.dumps(body), status_code=status, headers=headers,
+                        media_type="application/json")
+
+    @staticmethod
+    def _raw(body: bytes, status: int = 200) -> Response:
+        return Response(body, status_code=status, media_type="application/json")
+
+    def _error(self, exc: ApiError) -> Response:
+        return self._json(exc.status(), exc.code, exc.headers)
+
+    def _route(self, path: str) -> _Route | None:
+        """Parse a resource URL; None for non-resource paths (discovery, health)."""
+        parts = [p for p in path.split("/") if p]
+        if len(parts) >= 2 and parts[0] == "api" and parts[1] == "v1":
+            group_version, rest = "v1", parts[2:]
+        elif len(parts) >= 3 and parts[0] == "apis":
+            group_version, rest = f"{parts[1]}/{parts[2]}", parts[3:]
+        else:
+            return None
+        if not rest:
+            return None
+        namespace: str | None = None
+        if rest[0] == "namespaces" and len(rest) >= 3:
+            namespace, rest = rest[1], rest[2:]
+        rt = self._by_path.get((group_version, rest[0]))
+        if rt is None or len(rest) > 3:
+            raise ApiError(404, "NotFound", "the server could not find the requested resource")
+        name = rest[1] if len(rest) > 1 else None
+        sub = rest[2] if len(rest) > 2 else None
+        if (namespace is not None and not rt.namespaced) or (
+                rt.namespaced and namespace is None and name is not None) or (
+                sub is not None and sub not in rt.subresources):
+            raise ApiError(404, "NotFound", "the server could not find the requested resource")
+        return _Route(rt, namespace, name, sub)
+
+    @staticmethod
+    def _verb(method: str, route: _Route, query: Mapping[str, str]) -> str:
+        if method == "GET":
+            if route.name is None:
+                return "watch" if query.get("watch") in _TRUE else "list"
+            return "get"
+        verb = {"POST": "create", "PUT": "update", "PATCH": "patch", "DELETE": "delete"}[method]
+        allowed = (
+            (route.name is None and verb == "create")
+            or (route.name is not None and route.subresource is None and verb != "create")
+            or (route.subresource == "eviction" and verb == "create")
+            or (route.subresource in ("scale", "status") and verb in ("update", "patch"))
+        )
+        if not allowed:
+            raise ApiError(405, "MethodNotAllowed",
+                           "the server does not allow this method on the requested resource")
+        return verb
+
+    def _non_resource(self, path: str, method: str) -> Response:
+        path = path.rstrip("/") or "/"
+        if method != "GET":
+            raise ApiError(405, "MethodNotAllowed",
+                           "the server does not allow this method on the requested resource")
+        if path == "/version":
+            return self._json(SERVER_VERSION)
+        if path in ("/healthz", "/livez", "/readyz"):
+            return Response(b"ok", media_type="text/plain")
+        if path == "/api":
+            return self._json({
+                "kind": "APIVersions", "versions": ["v1"],
+                "serverAddressByClientCIDRs": [
+                    {"clientCIDR": "0.0.0.0/0", "serverAddress": self.url.removeprefix("http://")}],
+            })
+        if path == "/apis":
+            groups = []
+            for gv in sorted(self._group_versions):
+                if "/" not in gv:
+                    continue
+                group, version = gv.split("/")
+                ref = {"groupVersion": gv, "version": version}
+                groups.append({"name": group, "versions": [ref], "preferredVersion": ref})
+            return self._json({"kind": "APIGroupList", "apiVersion": "v1", "groups": groups})
+        if path == "/api/v1":
+            return self._json(self._resource_list("v1"))
+        group_version = path.removeprefix("/apis/")
+        if path.startswith("/apis/") and "/" in group_version \
+                and group_version in self._group_versions:
+            return self._json(self._resource_list(group_version))
+        raise ApiError(404, "NotFound", "the server could not find the requested resource")
+
+    def _resource_list(self, group_version: str) -> Obj:
+        resources: ObjList = []
+        for rt in self._group_versions[group_version]:
+            entry: Obj = {"name": rt.plural, "singularName": rt.singular,
+                          "namespaced": rt.namespaced, "kind": rt.kind,
+                          "verbs": ["create", "delete", "get", "list", "patch", "update",
+                                    "watch"]}
+            if rt.short_names:
+                entry["shortNames"] = list(rt.short_names)
+            if rt.categories:
+                entry["categories"] = list(rt.categories)
+            resources.append(entry)
+            for sub in rt.subresources:
+                sub_entry: Obj = {"name": f"{rt.plural}/{sub}", "singularName": "",
+                                  "namespaced": rt.namespaced, "kind": rt.kind,
+                                  "verbs": ["get", "patch", "update"]}
+                if sub == "eviction":
+                    sub_entry.update(group="policy", version="v1", kind="Eviction",
+                                     verbs=["create"])
+                elif sub == "scale":
+                    sub_entry.update(group="autoscaling", version="v1", kind="Scale")
+                resources.append(sub_entry)
+        return {"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": group_version,
+                "resources": resources}
+
+    async def _take_faults(self, verb: str, route: _Route) -> None:
+        """Apply the first matching delay, then the first matching failure."""
+        resource = route.rt.plural + (f"/{route.subresource}" if route.subresource else "")
+        delay, failure = 0.0, 0
+        with self._lock:
+            for fault in self._faults:
+                if fault.delay and not delay and fault.matches(verb, resource, route.name):
+                    fault.remaining -= 1
+                    delay = fault.delay
+            for fault in self._faults:
+                if fault.status and fault.matches(verb, resource, route.name):
+                    fault.remaining -= 1
+                    failure = fault.status
+                    break
+            self._faults = [f for f in self._faults if f.remaining > 0]
+        if delay:
+            await asyncio.sleep(delay)
+        if failure:
+            reason = _REASONS.get(failure, "InternalError" if failure >= 500 else "BadRequest")
+            message = _FAULT_MESSAGES.get(failure, f"injected failure ({failure})")
+            details = _details(route.rt, route.name) if route.name else None
+            headers = {}
+            if failure == 429:
+                headers["Retry-After"] = "1"
+                details = {**(details or {}), "retryAfterSeconds": 1}
+            raise ApiError(failure, reason, message, details, headers)
+
+    async def _body(self, request: Request) -> Any:
+        raw = await request.body()
+        if not raw.strip():
+            return None
+        try:
+            return orjson.loads(raw)
+        except orjson.JSONDecodeError as exc:
+            raise BadRequest(f"the request body is not valid JSON: {exc}") from None
+
+    async def _serve(self, request: Request, route: _Route, verb: str,
+                     query: Mapping[str, str]) -> Response:
+        await self._take_faults(verb, route)
+        rt, name, sub = route.rt, route.name, route.subresource
+        ns = route.namespace or ""
+        if verb == "list":
+            return self._serve_list(route, query, request.headers.get("accept", ""))
+        if verb == "watch":
+            return self._serve_watch(route, query, request.headers.get("accept", ""))
+        if verb == "get":
+            assert name is not None
+            with self._lock:
+                rec = self._fresh(rt, [self._get(rt, ns, name)])[0]
+            if sub == "scale":
+                return self._json(self._scale(_load(rec)))
+            if _wants_table(request.headers.get("accept", "")):
+                rv = _metadata(_load(rec)).get("resourceVersion")
+                return self._json(_table(rt, [_load(rec)], {"resourceVersion": rv},
+                                         query.get("includeObject", "")))
+            return self._raw(_raw_with_kind(rt, rec))
+        content_type = request.headers.get("content-type", "application/json")
+        content_type = content_type.split(";")[0].strip().lower()
+        body = await self._body(request)
+        if verb == "delete":
+            assert name is not None
+            with self._lock:
+                gone = self._delete(rt, ns, name, body if isinstance(body, dict) else {})
+            if rt.return_deleted_object:
+                return self._raw(_raw_with_kind(rt, gone))
+            details = {**_details(rt, name), "uid": _metadata(_load(gone)).get("uid")}
+            return self._json({"kind": "Status", "apiVersion": "v1", "metadata": {},
+                               "status": "Success", "details": details})
+        if verb == "patch":
+            assert name is not None
+            kind = _PATCH_TYPES.get(content_type)
+            if kind is None:
+                raise ApiError(415, "UnsupportedMediaType",
+                               f"the body of the request was in an unknown format - accepted "
+                               f"media types include: {', '.join(_PATCH_TYPES)}")
+            with self._lock:
+                if sub == "scale":
+                    return self._json(self._patch_scale(ns, name, kind, body))
+                rec = self._patch(rt, ns, name, kind, body, sub)
+                return self._raw(self._served(rt, rec))
+        if content_type not in ("application/json", ""):
+            raise ApiError(415, "UnsupportedMediaType",
+                           "the body of the request was in an unknown format - accepted "
+                           "media types include: application/json")
+        if not isinstance(body, dict):
+            raise BadRequest("the request body must be a JSON object")
+        with self._lock:
+            if verb == "create" and sub == "eviction":
+                assert name is not None
+                return self._json(self._evict(ns, name, body), 201)
+            if verb == "create":
+                return self._raw(self._served(rt, self._create(rt, ns, body)), 201)
+            assert name is not None
+            if sub == "scale":
+                return self._json(self._update_scale(ns, name, body))
+            rec, created = self._update(rt, ns, name, body, sub)
+            return self._raw(self._served(rt, rec), 201 if created else 200)
+
+    def _serve_list(self, route: _Route, query: Mapping[str, str], accept: str) -> Response:
+        rt = route.rt
+        labels, fields = self._selectors(rt, query.get("labelSelector", ""),
+                                         query.get("fieldSelector", ""))
+        try:
+            limit = int(query.get("limit") or 0)
+        except ValueError:
+            raise BadRequest(f"invalid limit {query.get('limit')!r}") from None
+        with self._lock:
+            recs, rv, token, remaining = self._list(rt, route.namespace, labels, fields,
+                                                     limit, query.get("continue") or None)
+            recs = self._fresh(rt, recs)
+        meta: Obj = {"resourceVersion": str(rv)}
+        if token:
+            meta["continue"] = token
+            if remaining is not None:
+                meta["remainingItemCount"] = remaining
+        if _wants_table(accept):
+            return self._json(_table(rt, [_load(r) for r in recs], meta,
+                                     query.get("includeObject", "")))
+        # Items are the stored JSON bytes, joined: no per-object serialisation at all.
+        head = orjson.dumps({"kind": rt.list_kind, "apiVersion": rt.api_version,
+                             "metadata": meta})
+        return self._raw(b"".join((head[:-1], b',"items":[', b",".join(r.raw for r in recs),
+                                   b"]}")))
+
+    def _serve_watch(self, route: _Route, query: Mapping[str, str], accept: str) -> Response:
+        rt = route.rt
+        labels, fields = self._selectors(rt, query.get("labelSelector", ""),
+                                         query.get("fieldSelector", ""))
+        try:
+            timeout = float(query.get("timeoutSeconds") or 0) or 1800.0
+            since = query.get("resourceVersion") or ""
+            since_rv = int(since) if since else 0
+        except ValueError:
+            raise BadRequest("invalid timeoutSeconds or resourceVersion") from None
+        watcher = _Watcher(rt, route.namespace if rt.namespaced else None, labels, fields,
+                           asyncio.get_running_loop())
+        encode = self._table_event_encoder(rt, query.get("includeObject", "")) \
+            if _wants_table(accept) else partial(self._event_line, rt)
+        stream = self._watch_stream(
+            watcher, encode, since_rv, timeout,
+            bookmarks=query.get("allowWatchBookmarks") in _TRUE,
+            initial_events=query.get("sendInitialEvents") in _TRUE,
+        )
+        return StreamingResponse(stream, media_type="application/json",
+                                 headers={"Cache-Control": "no-cache, private"})
+
+    def _open_watch(self, watcher: _Watcher, since_rv: int, initial_events: bool
+                    ) -> Obj | None:
+        """Queue the initial or replayed events and register the watch, atomically with
+        respect to writes; returns a 410 Status instead when `since_rv` is too old."""
+        coll = self._collections[watcher.rt.plural]
+        with self._lock:
+            if since_rv == 0 or initial_events:
+                for key in coll.sorted_keys():
+                    rec = coll.objects[key]
+                    if watcher.selects(rec):
+                        watcher.pending.append((b"ADDED", rec))
+            elif since_rv < coll.floor:
+                oldest = coll.history[0].rv if coll.history else self._rv
+                return status_body(410, "Expired",
+                                   f"too old resource version: {since_rv} ({oldest})")
+            else:
+                for event in coll.history:
+                    if event.rv > since_rv:
+                        watcher.offer(event, wake=False)
+            watcher.closed = self._closing
+            coll.watchers.add(watcher)
+            self._changed.notify_all()
+        return None
+
+    @staticmethod
+    def _event_line(rt: ResourceType, etype: bytes, rec: _Rec) -> bytes:
+        return b"".join((b'{"type":"', etype, b'","object":', _raw_with_kind(rt, rec),
+                         b"}\n"))
+
+    def _bookmark(self, rt: ResourceType, rv: int, initial_end: bool = False) -> bytes:
+        meta: Obj = {"resourceVersion": str(rv)}
+        if initial_end:
+            meta["annotations"] = {"k8s.io/initial-events-end": "true"}
+        return orjson.dumps({"type": "BOOKMARK", "object": {
+            "kind": rt.kind, "apiVersion": rt.api_version, "metadata": meta}}) + b"\n"
+
+    @staticmethod
+    def _table_event_encoder(rt: ResourceType, include: str) -> Callable[[bytes, _Rec], bytes]:
+        """Watch events for `kubectl get -w`: each object is a one-row Table, and only
+        the first carries the column definitions, as from the real server."""
+        first = True
+
+        def encode(etype: bytes, rec: _Rec) -> bytes:
+            nonlocal first
+            obj = _load(rec)
+            table = _table(rt, [obj], {"resourceVersion": _metadata(obj).get("resourceVersion")},
+                           include)
+            if not first:
+                table["columnDefinitions"] = []
+            first = False
+            return orjson.dumps({"type": etype.decode(), "object": table}) + b"\n"
+
+        return encode
+
+    async def _watch_stream(self, watcher: _Watcher, encode: Callable[[bytes, _Rec], bytes],
+                            since_rv: int, timeout: float, *, bookmarks: bool,
+                            initial_events: bool) -> AsyncIterator[bytes]:
+        """Stream events as JSON lines until timeout, server stop or client disconnect.
+
+        The watch registers here, when streaming starts, so the `finally` that
+        unregisters it always runs.
+        """
+        rt = watcher.rt
+        expired = self._open_watch(watcher, since_rv, initial_events)
+        if expired is not None:
+            yield orjson.dumps({"type": "ERROR", "object": expired}) + b"\n"
+            return
+        loop = watcher.loop
+        deadline = loop.time() + timeout
+        next_bookmark = loop.time() + self.bookmark_interval
+        initial_end = initial_events and bookmarks
+        bookmark_due = False
+        try:
+            while True:
+                with self._lock:
+                    batch, watcher.pending = watcher.pending, []
+                    watcher.wake_scheduled = False
+                    closed, rv_now = watcher.closed, self._rv
+                watcher.wakeup.clear()
+                for start in range(0, len(batch), 500):
+                    yield b"".join(encode(etype, rec) for etype, rec in batch[start:start + 500])
+                if initial_end:
+                    # rv_now was read with the initial events drained: they are all sent.
+                    yield self._bookmark(rt, rv_now, initial_end=True)
+                    initial_end = False
+                if batch:
+                    continue
+                if closed or loop.time() >= deadline:
+                    return
+                if bookmark_due:
+                    # Every event up to rv_now has been drained, so this bookmark is exact.
+                    yield self._bookmark(rt, rv_now)
+                    bookmark_due = False
+                    next_bookmark = loop.time() + self.bookmark_interval
+                wait = deadline - loop.time()
+                if bookmarks:
+                    wait = min(wait, next_bookmark - loop.time())
+                try:
+                    await asyncio.wait_for(watcher.wakeup.wait(), max(wait, 0.0))
+                except TimeoutError:
+                    bookmark_due = bookmarks and loop.time() >= next_bookmark
+        finally:
+            with self._lock:
+                self._collections[rt.plural].watchers.discard(watcher)
+                self._changed.notify_all()

@@ -1,0 +1,129 @@
+"""The resource types the fake serves: built-ins, custom resources, discovery."""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from typing import Any
+
+log = logging.getLogger(__name__)
+
+
+Obj = dict[str, Any]
+ObjList = list[Obj]
+Key = tuple[str, str]  # (namespace, name); namespace is "" for cluster-scoped objects
+
+TOKEN = "fake-token"
+SERVER_VERSION: Obj = {
+    "major": "1",
+    "minor": "32",
+    "gitVersion": "v1.32.0-fake",
+    "gitCommit": "0000000000000000000000000000000000000000",
+    "gitTreeState": "clean",
+    "buildDate": "2025-01-01T00:00:00Z",
+    "goVersion": "go1.23.0",
+    "compiler": "gc",
+    "platform": "linux/amd64",
+}
+
+
+# Resource types ----------------------------------------------------------------------
+
+_META_FIELDS = ("metadata.name", "metadata.namespace")
+
+
+@dataclass(frozen=True)
+class ResourceType:
+    """What the server knows about one REST resource (discovery, scope, field labels)."""
+
+    plural: str
+    singular: str
+    kind: str
+    group: str
+    version: str
+    namespaced: bool
+    short_names: tuple[str, ...] = ()
+    categories: tuple[str, ...] = ()
+    subresources: tuple[str, ...] = ()
+    fields: tuple[str, ...] = _META_FIELDS
+    allow_create_on_update: bool = False
+    return_deleted_object: bool = False
+    has_generation: bool = False
+
+    @property
+    def api_version(self) -> str:
+        """`apiVersion` of objects of this resource."""
+        return f"{self.group}/{self.version}" if self.group else self.version
+
+    @property
+    def list_kind(self) -> str:
+        """Kind of the list response, e.g. `PodList`."""
+        return f"{self.kind}List"
+
+    @property
+    def qualified(self) -> str:
+        """`pods`, `deployments.apps`: how the API server names it in error messages."""
+        return f"{self.plural}.{self.group}" if self.group else self.plural
+
+
+RESOURCES: dict[str, ResourceType] = {
+    rt.plural: rt
+    for rt in (
+        ResourceType(
+            "pods", "pod", "Pod", "", "v1", True, ("po",), ("all",), ("eviction", "status"),
+            (*_META_FIELDS, "spec.nodeName", "spec.restartPolicy", "spec.schedulerName",
+             "spec.serviceAccountName", "spec.hostNetwork", "status.phase", "status.podIP",
+             "status.nominatedNodeName"),
+            return_deleted_object=True,
+        ),
+        ResourceType(
+            "nodes", "node", "Node", "", "v1", False, ("no",), (), ("status",),
+            ("metadata.name", "spec.unschedulable"),
+        ),
+        ResourceType(
+            "events", "event", "Event", "", "v1", True, ("ev",), (), (),
+            (*_META_FIELDS, "involvedObject.kind", "involvedObject.namespace",
+             "involvedObject.name", "involvedObject.uid", "involvedObject.apiVersion",
+             "involvedObject.resourceVersion", "involvedObject.fieldPath", "reason",
+             "reportingComponent", "source", "type"),
+            allow_create_on_update=True,
+        ),
+        ResourceType(
+            "leases", "lease", "Lease", "coordination.k8s.io", "v1", True,
+            allow_create_on_update=True,
+        ),
+        ResourceType(
+            "deployments", "deployment", "Deployment", "apps", "v1", True, ("deploy",),
+            ("all",), ("scale", "status"), has_generation=True,
+        ),
+        ResourceType("configmaps", "configmap", "ConfigMap", "", "v1", True, ("cm",)),
+        ResourceType(
+            "poddisruptionbudgets", "poddisruptionbudget", "PodDisruptionBudget", "policy",
+            "v1", True, ("pdb",), (), ("status",), has_generation=True,
+        ),
+    )
+}
+
+_GROUP_VERSIONS: dict[str, list[ResourceType]] = {}
+for _rt in RESOURCES.values():
+    _GROUP_VERSIONS.setdefault(_rt.api_version, []).append(_rt)
+_BY_PATH: dict[tuple[str, str], ResourceType] = {
+    (rt.api_version, rt.plural): rt for rt in RESOURCES.values()
+}
+_BOOL_FIELDS = frozenset({"spec.unschedulable", "spec.hostNetwork"})
+
+
+def custom_resource_type(group: str, version: str, plural: str, kind: str, *,
+                         namespaced: bool = True, singular: str = "",
+                         short_names: tuple[str, ...] = (), categories: tuple[str, ...] = (),
+                         status: bool = True) -> ResourceType:
+    """The ResourceType a CustomResourceDefinition serves: metadata field selectors only,
+    `metadata.generation` bumped on spec changes, and an optional `/status` subresource."""
+    if not group or "." not in group:
+        raise ValueError(f"a custom resource group must be a DNS subdomain with a dot: {group!r}")
+    return ResourceType(plural, singular or kind.lower(), kind, group, version, namespaced,
+                        short_names, categories, ("status",) if status else (),
+                        _META_FIELDS if namespaced else ("metadata.name",), has_generation=True)
+
+
+# Errors -----------------------------------------------------------------------------

@@ -1,0 +1,163 @@
+"""The pods the scheduler gave up on, and CA's bin-packing estimator: how many template nodes they need (CA §1.1)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TypeVar
+
+from tasks.cluster_autoscaler.templates import DEFAULT_MAX_PODS, TemplateNode
+from tasks.core.api_objects import ExtendedResources
+from tasks.core.records import NodeRecord, PodRecord
+from tasks.core.scheduling import fits_constraints, fits_extended, free_extended, sum_extended, take_extended
+
+T = TypeVar("T")
+
+
+# --- pending pods ------------------------------------------------------------------------
+
+
+def unschedulable_pods(pods: Iterable[PodRecord]) -> list[PodRecord]:
+    """Pods the scheduler gave up on: PodScheduled=False with reason Unschedulable (CA §1.1).
+
+    DaemonSet pods are left out, as CA's pod-list processor does: they are bound to one node
+    each and a new node brings its own copy.
+    """
+    return [pod for pod in pods
+            if pod.unschedulable and not pod.node_name and not pod.is_daemonset_pod]
+
+
+# --- the bin-packing estimator -------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Estimate:
+    """How many template copies the pods need, and which pods land on each (CA §1.1)."""
+
+    node_count: int
+    nodes: tuple[tuple[PodRecord, ...], ...]
+
+    @property
+    def pods(self) -> tuple[PodRecord, ...]:
+        return tuple(pod for node in self.nodes for pod in node)
+
+
+def fits_empty_template(pod: PodRecord, template: TemplateNode) -> bool:
+    """Would the pod fit a fresh copy of the template: predicates, then resources, extended
+    ones included (a GPU pod never fits a CPU-only template)."""
+    return (fits_constraints(pod, template)
+            and pod.cpu_request_milli <= template.free_cpu_milli
+            and pod.memory_request_bytes <= template.free_memory_bytes
+            and template.free_pods >= 1
+            and (not pod.extended_requests
+                 or fits_extended(pod.extended_requests, template.free_extended)))
+
+
+def _decreasing_score(template: TemplateNode) -> Callable[[PodRecord], float]:
+    # CA's DecreasingPodOrderer: cpu/allocatable cpu + memory/allocatable memory, largest first.
+    cpu = template.cpu_allocatable_milli or 1
+    memory = template.memory_allocatable_bytes or 1
+    return lambda pod: pod.cpu_request_milli / cpu + pod.memory_request_bytes / memory
+
+
+def estimate_nodes(pods: Sequence[PodRecord], template: TemplateNode, max_nodes: int) -> Estimate:
+    """First fit decreasing of the pods onto copies of the template, at most `max_nodes` copies.
+
+    As CA's binpacking estimator: pods that fit no fresh copy (selector, affinity, taints, or
+    too big) are not helped; once the node limit is reached, the remaining pods may still fill
+    room on the nodes already counted but no node is added (CA stops adding, §1.1 limits).
+    """
+    score = _decreasing_score(template)
+    fitting = sorted((pod for pod in pods if fits_empty_template(pod, template)),
+                     key=score, reverse=True)
+    free: list[list[int]] = []  # per new node: [cpu_milli, memory_bytes, pods]
+    free_other: list[dict[str, int]] = []  # per new node: extended resources left
+    placed: list[list[PodRecord]] = []
+    for pod in fitting:
+        cpu, memory, other = pod.cpu_request_milli, pod.memory_request_bytes, pod.extended_requests
+        for index, room in enumerate(free):
+            if (room[0] >= cpu and room[1] >= memory and room[2] >= 1
+                    and (not other or fits_extended(other, free_other[index]))):
+                room[0] -= cpu
+                room[1] -= memory
+                room[2] -= 1
+                take_extended(free_other[index], other)
+                placed[index].append(pod)
+                break
+        else:
+            if len(free) >= max_nodes:
+                continue
+            free.append([template.free_cpu_milli - cpu, template.free_memory_bytes - memory,
+                         template.free_pods - 1])
+            fresh = template.free_extended
+            take_extended(fresh, other)
+            free_other.append(fresh)
+            placed.append([pod])
+    return Estimate(len(free), tuple(tuple(node) for node in placed))
+
+
+@dataclass(frozen=True)
+class Slot:
+    """Room on a node that exists or is coming up, where a pending pod might still land."""
+
+    node: TemplateNode | NodeRecord
+    cpu_milli: int
+    memory_bytes: int
+    pods: int
+    extended: Mapping[str, int] = field(default_factory=dict)  # extended resources left
+
+
+def upcoming_slots(template: TemplateNode, count: int) -> list[Slot]:
+    """Nodes the group's target size asked for that have not registered yet."""
+    return [Slot(template, template.free_cpu_milli, template.free_memory_bytes,
+                 template.free_pods, template.free_extended) for _ in range(max(count, 0))]
+
+
+def free_slots(nodes: Iterable[NodeRecord], pods: Iterable[PodRecord],
+               max_pods: int = DEFAULT_MAX_PODS) -> list[Slot]:
+    """What is left on live, schedulable nodes after the requests of the pods bound to them."""
+    used: dict[str, list[int]] = {}
+    used_other: dict[str, list[ExtendedResources]] = {}
+    for pod in pods:
+        if pod.node_name:
+            entry = used.setdefault(pod.node_name, [0, 0, 0])
+            entry[0] += pod.cpu_request_milli
+            entry[1] += pod.memory_request_bytes
+            entry[2] += 1
+            if pod.extended_requests:
+                used_other.setdefault(pod.node_name, []).append(pod.extended_requests)
+    slots = []
+    for node in nodes:
+        if not node.ready or node.unschedulable:
+            continue
+        cpu, memory, count = used.get(node.name, (0, 0, 0))
+        slots.append(Slot(node, node.cpu_allocatable_milli - cpu,
+                          node.memory_allocatable_bytes - memory, max_pods - count,
+                          free_extended(node.extended_allocatable,
+                                        sum_extended(used_other.get(node.name, ())))))
+    return slots
+
+
+def filter_out_schedulable(pending: Sequence[PodRecord], slots: Sequence[Slot],
+                           ) -> tuple[list[PodRecord], list[PodRecord]]:
+    """(still pending, would fit somewhere): CA first places pending pods on existing and
+    upcoming nodes, so a pod waiting for a node that is booting does not trigger another."""
+    rooms = [[slot.cpu_milli, slot.memory_bytes, slot.pods] for slot in slots]
+    rooms_other = [dict(slot.extended) for slot in slots]
+    remaining: list[PodRecord] = []
+    fitted: list[PodRecord] = []
+    for pod in pending:
+        other = pod.extended_requests
+        for slot, room, room_other in zip(slots, rooms, rooms_other, strict=True):
+            if (room[0] >= pod.cpu_request_milli and room[1] >= pod.memory_request_bytes
+                    and room[2] >= 1 and (not other or fits_extended(other, room_other))
+                    and fits_constraints(pod, slot.node)):
+                room[0] -= pod.cpu_request_milli
+                room[1] -= pod.memory_request_bytes
+                room[2] -= 1
+                take_extended(room_other, other)
+                fitted.append(pod)
+                break
+        else:
+            remaining.append(pod)
+    return remaining, fitted

@@ -1,0 +1,1 @@
+"""DataDog's Watermark Pod Autoscaler: the CRD (crd), its validation, proposals, gates and the decision."""
