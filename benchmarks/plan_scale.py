@@ -101,8 +101,9 @@ def run_plan(snapshot: Snapshot) -> tuple[float, float]:
 
 def plan_in_process_seconds(snapshot: Snapshot) -> float:
     """Plan time without interpreter start-up: what one tick costs inside a worker."""
-    from flows.tick import run_plain, tick
+    from flows.tick import tick
     from tasks.core.decode import load_asg_file, load_cluster_files
+    from tasks.core.step import run_plain
     from tasks.escalator.config import load_node_groups
     from tasks.steps.source import SnapshotSource
 

@@ -14,9 +14,10 @@ from datetime import UTC, datetime
 from prefect import flow, get_run_logger
 
 from flows import prefect_compat as engine_fix
-from flows.tick import Runner, run_as_task, tick
+from flows.tick import tick
 from tasks.cluster_autoscaler.config import ClusterAutoscalerConfig
 from tasks.core.lease_state import DEFAULT_LEASE_NAMESPACE
+from tasks.core.step import Runner, run_as_task
 from tasks.escalator.config import NodeGroupConfig, load_node_groups
 from tasks.steps.node_groups import Adapters, GroupResult
 from tasks.steps.report import publish_tick

@@ -18,8 +18,8 @@ from typing import TYPE_CHECKING, Any
 from prefect import flow, get_run_logger
 
 from flows.pod_cycle import AutoscalerResult, cycle
-from flows.tick import run_as_task
 from tasks.adapters.prometheus import DEFAULT_RATE_WINDOW, PrometheusMetrics
+from tasks.core.step import run_as_task
 from tasks.pod_autoscalers.wpa import crd as watermark
 
 if TYPE_CHECKING:

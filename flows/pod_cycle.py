@@ -13,10 +13,9 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Protocol
 
-from flows.tick import Runner
 from tasks.adapters.prometheus import CycleCache, MetricsSource, MetricUnavailable
 from tasks.core.errors import InputError
-from tasks.core.retry import step
+from tasks.core.step import Runner, step
 from tasks.core.workload import PodState, TargetScale, pod_state
 from tasks.pod_autoscalers import memory as memory_usage
 from tasks.pod_autoscalers.memory import decide_memory, memory_scale_failed, parse_memory_autoscaler

@@ -398,9 +398,10 @@ def _tick_runner(prefect: bool, kubeconfig: Path, nodegroups: Path, aws: FakeAws
 
         return as_flow_run
 
-    from flows.tick import run_plain, tick
+    from flows.tick import tick
     from tasks.adapters.cloud import AsgClient
     from tasks.adapters.kube import KubeClient
+    from tasks.core.step import run_plain
     from tasks.steps.source import LiveSource
 
     adapters = Adapters(KubeClient.from_config(kubeconfig),

@@ -301,7 +301,8 @@ class MemoryCluster:
 
     def run_tick(self, now: float) -> list[dict[str, Any]]:
         """The tick of `flows/tick.py` on the in-memory adapters, its steps called directly."""
-        from flows.tick import run_plain, tick
+        from flows.tick import tick
+        from tasks.core.step import run_plain
         from tasks.steps.source import LiveSource
 
         return [outcome.to_json() for outcome in tick(

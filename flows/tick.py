@@ -16,23 +16,24 @@ from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from logging import getLogger as get_logger
-from typing import ParamSpec, Protocol, TypeVar
+from typing import ParamSpec, TypeVar
 
+from flows.cluster_autoscaler import scale_down_unneeded, scale_up_unschedulable
 from tasks.cluster_autoscaler.config import ClusterAutoscalerConfig
 from tasks.cluster_autoscaler.drain import DrainPlan, RemovalInputs, pods_on_nodes, safe_plan
+from tasks.cluster_autoscaler.unneeded import EscalatorTick
 from tasks.core.errors import LeaseConflict
 from tasks.core.lease_state import GroupState
 from tasks.core.records import AutoScalingGroup, NodeRecord, PodRecord
-from tasks.core.retry import Step, is_retryable
+from tasks.core.retry import is_retryable
+from tasks.core.step import Runner
 from tasks.escalator.config import NodeGroupConfig
 from tasks.escalator.decide import ScalePlan, decide, missing_asg_plan
 from tasks.escalator.filter_nodes import nodes_by_group, pods_by_group
-from tasks.escalator.node_selection import read_node_load
 from tasks.steps.drain import evict_pods
 from tasks.steps.lease import write_lock
+from tasks.steps.load_watcher import read_node_load
 from tasks.steps.node_groups import ActionsDone, Adapters, GroupResult, taint_and_remove, untaint_or_increase
-from tasks.steps.scale_down_unneeded import EscalatorTick, ScaleDownOutcome, scale_down_unneeded
-from tasks.steps.scale_up_unschedulable import ScaleUpOutcome, scale_up_unschedulable
 from tasks.steps.source import (
     TickSource,
     collect_nodes,
@@ -44,22 +45,6 @@ from tasks.steps.source import (
 
 P = ParamSpec("P")
 R = TypeVar("R")
-
-
-class Runner(Protocol):
-    """How a step runs: `run(step, *args)` type-checks the arguments against the step."""
-
-    def __call__(self, step: Step[P, R], /, *args: P.args, **kwargs: P.kwargs) -> R: ...
-
-
-def run_as_task(step: Step[P, R], /, *args: P.args, **kwargs: P.kwargs) -> R:
-    """Inside a flow: a recorded task run with retries."""
-    return step(*args, **kwargs)
-
-
-def run_plain(step: Step[P, R], /, *args: P.args, **kwargs: P.kwargs) -> R:
-    """Without Prefect (`elevator plan`, the simulator's fast mode): the function itself."""
-    return step.fn(*args, **kwargs)
 
 
 def needs_claim(plan: ScalePlan, state: GroupState) -> bool:
@@ -220,10 +205,9 @@ def _scale_down_unneeded(
     # CA disables scale-down for a loop that scaled up: here nodes untainted or asked for.
     scaled_up = any(result.done.untainted or (result.done.asg_desired_set or 0)
                     > result.plan.asg_desired_before for result in results)
-    outcome: ScaleDownOutcome | None = _after_groups(
-        run, "scale-down of unneeded nodes", scale_down_unneeded, adapters, ca.scale_down,
-        groups, group_nodes, asgs, removal.nodes, removal.pods_by_node, removal.pdbs, escalator,
-        leaving_now, scaled_up, now)
+    outcome = _after_groups("scale-down of unneeded nodes", lambda: scale_down_unneeded(
+        run, adapters, ca.scale_down, groups, group_nodes, asgs, removal.nodes,
+        removal.pods_by_node, removal.pdbs, escalator, leaving_now, scaled_up, now))
     if outcome is None:
         return results
     return [_annotated(result, outcome.notes.get(result.plan.name, ()),
@@ -232,16 +216,14 @@ def _scale_down_unneeded(
             for result in results]
 
 
-def _after_groups(run: Runner, what: str, step: Step[P, R], *args: P.args,
-                  **kwargs: P.kwargs) -> R | None:
-    """A cluster-wide CA step after the groups: its failure is logged, the groups' results
+def _after_groups(what: str, cluster_step: Callable[[], R]) -> R | None:
+    """A cluster-wide CA part after the groups: its failure is logged, the groups' results
     stand (the next tick tries again)."""
     try:
-        result = run(step, *args, **kwargs)
+        return cluster_step()
     except Exception as error:
         get_logger(__name__).warning("%s failed: %s", what, error)
         return None
-    return result
 
 
 def _annotated(result: GroupResult, notes: Sequence[str], done: ActionsDone) -> GroupResult:
@@ -271,9 +253,8 @@ def _scale_up_unschedulable(
             if result.plan.cloud_increase > 0:
                 helped[result.plan.name] = frozenset(
                     f"{p.namespace}/{p.name}" for p in group_pods[result.plan.name])
-    outcome: ScaleUpOutcome | None = _after_groups(
-        run, "scale-up for unschedulable pods", scale_up_unschedulable, adapters, ca, groups,
-        pods, nodes, group_nodes, asgs, helped, desired, now)
+    outcome = _after_groups("scale-up for unschedulable pods", lambda: scale_up_unschedulable(
+        run, adapters, ca, groups, pods, nodes, group_nodes, asgs, helped, desired, now))
     if outcome is None:
         return results
     merged = []

@@ -20,9 +20,9 @@ from fakes.aws import FakeAws, fail_next_calls
 from fakes.cluster import node_for_instance
 from fakes.kube_api.server import FakeKubeApi
 from flows.autoscale import autoscale, live_tick
-from flows.tick import run_as_task
 from tasks.adapters.cloud import AsgClient
 from tasks.adapters.kube import KubeClient
+from tasks.core.step import run_as_task
 from tasks.escalator.config import load_node_groups
 from tasks.steps.node_groups import Adapters
 from tests.builders import group_dict
@@ -256,7 +256,7 @@ def test_with_cluster_autoscaler_ideas_every_step_is_a_task_run_of_the_tick(
     lease = cluster.kube.get("leases", "elevator-batch", "kube-system")
     assert empty in lease["metadata"]["annotations"]["elevator.io/unneeded-since"]
     steps = {"collect-pods", "collect-nodes", "collect-pdbs", "read-lock", "decide",
-             "write-lock", "scale-up-unschedulable", "scale-down-unneeded"}
+             "write-lock", "read-group-states", "plan-unneeded-scale-down"}
     # The server records task runs from their events, after the flow run returns: poll it.
     deadline = time.monotonic() + 60
     with get_client(sync_client=True) as client:

@@ -10,6 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from flows.cluster_autoscaler import scale_up_unschedulable
 from tasks.cluster_autoscaler.balancing import (
     IGNORED_LABELS,
     BalancedScaleUp,
@@ -27,9 +28,9 @@ from tasks.cluster_autoscaler.scale_up_plan import GroupCandidate, ScaleUpPlan, 
 from tasks.cluster_autoscaler.templates import TemplateNode
 from tasks.core.lease_state import GroupState, lease_name
 from tasks.core.records import AsgInstance, AutoScalingGroup, NodeRecord, PodRecord
+from tasks.core.step import run_plain
 from tasks.escalator.config import NodeGroupConfig
 from tasks.steps.node_groups import Adapters
-from tasks.steps.scale_up_unschedulable import scale_up_unschedulable
 from tests.builders import make_group
 
 GiB = 2**30
@@ -375,7 +376,7 @@ def _step(failing: set[str]) -> tuple[Any, StubKube, StubCloud]:
     config = ClusterAutoscalerConfig(enabled=True, balance_similar_node_groups=True,
                                      random_seed=1)
     group_nodes = {node.labels["customer"]: [node] for node in nodes}
-    outcome = scale_up_unschedulable.fn(adapters, config, groups, all_pods, nodes, group_nodes,
+    outcome = scale_up_unschedulable(run_plain, adapters, config, groups, all_pods, nodes, group_nodes,
                                         asgs, {}, {}, NOW)
     return outcome, kube, cloud
 
@@ -413,7 +414,7 @@ def test_a_similar_group_under_its_scale_lock_is_left_out_of_the_split() -> None
         "enabled": True, "balance_similar_node_groups": True, "expander": "priority",
         "priorities": {10: ["^a-asg$"]}})
     group_nodes = {node.labels["customer"]: [node] for node in nodes}
-    outcome = scale_up_unschedulable.fn(Adapters(cast(Any, kube), cast(Any, cloud)), config,
+    outcome = scale_up_unschedulable(run_plain, Adapters(cast(Any, kube), cast(Any, cloud)), config,
                                         groups, all_pods, nodes, group_nodes, asgs, {}, {}, NOW)
     assert outcome.balanced is not None and outcome.balanced.chosen == "a"
     assert ("b", "scale lock held") in outcome.balanced.left_out
@@ -421,7 +422,7 @@ def test_a_similar_group_under_its_scale_lock_is_left_out_of_the_split() -> None
     # the chosen group's own lock makes the whole scale-up wait, as without balancing
     kube.states[lease_name("a")] = kube.states[lease_name("b")]
     cloud.desired.clear()
-    waiting = scale_up_unschedulable.fn(Adapters(cast(Any, kube), cast(Any, cloud)), config,
+    waiting = scale_up_unschedulable(run_plain, Adapters(cast(Any, kube), cast(Any, cloud)), config,
                                         groups, all_pods, nodes, group_nodes, asgs, {}, {}, NOW)
     assert dict(waiting.asg_desired_set) == {} and cloud.desired == {}
     assert "scale-up for unschedulable pods waits: scale lock held" in (waiting.notes or {})["a"]
@@ -432,7 +433,7 @@ def test_without_balancing_the_chosen_group_takes_every_node() -> None:
     kube, cloud = StubKube(), StubCloud(set())
     config = ClusterAutoscalerConfig(enabled=True, random_seed=1)
     group_nodes = {node.labels["customer"]: [node] for node in nodes}
-    outcome = scale_up_unschedulable.fn(Adapters(cast(Any, kube), cast(Any, cloud)), config,
+    outcome = scale_up_unschedulable(run_plain, Adapters(cast(Any, kube), cast(Any, cloud)), config,
                                         groups, all_pods, nodes, group_nodes, asgs, {}, {}, NOW)
     [(group, desired)] = outcome.asg_desired_set.items()
     assert desired == 4 and outcome.balanced is None

@@ -17,9 +17,9 @@ from fakes.kube_api.server import FakeKubeApi
 from fakes.scenario import load_scenario
 from flows.autoscale import live_tick
 from flows.simulation import simulate
-from flows.tick import run_plain
 from tasks.adapters.cloud import AsgClient
 from tasks.adapters.kube import KubeClient
+from tasks.core.step import run_plain
 from tasks.escalator.config import parse_node_groups
 from tasks.steps.node_groups import Adapters, GroupResult
 from tests.builders import group_dict

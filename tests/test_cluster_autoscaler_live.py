@@ -19,10 +19,9 @@ from fakes.aws import FakeAws
 from fakes.cluster import node_for_instance
 from fakes.kube_api.server import FakeKubeApi
 from flows.autoscale import live_tick
-from flows.tick import run_plain
 from tasks.adapters.cloud import AsgClient
 from tasks.adapters.kube import KubeClient
-from tasks.core.retry import Step
+from tasks.core.step import Step, run_plain
 from tasks.escalator.config import LoadedConfig, parse_node_groups
 from tasks.steps.drain import evict_pods
 from tasks.steps.node_groups import Adapters, GroupResult

@@ -36,7 +36,8 @@ from flows.autoscale import live_tick
 from tasks.adapters.cloud import AsgClient, client_config
 from tasks.adapters.kube import KubeClient
 from tasks.core.lease_state import lease_name
-from tasks.core.retry import RETRIES, Step, is_retryable
+from tasks.core.retry import RETRIES, is_retryable
+from tasks.core.step import Step
 from tasks.core.timeouts import Timeouts
 from tasks.escalator.config import load_node_groups
 from tasks.steps.node_groups import Adapters, GroupResult

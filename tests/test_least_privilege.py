@@ -104,9 +104,9 @@ def _pod_autoscaler_cycle(fake_kube: Any, kubeconfig: Path, tmp_path: Path) -> N
     status update), a WPA's DatadogMonitor (lifecycle control), a Deployment's /scale (get,
     patch) and its pods (list). Metrics come from a file: no Prometheus needed."""
     from flows.pod_cycle import cycle
-    from flows.tick import run_plain
     from tasks.adapters.kube import KubeClient
     from tasks.adapters.prometheus import StaticMetrics
+    from tasks.core.step import run_plain
 
     fake_kube.register_custom_resource("datadoghq.com", "v1alpha1", "watermarkpodautoscalers",
                                        "WatermarkPodAutoscaler", short_names=("wpa",))

@@ -25,9 +25,9 @@ from fakes.kube_api.server import FakeKubeApi
 from fakes.pod_metrics import PodMetricsServer
 from flows.pod_autoscale import WatermarkMetrics
 from flows.pod_cycle import cycle
-from flows.tick import run_plain
 from tasks.adapters.kube import KubeClient
 from tasks.adapters.prometheus import PrometheusMetrics
+from tasks.core.step import run_plain
 from tasks.core.timefmt import parse_time, rfc3339
 
 REPO = Path(__file__).resolve().parent.parent

@@ -189,9 +189,9 @@ def test_pods_plan_decides_as_the_live_cycle(app: typer.Typer, tmp_path: Path,
     cycle (real client over HTTP, acting on nothing) and read from files by `pods plan`, give
     the same decisions. A finished pod of the target is in both and counts in neither."""
     from flows.pod_cycle import cycle
-    from flows.tick import run_plain
     from tasks.adapters.kube import KubeClient
     from tasks.adapters.prometheus import StaticMetrics
+    from tasks.core.step import run_plain
     from tasks.core.timefmt import parse_time
 
     fake_kube.register_custom_resource("datadoghq.com", "v1alpha1", "watermarkpodautoscalers",

@@ -26,9 +26,9 @@ from fakes.cluster import node_for_instance
 from fakes.kube_api.server import FakeKubeApi
 from flows.autoscale import live_tick
 from flows.cli import app
-from flows.tick import run_plain
 from tasks.adapters.cloud import AsgClient
 from tasks.adapters.kube import KubeClient
+from tasks.core.step import run_plain
 from tasks.escalator.config import load_node_groups
 from tasks.steps.node_groups import Adapters
 from tests.builders import group_dict

@@ -127,7 +127,8 @@ def plan(
     print_warnings(config)
     snapshot = load_cluster_files(cluster)
     asgs = load_asg_file(asg) if asg is not None else None
-    from flows.tick import run_plain, tick
+    from flows.tick import tick
+    from tasks.core.step import run_plain
     from tasks.steps.source import SnapshotSource
 
     groups = [group.model_copy(update={"dry_mode": True}) if dry_mode else group

@@ -136,7 +136,7 @@ def plan_autoscalers(cluster: ClusterFiles, metrics: MetricsSource, now: float) 
     """What one cycle would decide for every autoscaler in the files: the flow's own cycle,
     reading the files and acting on nothing."""
     from flows.pod_cycle import cycle
-    from flows.tick import run_plain
+    from tasks.core.step import run_plain
 
     return [result.decision for result in cycle(run_plain, cluster, metrics, now, None,
                                                 logger=_QUIET)]

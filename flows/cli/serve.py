@@ -43,7 +43,7 @@ DEFAULT_POLL = "2s"
 # After SIGTERM the run in flight may finish for this long, then it is cancelled: well inside
 # Kubernetes' default 30 s terminationGracePeriodSeconds.
 STOP_GRACE_SECONDS = 20.0
-PROJECT_DIRECTORY = Path(__file__).resolve().parent.parent
+PROJECT_DIRECTORY = Path(__file__).resolve().parents[2]  # the folder holding `flows/`
 
 
 def set_project_directory() -> dict[str, str]:

@@ -13,7 +13,7 @@ removes one node at a time, and only a node whose pods can all move. With
   scale-up happened within `delay_after_add`, it is tainted like an Escalator node, and
   Escalator's removal path takes it from there (drained first with `scale_down.drain`).
 
-The I/O (Leases, taints) is the `scale_down_unneeded` step in `tasks.scale_down_step`.
+The I/O (Leases, taints) is composed in `flows/cluster_autoscaler.py` from `tasks.steps`.
 """
 
 from __future__ import annotations
@@ -55,6 +55,22 @@ def movable(pod: PodRecord) -> bool:
 def leaving(node: NodeRecord) -> bool:
     """Already on its way out: tainted by Escalator (or forced), or cordoned."""
     return taint_time(node) is not None or node.has_taint(FORCE_TAINT_KEY) or node.unschedulable
+
+
+@dataclass(frozen=True)
+class EscalatorTick:
+    """What one group's Escalator tick did, as the scale-down needs it."""
+
+    acted: bool  # tainted, untainted, deleted or scaled up: CA leaves the group alone
+    requests: Resources
+    capacity: Resources
+
+
+@dataclass(frozen=True)
+class ScaleDownOutcome:
+    tainted: Mapping[str, tuple[str, ...]]  # group -> nodes tainted for removal
+    notes: Mapping[str, tuple[str, ...]]
+    paused: str = ""
 
 
 # --- the simulation -------------------------------------------------------------------------
@@ -350,9 +366,11 @@ def plan_scale_down(views: Sequence[GroupView], simulation: RemovalSimulation,
 
 
 __all__ = [
+    "EscalatorTick",
     "GroupScaleDown",
     "GroupView",
     "RemovalSimulation",
+    "ScaleDownOutcome",
     "ScaleDownPlan",
     "leaving",
     "movable",

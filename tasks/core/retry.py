@@ -8,8 +8,7 @@ the first delay (default 1 s; tests set 0).
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, Generic, ParamSpec, TypeVar
+from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
 
 from tasks.core.errors import CloudError, InputError, LeaseConflict, NodeChanged
 
@@ -52,42 +51,8 @@ def backoff_seconds(retries: int) -> list[float]:
     return [first * 2**attempt for attempt in range(retries)]
 
 
-class Step(Generic[P, R]):
-    """A tick step: the plain function (`.fn`) and, built on first use, its Prefect task.
-
-    Building the task lazily keeps Prefect's ~1 s import out of `elevator plan` and of pure
-    tests; calling a Step inside a flow runs it as a task run with our retry policy.
-    """
-
-    def __init__(self, function: Callable[P, R]) -> None:
-        self.fn = function
-        self.name = function.__name__.replace("_", "-")
-        self.__doc__ = function.__doc__
-        self._task: Task[P, R] | None = None
-
-    @property
-    def task(self) -> Task[P, R]:
-        if self._task is None:
-            from prefect import task
-            from prefect.cache_policies import NO_CACHE
-
-            self._task = task(
-                name=self.name,
-                retries=RETRIES,
-                retry_delay_seconds=backoff_seconds(RETRIES),
-                retry_jitter_factor=0.5,
-                retry_condition_fn=retry_only_transient,
-                cache_policy=NO_CACHE,  # never cached: the cluster moves between ticks
-                persist_result=False,
-            )(self.fn)
-        return self._task
-
-    def __call__(self, *args: P.args, **kwargs: P.kwargs) -> R:
-        return self.task(*args, **kwargs)
 
 
-def step(function: Callable[P, R]) -> Step[P, R]:
-    return Step(function)
 
 
 # ClientError codes that mean "try again later" across autoscaling and ec2.
@@ -134,3 +99,9 @@ def cloud_call_may_pass(exc: BaseException) -> bool:
     # ConnectionClosedError (HTTPClientError); an unparsable body is usually a proxy's or the
     # service's 5xx page ("Further retries may succeed").
     return isinstance(exc, BotoConnectionError | HTTPClientError | ResponseParserError)
+
+
+
+
+
+

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field, replace
 
 from tasks.core.lease_state import GroupState
 from tasks.core.records import ESCALATOR_TAINT_KEY, AutoScalingGroup, NodeRecord, PodRecord, Resources
-from tasks.core.retry import step
+from tasks.core.step import step
 from tasks.core.timefmt import rfc3339
 from tasks.escalator.config import NodeGroupConfig, effective_min_max
 from tasks.escalator.filter_nodes import GroupMembers, NodeClasses, filter_group, is_unhealthy

@@ -11,7 +11,6 @@ from collections.abc import Mapping, Sequence
 from typing import Literal
 
 from tasks.core.records import NodeRecord
-from tasks.core.retry import step
 
 Selection = Literal["oldest", "least_loaded"]
 
@@ -47,16 +46,3 @@ def cpu_load_from_watcher(document: bytes, source: str) -> dict[str, float]:
     return loads
 
 
-@step
-def read_node_load(watcher_url: str) -> dict[str, float]:
-    """The tick step for `least_loaded` groups: one GET of the load watcher's `/watcher`."""
-    import httpx
-
-    from tasks.core.timeouts import timeouts
-
-    limits = timeouts()
-    url = f"{watcher_url.rstrip('/')}/watcher"
-    response = httpx.get(url, timeout=httpx.Timeout(limits.read_seconds,
-                                                    connect=limits.connect_seconds))
-    response.raise_for_status()
-    return cpu_load_from_watcher(response.content, url)

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from tasks.cluster_autoscaler.drain import EvictionResult
 from tasks.core.errors import EvictionBlocked
 from tasks.core.records import PodRecord
-from tasks.core.retry import step
+from tasks.core.step import step
 from tasks.steps.node_groups import Adapters
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from tasks.adapters.ports import KubeActions
 from tasks.core.errors import LeaseConflict
 from tasks.core.lease_state import GroupState, lease_name
-from tasks.core.retry import step
+from tasks.core.step import step
 
 
 @step

@@ -13,7 +13,7 @@ from typing import Literal
 
 from tasks.adapters.ports import CloudActions, KubeActions
 from tasks.core.records import ESCALATOR_TAINT_KEY, AutoScalingGroup, NodeRecord
-from tasks.core.retry import step
+from tasks.core.step import step
 from tasks.escalator.decide import ScalePlan
 
 Status = Literal["acted", "nothing to do", "dry run", "lost race", "failed"]

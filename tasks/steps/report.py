@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from tasks.core.retry import step
+from tasks.core.step import step
 from tasks.escalator.metrics import METRICS, EscalatorMetrics, push
 from tasks.steps.node_groups import GroupResult
 

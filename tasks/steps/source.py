@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Protocol
 from tasks.core.lease_state import GroupState, lease_name
 from tasks.core.pdb import PodDisruptionBudget, pdb_from_api
 from tasks.core.records import TERMINAL_PHASES, AutoScalingGroup, NodeRecord, PodRecord
-from tasks.core.retry import step
+from tasks.core.step import step
 from tasks.escalator.config import NodeGroupConfig
 from tasks.escalator.decide import asg_from_config
 from tasks.escalator.filter_nodes import nodes_by_group

@@ -1,0 +1,246 @@
+"""The Cluster Autoscaler's part of a tick, after the groups: its steps in the algorithm's order.
+
+Scale-up from unschedulable pods (CA §1.1): read the Leases; give up on instances that never
+became Nodes (terminate, back the group off, save it in the Lease); offer the pending pods to
+every group; choose; then for each group grown, Escalator's order: the Lease with the scale lock
+first, then the ASG. Scale-down of unneeded nodes (CA §1.3): read the Leases, plan, save each
+group's unneeded timers, taint what goes. Every read, effect and decision is its own task run;
+every Lease write goes through `write_lock` with a fresh claim, so a write whose answer was lost
+is recognised on retry.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Collection, Mapping, Sequence
+from dataclasses import replace
+from logging import getLogger as get_logger
+
+from tasks.cluster_autoscaler.backoff import ProvisioningState, check_provisioning
+from tasks.cluster_autoscaler.config import ClusterAutoscalerConfig, ScaleDownOptions
+from tasks.cluster_autoscaler.estimator import unschedulable_pods
+from tasks.cluster_autoscaler.scale_up import (
+    Growth,
+    Notes,
+    ScaleUpOutcome,
+    frozen_notes,
+    group_candidates,
+    grown_note,
+    not_helped,
+    priorities_from,
+    unregistered_node,
+)
+from tasks.cluster_autoscaler.unneeded import (
+    EscalatorTick,
+    GroupView,
+    RemovalSimulation,
+    ScaleDownOutcome,
+)
+from tasks.core.errors import LeaseConflict
+from tasks.core.lease_state import GroupState
+from tasks.core.pdb import PodDisruptionBudget
+from tasks.core.records import AutoScalingGroup, NodeRecord, PodRecord
+from tasks.core.step import Runner
+from tasks.escalator.config import NodeGroupConfig
+from tasks.steps.cluster_autoscaler import (
+    plan_unneeded_scale_down,
+    plan_unschedulable_scale_up,
+    read_config_map,
+    read_group_states,
+    read_template_sources,
+    set_desired_capacity,
+    taint_nodes,
+    terminate_instances,
+)
+from tasks.steps.lease import write_lock
+from tasks.steps.node_groups import Adapters
+
+
+def claimed(state: GroupState) -> GroupState:
+    """The state with a claim token of this write (see `write_lock`)."""
+    return replace(state, claim=uuid.uuid4().hex)
+
+
+def scale_up_unschedulable(
+    run: Runner, adapters: Adapters, config: ClusterAutoscalerConfig,
+    groups: Sequence[NodeGroupConfig], pods: Sequence[PodRecord], nodes: Sequence[NodeRecord],
+    group_nodes: Mapping[str, Sequence[NodeRecord]], asgs: Mapping[str, AutoScalingGroup],
+    helped: Mapping[str, frozenset[str]], desired_now: Mapping[str, int], now: float,
+) -> ScaleUpOutcome:
+    """One CA scale-up over every group; `helped` maps a group that scaled up this tick (its
+    own Escalator rule) to its pods (namespace/name), `desired_now` the ASG sizes ticks set."""
+    notes: Notes = {}
+    terminated: dict[str, tuple[str, ...]] = {}
+    namespace = adapters.lease_namespace
+    registered = {node.provider_id for node in nodes if node.provider_id}
+    live = [g for g in groups if g.cloud_provider_group_name in asgs and not g.dry_mode]
+    states = run(read_group_states, adapters.kube, namespace, [g.name for g in live])
+    provisioning: dict[str, ProvisioningState] = {}
+
+    # 1. Instances that never became Nodes: give up after max_node_provision_time (CA §1.1).
+    for group in live:
+        asg = asgs[group.cloud_provider_group_name]
+        state = states[group.name]
+        before = ProvisioningState.from_annotations(dict(state.provisioning))
+        check = check_provisioning(before, asg.instances, registered, now,
+                                   config.max_node_provision_seconds)
+        if check.to_terminate:
+            by_id = {i.instance_id: i for i in asg.instances}
+            doomed = [unregistered_node(i, by_id[i].provider_id) for i in check.to_terminate]
+            try:
+                terminated[group.name] = run(terminate_instances, adapters.cloud, asg.name, doomed)
+            except Exception as error:  # retried next tick: the ids stay in timed_out
+                notes.setdefault(group.name, []).append(
+                    f"terminating unregistered instances failed: {error}")
+        if check.failed:
+            notes.setdefault(group.name, []).append(
+                f"instances {', '.join(check.to_terminate)} did not register within "
+                f"{config.max_node_provision_time}: terminated, group backed off for "
+                f"{check.state.backoff_seconds:g}s")
+        if check.state != before:
+            new = replace(state, provisioning=tuple(sorted(check.state.to_annotations().items())))
+            try:
+                state = run(write_lock, adapters.kube, namespace, group.name, claimed(new), now)
+            except LeaseConflict:
+                notes.setdefault(group.name, []).append(
+                    "Lease written by another tick: provisioning not saved")
+        states[group.name] = state
+        provisioning[group.name] = check.state
+
+    # 2. The pods the scheduler gave up on, less those a group's own scale-up serves.
+    unschedulable = unschedulable_pods(pods)
+    if not unschedulable:
+        return ScaleUpOutcome(terminated=terminated, notes=frozen_notes(notes))
+    needs_source = [g.cloud_provider_group_name for g in live if not group_nodes.get(g.name)]
+    sources = run(read_template_sources, adapters.cloud, needs_source) if needs_source else {}
+    candidates, upcoming = group_candidates(live, asgs, group_nodes, pods, sources, desired_now,
+                                            provisioning, notes)
+    pending = not_helped(unschedulable, candidates, helped)
+    if not pending:
+        return ScaleUpOutcome(terminated=terminated, notes=frozen_notes(notes))
+
+    # 3. Estimate, choose, cap, balance.
+    priorities = None
+    if config.priority_configmap is not None:
+        # "name" lives beside the Leases; "namespace/name" anywhere (RBAC must grant that read).
+        where, _, name = config.priority_configmap.rpartition("/")
+        where = where or namespace
+        data = run(read_config_map, adapters.kube, where, name)
+        priorities = priorities_from(data, f"{where}/{name}", notes.setdefault("cluster", []))
+    decision = run(plan_unschedulable_scale_up, config, live, pending, pods, nodes, candidates,
+                   upcoming, states, priorities, now)
+    for group_name, line in decision.notes:
+        notes.setdefault(group_name, []).append(line)
+    if not decision.growths:
+        return ScaleUpOutcome(decision.plan, terminated=terminated, notes=frozen_notes(notes))
+
+    # 4. Act like Escalator's scale-up, group by group: the Lease with the scale lock, then
+    # the cloud.
+    by_name = {g.name: g for g in live}
+    desired_set: dict[str, int] = {}
+    errors: list[Exception] = []
+    for growth in decision.growths:
+        group = by_name[growth.group]
+        try:
+            desired = _grow(run, adapters, asgs[group.cloud_provider_group_name],
+                            states[growth.group], growth, now)
+        except Exception as error:
+            if len(decision.growths) == 1:
+                raise  # as without balancing: the scale-up fails, the next tick tries again
+            # Several groups: the others still grow; this one's lock was released (`_grow`).
+            get_logger(__name__).warning("balanced scale-up of %s failed: %s", growth.group,
+                                         error)
+            notes.setdefault(growth.group, []).append(
+                f"scale-up for unschedulable pods failed: {error}")
+            errors.append(error)
+            continue
+        if desired is None:
+            notes.setdefault(growth.group, []).append(
+                "scale-up for unschedulable pods lost the Lease race")
+            continue
+        desired_set[growth.group] = desired
+        notes.setdefault(growth.group, []).append(grown_note(decision, growth, desired))
+    if errors and not desired_set:
+        raise errors[0]
+    return ScaleUpOutcome(decision.plan, desired_set, terminated, frozen_notes(notes),
+                          decision.split if decision.balanced else None)
+
+
+def _grow(run: Runner, adapters: Adapters, asg: AutoScalingGroup, state: GroupState,
+          growth: Growth, now: float) -> int | None:
+    """Escalator's order for one group: the Lease with the scale lock first (None: another tick
+    wrote it), then the ASG's absolute target. A failed cloud call puts the old lock back, so
+    the group is not left locked for a scale-up that never happened."""
+    namespace = adapters.lease_namespace
+    locked = claimed(replace(state, lock=state.lock.lock(growth.count, now)))
+    try:
+        written = run(write_lock, adapters.kube, namespace, growth.group, locked, now)
+    except LeaseConflict:
+        return None
+    try:
+        return run(set_desired_capacity, adapters.cloud, asg, growth.target)
+    except Exception:
+        try:
+            run(write_lock, adapters.kube, namespace, growth.group,
+                claimed(replace(written, lock=state.lock)), now)
+        except Exception as release:  # the lock then expires after the cool-down
+            get_logger(__name__).warning("scale lock of %s not released: %s", growth.group,
+                                         release)
+        raise
+
+
+def scale_down_unneeded(
+    run: Runner, adapters: Adapters, options: ScaleDownOptions,
+    groups: Sequence[NodeGroupConfig], group_nodes: Mapping[str, Sequence[NodeRecord]],
+    asgs: Mapping[str, AutoScalingGroup], nodes: Sequence[NodeRecord],
+    pods_by_node: Mapping[str, Sequence[PodRecord]], pdbs: Sequence[PodDisruptionBudget],
+    escalator: Mapping[str, EscalatorTick], leaving_now: Collection[str],
+    scaled_up_this_tick: bool, now: float,
+) -> ScaleDownOutcome:
+    """Update the unneeded timers and taint the nodes unneeded long enough (CA §1.3).
+
+    `leaving_now` are nodes this tick already tainted or deleted: no pod moves onto them.
+    A Lease written by someone else since we read it means another tick is acting on the
+    group: its nodes are left alone this time.
+    """
+    namespace = adapters.lease_namespace
+    live = [g for g in groups
+            if g.cloud_provider_group_name in asgs and g.name in escalator and not g.dry_mode]
+    states = run(read_group_states, adapters.kube, namespace, [g.name for g in live])
+    last_scale_up = max((state.lock.lock_time_unix_seconds for state in states.values()),
+                        default=0.0)
+    gone = set(leaving_now)
+    views = [GroupView(group, asgs[group.cloud_provider_group_name],
+                       [node for node in group_nodes.get(group.name, ()) if node.name not in gone],
+                       dict(states[group.name].unneeded_since),
+                       escalator[group.name].acted, escalator[group.name].requests,
+                       escalator[group.name].capacity)
+             for group in live]
+    simulation = RemovalSimulation([node for node in nodes if node.name not in gone],
+                                   pods_by_node, pdbs)
+    plan = run(plan_unneeded_scale_down, views, simulation, options, now, last_scale_up,
+               scaled_up_this_tick)
+
+    tainted: dict[str, tuple[str, ...]] = {}
+    notes: dict[str, tuple[str, ...]] = {}
+    for group in live:
+        decided = plan.groups[group.name]
+        state = states[group.name]
+        if decided.unneeded_since != state.unneeded_since:
+            try:
+                run(write_lock, adapters.kube, namespace, group.name,
+                    claimed(replace(state, unneeded_since=decided.unneeded_since)), now)
+            except LeaseConflict:
+                notes[group.name] = ("scale-down: Lease written by another tick; "
+                                     "nothing removed this time",)
+                continue
+        if decided.taint:
+            stamp = str(int(now))  # Escalator's taint value: Unix seconds
+            tainted[group.name] = run(taint_nodes, adapters.kube, decided.taint, stamp,
+                                      group.effective_taint_effect)
+        if decided.notes:
+            notes[group.name] = tuple(decided.notes)
+    return ScaleDownOutcome({k: v for k, v in tainted.items() if v}, notes, plan.paused)
+
+
+__all__ = ["scale_down_unneeded", "scale_up_unschedulable"]
