@@ -9,8 +9,8 @@ starts from the same cluster (a 1 s cool-down releases the scale lock in time).
 
     .venv/bin/python -m benchmarks.event_latency --bursts 10
 
-`PrefectServer`, `Child` and `BurstCluster` are also the test rig of tests/test_serve_watch.py,
-tests/test_deployments.py and tests/test_ui.py.
+`PrefectServer`, `Child` and `BurstCluster` are also the test rig of tests/e2e/test_serve_watch.py,
+tests/e2e/test_deployments.py and tests/e2e/test_ui.py.
 """
 
 from __future__ import annotations

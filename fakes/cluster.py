@@ -24,7 +24,7 @@ from tasks.cluster_autoscaler.templates import GPU_RESOURCE
 from tasks.core.api_objects import OBJECT_DECODER, RawObject
 from tasks.core.instance_types import instance_gpus
 from tasks.core.records import NodeRecord, PodRecord, node_record, pod_record
-from tasks.core.scheduling import fits_constraints as fits_constraints
+from tasks.core.scheduling import fits_constraints as fits_constraints  # shared with the estimator
 from tasks.core.scheduling import fits_extended, take_extended
 from tasks.core.scheduling import tolerates as tolerates
 from tasks.core.timefmt import rfc3339

@@ -53,3 +53,14 @@ def fake_kube(tmp_path: Path) -> Iterator[FakeKubeApi]:
 @pytest.fixture
 def kubeconfig(fake_kube: FakeKubeApi, tmp_path: Path) -> Path:
     return fake_kube.write_kubeconfig(tmp_path / "kubeconfig")
+
+
+_KINDS = ("unit", "contract", "e2e")
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Mark each test by its folder, so `pytest -m "not e2e"` is the fast loop."""
+    for item in items:
+        kind = item.path.parent.name
+        if kind in _KINDS:
+            item.add_marker(getattr(pytest.mark, kind))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import importlib
 import logging
 import signal
 import sys
@@ -189,3 +190,18 @@ def run_until_stopped(cycle: Callable[[], list[dict[str, Any]]],
                 raise typer.Exit(1)
             break
         stop.wait(period)
+
+
+def require_extra(extra: str, *modules: str) -> None:
+    """Exit 2 with the install line when an optional dependency is missing (no traceback)."""
+    missing = []
+    for module in modules:
+        try:
+            importlib.import_module(module)
+        except ImportError:
+            missing.append(module)
+    if missing:
+        message = (f"this command needs {', '.join(missing)}, which kube-elevator installs "
+                   f"with its '{extra}' extra: pip install 'kube-elevator[{extra}]'")
+        errors.print(f"[red]error:[/red] {escape(message)}", highlight=False, soft_wrap=True)
+        raise typer.Exit(INPUT_ERROR_EXIT)

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from tasks.adapters.http_server import DEFAULT_HOST
-from tasks.adapters.http_server import ServiceThread as ServiceThread
+from tasks.adapters.http_server import ServiceThread as ServiceThread  # tests import it here
 from tasks.core.errors import InputError
 from tasks.core.quantity import cpu_milli
 from tasks.load_aware.scoring import (

@@ -16,6 +16,7 @@ from flows.cli.common import (
     console,
     errors,
     reports_input_errors,
+    require_extra,
     wait_for_stop_signal,
 )
 
@@ -31,6 +32,7 @@ def fake_cluster(
     AWS is reached through a fault proxy in front of moto. Both take faults over HTTP at the
     printed `/_faults` URLs (see fakes/faults.py): POST a rule, GET them, DELETE them all.
     """
+    require_extra("sim", "moto")
     from fakes.aws import FakeAws
     from fakes.aws_faults import AwsFaultProxy
     from fakes.kube_api.server import FakeKubeApi
@@ -73,6 +75,7 @@ def simulate(
     os.environ.setdefault("PREFECT_LOGGING_LEVEL", "WARNING")
     from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
 
+    require_extra("sim", "moto", *(["matplotlib"] if plot is not None else []))
     from fakes.scenario import load_scenario
     from flows.simulation import simulate as run_simulation
 

@@ -1,6 +1,7 @@
 """What a tick needs of the cluster and the cloud: the calls its steps make, as protocols.
 
-`tasks.steps.node_groups.Adapters` holds one of each. `tasks.adapters.kube.KubeClient` and `tasks.adapters.cloud.AsgClient`
+`tasks.steps.node_groups.Adapters` holds one of each. `tasks.adapters.kube.KubeClient` and
+`tasks.adapters.cloud.AsgClient`
 satisfy them structurally (the live path, over HTTP); `fakes.memory_world` does too, on plain
 Python objects, so the simulator's fast mode runs the same steps with no HTTP in between.
 Each method here is called by a step of `flows/tick.py` (`LiveSource`'s reads, the act, lock,
@@ -39,7 +40,7 @@ class KubeActions(Protocol):
     def write_state(self, namespace: str, name: str, state: GroupState,
                     now: float) -> GroupState: ...
 
-    # nodes and pods (tasks.steps.node_groups, tasks.cluster_autoscaler.drain, tasks.steps.scale_down_unneeded)
+    # nodes and pods (tasks.steps: node_groups, drain, cluster_autoscaler)
     def ensure_tainted(self, name: str, value: str, effect: str,
                        key: str = ESCALATOR_TAINT_KEY) -> bool: ...
 

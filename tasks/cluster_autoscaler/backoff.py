@@ -1,4 +1,5 @@
-"""Provisioning back-off: instances that never register, and the groups that failed, kept in the group's Lease (CA §1.1)."""
+"""Provisioning back-off (CA §1.1): instances that never register, and the groups that failed,
+kept in the group's Lease."""
 
 from __future__ import annotations
 

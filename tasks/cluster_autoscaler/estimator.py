@@ -1,4 +1,5 @@
-"""The pods the scheduler gave up on, and CA's bin-packing estimator: how many template nodes they need (CA §1.1)."""
+"""The pods the scheduler gave up on, and CA's bin-packing estimator: how many template nodes
+they need (CA §1.1)."""
 
 from __future__ import annotations
 

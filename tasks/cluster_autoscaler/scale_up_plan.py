@@ -1,4 +1,5 @@
-"""The scale-up plan: estimate every group, let the expander chain choose, cap by the limits (CA §1.1-§1.3)."""
+"""The scale-up plan: estimate every group, let the expander chain choose, cap by the limits
+(CA §1.1-§1.3)."""
 
 from __future__ import annotations
 

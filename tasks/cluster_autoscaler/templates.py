@@ -1,4 +1,5 @@
-"""Template nodes: a live node of the group, else the ASG's launch template and tags (CA §1.1, scale from zero)."""
+"""Template nodes: a live node of the group, else the ASG's launch template and tags (CA §1.1,
+scale from zero)."""
 
 from __future__ import annotations
 

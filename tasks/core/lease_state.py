@@ -115,7 +115,8 @@ class GroupState:
     resource_version: str = ""
     # The CA scale-up's ProvisioningState annotations, verbatim (empty unless it ever ran).
     provisioning: tuple[tuple[str, str], ...] = ()
-    # CA scale-down: (node, unix seconds it was first found unneeded), sorted (tasks.cluster_autoscaler.unneeded).
+    # CA scale-down: (node, unix seconds it was first found unneeded), sorted
+    # (tasks.cluster_autoscaler.unneeded).
     unneeded_since: tuple[tuple[str, float], ...] = ()
     claim: str = ""  # the token of the tick that wrote the Lease (see `write_lock`)
 

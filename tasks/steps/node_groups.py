@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
-from tasks.adapters.ports import CloudActions, KubeActions
+from tasks.adapters.ports import CloudActions, KubeActions  # at run time: Prefect validates `Adapters`
 from tasks.core.records import ESCALATOR_TAINT_KEY, AutoScalingGroup, NodeRecord
 from tasks.core.step import step
 from tasks.escalator.decide import ScalePlan

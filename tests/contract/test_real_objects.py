@@ -36,8 +36,8 @@ from tests.builders import group_dict
 
 MiB = 2**20
 KiB = 2**10
-REPO = Path(__file__).resolve().parent.parent
-CORPUS = Path(__file__).resolve().parent / "data" / "real"
+REPO = Path(__file__).resolve().parents[2]
+CORPUS = Path(__file__).resolve().parents[1] / "data" / "real"
 SHARED = Path(os.environ.get("ELEVATOR_REAL_DUMPS", REPO.parent / "shared" / "real_dumps"))
 NOW = "2026-01-01T00:00:00Z"
 # The README's synthetic node: allocatable cpu "3920m", memory "15359396Ki".

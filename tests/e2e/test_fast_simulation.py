@@ -30,7 +30,7 @@ from tasks.core.errors import CloudError, InputError, LeaseConflict
 from tasks.core.lease_state import GroupState, ScaleLock
 from tasks.core.records import NodeRecord, node_record
 
-EXAMPLES = Path(__file__).parent.parent / "deployments" / "examples"
+EXAMPLES = Path(__file__).resolve().parents[2] / "deployments" / "examples"
 # The scenario files among deployments/examples/scenario*.yaml (scenario-nodegroups.yaml is the
 # node-group file they share).
 SCENARIOS = sorted(path.name for path in EXAMPLES.glob("scenario*.yaml")

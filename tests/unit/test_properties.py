@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 from tasks.core.lease_state import GroupState, ScaleLock
 from tasks.core.records import AutoScalingGroup, NodeRecord
 from tasks.escalator.decide import ScalePlan, plan_group, taint_time
+from tasks.steps.node_groups import ActionsDone, Adapters, taint_and_remove, untaint_or_increase
 from tests.builders import make_group, make_node, make_pod
 
 NOW = 1_800_000_000
@@ -54,8 +55,11 @@ def clusters(draw: st.DrawFn) -> dict[str, Any]:
     asg = AutoScalingGroup("batch-asg", asg_min, asg_max, draw(st.integers(asg_min, asg_max)))
     lock = ScaleLock(draw(st.booleans()), draw(st.integers(0, 5)),
                      NOW - draw(st.integers(0, 600)))
+    # Dry mode's taint tracker (Escalator §9): the nodes an earlier dry tick "tainted".
+    tracker = tuple(draw(st.lists(st.sampled_from([n.name for n in nodes]), unique=True))
+                    ) if nodes and group.dry_mode else ()
     return {"group": group, "nodes": nodes, "pods": pods, "asg": asg,
-            "state": GroupState(lock=lock), "now": float(NOW)}
+            "state": GroupState(lock=lock, dry_mode_tainted=tracker), "now": float(NOW)}
 
 
 def plan_for(cluster: dict[str, Any]) -> ScalePlan:
@@ -116,3 +120,31 @@ def test_never_deletes_a_node_tainted_less_than_soft_grace_ago(cluster: dict[str
         tainted_at = taint_time(node)
         assert tainted_at is not None and cluster["now"] - tainted_at > soft
         assert not node.no_delete and not node.unschedulable
+
+
+@settings(max_examples=400, deadline=None)
+@given(clusters().filter(lambda cluster: cluster["group"].dry_mode))
+def test_dry_mode_keeps_its_tracker_in_step_with_the_plan(cluster: dict[str, Any]) -> None:
+    plan = plan_for(cluster)
+    tracked = set(cluster["state"].dry_mode_tainted)
+    assert set(plan.untaint) <= tracked and not set(plan.taint) & tracked
+    assert set(plan.next_state.dry_mode_tainted) == (tracked - set(plan.untaint)) | set(plan.taint)
+
+
+class Tripwire:
+    """Adapters that fail the test on any call: dry mode must not reach the cluster or cloud."""
+
+    lease_namespace = "kube-system"
+
+    def __getattr__(self, name: str) -> Any:
+        raise AssertionError(f"dry mode called {name}")
+
+
+@settings(max_examples=200, deadline=None)
+@given(clusters().filter(lambda cluster: cluster["group"].dry_mode))
+def test_dry_mode_acts_on_nothing(cluster: dict[str, Any]) -> None:
+    plan = plan_for(cluster)
+    adapters = Adapters(cast(Any, Tripwire()), cast(Any, Tripwire()))
+    assert taint_and_remove.fn(adapters, plan, cluster["asg"], cluster["nodes"],
+                               cluster["now"]) == ActionsDone()
+    assert untaint_or_increase.fn(adapters, plan, cluster["asg"]) == ActionsDone()

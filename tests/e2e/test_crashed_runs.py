@@ -25,7 +25,7 @@ from prefect.settings import PREFECT_API_URL
 from fakes.aws import FakeAws
 from fakes.kube_api.server import FakeKubeApi
 from flows.crash_detection import AUTOMATION_NAME, ensure_crash_detection
-from tests.test_faults import two_groups
+from tests.contract.test_faults import two_groups
 
 pytestmark = pytest.mark.usefixtures("prefect_server")
 

@@ -11,7 +11,7 @@ from typing import Any
 
 from fakes.scenario import load_scenario
 from flows.simulation import simulate
-from tests.test_cluster_autoscaler_e2e import ca_group, write
+from tests.e2e.test_cluster_autoscaler_e2e import ca_group, write
 
 SIZES = {"a": 1, "b": 3, "c": 6}  # the proposal's worked example
 

@@ -1,7 +1,7 @@
 """Trimaran's own test tables (kubernetes-sigs/scheduler-plugins pkg/trimaran, master), ported.
 
 Each parametrize id is `<upstream test>:<upstream case name>`. Already ported in
-tests/test_load_scoring.py and not repeated here: loadvariationriskbalancing TestScore and
+tests/unit/test_load_scoring.py and not repeated here: loadvariationriskbalancing TestScore and
 analysis_test TestComputeScore. Skipped as Go-isms: TestNew (plugin construction through the
 scheduler framework), TestNewCollector/TestNewCollectorSpecs/TestNewCollectorLoadWatcher (the
 collector's choice between a watcher address and a provider library: we only talk to a watcher

@@ -36,9 +36,9 @@ from tasks.cluster_autoscaler.templates import TemplateNode, template_from_asg, 
 from tasks.cluster_autoscaler.unneeded import RemovalSimulation
 from tasks.core.api_objects import OBJECT_DECODER
 from tasks.core.records import AsgTemplateSource, NodeRecord, PodRecord, node_record
-from tests.test_cluster_autoscaler_e2e import asg as scenario_asg
-from tests.test_cluster_autoscaler_e2e import ca_group, write
-from tests.test_cluster_autoscaler_live import (
+from tests.e2e.test_cluster_autoscaler_e2e import asg as scenario_asg
+from tests.e2e.test_cluster_autoscaler_e2e import ca_group, write
+from tests.e2e.test_cluster_autoscaler_live import (
     JOBS,
     T0,
     adapters_for,

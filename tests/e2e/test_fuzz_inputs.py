@@ -27,9 +27,9 @@ from typer.testing import CliRunner
 
 from flows.cli import app
 from tasks.core.duration import parse_go_duration
-from tests.test_pods_cli import write_files
+from tests.e2e.test_pods_cli import write_files
 
-EXAMPLES = Path(__file__).resolve().parent.parent / "deployments" / "examples"
+EXAMPLES = Path(__file__).resolve().parents[2] / "deployments" / "examples"
 SECONDS_PER_RUN = 20
 BILLION_LAUGHS = "\n".join(
     ['l0: &l0 ["lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol"]']

@@ -23,7 +23,7 @@ from tasks.core.step import run_plain
 from tasks.escalator.config import parse_node_groups
 from tasks.steps.node_groups import Adapters, GroupResult
 from tests.builders import group_dict
-from tests.test_cluster_autoscaler_e2e import asg, ca_group, huge_pod, write
+from tests.e2e.test_cluster_autoscaler_e2e import asg, ca_group, huge_pod, write
 
 WEB = {"customer": "web"}
 
@@ -194,7 +194,7 @@ def test_unneeded_timers_live_in_the_lease_so_a_new_worker_keeps_counting(
 
 
 def test_the_shipped_example_scenario_shows_both_directions() -> None:
-    example = Path(__file__).parent.parent / "deployments/examples/scenario-cluster-autoscaler.yaml"
+    example = Path(__file__).resolve().parents[2] / "deployments/examples/scenario-cluster-autoscaler.yaml"
     result: dict[str, Any] = simulate(load_scenario(example)).to_json()
     end = result["ticks"][-1]["node_groups"]
     assert end["big"]["nodes"] == 1 and end["big"]["running_pods"] == 1  # scale-up from zero

@@ -610,7 +610,7 @@ def test_escalator_scale_node_group_multiple_runs_first_tick(
     """TestScaleNodeGroup_MultipleRuns: the first tick's delta, the scale-from-zero delta with
     and without a cached node capacity (2000m / 8000 bytes), and the taints it plans. (The later
     ticks drive upstream's mock clock against real-time taint values; our multi-tick behaviour
-    is covered by tests/test_simulation.py.)"""
+    is covered by tests/e2e/test_simulation.py.)"""
     group = _default_group(**{**MULTIPLE_RUNS_GROUP, **overrides})
     state = GroupState(node_capacity=Resources(2000, 8000)) if cached else GroupState()
     plan = scale_node_group(group, build_nodes(nodes, cpu=2000, mem=8000),

@@ -9,12 +9,13 @@ from pathlib import Path
 from typing import Any
 
 import orjson
+import pytest
 import yaml
 
 from fakes.snapshots import SyntheticGroup, asg_description, synthetic_items, write_list
 from tests.builders import group_dict
 
-EXAMPLES = Path(__file__).parent.parent / "deployments" / "examples"
+EXAMPLES = Path(__file__).resolve().parents[2] / "deployments" / "examples"
 
 
 def elevator(*args: str | Path) -> subprocess.CompletedProcess[str]:
@@ -131,3 +132,35 @@ def test_plan_bad_inputs_exit_2_without_traceback(tmp_path: Path) -> None:
     result = elevator("plan", "--nodegroups", config, "--asg", asgs, "--output", "json")
     (plan,) = json.loads(result.stdout)["node_groups"]
     assert plan["error"] == 'could not find node group "batch-asg" on cloud provider'
+
+
+# --- optional dependencies: the `sim` extra -----------------------------------------------------
+
+WITHOUT_SIM = """
+import sys
+sys.modules["moto"] = None  # as if `pip install kube-elevator` without the sim extra
+sys.modules["matplotlib"] = None
+from flows.cli import main
+sys.argv = ["elevator", *sys.argv[1:]]
+main()
+"""
+
+
+@pytest.mark.parametrize("command", [
+    ["simulate", str(EXAMPLES / "scenario.yaml")],
+    ["fake-cluster"],
+])
+def test_without_the_sim_extra_a_simulation_says_what_to_install(command: list[str]) -> None:
+    result = subprocess.run([sys.executable, "-c", WITHOUT_SIM, *command],
+                            capture_output=True, text=True, timeout=120)
+    assert result.returncode == 2
+    assert "pip install 'kube-elevator[sim]'" in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_without_the_sim_extra_the_autoscaler_commands_work() -> None:
+    result = subprocess.run([sys.executable, "-c", WITHOUT_SIM, "validate",
+                             str(EXAMPLES / "nodegroups.yaml")],
+                            capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert "2 node groups, valid" in result.stdout

@@ -318,7 +318,7 @@ def test_tick_killed_between_claim_and_cloud_is_completed_by_the_next(
     script.write_text(
         "import sys\n"
         "from flows.autoscale import live_tick\n"
-        "from tests.test_fault_ticks import run_retrying\n"
+        "from tests.e2e.test_fault_ticks import run_retrying\n"
         "from tasks.steps.node_groups import Adapters\n"
         "from tasks.adapters.cloud import AsgClient\n"
         "from tasks.escalator.config import load_node_groups\n"
@@ -331,7 +331,7 @@ def test_tick_killed_between_claim_and_cloud_is_completed_by_the_next(
         "                  session.client('ec2', endpoint_url=endpoint))\n"
         "live_tick(run_retrying, Adapters(KubeClient.from_config(kubeconfig), cloud),\n"
         "          load_node_groups(config).node_groups, float(now))\n")
-    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parent.parent),
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2]),
            "ELEVATOR_READ_TIMEOUT_SECONDS": "600"}
     process = subprocess.Popen([sys.executable, str(script), str(kubeconfig), str(group.config),
                                 proxy.url, str(T0)], env=env, stdout=subprocess.PIPE,

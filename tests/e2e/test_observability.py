@@ -18,7 +18,7 @@ from tasks.escalator.metrics import EscalatorMetrics
 from tasks.steps.node_groups import ActionsDone, GroupResult
 from tasks.steps.report import events_for
 from tests.builders import make_asg, make_group, make_node, make_pod
-from tests.test_autoscale_flow import T0, Cluster
+from tests.e2e.test_autoscale_flow import T0, Cluster
 
 
 def parse_exposition(text: str) -> dict[tuple[str, frozenset[tuple[str, str]]], float]:
@@ -141,7 +141,7 @@ def test_the_grafana_dashboard_queries_only_metrics_we_export() -> None:
 
     from tasks.escalator.metrics import COUNTERS, GAUGES, HISTOGRAMS
 
-    dashboard = json.loads((Path(__file__).parent.parent / "deployments" / "grafana"
+    dashboard = json.loads((Path(__file__).resolve().parents[2] / "deployments" / "grafana"
                             / "kube-elevator-dashboard.json").read_text())
     exported = {f"escalator_{name}" for name in (*GAUGES, *COUNTERS, *HISTOGRAMS)}
     queried = set()

@@ -15,7 +15,7 @@ from tasks.core.lease_state import (
     state_to_annotations,
 )
 from tests.builders import make_asg, make_node, make_pod
-from tests.test_decide import NOW, tick
+from tests.unit.test_decide import NOW, tick
 
 
 def _full_group() -> tuple[list, list]:

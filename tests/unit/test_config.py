@@ -169,7 +169,7 @@ def test_unknown_keys_are_warnings_not_dropped_silently() -> None:
     loaded = parse_node_groups(
         {"node_groups": [group_dict(scale_up_cool_down_timeout="10m", aws={"colour": "red"})],
          "karpenter": {}}, "f.yaml")
-    # `cluster_autoscaler` is a known section now (tests/test_config_cluster_autoscaler.py).
+    # `cluster_autoscaler` is a known section now (tests/unit/test_config_cluster_autoscaler.py).
     assert loaded.warnings == (
         "f.yaml: karpenter: unknown top-level key, ignored",
         "f.yaml: node_groups[0] (batch).scale_up_cool_down_timeout: unknown key, ignored "

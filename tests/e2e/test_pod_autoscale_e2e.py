@@ -30,7 +30,7 @@ from tasks.adapters.prometheus import PrometheusMetrics
 from tasks.core.step import run_plain
 from tasks.core.timefmt import parse_time, rfc3339
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 T0 = 1_795_262_400.0  # the autoscalers' clock: 2026-11-21T12:00:00Z
 GiB = 2**30
 STARTED = "2026-11-21T10:00:00Z"  # pods started (and became ready) long before T0

@@ -539,7 +539,7 @@ def test_command_defaults_match_the_services() -> None:
 
 
 def test_shipped_scheduler_configuration_calls_our_routes() -> None:
-    path = Path(__file__).parent.parent / "deployments/kubernetes/scheduler-extender.yaml"
+    path = Path(__file__).resolve().parents[2] / "deployments/kubernetes/scheduler-extender.yaml"
     configuration = yaml.safe_load(path.read_text())
     assert configuration["kind"] == "KubeSchedulerConfiguration"
     (extender,) = configuration["extenders"]

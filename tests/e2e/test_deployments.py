@@ -133,8 +133,7 @@ def test_the_worker_runs_as_the_rbac_service_account() -> None:
     deployment_doc = manifests()["Deployment"]
     pod = deployment_doc["spec"]["template"]["spec"]
     assert (deployment_doc["metadata"]["namespace"], pod["serviceAccountName"]) == SERVICE_ACCOUNT
-    if not RBAC_YAML.exists():
-        pytest.skip("deployments/kubernetes/rbac.yaml is not written yet")
+    assert RBAC_YAML.is_file(), "the worker's RBAC (deployments/kubernetes/rbac.yaml) is gone"
     accounts = {(doc["metadata"]["namespace"], doc["metadata"]["name"])
                 for doc in yaml.safe_load_all(RBAC_YAML.read_text())
                 if doc and doc["kind"] == "ServiceAccount"}

@@ -26,11 +26,11 @@ POD_RBAC = recording.ROOT / "deployments" / "kubernetes" / "pod-autoscaler-rbac.
 IAM_POLICY = recording.ROOT / "deployments" / "aws" / "iam-policy.json"
 # The end-to-end tests whose requests use every node-autoscaler grant between them.
 NODE_AUTOSCALER_WORKLOAD = (
-    "tests/test_cluster_autoscaler_live.py",  # priorities ConfigMap, evictions, budgets, leases
-    "tests/test_ca_scale_down_e2e.py",  # taints (get, patch), deletes, scale-from-zero templates
-    "tests/test_fault_ticks.py::test_scale_down_under_a_fault_then_a_clean_tick"
+    "tests/e2e/test_cluster_autoscaler_live.py",  # priorities ConfigMap, evictions, budgets, leases
+    "tests/e2e/test_ca_scale_down_e2e.py",  # taints (get, patch), deletes, scale-from-zero templates
+    "tests/e2e/test_fault_ticks.py::test_scale_down_under_a_fault_then_a_clean_tick"
     "[terminate-answer-lost]",  # the retry that checks EC2 for an instance already gone
-    "tests/test_serve_watch.py::test_the_watch_resumes_from_the_last_resource_version",  # watch
+    "tests/e2e/test_serve_watch.py::test_the_watch_resumes_from_the_last_resource_version",  # watch
 )
 
 

@@ -21,7 +21,7 @@ import pytest
 from benchmarks.event_latency import ROOT, BurstCluster, Child, PrefectServer, wait_until
 from fakes.aws import FakeAws
 from fakes.kube_api.server import FakeKubeApi
-from tests.test_deployments import api, deployed, worker  # noqa: F401  (module fixtures)
+from tests.e2e.test_deployments import api, deployed, worker  # noqa: F401  (module fixtures)
 
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
