@@ -39,11 +39,11 @@ from fakes.kube_api.server import FakeKubeApi
 
 ROOT = Path(__file__).resolve().parent.parent
 MiB = 2**20
-# `elevator <command>` for the commands flows/serve.py and flows/watch.py register, whether or
-# not flows/cli.py has wired them in yet.
+# `elevator <command>` for the commands flows/cli/serve.py and flows/cli/watch.py register, whether or
+# not the CLI has wired them in yet.
 LAUNCHER = (
     "import sys, typer\n"
-    "from flows import serve, watch\n"
+    "from flows.cli import serve, watch\n"
     "app = typer.Typer(add_completion=False)\n"
     "serve.register(app)\n"
     "watch.register(app)\n"

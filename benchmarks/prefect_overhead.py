@@ -3,7 +3,7 @@ same steps called without Prefect.
 
 Two setups, each in its own process: Prefect's default (an ephemeral SQLite server, Prefect's
 own engine) and ours (a Postgres-backed server, as a real deployment runs, and the heartbeat fix
-in flows/engine_fix.py). Every task run must reach the server: the figure is only valid if the
+in flows/prefect_compat.py). Every task run must reach the server: the figure is only valid if the
 API lists all of them.
 """
 

@@ -1,4 +1,4 @@
-"""Simulated node load, served by the real load watcher (tasks/load_watcher.py).
+"""Simulated node load, served by the real load watcher (tasks/load_aware/watcher.py).
 
 A pod uses a deterministic fraction of what it requests (its "usage factor", drawn per pod from
 the scenario's seed around the scenario's mean), so requests and real load differ as they do in

@@ -2,7 +2,7 @@
 
 `MemoryWorld` holds pods, nodes, Leases, PodDisruptionBudgets, ConfigMaps and ASGs (with their
 instances); `MemoryKube` and `MemoryCloud` implement the tick's adapter protocols
-(`tasks.ports`) on it, so `flows.tick.tick(run_plain, LiveSource(adapters), adapters, ...)`
+(`tasks.adapters.ports`) on it, so `flows.tick.tick(run_plain, LiveSource(adapters), adapters, ...)`
 runs the same steps as over HTTP, with no server, no JSON and no moto in between.
 
 The semantics are those of the HTTP path, call for call (tests/test_fast_simulation.py checks

@@ -13,7 +13,7 @@ from datetime import UTC, datetime
 
 from prefect import flow, get_run_logger
 
-from flows import prefect_compat as engine_fix
+from flows import prefect_compat
 from flows.tick import tick
 from tasks.cluster_autoscaler.config import ClusterAutoscalerConfig
 from tasks.core.lease_state import DEFAULT_LEASE_NAMESPACE
@@ -23,7 +23,7 @@ from tasks.steps.node_groups import Adapters, GroupResult
 from tasks.steps.report import publish_tick
 from tasks.steps.source import LiveSource
 
-engine_fix.install()  # Prefect 3.8.8's heartbeat join costs each flow run up to 1 s
+prefect_compat.install()  # Prefect 3.8.8's heartbeat join costs each flow run up to 1 s
 
 
 def live_tick(

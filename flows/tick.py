@@ -63,7 +63,7 @@ def tick_group(
 
     `removal` (with `cluster_autoscaler.enabled`) applies CA's removal rules: only nodes whose
     pods can all move are tainted, and with `drain` occupied nodes are drained through the
-    Eviction API instead of terminated (`tasks.drain`).
+    Eviction API instead of terminated (`tasks.cluster_autoscaler.drain`).
     """
     if removal is None:
         return _tick_group(run, source, actuator, group, pods, nodes, asg, now,

@@ -14,8 +14,8 @@ from typing import Any
 import yaml
 
 ROOT = Path(__file__).parent.parent
-POD_AUTOSCALER_MODULES = ("pod_autoscale.py", "pod_cycle.py", "pods_cli.py", "watermark.py",
-                          "memory_usage.py")
+POD_AUTOSCALER_MODULES = ("flows/pod_autoscale.py", "flows/pod_cycle.py", "flows/cli/pods.py")
+POD_AUTOSCALER_FOLDERS = ("/tasks/pod_autoscalers/",)
 
 
 @dataclass(frozen=True)
@@ -46,7 +46,8 @@ def _caller(*adapter_files: str) -> str | None:
         filename = frame.f_code.co_filename
         if filename.endswith(adapter_files):
             seen_adapter = True
-        if filename.endswith(POD_AUTOSCALER_MODULES):
+        if filename.endswith(POD_AUTOSCALER_MODULES) or any(
+                folder in filename for folder in POD_AUTOSCALER_FOLDERS):
             component = "pod-autoscaler"
         frame = frame.f_back  # type: ignore[assignment]
     return component if seen_adapter else None
@@ -83,14 +84,14 @@ def install() -> Callable[[], None]:
 
     def call_api(self: Any, method: str, url: str, *args: Any, **kwargs: Any) -> Any:
         # The adapter, and `elevator watch`'s pod watch (a stream the adapter does not wrap).
-        component = _caller("tasks/kube.py", "flows/watch.py")
+        component = _caller("tasks/adapters/kube.py", "tasks/adapters/kube_watch.py", "flows/cli/watch.py")
         if component is not None:
             verb, group, resource, name = parse_kube_request(method, url)
             KUBE_REQUESTS.append(KubeRequest(component, verb, group, resource, name))
         return original_call_api(self, method, url, *args, **kwargs)
 
     def make_api_call(self: Any, operation_name: str, api_params: Any) -> Any:
-        component = _caller("tasks/cloud.py")
+        component = _caller("tasks/adapters/cloud.py")
         if component is not None:
             prefix = self.meta.service_model.signing_name
             AWS_REQUESTS.append(AwsRequest(component, f"{prefix}:{operation_name}"))

@@ -11,6 +11,7 @@ from typing import Any
 from fakes.kube_api.errors import Invalid
 from fakes.kube_api.objects import _metadata
 from fakes.kube_api.resources import Obj, ObjList, ResourceType
+from tasks.core.selectors import selector_from_api
 
 log = logging.getLogger(__name__)
 
@@ -87,27 +88,8 @@ def _selector_matches(selector: Any, labels: Mapping[str, str]) -> bool:
 
     A missing selector selects nothing and `{}` selects everything (policy/v1 rules).
     """
-    if not isinstance(selector, dict):
-        return False
-    for key, value in (selector.get("matchLabels") or {}).items():
-        if labels.get(key) != value:
-            return False
-    for expr in selector.get("matchExpressions") or []:
-        key, op = expr.get("key"), expr.get("operator")
-        values = expr.get("values") or []
-        if op == "In":
-            ok = key in labels and labels[key] in values
-        elif op == "NotIn":
-            ok = key not in labels or labels[key] not in values
-        elif op == "Exists":
-            ok = key in labels
-        elif op == "DoesNotExist":
-            ok = key not in labels
-        else:
-            ok = False
-        if not ok:
-            return False
-    return True
+    parsed = selector_from_api(selector)
+    return parsed is not None and parsed.matches(labels)
 
 
 def _selector_empty(selector: Any) -> bool:

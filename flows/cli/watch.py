@@ -3,8 +3,8 @@
 Escalator only polls. This command keeps a real watch on unscheduled pending pods (list, then
 watch from the list's resourceVersion; on a dropped connection it resumes from the last
 resourceVersion seen, on 410 Gone it lists again), maps each pod to its node groups, and emits
-`elevator.node-group.pods-pending` (tasks/watch.py decides when); the `autoscale` deployment's
-trigger turns that event into a run. It stops cleanly (exit 0) on SIGTERM or SIGINT.
+`elevator.node-group.pods-pending` (`tasks.escalator.pending_bursts` decides when); the
+`autoscale` deployment's trigger turns that event into a run. It stops cleanly (exit 0) on SIGTERM or SIGINT.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import queue
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any
@@ -23,11 +23,11 @@ from typing import Annotated, Any
 import msgspec
 import typer
 
-from tasks.core.api_objects import LIST_DECODER, OBJECT_DECODER
+from tasks.adapters.kube_watch import PAGE_SIZE, RETRY_SECONDS, WATCH_TIMEOUT_SECONDS, ListWatch
+from tasks.core.api_objects import OBJECT_DECODER
 from tasks.core.duration import positive_duration_option
 from tasks.core.errors import InputError
 from tasks.core.records import PodRecord, pod_record
-from tasks.core.timeouts import timeouts
 from tasks.escalator.pending_bursts import (
     DEFAULT_DEBOUNCE_SECONDS,
     DEFAULT_SETTLE_SECONDS,
@@ -40,24 +40,7 @@ from tasks.escalator.pending_bursts import (
 
 log = logging.getLogger(__name__)
 
-WATCH_TIMEOUT_SECONDS = 300  # the server ends a watch after this; we resume from where it was
-PAGE_SIZE = 500
-RETRY_SECONDS = 1.0
 IDLE_SECONDS = 0.5  # how often the loop looks at the stop flag when nothing happens
-
-
-class _WatchLine(msgspec.Struct, gc=False):
-    type: str
-    object: msgspec.Raw = msgspec.Raw()
-
-
-class _Status(msgspec.Struct, gc=False):
-    code: int = 0
-    message: str = ""
-
-
-_LINE_DECODER = msgspec.json.Decoder(_WatchLine)
-_STATUS_DECODER = msgspec.json.Decoder(_Status)
 
 
 @dataclass(frozen=True)
@@ -75,139 +58,54 @@ class Relisted:
     pods: list[PodRecord]
 
 
-class Expired(Exception):
-    """410 Gone: the resourceVersion is older than the server's history; list again."""
-
-
-def _lines(response: Any) -> Iterator[bytes]:
-    """Lines of a chunked watch response, as bytes (no per-line copy of the buffer)."""
-    pending = b""
-    for chunk in response.stream(amt=None, decode_content=False):
-        *complete, pending = (pending + chunk).split(b"\n")
-        for line in complete:
-            if line:
-                yield line
-
-
 class PodWatch:
     """List-then-watch of unscheduled pending pods in all namespaces, in a daemon thread.
 
-    `items` receives a `Relisted` after each list and a `Changed` per event.
+    `items` receives a `Relisted` after each list and a `Changed` per event; the loop itself is
+    the Kubernetes adapter's one (`tasks.adapters.kube_watch.ListWatch`).
     """
 
     def __init__(self, api_client: Any, timeout_seconds: int = WATCH_TIMEOUT_SECONDS,
                  page_size: int = PAGE_SIZE, retry_seconds: float = RETRY_SECONDS) -> None:
         from kubernetes import client
 
-        self.core = client.CoreV1Api(api_client)
-        self.timeout_seconds = timeout_seconds
-        self.page_size = page_size
-        self.retry_seconds = retry_seconds
         self.items: queue.Queue[Changed | Relisted] = queue.Queue()
-        self.resource_version: str | None = None  # None: list before watching
-        self._stop = threading.Event()
-        self._response: Any = None
-        self._thread: threading.Thread | None = None
+        self.loop = ListWatch(
+            client.CoreV1Api(api_client).list_pod_for_all_namespaces, "pods", self._relisted,
+            self._changed, timeout_seconds=timeout_seconds, page_size=page_size,
+            retry_seconds=retry_seconds, field_selector=UNSCHEDULED_PODS)
+
+    @property
+    def resource_version(self) -> str | None:
+        return self.loop.resource_version
+
+    @resource_version.setter
+    def resource_version(self, version: str | None) -> None:
+        self.loop.resource_version = version
 
     def start(self) -> PodWatch:
-        self._thread = threading.Thread(target=self.run, name="pod-watch", daemon=True)
-        self._thread.start()
+        self.loop.start()
         return self
 
     def stop(self) -> None:
-        self._stop.set()
-        response = self._response
-        if response is not None:
-            with contextlib.suppress(Exception):  # unblocks the thread's read at once
-                response.shutdown() if hasattr(response, "shutdown") else response.close()
-        if self._thread is not None:
-            self._thread.join(timeout=5)
+        self.loop.stop()
 
-    def run(self) -> None:
-        """List when there is no resourceVersion, else watch from it; until stopped."""
-        from kubernetes.client.exceptions import ApiException
+    def _relisted(self, items: list[msgspec.Raw], version: str) -> None:
+        self.items.put(Relisted([pod for item in items if (pod := _pod(item, "LIST"))]))
 
-        while not self._stop.is_set():
-            try:
-                if self.resource_version is None:
-                    self.list()
-                self.watch()
-            except Expired as expired:
-                log.info("watch expired (%s): listing again", expired)
-                self.resource_version = None
-            except ApiException as error:
-                if error.status == 410:
-                    self.resource_version = None
-                    continue
-                self._retry_later(error)
-            except Exception as error:  # connection reset, timeout, server restart ...
-                self._retry_later(error)
-
-    def _retry_later(self, error: Exception) -> None:
-        if not self._stop.is_set():
-            log.warning("pod watch failed: %s; resuming from resourceVersion %s",
-                        error, self.resource_version)
-            self._stop.wait(self.retry_seconds)
-
-    def list(self) -> None:
-        """Every unscheduled pending pod, page by page; remembers the list's resourceVersion."""
-        pods: list[PodRecord] = []
-        token: str | None = None
-        version = ""
-        while True:
-            response: Any = self.core.list_pod_for_all_namespaces(
-                field_selector=UNSCHEDULED_PODS, limit=self.page_size, _continue=token,
-                _preload_content=False,  # raw bytes, decoded into slim records below
-                _request_timeout=timeouts().pair)
-            page = LIST_DECODER.decode(response.data)
-            pods.extend(pod_record(item) for item in page.items)
-            version = version or page.metadata.resourceVersion or ""
-            token = page.metadata.continue_
-            if not token:
-                break
-        self.items.put(Relisted(pods))
-        self.resource_version = version
-
-    def watch(self) -> None:
-        """One watch request, from `resource_version`, until the server ends it."""
-        response: Any = self.core.list_pod_for_all_namespaces(
-            watch=True, field_selector=UNSCHEDULED_PODS, resource_version=self.resource_version,
-            allow_watch_bookmarks=True, timeout_seconds=self.timeout_seconds,
-            _preload_content=False, _request_timeout=self._watch_timeout())
-        self._response = response
-        try:
-            if self._stop.is_set():  # stopped while connecting: stop() saw no response
-                return
-            for line in _lines(response):
-                if self._stop.is_set():
-                    return
-                self._handle(_LINE_DECODER.decode(line))
-        finally:
-            self._response = None
-            response.release_conn()
-
-    def _watch_timeout(self) -> tuple[float, float]:
-        """(connect, read) of a watch: the server ends it after `timeout_seconds` (a quiet watch
-        may send nothing until then), so a read waits that long plus the read timeout."""
-        limits = timeouts()
-        return (limits.connect_seconds, self.timeout_seconds + limits.read_seconds)
-
-    def _handle(self, line: _WatchLine) -> None:
-        if line.type == "ERROR":
-            status = _STATUS_DECODER.decode(line.object)
-            if status.code == 410:
-                raise Expired(status.message)
-            raise RuntimeError(f"watch error {status.code}: {status.message}")
-        try:
-            raw = OBJECT_DECODER.decode(line.object)
-            pod = pod_record(raw) if line.type != "BOOKMARK" else None
-        except (msgspec.DecodeError, ValueError) as error:
-            # Skipped, not retried: resuming would only read the same object again.
-            log.warning("skipping a %s event the watch cannot read: %s", line.type, error)
-            return
-        self.resource_version = raw.metadata.resourceVersion or self.resource_version
+    def _changed(self, event_type: str, item: msgspec.Raw) -> None:
+        pod = _pod(item, event_type)
         if pod is not None:
-            self.items.put(Changed(line.type, pod))
+            self.items.put(Changed(event_type, pod))
+
+
+def _pod(item: msgspec.Raw, event_type: str) -> PodRecord | None:
+    try:
+        return pod_record(OBJECT_DECODER.decode(item))
+    except (msgspec.DecodeError, ValueError) as error:
+        # Skipped, not retried: resuming would only read the same object again.
+        log.warning("skipping a %s pod the watch cannot read: %s", event_type, error)
+        return None
 
 
 def feed(events: PendingPodsEvents, item: Changed | Relisted, now: float) -> None:

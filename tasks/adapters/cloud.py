@@ -29,12 +29,12 @@ if TYPE_CHECKING:
     from tasks.core.records import AsgTemplateSource
 
 # Prefect task retries are our one retry layer: they are visible in the UI, bounded by the
-# task's policy (tasks/retry.py), and re-run the whole method, which re-reads the ASG before
+# task's policy (tasks/core/retry.py), and re-run the whole method, which re-reads the ASG before
 # writing. botocore retrying underneath would multiply the attempts (ours x its) and hide
 # throttling from the run history, so it sends exactly one request per call:
 # `total_max_attempts` counts the first request (1 = one request, no retry), whereas the
 # older `max_attempts` counts retries only (1 = one retry, two requests). Every request has a
-# connect and a read timeout (tasks/timeouts.py), so a hung endpoint fails the attempt
+# connect and a read timeout (tasks/core/timeouts.py), so a hung endpoint fails the attempt
 # instead of stalling the tick.
 
 

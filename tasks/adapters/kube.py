@@ -4,7 +4,7 @@ Lists are paged (`limit`/`continue`) and read as raw bytes (`_preload_content=Fa
 into slim records: the client's typed models cost ~30 s and 3 GB for 100,000 pods. Writes are
 "ensure" operations carrying `resourceVersion`, so a retry or a concurrent writer is detected
 (409) instead of silently overwriting. Every call has a connect and a read timeout
-(`tasks.timeouts`), and none is retried underneath the step's Prefect retries.
+(`tasks.core.timeouts`), and none is retried underneath the step's Prefect retries.
 """
 
 from __future__ import annotations
@@ -94,7 +94,7 @@ class KubeClient:
                 from None
         # urllib3 retries a dropped GET, PUT or DELETE up to 3 times on its own by default:
         # a PUT whose answer was lost would be sent again unseen. The step's Prefect retries
-        # (tasks/retry.py) are the one retry layer; they re-read before writing again.
+        # (tasks/core/retry.py) are the one retry layer; they re-read before writing again.
         configuration.retries = False
         return cls(TimedApiClient(configuration, timeouts()))
 

@@ -108,7 +108,7 @@ class PrometheusMetrics:
 
     def __init__(self, url: str, rate_window: str = DEFAULT_RATE_WINDOW,
                  timeout: float | None = None, retries: int = 1) -> None:
-        """`timeout` bounds connect and each read alike; None: `tasks.timeouts`' pair."""
+        """`timeout` bounds connect and each read alike; None: `tasks.core.timeouts`' pair."""
         from prometheus_api_client import PrometheusConnect
         from urllib3.util.retry import Retry
 

@@ -50,7 +50,8 @@ DRY_MODE_TAINTED = "elevator.io/dry-mode-tainted-nodes"
 NODE_CAPACITY = "elevator.io/node-capacity"
 LAST_TICK = "elevator.io/last-tick"
 UNNEEDED_SINCE = "elevator.io/unneeded-since"
-# ProvisioningState's annotations (tasks/expanders.py), kept verbatim in GroupState.provisioning.
+# ProvisioningState's annotations (tasks/cluster_autoscaler/backoff.py), kept verbatim in
+# GroupState.provisioning.
 PROVISIONING_KEYS = frozenset({
     "elevator.io/backoff-seconds", "elevator.io/backoff-until",
     "elevator.io/last-failed-scale-up", "elevator.io/unregistered-instances",

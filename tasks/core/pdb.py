@@ -7,25 +7,11 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from typing import Any
 
-from tasks.core.api_objects import MatchExpression
 from tasks.core.records import PodRecord
-from tasks.core.scheduling import expression_matches
-
-
-@dataclass(frozen=True)
-class LabelSelector:
-    """A `metav1.LabelSelector`: matchLabels AND matchExpressions; empty selects everything."""
-
-    match_labels: Mapping[str, str] = field(default_factory=dict)
-    match_expressions: tuple[MatchExpression, ...] = ()
-
-    def matches(self, labels: Mapping[str, str]) -> bool:
-        return (all(labels.get(key) == value for key, value in self.match_labels.items())
-                and all(expression_matches(labels, e.key, e.operator, e.values)
-                        for e in self.match_expressions))
+from tasks.core.selectors import Expression, LabelSelector, label_selector
 
 
 @dataclass(frozen=True)
@@ -55,13 +41,13 @@ def _selector(raw: Any, where: str) -> LabelSelector | None:
     expressions = raw.get("matchExpressions") or []
     if not isinstance(labels, dict) or not isinstance(expressions, list):
         raise ValueError(f"{where}: spec.selector has a malformed matchLabels or matchExpressions")
-    parsed = []
+    parsed: list[Expression] = []
     for expression in expressions:
         if not isinstance(expression, dict) or "key" not in expression:
             raise ValueError(f"{where}: spec.selector.matchExpressions entries need a key")
-        parsed.append(MatchExpression(str(expression["key"]), str(expression.get("operator", "")),
-                                      tuple(str(v) for v in expression.get("values") or ())))
-    return LabelSelector({str(k): str(v) for k, v in labels.items()}, tuple(parsed))
+        parsed.append((str(expression["key"]), str(expression.get("operator", "")),
+                       tuple(str(v) for v in expression.get("values") or ())))
+    return label_selector({str(k): str(v) for k, v in labels.items()}, parsed)
 
 
 def pdb_from_api(obj: Mapping[str, Any]) -> PodDisruptionBudget:

@@ -14,6 +14,7 @@ from typing import Protocol
 
 from tasks.core.api_objects import ExtendedResources, Taint, Toleration
 from tasks.core.records import PodRecord
+from tasks.core.selectors import api_requirement
 
 
 class SchedulableNode(Protocol):
@@ -41,22 +42,7 @@ def tolerates(tolerations: Sequence[Toleration], taint: Taint) -> bool:
 def expression_matches(labels: Mapping[str, str], key: str, operator: str,
                        values: Sequence[str]) -> bool:
     """One `matchExpressions` requirement (node affinity and label selectors share these)."""
-    present = key in labels
-    if operator == "In":
-        return present and labels[key] in values
-    if operator == "NotIn":
-        return not present or labels[key] not in values
-    if operator == "Exists":
-        return present
-    if operator == "DoesNotExist":
-        return not present
-    if operator in ("Gt", "Lt") and present and values:
-        try:
-            node_value, bound = int(labels[key]), int(values[0])
-        except ValueError:
-            return False
-        return node_value > bound if operator == "Gt" else node_value < bound
-    return False
+    return api_requirement(key, operator, values).matches(labels)
 
 
 def fits_constraints(pod: PodRecord, node: SchedulableNode) -> bool:

@@ -9,7 +9,7 @@ it, and `elevator pods plan` picks a scale target's pods from files with it.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Collection, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -102,13 +102,12 @@ class LabelRequirement:
             return value is not None and value in self.values
         if op in ("!=", "notin"):
             return value is None or value not in self.values
-        if value is None:
-            return False
+        if value is None or op not in ("gt", "lt") or not self.values:
+            return False  # "never": an operator the API does not know selects nothing
         try:
-            have = int(value)
+            have, want = int(value), int(self.values[0])
         except ValueError:
             return False
-        want = int(self.values[0])
         return have > want if op == "gt" else have < want
 
 
@@ -129,6 +128,39 @@ class LabelSelector:
             return True
         have: Mapping[str, str] = labels or {}
         return all(req.matches(have) for req in self.requirements)
+
+
+# A `matchExpressions` operator (metav1.LabelSelector, and node affinity's Gt and Lt) as the
+# parsed selector's; any other operator becomes "never" and selects nothing.
+_API_OPERATORS = {"In": "in", "NotIn": "notin", "Exists": "exists", "DoesNotExist": "!",
+                  "Gt": "gt", "Lt": "lt"}
+Expression = tuple[str, str, Sequence[str] | None]  # (key, operator, values)
+
+
+def api_requirement(key: str, operator: str, values: Sequence[str] | None) -> LabelRequirement:
+    """One `matchExpressions` entry: label selectors and node affinity share them."""
+    return LabelRequirement(key, _API_OPERATORS.get(operator, "never"), tuple(values or ()))
+
+
+def label_selector(match_labels: Mapping[str, str] | None,
+                   match_expressions: Iterable[Expression] = ()) -> LabelSelector:
+    """A `metav1.LabelSelector` from its parts: every matchLabels pair and matchExpression must
+    hold; an empty selector selects everything. The one matcher the pod disruption budgets, the
+    WPA's metric selectors, node affinity and the fake API server share."""
+    requirements = [LabelRequirement(key, "=", (value,))
+                    for key, value in sorted((match_labels or {}).items())]
+    requirements += [api_requirement(key, operator, values)
+                     for key, operator, values in match_expressions]
+    return LabelSelector(tuple(requirements))
+
+
+def selector_from_api(obj: Any) -> LabelSelector | None:
+    """A selector object as the API serves it; None when absent (or not an object)."""
+    if not isinstance(obj, Mapping):
+        return None
+    return label_selector(obj.get("matchLabels"), [
+        (str(e.get("key", "")), str(e.get("operator", "")), e.get("values"))
+        for e in obj.get("matchExpressions") or () if isinstance(e, Mapping)])
 
 
 def parse_label_selector(text: str) -> LabelSelector:

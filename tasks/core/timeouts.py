@@ -1,12 +1,13 @@
 """Connect and read timeouts of every call the autoscalers make, in one place.
 
 A server that accepts the connection and never answers must fail the call, not stall the tick
-(issue 14): Kubernetes (`tasks.kube`), AWS (`tasks.cloud`), Prometheus (`tasks.prometheus`) and
-the load watcher (`tasks.load_watcher`, `tasks.node_selection`) all take theirs from here. The
+(issue 14): Kubernetes (`tasks.adapters.kube`), AWS (`tasks.adapters.cloud`), Prometheus
+(`tasks.adapters.prometheus`) and the load watcher (`tasks.load_aware.watcher`,
+`tasks.steps.load_watcher`) all take theirs from here. The
 read timeout bounds each wait for bytes of the answer, not the whole call: a paged list of
 150,000 pods is 300 requests of 500 pods, each well inside it. A watch ends on the server's
 `timeoutSeconds` and reads with that plus the read timeout. A timed-out call is retried by the
-step's Prefect retries (`tasks.retry`), the one retry layer.
+step's Prefect retries (`tasks.core.retry`), the one retry layer.
 
 `ELEVATOR_CONNECT_TIMEOUT_SECONDS` and `ELEVATOR_READ_TIMEOUT_SECONDS` override the defaults.
 """

@@ -3,7 +3,7 @@
 This is Escalator's `scale_node_group` (spec/escalator.md §5, steps 1 to 23, and §6, §7, §9) as a
 pure function of records, config, the ASG, the group's stored state and `now`. Actions that
 Escalator performs one by one are planned here in the same order, with the same guards, so that
-executing the plan (tasks/act.py) does what Escalator would have done.
+executing the plan (tasks/steps/node_groups.py) does what Escalator would have done.
 """
 
 from __future__ import annotations
@@ -259,7 +259,7 @@ class _Tick:
         self.cloud_increase = to_add
         self.asg_desired += to_add
         # The claim records the increase (not in dry mode, where the ASG never changes), so a
-        # later tick can tell a lock whose request never reached the cloud (tasks/lock.py).
+        # later tick can tell a lock whose request never reached the cloud (tasks/core/lease_state.py).
         before, target = (0, 0) if self.dry_mode else (self.asg.desired_capacity,
                                                        self.asg_desired)
         self.state = replace(self.state, lock=self.state.lock.lock(to_add, self.now, before,

@@ -1,6 +1,6 @@
 """Which node groups have pods waiting, from a pod watch, and when to say so.
 
-Pure and clock-free: `elevator watch` (flows/watch.py) feeds it the watch's pods with their
+Pure and clock-free: `elevator watch` (flows/cli/watch.py) feeds it the watch's pods with their
 time, and emits the `PendingPods` events it hands back. A burst of 1,000 pods must cause one
 run of the `autoscale` deployment, not 1,000, and that run should see the whole burst: a tick
 that sees its first pods only would raise the ASG a little and then hold the scale lock for the

@@ -14,12 +14,14 @@ import contextlib
 import logging
 import threading
 import time
-from collections.abc import AsyncIterator, Callable, Iterator, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
+from functools import partial
 from typing import Any
 
 import httpx
+import msgspec
 import orjson
 from pydantic import BaseModel, ConfigDict, ValidationError
 from starlette.applications import Starlette
@@ -27,6 +29,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import Route
 
+from tasks.adapters.kube_watch import ListWatch
 from tasks.core.errors import InputError, join_location
 from tasks.core.quantity import cpu_milli, memory_bytes
 from tasks.load_aware.scoring import (
@@ -485,11 +488,12 @@ class SchedulerExtender:
 
 
 class KubeWatch:
-    """Feeds the extender from watches on pods and nodes, each in a daemon thread.
+    """Feeds the extender from watches on pods and nodes (the Kubernetes adapter's
+    list-then-watch loop, each in a daemon thread).
 
-    The first watch lists every pod as ADDED, so at start every existing pod counts as just
-    bound, as with the plugin's informer (§5). After a 410 the watch relists; pods already
-    known on the same node are not counted again (the informer would see an update).
+    The first list counts every pod as just bound, as with the plugin's informer (§5). After a
+    410 the watch relists; pods already known on the same node are not counted again (the
+    informer would see an update).
     """
 
     def __init__(self, extender: SchedulerExtender, api_client: Any,
@@ -497,72 +501,28 @@ class KubeWatch:
         from kubernetes import client
 
         self.extender = extender
-        self.core = client.CoreV1Api(api_client)
-        self.timeout_seconds = timeout_seconds
-        self._stop = threading.Event()
-        self._threads: list[threading.Thread] = []
-        self._responses: dict[str, Any] = {}
+        core = client.CoreV1Api(api_client)
+        self.loops = [
+            ListWatch(call, kind, partial(self._relisted, kind), partial(self._event, kind),
+                      timeout_seconds=timeout_seconds)
+            for kind, call in (("pods", core.list_pod_for_all_namespaces),
+                               ("nodes", core.list_node))]
 
     def start(self) -> KubeWatch:
-        for kind, call in (("pods", self.core.list_pod_for_all_namespaces),
-                           ("nodes", self.core.list_node)):
-            thread = threading.Thread(target=self._run, args=(kind, call),
-                                      name=f"extender-watch-{kind}", daemon=True)
-            thread.start()
-            self._threads.append(thread)
+        for loop in self.loops:
+            loop.start()
         return self
 
     def stop(self) -> None:
-        self._stop.set()
-        for response in list(self._responses.values()):
-            # Unblocks the thread's read at once (urllib3 ≥ 2.3), instead of at the watch's
-            # timeout.
-            with contextlib.suppress(Exception):
-                if hasattr(response, "shutdown"):
-                    response.shutdown()
-                else:
-                    response.close()
-        for thread in self._threads:
-            thread.join(timeout=5)
+        for loop in self.loops:
+            loop.stop()
 
-    def _events(self, kind: str, call: Callable[..., Any],
-                resource_version: str | None) -> Iterator[dict[str, Any]]:
-        from kubernetes.watch.watch import iter_resp_lines
+    def _relisted(self, kind: str, items: list[msgspec.Raw], version: str) -> None:
+        for item in items:
+            self._event(kind, "ADDED", item)
 
-        response = call(watch=True, _preload_content=False, allow_watch_bookmarks=True,
-                        timeout_seconds=self.timeout_seconds,
-                        resource_version=resource_version)
-        self._responses[kind] = response
-        try:
-            for line in iter_resp_lines(response):  # type: ignore[no-untyped-call]
-                if self._stop.is_set():
-                    return
-                if line:
-                    yield orjson.loads(line)
-        finally:
-            self._responses.pop(kind, None)
-            response.release_conn()
-
-    def _run(self, kind: str, call: Callable[..., Any]) -> None:
-        resource_version: str | None = None
-        while not self._stop.is_set():
-            try:
-                for event in self._events(kind, call, resource_version):
-                    obj = event.get("object") or {}
-                    if event.get("type") == "ERROR":
-                        if obj.get("code") == 410:  # expired: relist
-                            resource_version = None
-                            break
-                        raise RuntimeError(obj.get("message", "watch error"))
-                    resource_version = (obj.get("metadata") or {}).get("resourceVersion",
-                                                                       resource_version)
-                    if event.get("type") != "BOOKMARK":
-                        self._apply(kind, str(event.get("type")), obj)
-            except Exception as error:  # keep watching: the scores only lose precision
-                if self._stop.is_set():
-                    return
-                log.warning("watch on %s failed: %s; retrying", kind, error)
-                self._stop.wait(1.0)
+    def _event(self, kind: str, event_type: str, item: msgspec.Raw) -> None:
+        self._apply(kind, event_type, orjson.loads(item))
 
     def _apply(self, kind: str, event_type: str, obj: Mapping[str, Any]) -> None:
         try:

@@ -266,7 +266,7 @@ def test_botocore_attempts_semantics(fake_aws: FakeAws, proxy: AwsFaultProxy,
 def test_asg_client_sends_one_request_per_attempt(fake_aws: FakeAws, proxy: AwsFaultProxy,
                                                   monkeypatch: pytest.MonkeyPatch) -> None:
     """Issue 14 item 6: the step's Prefect retries are the one retry layer, so a throttled
-    SetDesiredCapacity reaches AWS once per attempt, as the comment in tasks/cloud.py says."""
+    SetDesiredCapacity reaches AWS once per attempt, as the comment in tasks/adapters/cloud.py says."""
     fake_aws.create_asg("faults-one-try", 1, 10, 2)
     monkeypatch.setenv("AWS_ENDPOINT_URL", proxy.url)
     cloud = AsgClient.from_environment()

@@ -18,8 +18,9 @@ from tasks.cluster_autoscaler.unneeded import (
 )
 from tasks.core.api_objects import Taint
 from tasks.core.lease_state import GroupState
-from tasks.core.pdb import LabelSelector, PodDisruptionBudget
+from tasks.core.pdb import PodDisruptionBudget
 from tasks.core.records import NodeRecord, PodRecord, Resources
+from tasks.core.selectors import label_selector
 from tasks.escalator.config import NodeGroupConfig
 from tasks.escalator.decide import ScalePlan, plan_group
 from tests.builders import MiB, make_asg, make_group, make_node, make_pod
@@ -176,7 +177,7 @@ def test_groups_escalator_changed_this_tick_and_blocked_nodes_are_left_alone() -
     disabled = [NODES[0], msgspec.structs.replace(NODES[1], scale_down_disabled=True), NODES[2]]
     unneeded, *_ = plan(disabled, PODS)
     assert "b" not in dict(unneeded)
-    guarded = PodDisruptionBudget("default", "light", LabelSelector({"app": "light"}), 0)
+    guarded = PodDisruptionBudget("default", "light", label_selector({"app": "light"}), 0)
     labelled = [PODS[0], msgspec.structs.replace(PODS[1], labels={"app": "light"}), PODS[2]]
     unneeded, *_ = plan(NODES, labelled, pdbs=[guarded])
     assert "b" not in dict(unneeded)

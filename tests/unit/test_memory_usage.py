@@ -1,4 +1,4 @@
-"""The memory autoscaler (tasks/memory_usage.py): utilization, the ±10 % band, window, limits."""
+"""The memory autoscaler (tasks/pod_autoscalers/memory.py): utilization, the ±10 % band, window, limits."""
 
 from __future__ import annotations
 

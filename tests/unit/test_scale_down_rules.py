@@ -18,8 +18,9 @@ from tasks.cluster_autoscaler.drainability import (
     pod_verdict,
 )
 from tasks.core.api_objects import OBJECT_DECODER, LocalVolume, MatchExpression, NodeSelectorTerm, Toleration
-from tasks.core.pdb import LabelSelector, PodDisruptionBudget, pdb_from_api, remaining_pdbs
+from tasks.core.pdb import PodDisruptionBudget, pdb_from_api, remaining_pdbs
 from tasks.core.records import NodeRecord, PodRecord, node_record, pod_record
+from tasks.core.selectors import label_selector
 
 MiB = 2**20
 GiB = 2**30
@@ -43,7 +44,7 @@ def node(name: str = "n1", **fields: Any) -> NodeRecord:
 
 def pdb(name: str = "web", namespace: str = "shop", allowed: int = 1,
         labels: dict[str, str] | None = None) -> PodDisruptionBudget:
-    return PodDisruptionBudget(namespace, name, LabelSelector(labels or {"app": "web"}), allowed)
+    return PodDisruptionBudget(namespace, name, label_selector(labels or {"app": "web"}), allowed)
 
 
 def reason(pod_record_: PodRecord, pdbs: list[PodDisruptionBudget] | None = None) -> str:
@@ -69,10 +70,10 @@ def test_kube_system_pod_without_pdb_blocks_and_with_one_moves() -> None:
     assert reason(dns) == "pod kube-system/coredns-1 is a kube-system pod without a " \
                           "PodDisruptionBudget"
     budget = PodDisruptionBudget("kube-system", "coredns",
-                                 LabelSelector({"k8s-app": "kube-dns"}), 1)
+                                 label_selector({"k8s-app": "kube-dns"}), 1)
     assert node_drainability(node(), [dns], [budget]).drainable
     # A PDB of another namespace does not count.
-    other = PodDisruptionBudget("shop", "coredns", LabelSelector({"k8s-app": "kube-dns"}), 1)
+    other = PodDisruptionBudget("shop", "coredns", label_selector({"k8s-app": "kube-dns"}), 1)
     assert not node_drainability(node(), [dns], [other]).drainable
     assert node_drainability(node(), [dns], [],
                              DrainOptions(skip_nodes_with_system_pods=False)).drainable
@@ -195,10 +196,10 @@ def test_remaining_pdbs_subtract_the_evicted_pods() -> None:
 
 def test_label_selectors() -> None:
     labels = {"app": "web", "tier": "front"}
-    assert LabelSelector().matches(labels)  # empty selects everything
-    assert LabelSelector({"app": "web"}, (MatchExpression("tier", "In", ("front", "back")),
-                                          MatchExpression("canary", "DoesNotExist"))).matches(labels)
-    assert not LabelSelector({"app": "web"}, (MatchExpression("tier", "NotIn", ("front",)),)
+    assert label_selector({}).matches(labels)  # empty selects everything
+    assert label_selector({"app": "web"}, [("tier", "In", ("front", "back")),
+                                           ("canary", "DoesNotExist", ())]).matches(labels)
+    assert not label_selector({"app": "web"}, [("tier", "NotIn", ("front",))]
                              ).matches(labels)
     assert not PodDisruptionBudget("shop", "none", None, 5).selects(pod())  # nil selects nothing
 
@@ -212,8 +213,8 @@ def test_pdb_from_the_api() -> None:
             "matchExpressions": [{"key": "tier", "operator": "Exists"}]}},
         "status": {"disruptionsAllowed": 0, "currentHealthy": 2, "desiredHealthy": 2},
     })
-    assert budget == PodDisruptionBudget("shop", "web", LabelSelector(
-        {"app": "web"}, (MatchExpression("tier", "Exists", ()),)), 0)
+    assert budget == PodDisruptionBudget("shop", "web", label_selector(
+        {"app": "web"}, [("tier", "Exists", ())]), 0)
     assert pdb_from_api({"metadata": {"name": "x", "namespace": "y"}, "spec": {}}).selector is None
     with pytest.raises(ValueError, match=r"PodDisruptionBudget y/x: status\.disruptionsAllowed"):
         pdb_from_api({"metadata": {"name": "x", "namespace": "y"},

@@ -1,4 +1,4 @@
-"""The WPA decision (tasks/watermark.py) against wpa.md §2-6 and upstream's test cases.
+"""The WPA decision (tasks/pod_autoscalers/wpa/) against wpa.md §2-6 and upstream's test cases.
 
 Upstream's replica-calculator cases (controllers/datadoghq/replica_calculator_test.go) are
 reproduced with the harness' defaults made explicit: pods `test-pod-<i>` owned by ReplicaSet

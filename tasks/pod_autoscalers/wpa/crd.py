@@ -13,6 +13,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from pydantic.alias_generators import to_camel
 
 from tasks.core.quantity import parse_quantity
+from tasks.core.selectors import label_selector
 from tasks.core.timefmt import parse_time, rfc3339
 
 GROUP = "datadoghq.com"
@@ -138,21 +139,8 @@ class LabelSelector(CrdModel):
         return found
 
     def matches(self, labels: Mapping[str, str]) -> bool:
-        for key, value in (self.match_labels or {}).items():
-            if labels.get(key) != value:
-                return False
-        for requirement in self.match_expressions or ():
-            present = requirement.key in labels
-            values = requirement.values or []
-            if requirement.operator == "In" and not (present and labels[requirement.key] in values):
-                return False
-            if requirement.operator == "NotIn" and present and labels[requirement.key] in values:
-                return False
-            if requirement.operator == "Exists" and not present:
-                return False
-            if requirement.operator == "DoesNotExist" and present:
-                return False
-        return True
+        return label_selector(self.match_labels, [
+            (r.key, r.operator, r.values) for r in self.match_expressions or ()]).matches(labels)
 
     def to_query(self) -> str:
         """The `labelSelector` query string the API server understands."""

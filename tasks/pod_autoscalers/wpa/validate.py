@@ -300,7 +300,7 @@ def parse_watermark(obj: Mapping[str, Any]) -> ParsedWatermark:
     return ParsedWatermark(namespace, name, obj, rules, ())
 
 
-# kube-elevator's own annotations: how an External metric becomes PromQL (tasks/prometheus.py).
+# kube-elevator's own annotations: how an External metric becomes PromQL (tasks/adapters/prometheus.py).
 AGGREGATION_ANNOTATION = "elevator.io/aggregation"
 QUERY_ANNOTATION = "elevator.io/query"
 AGGREGATIONS = ("sum", "avg", "max", "min")
