@@ -34,12 +34,12 @@ from fakes.kube_api.policy import (
     PDB_MULTIPLE,
     PDB_VIOLATION,
     _ignores_budgets,
-    _pod_healthy,
     _selector_empty,
     _selector_matches,
+    eviction_blocked_by,
     pdb_status,
 )
-from tasks.adapters.cloud import MIN_SIZE_REACHED, WOULD_BREACH_MIN_SIZE, instance_id_from_provider_id
+from tasks.adapters.cloud import instance_id_from_provider_id, termination_plan, unique_batch
 from tasks.core.api_objects import Taint
 from tasks.core.errors import CloudError, EvictionBlocked, InputError, LeaseConflict
 from tasks.core.lease_state import (
@@ -395,15 +395,9 @@ class MemoryKube:
         if len(budgets) > 1:
             raise _api_error(500, f"Internal error occurred: {PDB_MULTIPLE}")
         pdb = budgets[0]
-        spec = pdb.get("spec") or {}
-        status = pdb_status(pdb, self._namespace_pods(namespace))
-        current, desired = status["currentHealthy"], status["desiredHealthy"]
-        if not _pod_healthy(raw):
-            if spec.get("unhealthyPodEvictionPolicy") == "AlwaysAllow":
-                return
-            if current >= desired > 0:
-                return
-        if status["disruptionsAllowed"] == 0:
+        blocked = eviction_blocked_by(pdb, self._namespace_pods(namespace), raw)
+        if blocked is not None:
+            desired, current = blocked
             budget = (pdb.get("metadata") or {}).get("name")
             raise EvictionBlocked(f"{namespace}/{pod.name}", (
                 f"{PDB_VIOLATION}; The disruption budget {budget} needs {desired} healthy "
@@ -450,33 +444,18 @@ class MemoryCloud:
         """`AsgClient.terminate_instances`: retry-safe, MinSize refused for the whole batch."""
         if not nodes:
             return []
-        batch = list({node.provider_id or f"<{node.name}>": node for node in nodes}.values())
+        batch = unique_batch(nodes)
         with self.world.lock:
             group = self.group(group_name)
             members = {instance.provider_id: instance for instance in group.instances}
             gone = self._gone(node.provider_id for node in batch
                               if node.provider_id not in members)
-            pending = sum(1 for node in batch if node.provider_id in members
-                          or _instance_id_or_none(node.provider_id) not in gone)
-            if pending == 0:
-                return [instance_id_from_provider_id(node.provider_id) for node in batch]
-            if group.desired_capacity <= group.min_size:
-                raise CloudError(MIN_SIZE_REACHED, retryable=False)
-            if group.desired_capacity - pending < group.min_size:
-                raise CloudError(WOULD_BREACH_MIN_SIZE, retryable=False)
             terminated: list[str] = []
-            for node in batch:
-                member = members.get(node.provider_id)
-                if member is None:
-                    instance_id = instance_id_from_provider_id(node.provider_id)
-                    if instance_id in gone:
-                        terminated.append(instance_id)
-                        continue
-                    raise CloudError(
-                        f"node {node.name}, {node.provider_id} belongs in a different node "
-                        f"group than {group_name}", retryable=False)
-                self.world.terminate_instance(member.instance_id)
-                terminated.append(member.instance_id)
+            for step in termination_plan(group, batch, members, gone):
+                step.check()
+                if step.member is not None:
+                    self.world.terminate_instance(step.member.instance_id)
+                terminated.append(step.instance_id)
             return terminated
 
     def _gone(self, provider_ids: Iterable[str]) -> frozenset[str]:

@@ -1,4 +1,5 @@
-"""Small builders for records and configs, so each test states only what matters to it."""
+"""The one place tests build what they feed the code: records, configs and API objects, so each
+test states only what matters to it."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from tasks.core.records import AutoScalingGroup, NodeRecord, PodRecord
 from tasks.escalator.config import NodeGroupConfig, parse_node_groups
 
 MiB = 2**20
+GiB = 2**30
 LABEL = ("customer", "batch")
 
 GROUP_DEFAULTS: dict[str, Any] = {
@@ -65,3 +67,78 @@ def make_node(name: str, created: float = 0.0, cpu: int = 1000, memory: int = 40
 
 def make_asg(desired: int, min_size: int = 1, max_size: int = 10) -> AutoScalingGroup:
     return AutoScalingGroup("batch-asg", min_size, max_size, desired)
+
+
+def pending_pod(name: str = "p", cpu: int = 500, memory: int = 256 * MiB,
+                extended: tuple[tuple[str, int], ...] = (), **fields: Any) -> PodRecord:
+    """A pod the scheduler gave up on (PodScheduled=False, Unschedulable), bound to no node."""
+    fields.setdefault("unschedulable", True)
+    return PodRecord(name=name, namespace=fields.pop("namespace", "default"),
+                     node_name=fields.pop("node_name", ""), phase=fields.pop("phase", "Pending"),
+                     cpu_request_milli=cpu, memory_request_bytes=memory,
+                     extended_requests=extended, **fields)
+
+
+def plain_node(name: str, cpu: int = 2000, memory: int = 8 * GiB, *,
+               labels: dict[str, str] | None = None, created: float = 0.0,
+               extended: tuple[tuple[str, int], ...] = (), **fields: Any) -> NodeRecord:
+    """A node record with no group label, taint or providerID unless given."""
+    return NodeRecord(name=name, labels=labels if labels is not None else {},
+                      created_unix_seconds=created, cpu_allocatable_milli=cpu,
+                      memory_allocatable_bytes=memory, extended_allocatable=extended,
+                      extended_capacity=extended, **fields)
+
+
+# --- API objects, as `kubectl get -o json` prints them ----------------------------------------
+
+
+def api_node(name: str, cpu: str = "1", memory: str = "4Gi", *,
+             labels: dict[str, str] | None = None, tainted_at: float | None = None,
+             provider_id: str | None = None, created: str = "2026-11-21T10:00:00Z",
+             pods: str | None = None, ready: bool = True) -> dict[str, Any]:
+    """A Node with allocatable (and capacity, when `pods` is given) and a Ready condition."""
+    spec: dict[str, Any] = {"providerID": provider_id or f"aws:///us-east-1a/i-{name}"}
+    if tainted_at is not None:
+        spec["taints"] = [{"key": "atlassian.com/escalator", "value": str(int(tainted_at)),
+                           "effect": "NoSchedule"}]
+    resources = {"cpu": cpu, "memory": memory, **({"pods": pods} if pods else {})}
+    status: dict[str, Any] = {"allocatable": resources,
+                              "conditions": [{"type": "Ready",
+                                              "status": "True" if ready else "False"}]}
+    if pods:
+        status["capacity"] = dict(resources)
+    return {"kind": "Node",
+            "metadata": {"name": name, "creationTimestamp": created,
+                         "labels": labels if labels is not None else {LABEL[0]: LABEL[1]}},
+            "spec": spec, "status": status}
+
+
+def api_pod(name: str, namespace: str = "default", *, cpu: str | None = None,
+            memory: str | None = None, node: str = "", phase: str | None = "Running",
+            labels: dict[str, str] | None = None, owner_kind: str | None = "ReplicaSet",
+            node_selector: dict[str, str] | None = None, scheduled: bool | None = None,
+            uid: str | None = None) -> dict[str, Any]:
+    """A Pod with one container's requests, its controller, and its phase."""
+    container: dict[str, Any] = {"name": "c", "image": "i"}
+    requests = {key: value for key, value in (("cpu", cpu), ("memory", memory)) if value}
+    if requests:
+        container["resources"] = {"requests": requests}
+    spec: dict[str, Any] = {"containers": [container]}
+    if node_selector:
+        spec["nodeSelector"] = node_selector
+    if node:
+        spec["nodeName"] = node
+    metadata: dict[str, Any] = {"name": name, "namespace": namespace}
+    if labels:
+        metadata["labels"] = labels
+    if uid:
+        metadata["uid"] = uid
+    if owner_kind:
+        metadata["ownerReferences"] = [{"apiVersion": "apps/v1", "kind": owner_kind,
+                                        "name": f"{name}-owner", "uid": f"{name}-uid",
+                                        "controller": True}]
+    status: dict[str, Any] = {"phase": phase} if phase else {}
+    if scheduled is not None:
+        status["conditions"] = [{"type": "PodScheduled",
+                                 "status": "True" if scheduled else "False"}]
+    return {"kind": "Pod", "metadata": metadata, "spec": spec, "status": status}

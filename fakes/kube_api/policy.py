@@ -193,4 +193,18 @@ def pdb_status(pdb: Obj, pods: ObjList) -> Obj:
             "desiredHealthy": desired, "expectedPods": expected}
 
 
+def eviction_blocked_by(pdb: Obj, pods: ObjList, pod: Obj) -> tuple[int, int] | None:
+    """Whether the budget refuses evicting `pod` (the Eviction API's 429): None when allowed,
+    else (desired, current) healthy pods for the message."""
+    spec = pdb.get("spec") or {}
+    status = pdb_status(pdb, pods)
+    current, desired = status["currentHealthy"], status["desiredHealthy"]
+    # An unhealthy pod costs the budget nothing: AlwaysAllow lets it go, and the default
+    # IfHealthyBudget does while the budget is met.
+    if not _pod_healthy(pod) and (spec.get("unhealthyPodEvictionPolicy") == "AlwaysAllow"
+                                  or current >= desired > 0):
+        return None
+    return (desired, current) if status["disruptionsAllowed"] == 0 else None
+
+
 # The server ---------------------------------------------------------------------------

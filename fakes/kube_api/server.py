@@ -1,24 +1,4 @@
-"""A fake Kubernetes API server for tests: real HTTP, real client, in-memory store.
-
-The unmodified `kubernetes` Python client and `kubectl` talk to it over HTTP, so code under
-test exercises its real request/response handling (paging, watches, conflicts, Status
-errors) without a cluster.  A simulator running in the same process drives the same store
-through `FakeKubeApi.create/get/list/replace/patch/delete`, with the same semantics and
-resourceVersion bumps as HTTP writes, so watchers see its changes too.
-
-Served: core/v1 pods (+eviction, +status), nodes (+status), events, configmaps;
-coordination.k8s.io/v1 leases; apps/v1 deployments (+scale, +status); policy/v1
-poddisruptionbudgets (+status), which evictions honour; the discovery documents kubectl needs; and
-custom resources of any group/version/plural (+status) once registered with
-`register_custom_resource` or `install_crd`, as a CustomResourceDefinition would.
-Deliberate simplifications, none of which the code under test should depend on: no
-authentication or admission, no defaulting beyond pod phase and deployment replicas, pod
-deletion is immediate (there is no kubelet to finish a graceful delete), a PUT replaces
-status too (only `/status` PUT and PATCH are restricted to status), and lists are served
-from the latest state rather than a snapshot at the continue token's resourceVersion.
-There is no disruption controller: a PodDisruptionBudget's `status` is computed from the
-pods whenever it is read (get, list, write responses); watch events carry the stored object.
-"""
+"""`FakeKubeApi`: the store and its HTTP side, served by uvicorn on 127.0.0.1 (see the package doc)."""
 
 from __future__ import annotations
 

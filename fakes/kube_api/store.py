@@ -44,9 +44,9 @@ from fakes.kube_api.policy import (
     _check_pdb,
     _Fault,
     _ignores_budgets,
-    _pod_healthy,
     _selector_empty,
     _selector_matches,
+    eviction_blocked_by,
     pdb_status,
 )
 from fakes.kube_api.resources import RESOURCES, Key, Obj, ObjList, ResourceType, custom_resource_type
@@ -560,16 +560,9 @@ class KubeStore:
                            {"causes": [{"message": PDB_MULTIPLE}]})
         pdb = budgets[0]
         spec = pdb.get("spec") or {}
-        status = pdb_status(pdb, self._selected_pods(ns, spec.get("selector")))
-        current, desired = status["currentHealthy"], status["desiredHealthy"]
-        if not _pod_healthy(pod):
-            # An unhealthy pod costs the budget nothing: AlwaysAllow lets it go, and the
-            # default IfHealthyBudget does while the budget is met.
-            if spec.get("unhealthyPodEvictionPolicy") == "AlwaysAllow":
-                return
-            if current >= desired > 0:
-                return
-        if status["disruptionsAllowed"] == 0:
+        blocked = eviction_blocked_by(pdb, self._selected_pods(ns, spec.get("selector")), pod)
+        if blocked is not None:
+            desired, current = blocked
             name = _metadata(pdb).get("name")
             raise ApiError(429, "TooManyRequests", PDB_VIOLATION, {"causes": [{
                 "reason": "DisruptionBudget",

@@ -10,7 +10,8 @@ Every failure is a `CloudError` saying whether retrying can help.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import boto3
@@ -18,7 +19,7 @@ from botocore.config import Config
 from botocore.exceptions import BotoCoreError, ClientError
 
 from tasks.core.errors import CloudError
-from tasks.core.records import AutoScalingGroup, NodeRecord, describe_to_asgs
+from tasks.core.records import AsgInstance, AutoScalingGroup, NodeRecord, describe_to_asgs
 from tasks.core.retry import cloud_call_may_pass
 from tasks.core.timeouts import Timeouts, timeouts
 
@@ -258,59 +259,26 @@ class AsgClient:
         """
         if not nodes:
             return []
-        # The same node twice would decrement twice; Escalator never sends that, we dedupe.
-        batch = list({node.provider_id or f"<{node.name}>": node for node in nodes}.values())
+        batch = unique_batch(nodes)
         group = self.group(group_name)
         members = {instance.provider_id: instance for instance in group.instances}
-        gone = self._gone(
-            node.provider_id for node in batch if node.provider_id not in members
-        )
-
-        def done_before(node: NodeRecord) -> bool:
-            member = members.get(node.provider_id)
-            if member is not None:
-                return _terminating(member.lifecycle_state)
-            return _instance_id_or_none(node.provider_id) in gone
-
-        pending = sum(1 for node in batch if not done_before(node))
-        if pending == 0:
-            return [instance_id_from_provider_id(node.provider_id) for node in batch]
-
-        # Escalator's DeleteNodes refuses the whole batch against the ASG's MinSize (spec §8),
-        # counting only what this attempt still has to terminate.
-        if group.desired_capacity <= group.min_size:
-            raise CloudError(MIN_SIZE_REACHED, retryable=False)
-        if group.desired_capacity - pending < group.min_size:
-            raise CloudError(WOULD_BREACH_MIN_SIZE, retryable=False)
-
+        gone = self._gone(node.provider_id for node in batch if node.provider_id not in members)
         terminated: list[str] = []
-        for node in batch:
-            member = members.get(node.provider_id)
-            if member is None:
-                instance_id = instance_id_from_provider_id(node.provider_id)
-                if instance_id in gone:
-                    terminated.append(instance_id)
-                    continue
-                # Escalator's NodeNotInNodeGroup; instances terminated before it stay terminated.
-                raise CloudError(
-                    f"node {node.name}, {node.provider_id} belongs in a different node group "
-                    f"than {group_name}",
-                    retryable=False,
-                )
-            if _terminating(member.lifecycle_state):
-                terminated.append(member.instance_id)
-                continue
-            try:
-                self.autoscaling.terminate_instance_in_auto_scaling_group(
-                    InstanceId=member.instance_id, ShouldDecrementDesiredCapacity=True
-                )
-            except ClientError as exc:
-                # Gone between our describe and this call: the goal is met, nothing decremented.
-                if not _not_found(exc):
+        for step in termination_plan(group, batch, members, gone):
+            step.check()
+            if step.member is not None:
+                try:
+                    self.autoscaling.terminate_instance_in_auto_scaling_group(
+                        InstanceId=step.member.instance_id, ShouldDecrementDesiredCapacity=True
+                    )
+                except ClientError as exc:
+                    # Gone between our describe and this call: the goal is met, nothing
+                    # decremented.
+                    if not _not_found(exc):
+                        raise _cloud_error("failed to terminate instance. err", exc) from exc
+                except BotoCoreError as exc:
                     raise _cloud_error("failed to terminate instance. err", exc) from exc
-            except BotoCoreError as exc:
-                raise _cloud_error("failed to terminate instance. err", exc) from exc
-            terminated.append(member.instance_id)
+            terminated.append(step.instance_id)
         return terminated
 
     def _gone(self, provider_ids: Iterable[str]) -> frozenset[str]:
@@ -345,6 +313,64 @@ def _instance_id_or_none(provider_id: str) -> str | None:
         return instance_id_from_provider_id(provider_id)
     except CloudError:
         return None
+
+
+def unique_batch(nodes: Sequence[NodeRecord]) -> list[NodeRecord]:
+    """The same node twice would decrement twice; Escalator never sends that, we dedupe."""
+    return list({node.provider_id or f"<{node.name}>": node for node in nodes}.values())
+
+
+@dataclass(frozen=True)
+class Termination:
+    """One node of a batch: its instance, and the member to terminate (None: already done)."""
+
+    instance_id: str
+    member: AsgInstance | None = None
+    refused: str = ""  # Escalator's NodeNotInNodeGroup: the batch stops here, with this error
+
+    def check(self) -> None:
+        if self.refused:
+            raise CloudError(self.refused, retryable=False)
+
+
+def termination_plan(group: AutoScalingGroup, batch: Sequence[NodeRecord],
+                     members: Mapping[str, AsgInstance], gone: Collection[str],
+                     ) -> list[Termination]:
+    """Escalator's DeleteNodes, decided, in the batch's order (the executor stops at a refused
+    node: instances terminated before it stay terminated, as Escalator's do).
+
+    An instance already terminating (the ASG still lists it) or gone (EC2 says so) counts as
+    done, and is not counted against MinSize again; MinSize refuses the whole batch (spec §8).
+    """
+    def done_before(node: NodeRecord) -> bool:
+        member = members.get(node.provider_id)
+        if member is not None:
+            return _terminating(member.lifecycle_state)
+        return _instance_id_or_none(node.provider_id) in gone
+
+    pending = sum(1 for node in batch if not done_before(node))
+    if pending == 0:
+        return [Termination(instance_id_from_provider_id(node.provider_id)) for node in batch]
+    if group.desired_capacity <= group.min_size:
+        raise CloudError(MIN_SIZE_REACHED, retryable=False)
+    if group.desired_capacity - pending < group.min_size:
+        raise CloudError(WOULD_BREACH_MIN_SIZE, retryable=False)
+    plan: list[Termination] = []
+    for node in batch:
+        member = members.get(node.provider_id)
+        if member is None:
+            instance_id = instance_id_from_provider_id(node.provider_id)
+            if instance_id not in gone:
+                plan.append(Termination(instance_id, refused=(
+                    f"node {node.name}, {node.provider_id} belongs in a different node group "
+                    f"than {group.name}")))
+                break
+            plan.append(Termination(instance_id))
+        elif _terminating(member.lifecycle_state):
+            plan.append(Termination(member.instance_id))
+        else:
+            plan.append(Termination(member.instance_id, member))
+    return plan
 
 
 def _session_from_block(name: str) -> tuple[boto3.Session, str | None, str | None]:

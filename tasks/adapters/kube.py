@@ -10,9 +10,10 @@ into slim records: the client's typed models cost ~30 s and 3 GB for 100,000 pod
 from __future__ import annotations
 
 import os
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, ClassVar, cast
+from typing import Any, ClassVar, TypeVar, cast
 
 import orjson
 from kubernetes import client, config
@@ -38,11 +39,17 @@ ACTIVE_PODS = "status.phase!=Succeeded,status.phase!=Failed"
 DEFAULT_PAGE_SIZE = 500
 CONFLICT_ATTEMPTS = 5
 MERGE_PATCH = "application/merge-patch+json"
+T = TypeVar("T")
 
 
 def _body(response: object) -> bytes:
     """The raw bytes of a `_preload_content=False` answer (typed as the model by the client)."""
     return cast(Any, response).data  # type: ignore[no-any-return]
+
+
+def _json_page(data: bytes) -> tuple[str | None, list[dict[str, Any]]]:
+    page = orjson.loads(data)
+    return (page.get("metadata") or {}).get("continue"), page.get("items") or []
 
 
 class TimedApiClient(client.ApiClient):
@@ -108,25 +115,44 @@ class KubeClient:
 
     # --- reads ----------------------------------------------------------------------------
 
-    def _paged(self, list_call: Any, source: str, **query: Any) -> ClusterSnapshot:
-        """Every page of a list, decoded as it arrives. (Fetching the next page on a thread
-        while decoding this one measured slower: both hold the GIL.)"""
-        snapshot = ClusterSnapshot()
+    def _pages(self, list_call: Any, *args: Any,
+               decode: Callable[[bytes], tuple[str | None, T]], **query: Any) -> Iterator[T]:
+        """The one paging loop: each page of a list, decoded as it arrives (`decode` gives
+        the continue token and the page's result). (Fetching the next page on a thread while
+        decoding this one measured slower: both hold the GIL.)"""
         token: str | None = None
+        while True:
+            data = _body(list_call(*args, limit=self.page_size, _continue=token,
+                                   _preload_content=False, **query))
+            token, result = decode(data)
+            yield result
+            if not token:
+                return
+
+    def _raw_items(self, list_call: Any, *args: Any, **query: Any) -> list[dict[str, Any]]:
+        """Every item of a list as raw JSON (few objects: budgets, custom objects, a target's
+        pods)."""
+        items: list[dict[str, Any]] = []
+        for page in self._pages(list_call, *args, decode=_json_page, **query):
+            items.extend(page)
+        return items
+
+    def _paged(self, list_call: Any, source: str, **query: Any) -> ClusterSnapshot:
+        """Pods or nodes, decoded page by page straight into slim records."""
+        snapshot = ClusterSnapshot()
         count = 0
+
+        def decode(data: bytes) -> tuple[str | None, int]:
+            try:
+                return decode_page(data, source, snapshot, count)
+            except InputError as error:
+                # An object the server gave us that we cannot read: name it, do not retry.
+                raise InputError([f"API {problem}" for problem in error.problems]) from None
+
         with gc_paused():
-            while True:
-                data = _body(list_call(limit=self.page_size, _continue=token,
-                                       _preload_content=False, **query))
-                try:
-                    token, items = decode_page(data, source, snapshot, count)
-                except InputError as error:
-                    # An object the server gave us that we cannot read: name it, do not retry.
-                    raise InputError([f"API {problem}" for problem in error.problems]) \
-                        from None
+            for items in self._pages(list_call, decode=decode, **query):
                 count += items
-                if not token:
-                    return snapshot
+        return snapshot
 
     def list_pods(self) -> list[PodRecord]:
         """All active pods in all namespaces, page by page."""
@@ -264,23 +290,11 @@ class KubeClient:
     def list_custom_objects(self, group: str, version: str, plural: str,
                             namespace: str | None = None) -> list[dict[str, Any]]:
         """Every object of a custom resource, in one namespace or all, page by page."""
-        items: list[dict[str, Any]] = []
-        token: str | None = None
-        while True:
-            query: dict[str, Any] = {"limit": self.page_size, "_preload_content": False}
-            if token:
-                query["_continue"] = token
-            if namespace:
-                response = self.custom_objects.list_namespaced_custom_object(
-                    group, version, namespace, plural, **query)
-            else:
-                response = self.custom_objects.list_cluster_custom_object(
-                    group, version, plural, **query)
-            page = orjson.loads(_body(response))
-            items.extend(page.get("items") or [])
-            token = (page.get("metadata") or {}).get("continue")
-            if not token:
-                return items
+        if namespace:
+            return self._raw_items(self.custom_objects.list_namespaced_custom_object,
+                                   group, version, namespace, plural)
+        return self._raw_items(self.custom_objects.list_cluster_custom_object,
+                               group, version, plural)
 
     def read_custom_object(self, group: str, version: str, plural: str, namespace: str,
                            name: str) -> dict[str, Any] | None:
@@ -350,17 +364,8 @@ class KubeClient:
 
     def list_pod_objects(self, namespace: str, label_selector: str = "") -> list[dict[str, Any]]:
         """A namespace's pods matching a selector, as raw JSON (a scale target's pods)."""
-        items: list[dict[str, Any]] = []
-        token: str | None = None
-        while True:
-            response = self.core.list_namespaced_pod(
-                namespace, label_selector=label_selector, limit=self.page_size, _continue=token,
-                _preload_content=False)
-            page = orjson.loads(_body(response))
-            items.extend(page.get("items") or [])
-            token = (page.get("metadata") or {}).get("continue")
-            if not token:
-                return items
+        return self._raw_items(self.core.list_namespaced_pod, namespace,
+                               label_selector=label_selector)
 
     # --- drain and the Cluster Autoscaler's inputs ---------------------------------------------
 
@@ -390,16 +395,7 @@ class KubeClient:
 
     def list_pod_disruption_budgets(self) -> list[dict[str, Any]]:
         """Every PodDisruptionBudget in all namespaces, as raw JSON (few: one page each time)."""
-        items: list[dict[str, Any]] = []
-        token: str | None = None
-        while True:
-            response = self.policy.list_pod_disruption_budget_for_all_namespaces(
-                limit=self.page_size, _continue=token, _preload_content=False)
-            page = orjson.loads(_body(response))
-            items.extend(page.get("items") or [])
-            token = (page.get("metadata") or {}).get("continue")
-            if not token:
-                return items
+        return self._raw_items(self.policy.list_pod_disruption_budget_for_all_namespaces)
 
     def read_config_map(self, namespace: str, name: str) -> dict[str, str] | None:
         """A ConfigMap's `data` (e.g. the priority expander's), or None when it does not exist."""

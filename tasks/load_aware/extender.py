@@ -522,7 +522,7 @@ class KubeWatch:
             self._event(kind, "ADDED", item)
 
     def _event(self, kind: str, event_type: str, item: msgspec.Raw) -> None:
-        self._apply(kind, event_type, orjson.loads(item))
+        self._apply(kind, event_type, orjson.loads(memoryview(item)))
 
     def _apply(self, kind: str, event_type: str, obj: Mapping[str, Any]) -> None:
         try:

@@ -36,6 +36,7 @@ from tasks.cluster_autoscaler.templates import TemplateNode, template_from_asg, 
 from tasks.cluster_autoscaler.unneeded import RemovalSimulation
 from tasks.core.api_objects import OBJECT_DECODER
 from tasks.core.records import AsgTemplateSource, NodeRecord, PodRecord, node_record
+from tests.builders import GiB, MiB, pending_pod, plain_node
 from tests.e2e.test_cluster_autoscaler_e2e import asg as scenario_asg
 from tests.e2e.test_cluster_autoscaler_e2e import ca_group, write
 from tests.e2e.test_cluster_autoscaler_live import (
@@ -50,8 +51,6 @@ from tests.e2e.test_cluster_autoscaler_live import (
     scale_up_notes,
 )
 
-GiB = 2**30
-MiB = 2**20
 GPU = "nvidia.com/gpu"
 TAG = "k8s.io/cluster-autoscaler/node-template/resources/"
 ONE_GPU = ((GPU, 1),)
@@ -59,10 +58,7 @@ ONE_GPU = ((GPU, 1),)
 
 def pod(name: str, cpu: int = 1000, memory: int = GiB, extended: tuple[tuple[str, int], ...] = (),
         **fields: Any) -> PodRecord:
-    fields.setdefault("unschedulable", True)
-    return PodRecord(name=name, namespace="default", node_name=fields.pop("node_name", ""),
-                     phase=fields.pop("phase", "Pending"), cpu_request_milli=cpu,
-                     memory_request_bytes=memory, extended_requests=extended, **fields)
+    return pending_pod(name, cpu, memory, extended, **fields)
 
 
 def gpu_pod(name: str, gpus: int = 1, **fields: Any) -> PodRecord:
@@ -71,9 +67,7 @@ def gpu_pod(name: str, gpus: int = 1, **fields: Any) -> PodRecord:
 
 def node(name: str, cpu: int = 4000, memory: int = 16 * GiB,
          extended: tuple[tuple[str, int], ...] = (), **fields: Any) -> NodeRecord:
-    return NodeRecord(name=name, labels=fields.pop("labels", {}), created_unix_seconds=0.0,
-                      cpu_allocatable_milli=cpu, memory_allocatable_bytes=memory,
-                      extended_allocatable=extended, extended_capacity=extended, **fields)
+    return plain_node(name, cpu, memory, extended=extended, **fields)
 
 
 def asg_template(group_name: str, instance_type: str,

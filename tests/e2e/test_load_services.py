@@ -40,6 +40,7 @@ from tasks.load_aware.scoring import (
     Window,
 )
 from tasks.load_aware.watcher import LoadWatcher, PrometheusProvider, prom_query
+from tests.builders import api_node, api_pod
 
 NOW = 1_767_225_600.0
 
@@ -295,28 +296,21 @@ def avg(type_: str, value: float, operator: str = "AVG") -> dict[str, Any]:
     return {"name": "", "type": type_, "operator": operator, "rollup": "15m", "value": value}
 
 
-def api_node(name: str, cpu: str, memory: str = "16Gi") -> dict[str, Any]:
-    return {"metadata": {"name": name, "labels": {"kubernetes.io/hostname": name}},
-            "status": {"capacity": {"cpu": cpu, "memory": memory, "pods": "110"},
-                       "allocatable": {"cpu": cpu, "memory": memory, "pods": "110"}}}
+def node_object(name: str, cpu: str, memory: str = "16Gi") -> dict[str, Any]:
+    return api_node(name, cpu, memory, labels={"kubernetes.io/hostname": name}, pods="110")
 
 
-def api_pod(name: str, requests: dict[str, str] | None = None,
-            node_name: str | None = None) -> dict[str, Any]:
-    container: dict[str, Any] = {"name": "app", "image": "nginx"}
-    if requests is not None:
-        container["resources"] = {"requests": requests}
-    spec: dict[str, Any] = {"containers": [container]}
-    if node_name:
-        spec["nodeName"] = node_name
-    return {"metadata": {"name": name, "namespace": "default", "uid": f"uid-{name}"},
-            "spec": spec}
+def pod_object(name: str, requests: dict[str, str] | None = None,
+               node_name: str | None = None) -> dict[str, Any]:
+    requests = requests or {}
+    return api_pod(name, cpu=requests.get("cpu"), memory=requests.get("memory"),
+                   node=node_name or "", phase=None, owner_kind=None, uid=f"uid-{name}")
 
 
 TLP_DOCUMENT = watcher_document({"a": [avg("CPU", 25)], "b": [avg("CPU", 50)],
                                  "c": [avg("CPU", 75)]})
-NODES = {"metadata": {}, "items": [api_node("a", "4"), api_node("b", "4"),
-                                   api_node("c", "4000m"), api_node("d", "4")]}
+NODES = {"metadata": {}, "items": [node_object("a", "4"), node_object("b", "4"),
+                                   node_object("c", "4000m"), node_object("d", "4")]}
 
 
 def test_extender_prioritizes_with_target_load_packing_over_http() -> None:
@@ -326,7 +320,7 @@ def test_extender_prioritizes_with_target_load_packing_over_http() -> None:
                                      TargetLoadPackingArgs(target_utilization_percent=50),
                                      clock=clock)
         with serving(extender.app()) as url:
-            pod = api_pod("web", {"cpu": "200m"})  # no limit: 200m × 1.5 = 300m predicted
+            pod = pod_object("web", {"cpu": "200m"})  # no limit: 200m × 1.5 = 300m predicted
             answer = httpx.post(f"{url}/prioritize",
                                 json={"Pod": pod, "Nodes": NODES, "NodeNames": None})
             assert answer.status_code == 200
@@ -342,7 +336,7 @@ def test_extender_prioritizes_with_target_load_packing_over_http() -> None:
 
             # A best-effort pod bound to a 10 s before the window's end is not in the
             # metrics yet: a's U becomes 32.5 + 25 = 57.5, as b's.
-            extender.note_bound(api_pod("batch", node_name="a"), "a", at=NOW - 10)
+            extender.note_bound(pod_object("batch", node_name="a"), "a", at=NOW - 10)
             again = httpx.post(f"{url}/prioritize", json={"Pod": pod, "Nodes": NODES})
             assert again.json()[0] == {"Host": "a", "Score": 4}
             extender.note_bound(PodLoad(uid="old"), "b", at=NOW - 600)  # long in the metrics
@@ -361,8 +355,8 @@ def test_extender_prioritizes_with_load_variation_risk_balancing_over_http() -> 
                                      Policy.LOAD_VARIATION_RISK_BALANCING,
                                      load_variation=LoadVariationRiskBalancingArgs(1, 1))
         with serving(extender.app()) as url:
-            pod = api_pod("web", {"cpu": "100m", "memory": "512Mi"})
-            nodes = {"items": [api_node("n1", "1", "1Gi"), api_node("n2", "1", "1Gi")]}
+            pod = pod_object("web", {"cpu": "100m", "memory": "512Mi"})
+            nodes = {"items": [node_object("n1", "1", "1Gi"), node_object("n2", "1", "1Gi")]}
             answer = httpx.post(f"{url}/prioritize", json={"Pod": pod, "Nodes": nodes})
             # n1: the upstream "CPU and Memory" case, 45 → 4.5 → 5;
             # n2: CPU only, mu 0.6 → 70 → 7.
@@ -372,7 +366,7 @@ def test_extender_prioritizes_with_load_variation_risk_balancing_over_http() -> 
 def test_extender_filter_passes_every_node() -> None:
     extender = SchedulerExtender(WatcherCollector("http://127.0.0.1:1"))
     with serving(extender.app()) as url:
-        pod = api_pod("web")
+        pod = pod_object("web")
         full = httpx.post(f"{url}/filter", json={"Pod": pod, "Nodes": NODES, "NodeNames": None})
         assert full.status_code == 200
         assert full.json() == {"Nodes": NODES, "NodeNames": None, "FailedNodes": {},
@@ -385,7 +379,7 @@ def test_extender_filter_passes_every_node() -> None:
 def test_extender_rejects_malformed_requests() -> None:
     extender = SchedulerExtender(WatcherCollector("http://127.0.0.1:1"))
     with serving(extender.app()) as url:
-        bad = httpx.post(f"{url}/prioritize", json={"Pod": api_pod("web", {"cpu": "lots"}),
+        bad = httpx.post(f"{url}/prioritize", json={"Pod": pod_object("web", {"cpu": "lots"}),
                                                     "Nodes": NODES})
         assert bad.status_code == 400
         assert ("/prioritize body: Pod.spec.containers[0].resources.requests.cpu: "
@@ -451,9 +445,9 @@ def test_pod_watch_records_binds_and_nodes(fake_kube: FakeKubeApi, kubeconfig: P
     watch = KubeWatch(extender, KubeClient.from_config(kubeconfig).api).start()
     try:
         assert fake_kube.wait_for_watchers("pods") and fake_kube.wait_for_watchers("nodes")
-        core.create_node(api_node("n1", "2"))  # type: ignore[arg-type]
+        core.create_node(node_object("n1", "2"))  # type: ignore[arg-type]
         created = core.create_namespaced_pod(
-            "default", api_pod("job", {"cpu": "1"}, "n1"))  # type: ignore[arg-type]
+            "default", pod_object("job", {"cpu": "1"}, "n1"))  # type: ignore[arg-type]
         assert created.metadata is not None
         assert events["observe"].wait(10) and events["node"].wait(10)
         (entry,) = extender.bound_pods.on_node("n1")
@@ -573,7 +567,7 @@ def test_services_stop_cleanly_on_signals(args: list[str], stop_signal: int) -> 
         if args[0] == "load-watcher":
             assert httpx.get(f"{url}/watcher").status_code == 500  # Prometheus is unreachable
         else:
-            answer = httpx.post(f"{url}/prioritize", json={"Pod": api_pod("web"),
+            answer = httpx.post(f"{url}/prioritize", json={"Pod": pod_object("web"),
                                                           "Nodes": NODES})
             assert [entry["Score"] for entry in answer.json()] == [0, 0, 0, 0]  # no metrics
     finally:

@@ -15,7 +15,7 @@ import yaml
 
 from tasks.core.decode import load_cluster_files
 from tasks.core.errors import InputError
-from tests.builders import group_dict
+from tests.builders import api_node, api_pod, group_dict
 
 NOW = 1795262400.0  # 2026-11-21T12:00:00Z
 DOOMED, KEPT = "batch-node-0", "batch-node-1"
@@ -27,29 +27,12 @@ def elevator(*args: str | Path) -> subprocess.CompletedProcess[str]:
 
 
 def node(name: str, tainted_at: float | None = None) -> dict[str, Any]:
-    spec: dict[str, Any] = {"providerID": f"aws:///us-east-1a/i-{name}"}
-    if tainted_at is not None:
-        spec["taints"] = [{"key": "atlassian.com/escalator", "value": str(int(tainted_at)),
-                           "effect": "NoSchedule"}]
-    return {"kind": "Node",
-            "metadata": {"name": name, "creationTimestamp": "2026-11-21T10:00:00Z",
-                         "labels": {"customer": "batch"}},
-            "spec": spec,
-            "status": {"allocatable": {"cpu": "1", "memory": "4Gi"},
-                       "conditions": [{"type": "Ready", "status": "True"}]}}
+    return api_node(name, tainted_at=tainted_at)
 
 
 def pod(name: str, node_name: str) -> dict[str, Any]:
-    return {"kind": "Pod",
-            "metadata": {"name": name, "namespace": "web", "labels": {"app": "web"},
-                         "ownerReferences": [{"apiVersion": "apps/v1", "kind": "ReplicaSet",
-                                              "name": "web-rs", "uid": "u1",
-                                              "controller": True}]},
-            "spec": {"nodeName": node_name, "nodeSelector": {"customer": "batch"},
-                     "containers": [{"name": "c", "resources": {"requests": {
-                         "cpu": "250m", "memory": "100Mi"}}}]},
-            "status": {"phase": "Running",
-                       "conditions": [{"type": "PodScheduled", "status": "True"}]}}
+    return api_pod(name, "web", cpu="250m", memory="100Mi", node=node_name,
+                   labels={"app": "web"}, node_selector={"customer": "batch"}, scheduled=True)
 
 
 def pdb(allowed: Any = 0, **spec: Any) -> dict[str, Any]:

@@ -31,7 +31,7 @@ from tasks.adapters.kube import KubeClient
 from tasks.core.step import run_plain
 from tasks.escalator.config import load_node_groups
 from tasks.steps.node_groups import Adapters
-from tests.builders import group_dict
+from tests.builders import api_pod, group_dict
 
 T0 = 1_800_000_000.0
 MiB = 2**20
@@ -40,15 +40,8 @@ ASG = "composition-asg"
 
 def _pod(name: str, cpu: str, node: str | None, phase: str,
          owner_kind: str = "ReplicaSet") -> dict[str, Any]:
-    spec: dict[str, Any] = {"nodeSelector": {"customer": "batch"},
-                            "containers": [{"name": "c", "image": "i", "resources": {
-                                "requests": {"cpu": cpu, "memory": "100Mi"}}}]}
-    if node:
-        spec["nodeName"] = node
-    return {"metadata": {"name": name, "namespace": "jobs", "ownerReferences": [
-                {"apiVersion": "v1", "kind": owner_kind, "name": f"{name}-owner",
-                 "uid": f"{name}-uid", "controller": True}]},
-            "spec": spec, "status": {"phase": phase}}
+    return api_pod(name, "jobs", cpu=cpu, memory="100Mi", node=node or "", phase=phase,
+                   owner_kind=owner_kind, node_selector={"customer": "batch"})
 
 
 @pytest.fixture

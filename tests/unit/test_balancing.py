@@ -31,10 +31,8 @@ from tasks.core.records import AsgInstance, AutoScalingGroup, NodeRecord, PodRec
 from tasks.core.step import run_plain
 from tasks.escalator.config import NodeGroupConfig
 from tasks.steps.node_groups import Adapters
-from tests.builders import make_group
+from tests.builders import GiB, MiB, make_group, pending_pod
 
-GiB = 2**30
-MiB = 2**20
 NOW = 1_800_000_000.0
 ZONE = "topology.kubernetes.io/zone"
 
@@ -58,10 +56,7 @@ WITH_GROUP_LABEL = IGNORED_LABELS | {"customer"}
 
 
 def pod(name: str, cpu: int = 1500, memory: int = 256 * MiB, **fields: Any) -> PodRecord:
-    fields.setdefault("unschedulable", True)
-    return PodRecord(name=name, namespace="default", node_name=fields.pop("node_name", ""),
-                     phase=fields.pop("phase", "Pending"), cpu_request_milli=cpu,
-                     memory_request_bytes=memory, **fields)
+    return pending_pod(name, cpu, memory, **fields)
 
 
 def pods(count: int, **fields: Any) -> list[PodRecord]:

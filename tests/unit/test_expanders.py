@@ -60,18 +60,13 @@ from tasks.core.api_objects import MatchExpression, NodeSelectorTerm, Taint, Tol
 from tasks.core.records import AsgInstance, AsgTemplateSource, NodeRecord, PodRecord
 from tasks.core.scheduling import fits_constraints
 from tasks.escalator.config import parse_node_groups
+from tests.builders import GiB, MiB, pending_pod, plain_node
 
-MiB = 2**20
-GiB = 2**30
 NOW = 1_800_000_000.0
 MINUTE = 60.0
 
 
-def pod(name: str = "p", cpu: int = 500, memory: int = 256 * MiB, **fields: Any) -> PodRecord:
-    fields.setdefault("unschedulable", True)
-    return PodRecord(name=name, namespace="default", node_name=fields.pop("node_name", ""),
-                     phase=fields.pop("phase", "Pending"), cpu_request_milli=cpu,
-                     memory_request_bytes=memory, **fields)
+pod = pending_pod
 
 
 def pods(count: int, cpu: int = 500, memory: int = 256 * MiB, prefix: str = "p",
@@ -97,9 +92,7 @@ def option(group: str, node_count: int, pod_list: list[PodRecord],
 
 
 def node(name: str, cpu: int = 2000, memory: int = 8 * GiB, **fields: Any) -> NodeRecord:
-    return NodeRecord(name=name, labels=fields.pop("labels", {"group": "g"}),
-                      created_unix_seconds=fields.pop("created", 0.0),
-                      cpu_allocatable_milli=cpu, memory_allocatable_bytes=memory, **fields)
+    return plain_node(name, cpu, memory, labels=fields.pop("labels", {"group": "g"}), **fields)
 
 
 CONTEXT = ExpanderContext()

@@ -21,9 +21,7 @@ from tasks.core.api_objects import OBJECT_DECODER, LocalVolume, MatchExpression,
 from tasks.core.pdb import PodDisruptionBudget, pdb_from_api, remaining_pdbs
 from tasks.core.records import NodeRecord, PodRecord, node_record, pod_record
 from tasks.core.selectors import label_selector
-
-MiB = 2**20
-GiB = 2**30
+from tests.builders import GiB, MiB, plain_node
 
 
 def pod(name: str = "web-1", namespace: str = "shop", **fields: Any) -> PodRecord:
@@ -37,9 +35,7 @@ def pod(name: str = "web-1", namespace: str = "shop", **fields: Any) -> PodRecor
 
 
 def node(name: str = "n1", **fields: Any) -> NodeRecord:
-    return NodeRecord(name=name, labels={}, created_unix_seconds=0.0,
-                      cpu_allocatable_milli=fields.pop("cpu", 2000),
-                      memory_allocatable_bytes=fields.pop("memory", 8 * GiB), **fields)
+    return plain_node(name, fields.pop("cpu", 2000), fields.pop("memory", 8 * GiB), **fields)
 
 
 def pdb(name: str = "web", namespace: str = "shop", allowed: int = 1,
