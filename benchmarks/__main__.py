@@ -131,6 +131,45 @@ def fast_simulation_figures() -> list[Figure]:
         f"{measured['seconds']:.2f} s", "≤ 5 s", "", measured["seconds"] <= 5.0)]
 
 
+def watch_cache_figures() -> list[Figure]:
+    from benchmarks.watch_cache import measure
+
+    rows = measure()
+    biggest = rows[-1]
+    ticks = ", ".join(f"{row['pods'] // 1000}k: {row['flow']:.2f} s" for row in rows)
+    plain = ", ".join(f"{row['pods'] // 1000}k: {row['plain']:.2f} s" for row in rows)
+    ratio = biggest["cold"] / biggest["floor"]
+    return [
+        Figure(f"steady tick from the watch cache, 10 groups, dry run, flow run with every task "
+               f"run recorded (Postgres server), median of 10: {ticks}",
+               f"{biggest['flow']:.2f} s at {biggest['pods'] // 1000}k", "≤ 0.5 s",
+               f"the same tick without Prefect: {plain}", biggest["flow"] <= 0.5),
+        Figure(f"watch cache cold start (list + sync: pods, nodes, budgets), "
+               f"{biggest['pods'] // 1000}k pods",
+               f"{biggest['cold']:.2f} s ({ratio:.2f}x)", "≤ 2x floor",
+               f"server serving the pod pages, bytes only: {biggest['floor']:.2f} s",
+               ratio <= 2.0),
+        Figure(f"RSS of the watching process, cache synced, {biggest['pods'] // 1000}k pods",
+               f"{biggest['rss']:.0f} MB (peak after ticks {biggest['rss_peak']:.0f} MB)",
+               "≤ 600 MB", f"before the cache: {biggest['rss_before']:.0f} MB",
+               biggest["rss_peak"] <= 600),
+    ]
+
+
+def in_process_latency_figures() -> list[Figure]:
+    import statistics
+
+    from benchmarks.event_latency import measure
+
+    latencies = sorted(measure(bursts=20, pods=10, in_process=True))
+    median = statistics.median(latencies)
+    p95 = latencies[max(0, round(0.95 * len(latencies)) - 1)]
+    return [Figure("pod created → SetDesiredCapacity, elevator watch running the ticks "
+                   "in-process (settle 0.25 s), 20 bursts of 10 pods",
+                   f"median {median:.2f} s, p95 {p95:.2f} s", "median ≤ 1.5 s, p95 ≤ 3 s",
+                   "", median <= 1.5 and p95 <= 3.0)]
+
+
 def render(figures: list[Figure]) -> Table:
     table = Table(title="kube-elevator benchmarks")
     for column in ("figure", "value", "target", "floor", "met"):
@@ -163,7 +202,8 @@ def write_results(figures: list[Figure]) -> None:
 def main() -> int:
     console = Console(width=160)
     figures = (plan_figures() + scaling_figures() + collection_figures() + prefect_figures()
-               + quality_figures() + placement_figures() + fast_simulation_figures())
+               + quality_figures() + placement_figures() + fast_simulation_figures()
+               + watch_cache_figures() + in_process_latency_figures())
     console.print(render(figures))
     write_results(figures)
     console.print(f"written to {RESULTS}")

@@ -263,8 +263,8 @@ class EventRig:
                                     "--kubeconfig", str(cluster.kubeconfig),
                                     "--interval", self.interval), env, self.logs / "serve.log")
         self.watch = Child(elevator("watch", "--nodegroups", str(cluster.nodegroups),
-                                    "--kubeconfig", str(cluster.kubeconfig)), env,
-                           self.logs / "watch.log")
+                                    "--kubeconfig", str(cluster.kubeconfig), "--ticks", "events"),
+                           env, self.logs / "watch.log")
         self.serve.wait_for("serving autoscale/autoscale", 120)
         self.watch.wait_for("watching pending pods", 60)
         if not cluster.kube.wait_for_watchers("pods", 1, timeout=30):
@@ -310,6 +310,30 @@ class EventRig:
         self.stop()
 
 
+class InProcessRig(EventRig):
+    """`elevator watch --ticks in-process` alone: the watch cache and the ticks in one process
+    (scheduled every `interval`; the bursts start the others)."""
+
+    def start(self) -> InProcessRig:
+        cluster = self.cluster
+        self.watch = Child(elevator("watch", "--nodegroups", str(cluster.nodegroups),
+                                    "--kubeconfig", str(cluster.kubeconfig),
+                                    "--interval", self.interval),
+                           self.server.env(**cluster.aws.env()), self.logs / "watch.log")
+        self.watch.wait_for("watching the cluster", 120)
+        if not cluster.kube.wait_for_watchers("pods", 1, timeout=30):
+            raise TimeoutError("elevator watch did not open its pod watch")
+        self.watch.wait_for("tick (schedule)", 120)  # the first tick, at start, has ended
+        return self
+
+    def __enter__(self) -> InProcessRig:
+        try:
+            return self.start()
+        except BaseException:
+            self.stop()
+            raise
+
+
 def wait_for_idle(server: PrefectServer, timeout: float = 60.0) -> None:
     """Until no flow run is pending or running (the burst's tick has ended)."""
     from prefect.client.orchestration import get_client
@@ -329,8 +353,9 @@ def wait_for_idle(server: PrefectServer, timeout: float = 60.0) -> None:
                    "the tick to end", interval=0.2)
 
 
-def measure(bursts: int, pods: int) -> list[float]:
-    """Latency of each of `bursts` bursts of `pods` pods, in seconds."""
+def measure(bursts: int, pods: int, in_process: bool = False) -> list[float]:
+    """Latency of each of `bursts` bursts of `pods` pods, in seconds: through the event and the
+    served deployment's trigger, or (`in_process`) with `elevator watch` running the ticks."""
     from tasks.escalator.pending_bursts import DEFAULT_DEBOUNCE_SECONDS
 
     scratch = Path(tempfile.mkdtemp(prefix="elevator-event-latency-"))
@@ -338,7 +363,8 @@ def measure(bursts: int, pods: int) -> list[float]:
     try:
         with FakeKubeApi() as kube, FakeAws() as aws, PrefectServer() as server:
             cluster = BurstCluster(kube, aws, scratch)
-            with EventRig(server, cluster, scratch) as rig:
+            rig_type = InProcessRig if in_process else EventRig
+            with rig_type(server, cluster, scratch) as rig:
                 for number in range(bursts):
                     started = time.monotonic()
                     latencies.append(rig.measure_burst(pods))
@@ -356,8 +382,10 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--bursts", type=int, default=10)
     parser.add_argument("--pods", type=int, default=10, help="pending pods per burst")
+    parser.add_argument("--in-process", action="store_true",
+                        help="elevator watch runs the ticks (else: events and a trigger)")
     options = parser.parse_args()
-    latencies = measure(options.bursts, options.pods)
+    latencies = measure(options.bursts, options.pods, options.in_process)
     print(f"pod creation → SetDesiredCapacity, {options.pods} pods a burst: median "
           f"{statistics.median(latencies):.2f} s over {len(latencies)} bursts (min "
           f"{min(latencies):.2f} s, max {max(latencies):.2f} s)")

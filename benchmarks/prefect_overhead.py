@@ -45,7 +45,7 @@ with FakeKubeApi() as kube, FakeAws() as aws:
     nodegroups = scratch / "nodegroups.yaml"
     nodegroups.write_text(yaml.safe_dump(loaded.config.document.model_dump()))
     from flows.autoscale import autoscale, live_tick, make_adapters
-    from flows.tick import run_plain
+    from tasks.core.step import run_plain
     from prefect.client.orchestration import get_client
     from prefect.client.schemas.filters import FlowRunFilter, FlowRunFilterId
     groups = loaded.config.node_groups

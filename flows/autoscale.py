@@ -10,29 +10,40 @@ from __future__ import annotations
 import functools
 from collections.abc import Sequence
 from datetime import UTC, datetime
+from logging import getLogger as get_logger
 
 from prefect import flow, get_run_logger
 
 from flows import prefect_compat
 from flows.tick import tick
+from tasks.adapters.kube_cache import ClusterCache, process_cache
 from tasks.cluster_autoscaler.config import ClusterAutoscalerConfig
 from tasks.core.lease_state import DEFAULT_LEASE_NAMESPACE
 from tasks.core.step import Runner, run_as_task
 from tasks.escalator.config import NodeGroupConfig, load_node_groups
 from tasks.steps.node_groups import Adapters, GroupResult
 from tasks.steps.report import publish_tick
-from tasks.steps.source import LiveSource
+from tasks.steps.source import CachedSource, LiveSource, TickSource
 
 prefect_compat.install()  # Prefect 3.8.8's heartbeat join costs each flow run up to 1 s
+CACHE_SYNC_SECONDS = 60.0  # how long a tick waits for a starting cache before listing itself
 
 
 def live_tick(
     run: Runner, adapters: Adapters, groups: Sequence[NodeGroupConfig], now: float,
     dry_run: bool = False, load_watcher_url: str | None = None,
     cluster_autoscaler: ClusterAutoscalerConfig | None = None,
+    cache: ClusterCache | None = None,
 ) -> list[GroupResult]:
-    """The tick read from and acted on through `adapters` (a dry run acts on nothing)."""
-    return tick(run, LiveSource(adapters), None if dry_run else adapters, groups, now,
+    """The tick read from and acted on through `adapters` (a dry run acts on nothing); read
+    from `cache` (pods, nodes, budgets) when the process keeps one of this cluster."""
+    source: TickSource = LiveSource(adapters)
+    if cache is not None:
+        if cache.wait_synced(CACHE_SYNC_SECONDS):
+            source = CachedSource(cache, adapters)
+        else:  # still listing after a start or a 410: this tick lists for itself
+            get_logger(__name__).warning("watch cache not synced: the tick lists the cluster")
+    return tick(run, source, None if dry_run else adapters, groups, now,
                 load_watcher_url=load_watcher_url, cluster_autoscaler=cluster_autoscaler)
 
 
@@ -78,7 +89,7 @@ def autoscale(
     moment = (now or datetime.now(UTC)).timestamp()
     adapters = make_adapters(kubeconfig, lease_namespace, aws_credentials_block)
     results = live_tick(run_as_task, adapters, config.node_groups, moment, dry_run,
-                        load_watcher_url, config.cluster_autoscaler)
+                        load_watcher_url, config.cluster_autoscaler, process_cache(kubeconfig))
     publish_tick(results, pushgateway)
     logger = get_run_logger()
     for result in results:

@@ -9,24 +9,23 @@ resourceVersion seen, on 410 Gone it lists again), maps each pod to its node gro
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import queue
 import sys
 import threading
-import time
-from collections.abc import Callable
-from dataclasses import dataclass
+from enum import StrEnum
 from pathlib import Path
 from typing import Annotated, Any
 
 import msgspec
 import typer
 
+from flows.ticker import Changed, Relisted, TickLoop, run_watch
 from tasks.adapters.kube_watch import PAGE_SIZE, RETRY_SECONDS, WATCH_TIMEOUT_SECONDS, ListWatch
 from tasks.core.api_objects import OBJECT_DECODER
 from tasks.core.duration import positive_duration_option
 from tasks.core.errors import InputError
+from tasks.core.lease_state import DEFAULT_LEASE_NAMESPACE
 from tasks.core.records import PodRecord, pod_record
 from tasks.escalator.pending_bursts import (
     DEFAULT_DEBOUNCE_SECONDS,
@@ -40,22 +39,12 @@ from tasks.escalator.pending_bursts import (
 
 log = logging.getLogger(__name__)
 
-IDLE_SECONDS = 0.5  # how often the loop looks at the stop flag when nothing happens
+CACHE_START_SECONDS = 120.0  # a first list of 150,000 pods takes seconds; ticks wait for it
 
 
-@dataclass(frozen=True)
-class Changed:
-    """A watch event: ADDED, MODIFIED or DELETED."""
-
-    type: str
-    pod: PodRecord
 
 
-@dataclass(frozen=True)
-class Relisted:
-    """A full list: the state to start from, after start or after 410 Gone."""
 
-    pods: list[PodRecord]
 
 
 class PodWatch:
@@ -108,31 +97,8 @@ def _pod(item: msgspec.Raw, event_type: str) -> PodRecord | None:
         return None
 
 
-def feed(events: PendingPodsEvents, item: Changed | Relisted, now: float) -> None:
-    if isinstance(item, Relisted):
-        events.relisted(item.pods, now)
-    else:
-        events.observe(item.type, item.pod, now)
 
 
-def run_watch(items: queue.Queue[Changed | Relisted], events: PendingPodsEvents,
-              emit: Callable[[PendingPods], None], stop: threading.Event,
-              clock: Callable[[], float] = time.monotonic) -> None:
-    """Feed watch items to `events` and emit what falls due, until `stop` is set."""
-    while not stop.is_set():
-        due_at = events.next_due()
-        wait = IDLE_SECONDS if due_at is None else min(IDLE_SECONDS, max(0.0, due_at - clock()))
-        try:
-            item = items.get(timeout=wait)
-        except queue.Empty:
-            pass
-        else:
-            feed(events, item, clock())
-            with contextlib.suppress(queue.Empty):
-                while True:  # a burst: take what is queued before looking at the clock again
-                    feed(events, items.get_nowait(), clock())
-        for event in events.due(clock()):
-            emit(event)
 
 
 def emit_to_prefect(event: PendingPods) -> None:
@@ -142,18 +108,39 @@ def emit_to_prefect(event: PendingPods) -> None:
     emit_event(event=PENDING_EVENT, resource=event.resource, payload=event.payload)
 
 
+class TickMode(StrEnum):
+    in_process = "in-process"
+    events = "events"
+
+
+# A burst's pods come from one controller within milliseconds, and the scheduler marks them
+# within about 100 ms: 0.25 s of quiet closes a burst in the watching process without letting
+# a tick see only its first pods. The event path keeps 1 s: its trigger costs seconds anyway.
+IN_PROCESS_SETTLE_SECONDS = 0.25
+
+
 def watch(
     nodegroups: Annotated[Path, typer.Option(help="Escalator node-group file.")],
     kubeconfig: Annotated[Path | None, typer.Option(
         help="kubeconfig file (default: in-cluster config, else ~/.kube/config).")] = None,
+    ticks: Annotated[TickMode, typer.Option(
+        help="in-process: keep a watch cache and run the autoscale flow here, every --interval "
+             "and on a burst of pending pods; events: send elevator.node-group.pods-pending "
+             "events for the autoscale deployment's trigger (ticks on a work pool).")] =
+        TickMode.in_process,
+    interval: Annotated[str, typer.Option(
+        help="in-process: time between scheduled ticks (Go duration).")] = "60s",
+    lease_namespace: Annotated[str, typer.Option(
+        help="in-process: namespace of the elevator-<group> Leases.")] = DEFAULT_LEASE_NAMESPACE,
     debounce: Annotated[str, typer.Option(
-        help="At most one event per node group per this long (Go duration).")] =
+        help="At most one burst per node group per this long (Go duration).")] =
         f"{DEFAULT_DEBOUNCE_SECONDS:g}s",
-    settle: Annotated[str, typer.Option(
-        help="Send a group's event once no new pending pod has come for this long.")] =
-        f"{DEFAULT_SETTLE_SECONDS:g}s",
+    settle: Annotated[str | None, typer.Option(
+        help="A group's burst closes once no new pending pod has come for this long "
+             f"(default {IN_PROCESS_SETTLE_SECONDS:g}s in-process, "
+             f"{DEFAULT_SETTLE_SECONDS:g}s with events).")] = None,
 ) -> None:
-    """Watch pending pods and emit `elevator.node-group.pods-pending` Prefect events."""
+    """Watch the cluster: run ticks on pending pods here, or send events for a trigger."""
     from prefect.settings import get_current_settings
 
     from flows.cli.common import console, wait_for_stop_signal
@@ -161,11 +148,15 @@ def watch(
     from tasks.escalator.config import load_node_groups
 
     config = load_node_groups(nodegroups)
+    in_process = ticks is TickMode.in_process
+    default_settle = IN_PROCESS_SETTLE_SECONDS if in_process else DEFAULT_SETTLE_SECONDS
     debouncer = Debouncer(positive_duration_option(debounce, "--debounce"),
-                          positive_duration_option(settle, "--settle"))
-    if not get_current_settings().api.url:
-        raise InputError(["PREFECT_API_URL is not set: elevator watch sends its events to a "
-                          "Prefect server, where the autoscale deployment's trigger waits"])
+                          positive_duration_option(settle or f"{default_settle:g}s", "--settle"))
+    period = positive_duration_option(interval, "--interval")
+    if not in_process and not get_current_settings().api.url:
+        raise InputError(["PREFECT_API_URL is not set: elevator watch --ticks events sends its "
+                          "events to a Prefect server, where the autoscale deployment's "
+                          "trigger waits"])
     try:
         kube = KubeClient.from_config(kubeconfig)
     except Exception as error:  # the client raises ConfigException, OSError, YAML errors
@@ -174,6 +165,10 @@ def watch(
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     logging.getLogger("httpx").setLevel(logging.WARNING)  # a line per request to Prefect
     stop = wait_for_stop_signal()
+    events = PendingPodsEvents(config.node_groups, debouncer)
+    if in_process:
+        _watch_and_tick(kube, nodegroups, kubeconfig, lease_namespace, period, events, stop)
+        return
 
     def emit(event: PendingPods) -> None:
         emit_to_prefect(event)
@@ -186,12 +181,64 @@ def watch(
                   highlight=False)
     sys.stdout.flush()
     try:
-        run_watch(pods.items, PendingPodsEvents(config.node_groups, debouncer), emit, stop)
+        run_watch(pods.items, events, emit, stop)
     finally:
         pods.stop()
         from prefect.events.worker import EventsWorker
 
         EventsWorker.drain_all(timeout=10)  # events still queued reach the server
+    console.print("watch: stopped", highlight=False)
+
+
+def _watch_and_tick(kube: Any, nodegroups: Path, kubeconfig: Path | None, lease_namespace: str,
+                    period: float, events: PendingPodsEvents, stop: threading.Event) -> None:
+    """Keep the cache, feed its pod changes to the bursts, and run ticks in this process."""
+    from flows.autoscale import autoscale
+    from flows.cli.common import console, console_logs_without_tracebacks
+    from tasks.adapters.kube_cache import ClusterCache, install_process_cache
+
+    cache = ClusterCache(kube.api)
+    changes: queue.Queue[Changed | Relisted] = queue.Queue()
+    cache.on_pod = lambda event_type, pod: changes.put(Changed(event_type, pod))
+    cache.on_pods_listed = lambda pods: changes.put(Relisted(pods))
+    kubeconfig_text = str(kubeconfig) if kubeconfig else None
+    install_process_cache(cache, kubeconfig_text)
+
+    def tick(why: str) -> None:
+        results = autoscale(nodegroups=str(nodegroups), lease_namespace=lease_namespace,
+                            kubeconfig=kubeconfig_text)
+        for result in results:
+            console.print(f"tick ({why}): {result['name']}: {result['status']} "
+                          f"(delta {result['delta']:+d}) {result['reason']}", highlight=False,
+                          markup=False, soft_wrap=True)
+        sys.stdout.flush()
+
+    loop = TickLoop(tick, period)
+
+    def on_burst(event: PendingPods) -> None:
+        console.print(f"{event.group}: {event.count} pending pods → tick", highlight=False)
+        sys.stdout.flush()
+        loop.request(f"{event.group}: {event.count} pending pods")
+
+    console_logs_without_tracebacks()
+    cache.start()
+    try:
+        if not cache.wait_synced(CACHE_START_SECONDS):
+            console.print("watch: the cache is still listing; ticks list for themselves",
+                          highlight=False)
+        counts = cache.counts()
+        console.print(f"watching the cluster ({counts['pods']} pods, {counts['nodes']} nodes) "
+                      f"for {len(events.pending.groups)} node groups: ticks here every "
+                      f"{period:g}s and on pending pods", highlight=False)
+        sys.stdout.flush()
+        bursts = threading.Thread(target=run_watch, args=(changes, events, on_burst, stop),
+                                  name="pending-bursts", daemon=True)
+        bursts.start()
+        loop.run(stop)
+        bursts.join(timeout=5)
+    finally:
+        cache.stop()
+        install_process_cache(None)
     console.print("watch: stopped", highlight=False)
 
 

@@ -17,6 +17,7 @@ from typing import Any
 
 import msgspec
 
+from tasks.core.decode import gc_paused
 from tasks.core.timeouts import timeouts
 
 log = logging.getLogger(__name__)
@@ -59,8 +60,9 @@ _VERSIONED = msgspec.json.Decoder(_Versioned)
 _LINE = msgspec.json.Decoder(_Line)
 _STATUS = msgspec.json.Decoder(_Status)
 
-# (the list's objects, its resourceVersion): the whole state, after a start or a 410
-Relist = Callable[[list[msgspec.Raw], str], None]
+# (the list's objects, its resourceVersion): the whole state, after a start or a 410. The objects
+# are `msgspec.Raw`, or what `page_decoder` makes of a page's items.
+Relist = Callable[[list[Any], str], None]
 # (ADDED | MODIFIED | DELETED, the object)
 Event = Callable[[str, msgspec.Raw], None]
 
@@ -84,13 +86,16 @@ class ListWatch:
 
     `list_call` is the client's list method (e.g. `CoreV1Api.list_pod_for_all_namespaces`);
     `query` its selectors. `on_relist` gets every object after each list, `on_event` each
-    change; `on_bookmark` (if given) each resourceVersion a bookmark brings.
+    change; `on_bookmark` (if given) each resourceVersion a bookmark brings. `page_decoder`
+    decodes a list page whose `items` are what `on_relist` wants (e.g. `RawList`: every pod
+    decoded once, in one pass per page, as the tick's own lists do).
     """
 
     def __init__(self, list_call: Callable[..., Any], name: str, on_relist: Relist,
                  on_event: Event, *, timeout_seconds: int = WATCH_TIMEOUT_SECONDS,
                  page_size: int = PAGE_SIZE, retry_seconds: float = RETRY_SECONDS,
-                 on_bookmark: Callable[[str], None] | None = None, **query: str) -> None:
+                 on_bookmark: Callable[[str], None] | None = None,
+                 page_decoder: msgspec.json.Decoder[Any] = _PAGE, **query: str) -> None:
         self.list_call = list_call
         self.name = name
         self.on_relist = on_relist
@@ -100,6 +105,7 @@ class ListWatch:
         self.page_size = page_size
         self.retry_seconds = retry_seconds
         self.query = query
+        self.page_decoder = page_decoder
         self.resource_version: str | None = None  # None: list before watching
         self.relists = 0
         self._stop = threading.Event()
@@ -152,14 +158,18 @@ class ListWatch:
 
     def relist(self) -> None:
         """Every object, page by page; remembers the list's resourceVersion."""
-        items: list[msgspec.Raw] = []
+        with gc_paused():
+            self._relist()
+
+    def _relist(self) -> None:
+        items: list[Any] = []
         token: str | None = None
         version = ""
         while True:
             response: Any = self.list_call(
                 limit=self.page_size, _continue=token, _preload_content=False,
                 _request_timeout=timeouts().pair, **self.query)
-            page = _PAGE.decode(response.data)
+            page = self.page_decoder.decode(response.data)
             items.extend(page.items)
             version = version or page.metadata.resourceVersion or ""
             token = page.metadata.continue_
@@ -206,12 +216,11 @@ class ListWatch:
             log.warning("%s: skipping a %s event the watch cannot read: %s", self.name,
                         line.type, error)
             return
-        if line.type == "BOOKMARK":
-            if version and self.on_bookmark is not None:
-                self.on_bookmark(version)
-        else:
+        if line.type != "BOOKMARK":
             self.on_event(line.type, line.object)
         self.resource_version = version or self.resource_version
+        if line.type == "BOOKMARK" and version and self.on_bookmark is not None:
+            self.on_bookmark(version)
 
 
 __all__ = ["Expired", "ListWatch", "response_lines"]

@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import gc
 import re
+import threading
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -310,17 +311,27 @@ def decode_page(data: bytes | memoryview, source: str, snapshot: ClusterSnapshot
     return document.metadata.continue_, len(document.items)
 
 
+_gc_lock = threading.Lock()
+_gc_pauses = 0
+
+
 @contextmanager
 def gc_paused() -> Iterator[None]:
-    """Pause the cyclic GC for a bulk load: records hold no cycles, and 150,000 of them would
-    otherwise trigger full collections that cost more than the decoding itself."""
-    was_enabled = gc.isenabled()
-    gc.disable()
+    """No cyclic GC while a list is decoded: records hold no cycles, and 150,000 of them would
+    trigger full collections that cost more than the decoding itself. Counted, since several
+    watches may list at once."""
+    global _gc_pauses
+    with _gc_lock:
+        _gc_pauses += 1
+        if _gc_pauses == 1:
+            gc.disable()
     try:
         yield
     finally:
-        if was_enabled:
-            gc.enable()
+        with _gc_lock:
+            _gc_pauses -= 1
+            if _gc_pauses == 0:
+                gc.enable()
 
 
 def load_cluster_files(paths: Sequence[str | Path]) -> ClusterSnapshot:

@@ -22,6 +22,7 @@ from tasks.escalator.decide import asg_from_config
 from tasks.escalator.filter_nodes import nodes_by_group
 
 if TYPE_CHECKING:
+    from tasks.adapters.kube_cache import ClusterCache
     from tasks.steps.node_groups import Adapters
 
 class TickSource(Protocol):
@@ -61,6 +62,31 @@ class LiveSource:
     def list_pdbs(self) -> tuple[PodDisruptionBudget, ...]:
         return tuple(pdb_from_api(obj)
                      for obj in self.adapters.kube.list_pod_disruption_budgets())
+
+
+@dataclass(frozen=True)
+class CachedSource:
+    """Pods, nodes and budgets from this process's watch cache; the cloud and the Leases live
+    (a Lease is read fresh: the claim compares its resourceVersion)."""
+
+    cache: ClusterCache
+    adapters: Adapters
+
+    def list_pods(self) -> list[PodRecord]:
+        return self.cache.pods()
+
+    def list_nodes(self) -> list[NodeRecord]:
+        return self.cache.nodes()
+
+    def describe_groups(self, names: Sequence[str]) -> dict[str, AutoScalingGroup]:
+        return self.adapters.cloud.describe(list(names))
+
+    def read_state(self, group_name: str) -> GroupState:
+        return self.adapters.kube.read_state(self.adapters.lease_namespace,
+                                             lease_name(group_name))
+
+    def list_pdbs(self) -> tuple[PodDisruptionBudget, ...]:
+        return self.cache.pdbs()
 
 
 @dataclass(frozen=True)

@@ -21,6 +21,7 @@ from benchmarks.event_latency import (
     BurstCluster,
     Child,
     EventRig,
+    InProcessRig,
     PrefectServer,
     elevator,
     wait_until,
@@ -346,6 +347,38 @@ def test_a_burst_of_pending_pods_raises_the_asg_through_the_event(
     runs = flow_runs(server, "autoscale")
     assert [run.state_type.value for run in runs] == ["COMPLETED"]
     assert runs[0].created_by is not None and runs[0].created_by.type == "AUTOMATION"
+
+
+def test_a_burst_of_pending_pods_raises_the_asg_in_the_watching_process(
+        server: PrefectServer, fake_kube: FakeKubeApi, fake_aws: FakeAws,
+        tmp_path: Path) -> None:
+    cluster = BurstCluster(fake_kube, fake_aws, tmp_path)
+    before = cluster.desired()
+    with InProcessRig(server, cluster, tmp_path) as rig:
+        latency = rig.measure_burst(pods=10, timeout=90)
+        assert rig.watch is not None
+        rig.watch.wait_for("batch: 10 pending pods → tick", 10)
+        rig.watch.wait_for("tick (batch: 10 pending pods): batch: acted", 30)
+        codes = rig.stop()
+    print(f"\npod creation → SetDesiredCapacity in the watching process: {latency:.2f} s "
+          f"(python -m benchmarks.event_latency)")
+    # 10 pods of 500m on 2 nodes of 1000m: 250% => scale up by ceil(2 × 180 / 70) = 6.
+    assert cluster.desired() == before + 6
+    assert codes == {"watch": 0}
+    # every tick a flow run of its own on the server: the one at start, the burst's
+    runs = [run for run in autoscale_runs(server) if run.deployment_id is None]
+    assert [run.state_type.value for run in runs] == ["COMPLETED", "COMPLETED"]
+
+
+def autoscale_runs(server: PrefectServer) -> list[Any]:
+    from prefect.client.orchestration import get_client
+    from prefect.client.schemas.filters import FlowFilter, FlowFilterName
+    from prefect.settings import PREFECT_API_URL, temporary_settings
+
+    with temporary_settings({PREFECT_API_URL: server.api_url}), \
+            get_client(sync_client=True) as client:
+        return list(client.read_flow_runs(flow_filter=FlowFilter(
+            name=FlowFilterName(any_=["autoscale"]))))
 
 
 def flow_runs(server: PrefectServer, deployment: str) -> list[Any]:

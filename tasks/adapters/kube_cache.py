@@ -1,0 +1,235 @@
+"""A watch-backed cache of what a tick reads: pods, nodes and PodDisruptionBudgets.
+
+Escalator keeps informer caches (list once, then watch) and its tick reads memory; so does a
+process that keeps this cache (`elevator watch`, `elevator serve`): the tick's collect steps
+read it instead of listing 150,000 pods again (`tasks.steps.source.CachedSource`). Each kind is
+one `ListWatch` (the adapter's one loop: resume from the last resourceVersion, relist on 410,
+bookmarks), decoded straight into the slim records the tick reads. A tick waits until every
+kind has listed once (`wait_synced`); a process without a cache lists, as before.
+
+The group Leases are not cached: the claim that guards every tick compares resourceVersions,
+and a cached Lease could lag the previous tick's own write by the watch's latency and turn the
+next tick into a lost race. They are read with one GET per group per tick.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable
+from typing import Any
+
+import msgspec
+
+from tasks.adapters.kube_watch import ListWatch
+from tasks.core.api_objects import OBJECT_DECODER, RawList, RawObject
+from tasks.core.pdb import PodDisruptionBudget, pdb_from_api
+from tasks.core.records import TERMINAL_PHASES, NodeRecord, PodRecord, node_record, pod_record
+
+log = logging.getLogger(__name__)
+
+ACTIVE_PODS = "status.phase!=Succeeded,status.phase!=Failed"  # as the tick's own pod list
+_RAW_LIST = msgspec.json.Decoder(RawList)
+PodKey = tuple[str, str]  # (namespace, name)
+
+
+class ClusterCache:
+    """Pods, nodes and budgets of a cluster, kept current by watches in daemon threads.
+
+    `on_pod(event_type, pod)` (if set) sees every pod change after the cache applied it, and
+    `on_pods_listed(pods)` every (re)list: the pending-pod bursts that start a tick come from
+    there.
+    """
+
+    def __init__(self, api_client: Any, *, timeout_seconds: int = 300,
+                 page_size: int = 500, retry_seconds: float = 1.0) -> None:
+        from kubernetes import client
+
+        core = client.CoreV1Api(api_client)
+        policy = client.PolicyV1Api(api_client)
+        self._lock = threading.RLock()
+        self._changed = threading.Condition(self._lock)
+        self._pods: dict[PodKey, PodRecord] = {}
+        self._nodes: dict[str, NodeRecord] = {}
+        self._pdbs: dict[PodKey, PodDisruptionBudget] = {}
+        self.on_pod: Callable[[str, PodRecord], None] | None = None
+        self.on_pods_listed: Callable[[list[PodRecord]], None] | None = None
+        options: dict[str, Any] = {"timeout_seconds": timeout_seconds, "page_size": page_size,
+                                   "retry_seconds": retry_seconds}
+        self.loops = {
+            "pods": ListWatch(core.list_pod_for_all_namespaces, "pods", self._pods_listed,
+                              self._pod_changed, page_decoder=_RAW_LIST,
+                              field_selector=ACTIVE_PODS, **options),
+            "nodes": ListWatch(core.list_node, "nodes", self._nodes_listed,
+                               self._node_changed, page_decoder=_RAW_LIST, **options),
+            "poddisruptionbudgets": ListWatch(
+                policy.list_pod_disruption_budget_for_all_namespaces, "poddisruptionbudgets",
+                self._pdbs_listed, self._pdb_changed, **options),
+        }
+        self._listed = {kind: threading.Event() for kind in self.loops}
+
+    # --- lifecycle ----------------------------------------------------------------------------
+
+    def start(self) -> ClusterCache:
+        for loop in self.loops.values():
+            loop.start()
+        return self
+
+    def stop(self) -> None:
+        for loop in self.loops.values():
+            loop.stop()
+
+    def __enter__(self) -> ClusterCache:
+        return self.start()
+
+    def __exit__(self, *_: object) -> None:
+        self.stop()
+
+    @property
+    def synced(self) -> bool:
+        return all(event.is_set() for event in self._listed.values())
+
+    def wait_synced(self, timeout: float | None = None) -> bool:
+        """Block until every kind has been listed once (False on timeout)."""
+        return all(event.wait(timeout) for event in self._listed.values())
+
+    # --- what a tick reads --------------------------------------------------------------------
+
+    def pods(self) -> list[PodRecord]:
+        with self._lock:
+            return list(self._pods.values())
+
+    def nodes(self) -> list[NodeRecord]:
+        with self._lock:
+            return list(self._nodes.values())
+
+    def pdbs(self) -> tuple[PodDisruptionBudget, ...]:
+        with self._lock:
+            return tuple(self._pdbs.values())
+
+    def wait_for(self, condition: Callable[[], bool], timeout: float | None = None) -> bool:
+        """Block until `condition()` (checked after each change the watches apply) holds."""
+        with self._changed:
+            return self._changed.wait_for(condition, timeout)
+
+    def counts(self) -> dict[str, int]:
+        with self._lock:
+            return {"pods": len(self._pods), "nodes": len(self._nodes),
+                    "poddisruptionbudgets": len(self._pdbs)}
+
+    # --- from the watches ---------------------------------------------------------------------
+
+    def _pods_listed(self, items: list[RawObject], version: str) -> None:
+        pods: dict[PodKey, PodRecord] = {}
+        for raw in items:
+            pod = _read(pod_record, raw, "pod")
+            if pod is not None:
+                pods[(pod.namespace, pod.name)] = pod
+        with self._changed:
+            self._pods = pods
+            self._changed.notify_all()
+        self._listed["pods"].set()
+        if self.on_pods_listed is not None:
+            self.on_pods_listed(list(pods.values()))
+
+    def _pod_changed(self, event_type: str, item: msgspec.Raw) -> None:
+        pod = _read(pod_record, _decoded(item), "pod")
+        if pod is None:
+            return
+        key = (pod.namespace, pod.name)
+        with self._changed:
+            # The list asks for active pods only; a watch event says when one finished.
+            if event_type == "DELETED" or pod.phase in TERMINAL_PHASES:
+                self._pods.pop(key, None)
+            else:
+                self._pods[key] = pod
+            self._changed.notify_all()
+        if self.on_pod is not None:
+            self.on_pod(event_type, pod)
+
+    def _nodes_listed(self, items: list[RawObject], version: str) -> None:
+        nodes = {node.name: node for raw in items
+                 if (node := _read(node_record, raw, "node")) is not None}
+        with self._changed:
+            self._nodes = nodes
+            self._changed.notify_all()
+        self._listed["nodes"].set()
+
+    def _node_changed(self, event_type: str, item: msgspec.Raw) -> None:
+        node = _read(node_record, _decoded(item), "node")
+        if node is None:
+            return
+        with self._changed:
+            if event_type == "DELETED":
+                self._nodes.pop(node.name, None)
+            else:
+                self._nodes[node.name] = node
+            self._changed.notify_all()
+
+    def _pdbs_listed(self, items: list[msgspec.Raw], version: str) -> None:
+        pdbs = {(pdb.namespace, pdb.name): pdb for item in items
+                if (pdb := _budget(item)) is not None}
+        with self._changed:
+            self._pdbs = pdbs
+            self._changed.notify_all()
+        self._listed["poddisruptionbudgets"].set()
+
+    def _pdb_changed(self, event_type: str, item: msgspec.Raw) -> None:
+        pdb = _budget(item)
+        if pdb is None:
+            return
+        with self._changed:
+            if event_type == "DELETED":
+                self._pdbs.pop((pdb.namespace, pdb.name), None)
+            else:
+                self._pdbs[(pdb.namespace, pdb.name)] = pdb
+            self._changed.notify_all()
+
+
+def _decoded(item: msgspec.Raw) -> RawObject | None:
+    try:
+        return OBJECT_DECODER.decode(item)
+    except (msgspec.DecodeError, ValueError) as error:
+        log.warning("cache: skipping an object the watch cannot read: %s", error)
+        return None
+
+
+def _read(fold: Callable[[RawObject], Any], raw: RawObject | None, kind: str) -> Any:
+    """The record of one object, or None (logged) when the object cannot be read."""
+    if raw is None:
+        return None
+    try:
+        return fold(raw)
+    except ValueError as error:
+        log.warning("cache: skipping %s %s: %s", kind, raw.metadata.name, error)
+        return None
+
+
+def _budget(item: msgspec.Raw) -> PodDisruptionBudget | None:
+    import orjson
+
+    try:
+        return pdb_from_api(orjson.loads(memoryview(item)))
+    except (ValueError, orjson.JSONDecodeError) as error:
+        log.warning("cache: skipping a PodDisruptionBudget: %s", error)
+        return None
+
+
+# The cache this process keeps (`elevator watch`, `elevator serve`), and the kubeconfig it
+# watches: a tick against that cluster reads it instead of listing.
+_PROCESS_CACHE: tuple[str | None, ClusterCache] | None = None
+
+
+def install_process_cache(cache: ClusterCache | None, kubeconfig: str | None = None) -> None:
+    global _PROCESS_CACHE
+    _PROCESS_CACHE = None if cache is None else (kubeconfig, cache)
+
+
+def process_cache(kubeconfig: str | None = None) -> ClusterCache | None:
+    """This process's cache of the cluster `kubeconfig` names, if it keeps one."""
+    if _PROCESS_CACHE is None or _PROCESS_CACHE[0] != kubeconfig:
+        return None
+    return _PROCESS_CACHE[1]
+
+
+__all__ = ["ClusterCache", "install_process_cache", "process_cache"]

@@ -1,0 +1,152 @@
+"""The watch cache against the fake API server and the real client: list, then watch; resume;
+relist on 410 Gone; bookmarks; and a tick that reads it decides as one that lists."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from fakes.kube_api.server import FakeKubeApi
+from flows.autoscale import live_tick
+from tasks.adapters.kube import KubeClient
+from tasks.adapters.kube_cache import ClusterCache
+from tasks.core.records import PodRecord
+from tasks.core.step import run_plain
+from tests.builders import api_node, api_pod, make_group
+
+
+@pytest.fixture
+def cache(fake_kube: FakeKubeApi) -> Iterator[ClusterCache]:
+    with ClusterCache(fake_kube.api_client(), timeout_seconds=30, page_size=2,
+                      retry_seconds=0.05) as started:
+        assert started.wait_synced(10)
+        yield started
+
+
+def pod_names(cache: ClusterCache) -> set[str]:
+    return {pod.name for pod in cache.pods()}
+
+
+def test_the_first_list_holds_active_pods_nodes_and_budgets(fake_kube: FakeKubeApi) -> None:
+    fake_kube.create("nodes", api_node("n1"))
+    for index in range(5):  # pages of 2: three pages
+        fake_kube.create("pods", api_pod(f"web-{index}", node="n1"), namespace="default")
+    fake_kube.create("pods", api_pod("done", phase="Succeeded"), namespace="default")
+    fake_kube.create("poddisruptionbudgets", {
+        "metadata": {"name": "web", "namespace": "default"},
+        "spec": {"minAvailable": 1, "selector": {"matchLabels": {"app": "web"}}}},
+        namespace="default")
+    with ClusterCache(fake_kube.api_client(), page_size=2) as cache:
+        assert not cache.synced or cache.counts()["pods"] == 5
+        assert cache.wait_synced(10)
+        assert pod_names(cache) == {f"web-{index}" for index in range(5)}
+        assert [node.name for node in cache.nodes()] == ["n1"]
+        assert [pdb.name for pdb in cache.pdbs()] == ["web"]
+
+
+def test_changes_reach_the_cache_and_finished_pods_leave_it(
+        fake_kube: FakeKubeApi, cache: ClusterCache) -> None:
+    seen: list[tuple[str, str]] = []
+    cache.on_pod = lambda event_type, pod: seen.append((event_type, pod.name))
+    fake_kube.create("pods", api_pod("job", phase="Pending"), namespace="default")
+    assert cache.wait_for(lambda: "job" in pod_names(cache))
+    fake_kube.patch("pods", "job", {"status": {"phase": "Succeeded"}}, namespace="default")
+    assert cache.wait_for(lambda: "job" not in pod_names(cache))
+    fake_kube.create("nodes", api_node("n2"))
+    assert cache.wait_for(lambda: [n.name for n in cache.nodes()] == ["n2"])
+    fake_kube.delete("nodes", "n2")
+    assert cache.wait_for(lambda: cache.nodes() == [])
+    assert seen[0] == ("ADDED", "job")
+
+
+def test_an_ended_watch_resumes_from_the_last_resource_version(
+        fake_kube: FakeKubeApi) -> None:
+    with ClusterCache(fake_kube.api_client(), timeout_seconds=1,
+                      retry_seconds=0.05) as cache:
+        assert cache.wait_synced(10)
+        loop = cache.loops["pods"]
+        # The server ends each watch after 1 s; a pod created while the next watch is still
+        # on its way (held 1.5 s) comes with it, from the resourceVersion last seen.
+        fake_kube.delay_next("watch", "pods", 1.5)
+        assert fake_kube.wait_for_watchers("pods", 0, timeout=10)
+        fake_kube.create("pods", api_pod("between"), namespace="default")
+        assert cache.wait_for(lambda: pod_names(cache) == {"between"}, 10)
+        assert loop.relists == 1  # resumed, never listed again
+
+
+def test_410_gone_lists_again() -> None:
+    with FakeKubeApi(history_size=3) as kube, \
+            ClusterCache(kube.api_client(), timeout_seconds=1, retry_seconds=0.05) as cache:
+        assert cache.wait_synced(10)
+        loop = cache.loops["pods"]
+        kube.delay_next("watch", "pods", 1.5)
+        assert kube.wait_for_watchers("pods", 0, timeout=10)
+        for index in range(6):  # more changes than the server remembers
+            kube.create("pods", api_pod(f"p{index}"), namespace="default")
+        assert cache.wait_for(lambda: pod_names(cache) == {f"p{i}" for i in range(6)}, 10)
+        assert loop.relists == 2
+
+
+def test_bookmarks_keep_a_quiet_watch_current() -> None:
+    with FakeKubeApi(bookmark_interval=0.05) as kube, \
+            ClusterCache(kube.api_client(), timeout_seconds=30) as cache:
+        assert cache.wait_synced(10)
+        # Another kind moves the resourceVersion; the quiet pod watch hears of it by bookmark,
+        # so a resumed watch starts from there and not from history the server has dropped.
+        kube.create("configmaps", {"metadata": {"name": "y", "namespace": "default"}},
+                    namespace="default")
+        wanted = str(kube.resource_version)
+        reached = threading.Event()
+        cache.loops["pods"].on_bookmark = lambda version: (
+            reached.set() if version == wanted else None)
+        assert reached.wait(10)
+        assert cache.loops["pods"].resource_version == wanted
+
+
+def test_a_tick_reading_the_cache_decides_as_one_that_lists(
+        fake_kube: FakeKubeApi, fake_aws: Any, kubeconfig: Path) -> None:
+    from tasks.adapters.cloud import AsgClient
+    from tasks.steps.node_groups import Adapters
+
+    fake_aws.create_asg("cache-asg", 1, 10, 2)
+    for index, instance in enumerate(fake_aws.instances("cache-asg")):
+        from fakes.cluster import node_for_instance
+
+        fake_kube.create("nodes", node_for_instance(instance, {"customer": "batch"}, 1000,
+                                                    4000 * 2**20, 1_700_000_000.0 + index))
+    for index in range(4):
+        fake_kube.create("pods", api_pod(f"w{index}", "jobs", cpu="500m", memory="100Mi",
+                                         phase="Pending", node_selector={"customer": "batch"}),
+                         namespace="jobs")
+    group = make_group(cloud_provider_group_name="cache-asg")
+    adapters = Adapters(KubeClient.from_config(kubeconfig),
+                        AsgClient.from_environment(), "kube-system")
+    listed = live_tick(run_plain, adapters, [group], 1_800_000_000.0, dry_run=True)
+    with ClusterCache(fake_kube.api_client()) as cache:
+        assert cache.wait_synced(10)
+        list_calls = _count_lists(fake_kube)
+        cached = live_tick(run_plain, adapters, [group], 1_800_000_000.0, dry_run=True,
+                           cache=cache)
+        assert _count_lists(fake_kube) == list_calls  # the tick listed nothing
+    assert [r.plan.to_json() for r in cached] == [r.plan.to_json() for r in listed]
+    assert cached[0].plan.delta > 0
+
+
+def _count_lists(kube: FakeKubeApi) -> int:
+    return sum(1 for request in kube.requests
+               if request.verb == "list" and request.resource in ("pods", "nodes"))
+
+
+def test_a_pod_the_cache_cannot_read_is_skipped_not_fatal(
+        fake_kube: FakeKubeApi, cache: ClusterCache) -> None:
+    bad = api_pod("bad", cpu="lots")
+    fake_kube.create("pods", bad, namespace="default")
+    fake_kube.create("pods", api_pod("good"), namespace="default")
+    assert cache.wait_for(lambda: "good" in pod_names(cache))
+    assert "bad" not in pod_names(cache)
+    assert all(isinstance(pod, PodRecord) for pod in cache.pods())
+
