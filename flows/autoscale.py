@@ -40,7 +40,7 @@ def live_tick(
     source: TickSource = LiveSource(adapters)
     if cache is not None:
         if cache.wait_synced(CACHE_SYNC_SECONDS):
-            source = CachedSource(cache, adapters)
+            source = CachedSource(cache, adapters, tuple(groups))
         else:  # still listing after a start or a 410: this tick lists for itself
             get_logger(__name__).warning("watch cache not synced: the tick lists the cluster")
     return tick(run, source, None if dry_run else adapters, groups, now,

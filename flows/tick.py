@@ -29,7 +29,7 @@ from tasks.core.retry import is_retryable
 from tasks.core.step import Runner
 from tasks.escalator.config import NodeGroupConfig
 from tasks.escalator.decide import ScalePlan, decide, missing_asg_plan
-from tasks.escalator.filter_nodes import nodes_by_group, pods_by_group
+from tasks.escalator.filter_nodes import nodes_by_group
 from tasks.steps.drain import evict_pods
 from tasks.steps.lease import write_lock
 from tasks.steps.load_watcher import read_node_load
@@ -40,6 +40,7 @@ from tasks.steps.source import (
     collect_pdbs,
     collect_pods,
     describe_node_groups,
+    pods_of_groups,
     read_lock,
 )
 
@@ -150,7 +151,7 @@ def tick(
     pods = run(collect_pods, source)
     nodes = run(collect_nodes, source)
     asgs = run(describe_node_groups, source, [g.cloud_provider_group_name for g in groups])
-    group_pods = pods_by_group(pods, groups)
+    grouped = pods_of_groups(source, pods, groups)
     group_nodes = nodes_by_group(nodes, groups)
     removal = None
     if ca is not None:
@@ -158,7 +159,7 @@ def tick(
         removal = RemovalInputs(nodes, pods_on_nodes(pods), budgets, ca.scale_down.drain)
 
     def one(group: NodeGroupConfig) -> GroupResult:
-        return tick_group(run, source, actuator, group, group_pods[group.name],
+        return tick_group(run, source, actuator, group, grouped[group.name],
                           group_nodes[group.name], asgs.get(group.cloud_provider_group_name),
                           now, cpu_load_percent, removal)
 
@@ -172,14 +173,14 @@ def tick(
         if error is None:
             results.append(future.result())
         else:
-            failed = missing_asg_plan(group, len(group_pods[group.name]),
+            failed = missing_asg_plan(group, len(grouped[group.name]),
                                       len(group_nodes[group.name]))
             results.append(GroupResult(replace(failed, error=str(error),
                                                reason="the tick failed: see the message"),
                                        "failed", message=f"{type(error).__name__}: {error}"))
     if ca is not None and actuator is not None:
         results = _scale_up_unschedulable(run, actuator, ca, groups, results, pods, nodes,
-                                          group_pods, group_nodes, asgs, now)
+                                          grouped, group_nodes, asgs, now)
         if ca.scale_down.enabled and removal is not None:
             results = _scale_down_unneeded(run, actuator, ca, groups, results, removal,
                                            group_nodes, asgs, now)

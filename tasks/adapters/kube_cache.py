@@ -16,12 +16,12 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Hashable, Iterable
 from typing import Any
 
 import msgspec
 
-from tasks.adapters.kube_watch import ListWatch
+from tasks.adapters.kube_watch import ListWatch, PageDecoder
 from tasks.core.api_objects import OBJECT_DECODER, RawList, RawObject
 from tasks.core.pdb import PodDisruptionBudget, pdb_from_api
 from tasks.core.records import TERMINAL_PHASES, NodeRecord, PodRecord, node_record, pod_record
@@ -30,6 +30,15 @@ log = logging.getLogger(__name__)
 
 ACTIVE_PODS = "status.phase!=Succeeded,status.phase!=Failed"  # as the tick's own pod list
 _RAW_LIST = msgspec.json.Decoder(RawList)
+
+
+def _page_of(fold: Callable[[RawObject], Any], kind: str) -> PageDecoder:
+    """A list page decoded in one pass and folded into records at once."""
+    def decode(data: bytes) -> tuple[list[Any], str | None, str | None]:
+        page = _RAW_LIST.decode(data)
+        records = [record for raw in page.items if (record := _read(fold, raw, kind)) is not None]
+        return records, page.metadata.continue_, page.metadata.resourceVersion
+    return decode
 PodKey = tuple[str, str]  # (namespace, name)
 
 
@@ -52,16 +61,20 @@ class ClusterCache:
         self._pods: dict[PodKey, PodRecord] = {}
         self._nodes: dict[str, NodeRecord] = {}
         self._pdbs: dict[PodKey, PodDisruptionBudget] = {}
+        # Indexes of the pods kept current with every change, so a tick needs not sort 150,000
+        # pods into their groups each time: name -> (grouper, group -> pods, pod -> groups).
+        self._indexes: dict[Hashable, _Index] = {}
         self.on_pod: Callable[[str, PodRecord], None] | None = None
         self.on_pods_listed: Callable[[list[PodRecord]], None] | None = None
         options: dict[str, Any] = {"timeout_seconds": timeout_seconds, "page_size": page_size,
                                    "retry_seconds": retry_seconds}
         self.loops = {
             "pods": ListWatch(core.list_pod_for_all_namespaces, "pods", self._pods_listed,
-                              self._pod_changed, page_decoder=_RAW_LIST,
+                              self._pod_changed, page_decoder=_page_of(pod_record, "pod"),
                               field_selector=ACTIVE_PODS, **options),
             "nodes": ListWatch(core.list_node, "nodes", self._nodes_listed,
-                               self._node_changed, page_decoder=_RAW_LIST, **options),
+                               self._node_changed, page_decoder=_page_of(node_record, "node"),
+                               **options),
             "poddisruptionbudgets": ListWatch(
                 policy.list_pod_disruption_budget_for_all_namespaces, "poddisruptionbudgets",
                 self._pdbs_listed, self._pdb_changed, **options),
@@ -103,6 +116,19 @@ class ClusterCache:
         with self._lock:
             return list(self._nodes.values())
 
+    def grouped_pods(self, name: Hashable, grouper: Grouper,
+                     ) -> tuple[list[PodRecord], dict[str, list[PodRecord]]]:
+        """Every pod, and the pods of each group `grouper` names, at the same instant. The
+        index is built on first use and then kept current by the watch."""
+        with self._lock:
+            index = self._indexes.get(name)
+            if index is None:
+                index = self._indexes[name] = _Index(grouper)
+                for key, pod in self._pods.items():
+                    index.add(key, pod)
+            return (list(self._pods.values()),
+                    {group: list(members.values()) for group, members in index.members.items()})
+
     def pdbs(self) -> tuple[PodDisruptionBudget, ...]:
         with self._lock:
             return tuple(self._pdbs.values())
@@ -119,14 +145,12 @@ class ClusterCache:
 
     # --- from the watches ---------------------------------------------------------------------
 
-    def _pods_listed(self, items: list[RawObject], version: str) -> None:
-        pods: dict[PodKey, PodRecord] = {}
-        for raw in items:
-            pod = _read(pod_record, raw, "pod")
-            if pod is not None:
-                pods[(pod.namespace, pod.name)] = pod
+    def _pods_listed(self, items: list[PodRecord], version: str) -> None:
+        pods = {(pod.namespace, pod.name): pod for pod in items}
         with self._changed:
             self._pods = pods
+            for index in self._indexes.values():
+                index.rebuild(pods)
             self._changed.notify_all()
         self._listed["pods"].set()
         if self.on_pods_listed is not None:
@@ -139,17 +163,22 @@ class ClusterCache:
         key = (pod.namespace, pod.name)
         with self._changed:
             # The list asks for active pods only; a watch event says when one finished.
-            if event_type == "DELETED" or pod.phase in TERMINAL_PHASES:
+            gone = event_type == "DELETED" or pod.phase in TERMINAL_PHASES
+            if gone:
                 self._pods.pop(key, None)
             else:
                 self._pods[key] = pod
+            for index in self._indexes.values():
+                if gone:
+                    index.remove(key)
+                else:
+                    index.update(key, pod)
             self._changed.notify_all()
         if self.on_pod is not None:
             self.on_pod(event_type, pod)
 
-    def _nodes_listed(self, items: list[RawObject], version: str) -> None:
-        nodes = {node.name: node for raw in items
-                 if (node := _read(node_record, raw, "node")) is not None}
+    def _nodes_listed(self, items: list[NodeRecord], version: str) -> None:
+        nodes = {node.name: node for node in items}
         with self._changed:
             self._nodes = nodes
             self._changed.notify_all()
@@ -184,6 +213,44 @@ class ClusterCache:
             else:
                 self._pdbs[(pdb.namespace, pdb.name)] = pdb
             self._changed.notify_all()
+
+
+Grouper = Callable[[PodRecord], Iterable[str]]  # the groups a pod belongs to
+
+
+class _Index:
+    """The pods of each group, kept in listing order (dicts keep insertion order)."""
+
+    def __init__(self, grouper: Grouper) -> None:
+        self.grouper = grouper
+        self.members: dict[str, dict[PodKey, PodRecord]] = {}
+        self.groups_of: dict[PodKey, tuple[str, ...]] = {}
+
+    def add(self, key: PodKey, pod: PodRecord) -> None:
+        groups = tuple(self.grouper(pod))
+        if groups:
+            self.groups_of[key] = groups
+            for group in groups:
+                self.members.setdefault(group, {})[key] = pod
+
+    def update(self, key: PodKey, pod: PodRecord) -> None:
+        """A changed pod keeps its place (as in the cache's own dict); a new one goes last."""
+        groups = tuple(self.grouper(pod))
+        if groups == self.groups_of.get(key, ()):
+            for group in groups:
+                self.members[group][key] = pod
+        else:
+            self.remove(key)
+            self.add(key, pod)
+
+    def remove(self, key: PodKey) -> None:
+        for group in self.groups_of.pop(key, ()):
+            self.members[group].pop(key, None)
+
+    def rebuild(self, pods: dict[PodKey, PodRecord]) -> None:
+        self.members, self.groups_of = {}, {}
+        for key, pod in pods.items():
+            self.add(key, pod)
 
 
 def _decoded(item: msgspec.Raw) -> RawObject | None:

@@ -63,6 +63,14 @@ _STATUS = msgspec.json.Decoder(_Status)
 # (the list's objects, its resourceVersion): the whole state, after a start or a 410. The objects
 # are `msgspec.Raw`, or what `page_decoder` makes of a page's items.
 Relist = Callable[[list[Any], str], None]
+# a list page's bytes -> (its items, the continue token, the list's resourceVersion)
+PageDecoder = Callable[[bytes], tuple[list[Any], str | None, str | None]]
+
+
+def raw_page(data: bytes) -> tuple[list[Any], str | None, str | None]:
+    """A page's items as their raw JSON."""
+    page = _PAGE.decode(data)
+    return page.items, page.metadata.continue_, page.metadata.resourceVersion
 # (ADDED | MODIFIED | DELETED, the object)
 Event = Callable[[str, msgspec.Raw], None]
 
@@ -87,15 +95,15 @@ class ListWatch:
     `list_call` is the client's list method (e.g. `CoreV1Api.list_pod_for_all_namespaces`);
     `query` its selectors. `on_relist` gets every object after each list, `on_event` each
     change; `on_bookmark` (if given) each resourceVersion a bookmark brings. `page_decoder`
-    decodes a list page whose `items` are what `on_relist` wants (e.g. `RawList`: every pod
-    decoded once, in one pass per page, as the tick's own lists do).
+    turns each list page into what `on_relist` wants as it arrives (the cache folds a page of
+    pods straight into records, so no page's raw objects outlive it).
     """
 
     def __init__(self, list_call: Callable[..., Any], name: str, on_relist: Relist,
                  on_event: Event, *, timeout_seconds: int = WATCH_TIMEOUT_SECONDS,
                  page_size: int = PAGE_SIZE, retry_seconds: float = RETRY_SECONDS,
                  on_bookmark: Callable[[str], None] | None = None,
-                 page_decoder: msgspec.json.Decoder[Any] = _PAGE, **query: str) -> None:
+                 page_decoder: PageDecoder = raw_page, **query: str) -> None:
         self.list_call = list_call
         self.name = name
         self.on_relist = on_relist
@@ -169,10 +177,9 @@ class ListWatch:
             response: Any = self.list_call(
                 limit=self.page_size, _continue=token, _preload_content=False,
                 _request_timeout=timeouts().pair, **self.query)
-            page = self.page_decoder.decode(response.data)
-            items.extend(page.items)
-            version = version or page.metadata.resourceVersion or ""
-            token = page.metadata.continue_
+            page_items, token, page_version = self.page_decoder(response.data)
+            items.extend(page_items)
+            version = version or page_version or ""
             if not token:
                 break
         self.relists += 1

@@ -19,7 +19,7 @@ from tasks.core.records import TERMINAL_PHASES, AutoScalingGroup, NodeRecord, Po
 from tasks.core.step import step
 from tasks.escalator.config import NodeGroupConfig
 from tasks.escalator.decide import asg_from_config
-from tasks.escalator.filter_nodes import nodes_by_group
+from tasks.escalator.filter_nodes import nodes_by_group, pods_by_group
 
 if TYPE_CHECKING:
     from tasks.adapters.kube_cache import ClusterCache
@@ -67,13 +67,35 @@ class LiveSource:
 @dataclass(frozen=True)
 class CachedSource:
     """Pods, nodes and budgets from this process's watch cache; the cloud and the Leases live
-    (a Lease is read fresh: the claim compares its resourceVersion)."""
+    (a Lease is read fresh: the claim compares its resourceVersion).
+
+    The cache keeps the groups' pods sorted as they change, so the tick needs not sort them:
+    `list_pods` takes the pods and their grouping at one instant, `group_pods` hands the
+    grouping back for that very list.
+    """
 
     cache: ClusterCache
     adapters: Adapters
+    groups: Sequence[NodeGroupConfig] = ()
+    _grouped: list[tuple[list[PodRecord], dict[str, list[PodRecord]]]] = field(
+        default_factory=list, compare=False, repr=False)
 
     def list_pods(self) -> list[PodRecord]:
-        return self.cache.pods()
+        if not self.groups:
+            return self.cache.pods()
+        key = tuple((g.name, g.label_key, g.label_value) for g in self.groups)
+        groups = self.groups
+        pods, grouped = self.cache.grouped_pods(key, lambda pod: [
+            name for name, members in pods_by_group([pod], groups).items() if members])
+        self._grouped[:] = [(pods, grouped)]
+        return pods
+
+    def grouped(self, pods: Sequence[PodRecord], groups: Sequence[NodeGroupConfig],
+                ) -> dict[str, list[PodRecord]]:
+        if self._grouped and self._grouped[0][0] is pods and groups == self.groups:
+            grouped = self._grouped[0][1]
+            return {group.name: grouped.get(group.name, []) for group in groups}
+        return pods_by_group(pods, groups)
 
     def list_nodes(self) -> list[NodeRecord]:
         return self.cache.nodes()
@@ -133,9 +155,20 @@ class SnapshotSource:
 # Escalator §4: completed and failed pods never count. The live list asks the API server to
 # leave them out (`tasks.adapters.kube.ACTIVE_PODS`); a `kubectl get pods -A -o json` dump holds them
 # (finished Jobs stay until cleaned up), so the tick drops them again whatever the source.
-def active_pods(pods: Sequence[PodRecord]) -> list[PodRecord]:
-    """The pods a tick counts: everything but Succeeded and Failed (Escalator §4)."""
+def active_pods(pods: list[PodRecord]) -> list[PodRecord]:
+    """The pods a tick counts: everything but Succeeded and Failed (Escalator §4); the list
+    itself when it holds no finished pod (a live list or the cache never does)."""
+    if not any(pod.phase in TERMINAL_PHASES for pod in pods):
+        return pods
     return [pod for pod in pods if pod.phase not in TERMINAL_PHASES]
+
+
+def pods_of_groups(source: TickSource, pods: list[PodRecord], groups: Sequence[NodeGroupConfig],
+               ) -> dict[str, list[PodRecord]]:
+    """Every group's pods: kept current by the watch cache when the source is the cache."""
+    if isinstance(source, CachedSource):
+        return source.grouped(pods, groups)
+    return pods_by_group(pods, groups)
 
 
 @step

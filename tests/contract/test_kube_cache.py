@@ -150,3 +150,35 @@ def test_a_pod_the_cache_cannot_read_is_skipped_not_fatal(
     assert "bad" not in pod_names(cache)
     assert all(isinstance(pod, PodRecord) for pod in cache.pods())
 
+
+
+def test_the_group_index_follows_every_change(fake_kube: FakeKubeApi,
+                                               cache: ClusterCache) -> None:
+    from tasks.escalator.filter_nodes import pods_by_group
+
+    groups = [make_group(), make_group(name="web", label_value="web")]
+
+    def grouper(pod: PodRecord) -> list[str]:
+        return [name for name, members in pods_by_group([pod], groups).items() if members]
+
+    def agrees() -> bool:
+        pods, grouped = cache.grouped_pods("groups", grouper)
+        expected = pods_by_group(pods, groups)
+        return all(grouped.get(name, []) == members for name, members in expected.items())
+
+    fake_kube.create("pods", api_pod("b0", node_selector={"customer": "batch"}),
+                     namespace="default")
+    assert cache.wait_for(lambda: "b0" in pod_names(cache))
+    assert agrees()  # built on first use
+    fake_kube.create("pods", api_pod("w0", node_selector={"customer": "web"}),
+                     namespace="default")
+    fake_kube.create("pods", api_pod("b1", node_selector={"customer": "batch"}),
+                     namespace="default")
+    fake_kube.patch("pods", "b0", {"status": {"phase": "Running"}, "spec": {"nodeName": "n"}},
+                    namespace="default")
+    fake_kube.delete("pods", "w0", "default")
+    assert cache.wait_for(lambda: pod_names(cache) == {"b0", "b1"})
+    assert agrees()  # kept current, in the cache's order
+    _, grouped = cache.grouped_pods("groups", grouper)
+    assert [pod.name for pod in grouped["batch"]] == ["b0", "b1"]
+    assert grouped["batch"][0].node_name == "n"

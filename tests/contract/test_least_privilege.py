@@ -31,6 +31,8 @@ NODE_AUTOSCALER_WORKLOAD = (
     "tests/e2e/test_fault_ticks.py::test_scale_down_under_a_fault_then_a_clean_tick"
     "[terminate-answer-lost]",  # the retry that checks EC2 for an instance already gone
     "tests/e2e/test_serve_watch.py::test_the_watch_resumes_from_the_last_resource_version",  # watch
+    # the in-process ticks' cache: list and watch pods, nodes and budgets
+    "tests/contract/test_kube_cache.py::test_a_tick_reading_the_cache_decides_as_one_that_lists",
 )
 
 

@@ -125,6 +125,8 @@ def test_the_node_group_file_is_mounted_where_the_deployments_read_it() -> None:
         assert mounted == deployment("plan")["parameters"]["nodegroups"]
     watch = next(c for c in pod["containers"] if c["name"] == "watch")
     assert watch["args"][watch["args"].index("--nodegroups") + 1] == mounted
+    # beside a worker that runs the ticks, the watch only sends events (no ticks of its own)
+    assert watch["args"][watch["args"].index("--ticks") + 1] == "events"
     config = yaml.safe_load(found["ConfigMap"]["data"][item["key"]])
     assert parse_node_groups(config, "worker.yaml").node_groups  # a valid Escalator file
 

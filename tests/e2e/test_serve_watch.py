@@ -300,7 +300,7 @@ def test_watch_and_serve_report_bad_options_with_exit_2(cli: typer.Typer, tmp_pa
     from prefect.settings import PREFECT_API_URL, temporary_settings
 
     with temporary_settings(restore_defaults={PREFECT_API_URL}):
-        answer = runner.invoke(cli, ["watch", "--nodegroups", str(nodegroups)])
+        answer = runner.invoke(cli, ["watch", "--nodegroups", str(nodegroups), "--ticks", "events"])
     assert answer.exit_code == 2 and "PREFECT_API_URL is not set" in answer.output
 
 
