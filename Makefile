@@ -4,14 +4,14 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo plan-example test lint bench clean
+.PHONY: demo plan-example tune-example test lint bench clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 
 $(STAMP): pyproject.toml | $(BIN)/python
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[sim,test]'
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[sim,tune,test]'
 	touch $(STAMP)
 
 # The bundled scenario on the embedded fake cluster, every tick a real Prefect flow run.
@@ -23,6 +23,11 @@ plan-example: $(STAMP)
 	$(BIN)/elevator plan --nodegroups deployments/examples/nodegroups.yaml \
 		--cluster deployments/examples/cluster.json --asg deployments/examples/asgs.json \
 		--now 2026-11-21T12:00:00Z
+
+# The node-group settings that fit the bundled scenario's workload, judged on held-out seeds.
+tune-example: $(STAMP)
+	$(BIN)/elevator tune deployments/examples/scenario.yaml --trials 150 \
+		--output tuned-nodegroups.yaml --plot tune-example.png
 
 test: $(STAMP)
 	$(BIN)/python -m pytest -q

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import csv
 import io
+import random
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -248,3 +249,30 @@ def load_scenario(path: str | Path) -> LoadedScenario:
         raise InputError([join_location(source, "workload", "no workload: give waves or a "
                                                             "trace")])
     return LoadedScenario(scenario, config, source, arrivals)
+
+
+def perturbed(loaded: LoadedScenario, seed: int, jitter: float = 0.2) -> LoadedScenario:
+    """The same scenario with its workload redrawn around the original (`seed` 0: unchanged).
+
+    Each wave's arrival moves by up to one tick, its pod count and duration by up to ±`jitter`;
+    each trace pod's arrival by up to a tick and its duration by ±`jitter`. Tuning searches on
+    some seeds and is judged on others, so a setting is not fitted to one draw of the workload.
+    """
+    if seed == 0:
+        return loaded
+    rng = random.Random(seed)
+    tick = loaded.scenario.tick_interval
+    arrivals: list[TracePod | Wave] = []
+    for arrival in loaded.arrivals:
+        scale = 1 + rng.uniform(-jitter, jitter)
+        if isinstance(arrival, Wave):
+            arrivals.append(arrival.model_copy(update={
+                "at": max(0.0, arrival.at + rng.uniform(-tick, tick)),
+                "count": max(1, round(arrival.count * (1 + rng.uniform(-jitter, jitter)))),
+                "duration": None if arrival.duration is None else arrival.duration * scale}))
+        else:
+            arrivals.append(arrival.model_copy(update={
+                "arrival_s": max(0.0, arrival.arrival_s + rng.uniform(-tick, tick)),
+                "duration_s": None if arrival.duration_s is None
+                else arrival.duration_s * scale}))
+    return LoadedScenario(loaded.scenario, loaded.config, loaded.source, arrivals)

@@ -55,6 +55,16 @@ def test_both_deployments_run_the_autoscale_flow_with_its_own_parameters() -> No
     assert deployment("plan")["parameters"]["dry_run"] is True
 
 
+def test_the_tune_deployment_runs_the_tune_flow_by_hand() -> None:
+    from flows.tune import tune_flow
+
+    spec = deployment("tune")
+    path, function = spec["entrypoint"].split(":")
+    assert (ROOT / path).is_file() and function == "tune_flow"
+    assert set(spec["parameters"]) <= set(inspect.signature(tune_flow.fn).parameters)
+    assert spec["schedules"] == [] and "triggers" not in spec
+
+
 def test_autoscale_ticks_every_minute_one_at_a_time_and_on_pending_pods() -> None:
     from prefect.client.schemas.objects import ConcurrencyLimitConfig
     from prefect.events.schemas.deployment_triggers import DeploymentEventTrigger

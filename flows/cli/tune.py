@@ -1,0 +1,145 @@
+"""`elevator tune`: the node-group settings that fit a workload, found before anything runs."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+from typing import Annotated, Any
+
+import orjson
+import typer
+from rich.table import Table
+
+from flows.cli.common import OutputFormat, console, errors, reports_input_errors, require_extra
+from tasks.core.duration import positive_duration_option
+from tasks.core.errors import InputError
+
+
+def tune(
+    scenario: Annotated[Path, typer.Argument(help="Scenario file (YAML) whose workload to tune on.")],
+    trials: Annotated[int, typer.Option(min=1, max=100_000, help="Settings to try.")] = 60,
+    seeds: Annotated[int, typer.Option(min=1, max=100,
+                                       help="Redrawn workloads each trial is judged on.")] = 3,
+    held_out: Annotated[int, typer.Option(min=1, max=100, help=(
+        "Workloads the search never sees, to judge the chosen setting against the file."))] = 5,
+    max_pending: Annotated[str | None, typer.Option(help=(
+        "The longest a pod may wait (Go duration); default: no longer than with the file "
+        "as it is."))] = None,
+    output: Annotated[Path, typer.Option(help="Where to write the tuned node-group file.")] =
+        Path("tuned-nodegroups.yaml"),
+    plot: Annotated[Path | None, typer.Option(help="Write the Pareto front as a PNG here.")] =
+        None,
+    batch: Annotated[int, typer.Option(min=1, max=1000, help="Trials per task run.")] = 4,
+    parallel: Annotated[int, typer.Option(min=1, max=1000, help="Task runs at once.")] = 2,
+    dask: Annotated[str | None, typer.Option(help=(
+        "Address of a Dask scheduler (tcp://host:8786): run the batches there."))] = None,
+    seed: Annotated[int, typer.Option(min=0, help="The optimiser's seed.")] = 0,
+    output_format: Annotated[OutputFormat, typer.Option("--format",
+                                                        help="table or json.")] =
+        OutputFormat.table,
+) -> None:
+    """Search each group's Escalator knobs on a scenario's workload; write the best file."""
+    require_extra("tune", "optuna", *(["prefect_dask", "distributed"] if dask else []),
+                  *(["matplotlib"] if plot else []))
+    limit = positive_duration_option(max_pending, "--max-pending") if max_pending else 0.0
+    from fakes.scenario import load_scenario
+
+    loaded = load_scenario(scenario)  # bad input fails here, before any flow run
+    if loaded.scenario.placement != "first-fit":
+        raise InputError([f"{scenario}: placement: tuning runs the fast simulation, which "
+                          "places pods first-fit only"])
+    if not Path(loaded.config.path).is_file():
+        raise InputError([f"{scenario}: nodegroups: tuning writes a tuned copy of the "
+                          "node-group file: give it as a file, not inline"])
+    os.environ.setdefault("PREFECT_LOGGING_LEVEL", "WARNING")
+    from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
+
+    from flows import tune as tuning
+
+    progress = Progress(TextColumn("trials"), BarColumn(),
+                        TextColumn("{task.completed:.0f}/{task.total:.0f}"),
+                        TimeRemainingColumn(), console=errors, transient=True)
+    with progress:
+        bar = progress.add_task("tune", total=trials)
+        tuning.progress = lambda done: progress.update(bar, completed=done)
+        try:
+            answer = tuning.make_flow(dask)(
+                scenario=str(scenario), trials=trials, batch=batch, parallel=parallel,
+                seeds=seeds, held_out_seeds=held_out, max_pending_seconds=limit, seed=seed)
+        finally:
+            tuning.progress = None
+    result: tuning.TuneResult = answer["result"]
+    written = tuning.tuned_file(output, Path(loaded.config.path), result)
+    if plot is not None:
+        plot_front(result, plot)
+    summary = result.summary()
+    if output_format is OutputFormat.json:
+        sys.stdout.buffer.write(orjson.dumps({**summary, "output": str(written)}) + b"\n")
+        return
+    console.print(front_table(result))
+    console.print(held_out_table(result))
+    console.print(f"tuned node-group file: {written}" + (f"; plot: {plot}" if plot else ""),
+                  highlight=False)
+
+
+def front_table(result: Any) -> Table:
+    table = Table(title=f"Pareto front of {len(result.trials)} trials (search seeds)")
+    for column in ("node-seconds", "pending pod-seconds", "longest wait", "within limit"):
+        table.add_column(column, justify="right")
+    for index in result.front:
+        _, evaluation, feasible = result.trials[index]
+        table.add_row(f"{evaluation.node_seconds:.0f}", f"{evaluation.pending_pod_seconds:.0f}",
+                      f"{evaluation.max_pending_seconds:.0f}s", "yes" if feasible else "no")
+    return table
+
+
+def held_out_table(result: Any) -> Table:
+    table = Table(title="the file as it is vs tuned, on held-out seeds")
+    for column in ("", "node-seconds", "pending pod-seconds", "longest wait"):
+        table.add_column(column, justify="right")
+    for name, evaluation in (("as it is", result.default_held_out),
+                             ("tuned", result.tuned_held_out)):
+        table.add_row(name, f"{evaluation.node_seconds:.0f}",
+                      f"{evaluation.pending_pod_seconds:.0f}",
+                      f"{evaluation.max_pending_seconds:.0f}s")
+    saved = result.summary()["node_seconds_saved"]
+    if saved is not None:
+        table.caption = f"node-seconds saved: {saved:.0%}"
+    return table
+
+
+def plot_front(result: Any, path: Path) -> Path:
+    """Every trial, the Pareto front, the file as it is and the chosen setting."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    figure, axes = plt.subplots(figsize=(8, 5), dpi=110)
+    points = [(e.node_seconds, e.pending_pod_seconds, ok) for _, e, ok in result.trials]
+    axes.scatter([p[0] for p in points if p[2]], [p[1] for p in points if p[2]], s=12,
+                 color="#9aa5b1", label="trial within the wait limit")
+    axes.scatter([p[0] for p in points if not p[2]], [p[1] for p in points if not p[2]], s=12,
+                 color="#f0b8b8", label="trial over the wait limit")
+    front = [points[i] for i in result.front]
+    axes.plot([p[0] for p in front], [p[1] for p in front], "-o", color="#1f77b4", ms=4,
+              label="Pareto front")
+    default = points[0]
+    axes.scatter([default[0]], [default[1]], marker="s", s=60, color="black",
+                 label="the file as it is")
+    chosen = next(e for k, e, _ in result.trials if k == result.chosen)
+    axes.scatter([chosen.node_seconds], [chosen.pending_pod_seconds], marker="*", s=160,
+                 color="#d62728", label="chosen")
+    axes.set_xlabel("node-seconds (mean over the search seeds)")
+    axes.set_ylabel("pending pod-seconds")
+    axes.set_title("elevator tune: cost against waiting")
+    axes.legend(fontsize=8)
+    figure.tight_layout()
+    figure.savefig(path)
+    plt.close(figure)
+    return path
+
+
+def register(app: typer.Typer) -> None:
+    app.command("tune")(reports_input_errors(tune))

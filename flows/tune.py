@@ -1,0 +1,280 @@
+"""The `tune` flow: search each group's Escalator knobs on the user's own workload.
+
+Every trial replays the scenario in the fast simulation (the same tick and decision code as
+the live flow, in memory) on a few redrawn workloads (`fakes.scenario.perturbed`), so a setting
+is judged on node-seconds against pending pod-seconds, not on one draw. Optuna's NSGA-II keeps
+the trade-off (two objectives) and the constraint (`max_pending_seconds`). Trials go out in
+batches, each batch a task run: on Prefect's default task runner, or on a Dask cluster
+(`DaskTaskRunner`) when the search is big. The chosen setting is the one with the fewest
+node-seconds whose longest wait stays within the limit, and it is judged again, against the
+file as it was, on seeds the search never saw.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from prefect import flow, get_run_logger, task
+from prefect.cache_policies import NO_CACHE
+
+from tasks.escalator.config import NodeGroupConfig
+from tasks.tuning.space import (
+    Evaluation,
+    apply_knobs,
+    combine,
+    current_knobs,
+    group_params,
+    pareto_front,
+    suggest_group,
+)
+
+Knobs = dict[str, dict[str, object]]  # group -> key -> value
+SEARCH_SEEDS_START = 1
+VALIDATION_SEEDS_START = 501  # to choose among the best trials
+HELD_OUT_SEEDS_START = 1001  # to judge the choice: never seen by the search or the choice
+
+
+def evaluate(scenario_path: str, knobs: Mapping[str, Mapping[str, object]],
+             seeds: Sequence[int]) -> Evaluation:
+    """One configuration over the seeds' workloads (fast simulation, no Prefect per tick)."""
+    from fakes.scenario import LoadedScenario, load_scenario, perturbed
+    from flows.simulation import simulate
+
+    loaded = load_scenario(scenario_path)
+    groups = apply_knobs(loaded.config.node_groups, knobs)
+    config = dataclasses.replace(loaded.config, node_groups=tuple(groups))
+    summaries = []
+    for seed in seeds:
+        drawn = perturbed(loaded, seed)
+        summaries.append(simulate(LoadedScenario(drawn.scenario, config, drawn.source,
+                                                 drawn.arrivals), mode="memory").summary)
+    return combine(summaries)
+
+
+@task(name="evaluate-trials", cache_policy=NO_CACHE, persist_result=False)
+def evaluate_batch(scenario_path: str, batch: list[Knobs],
+                   seeds: list[int]) -> list[dict[str, float]]:
+    """A batch of trials, one after the other (a batch is one task run: worth a round trip)."""
+    return [evaluate(scenario_path, knobs, seeds).to_json() for knobs in batch]
+
+
+@dataclass
+class TuneResult:
+    """What the search found and how the chosen setting fares on held-out seeds."""
+
+    groups: tuple[NodeGroupConfig, ...]
+    trials: list[tuple[Knobs, Evaluation, bool]] = field(default_factory=list)  # (., ., feasible)
+    chosen: Knobs | None = None
+    default_held_out: Evaluation | None = None
+    tuned_held_out: Evaluation | None = None
+
+    @property
+    def front(self) -> list[int]:
+        points = [(e.node_seconds, e.pending_pod_seconds) for _, e, _ in self.trials]
+        return pareto_front(points)
+
+    def summary(self) -> dict[str, Any]:
+        before, after = self.default_held_out, self.tuned_held_out
+        saved = None if before is None or after is None or before.node_seconds == 0 else \
+            1 - after.node_seconds / before.node_seconds
+        return {"trials": len(self.trials),
+                "feasible": sum(1 for _, _, ok in self.trials if ok),
+                "default_held_out": before.to_json() if before else None,
+                "tuned_held_out": after.to_json() if after else None,
+                "node_seconds_saved": saved}
+
+
+def search(scenario_path: str, groups: Sequence[NodeGroupConfig], trials: int, batch: int,
+           parallel: int, seeds: list[int], held_out: list[int], validation: list[int],
+           max_pending_seconds: float,
+           run_batches: Callable[[list[list[Knobs]]], list[list[dict[str, float]]]],
+           seed: int = 0, on_round: Callable[[int], None] | None = None) -> TuneResult:
+    """Ask, evaluate in batches, tell; then choose and judge on the held-out seeds."""
+    import optuna
+
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    default = {group.name: current_knobs(group) for group in groups}
+    baseline = evaluate(scenario_path, default, seeds)
+    # The limit: the user's, but never looser than what the file as it is achieves.
+    limit = min(max_pending_seconds, max(baseline.max_pending_seconds, 1.0)) \
+        if max_pending_seconds > 0 else max(baseline.max_pending_seconds, 1.0)
+
+    study = optuna.create_study(
+        directions=["minimize", "minimize"],
+        sampler=optuna.samplers.TPESampler(seed=seed, multivariate=True,
+                                           n_startup_trials=max(8, batch * parallel)))
+    start = [group_params(group) for group in groups]
+    if all(params is not None for params in start):  # from the file as it is
+        study.enqueue_trial({k: v for params in start if params for k, v in params.items()})
+    result = TuneResult(tuple(groups))
+    result.trials.append((default, baseline, baseline.max_pending_seconds <= limit))
+    done = 0
+    while done < trials:
+        size = min(batch * parallel, trials - done)
+        asked = [study.ask() for _ in range(size)]
+        knobs = [_knobs(trial, groups) for trial in asked]
+        batches = [knobs[start:start + batch] for start in range(0, size, batch)]
+        answers = [answer for chunk in run_batches(batches) for answer in chunk]
+        for trial, trial_knobs, answer in zip(asked, knobs, answers, strict=True):
+            evaluation = Evaluation(**answer)
+            # the constraint: a setting whose longest wait passes the limit is infeasible
+            trial.set_constraint("max_pending", evaluation.max_pending_seconds - limit)
+            study.tell(trial, [evaluation.node_seconds, evaluation.pending_pod_seconds])
+            result.trials.append((trial_knobs, evaluation,
+                                  evaluation.max_pending_seconds <= limit))
+        done += size
+        if on_round is not None:
+            on_round(done)
+    result.chosen = choose(scenario_path, result, default, validation)
+    result.default_held_out = evaluate(scenario_path, default, held_out)
+    result.tuned_held_out = evaluate(scenario_path, result.chosen, held_out)
+    return result
+
+
+def choose(scenario_path: str, result: TuneResult, default: Knobs,
+           validation: list[int], candidates: int = 20) -> Knobs:
+    """The cheapest setting that keeps the waits, checked on seeds of its own: the few
+    cheapest within the limit are replayed on `validation`, and the cheapest there whose
+    longest wait is no worse than the file's wins (the file itself if none is)."""
+    feasible = sorted(((k, e) for k, e, ok in result.trials if ok and k != default),
+                      key=lambda item: (item[1].node_seconds, item[1].pending_pod_seconds))
+    if not feasible:
+        return default
+    reference = evaluate(scenario_path, default, validation)
+    checked = [(knobs, evaluate(scenario_path, knobs, validation))
+               for knobs, _ in feasible[:candidates]]
+    keeping = [(k, e) for k, e in checked
+               if e.max_pending_seconds <= reference.max_pending_seconds
+               and e.node_seconds < reference.node_seconds]
+    if not keeping:
+        return default
+    return min(keeping, key=lambda item: item[1].node_seconds)[0]
+
+
+def _knobs(trial: Any, groups: Sequence[NodeGroupConfig]) -> Knobs:
+    def suggest(name: str, low: int, high: int, step: int) -> int:
+        return int(trial.suggest_int(name, low, high, step=step))
+
+    return {group.name: suggest_group(group.name, suggest) for group in groups}
+
+
+def seeds_from(start: int, count: int) -> list[int]:
+    return list(range(start, start + count))
+
+
+def make_flow(dask_address: str | None) -> Any:
+    """The `tune` flow, on Dask when an address is given (else Prefect's thread runner)."""
+    runner: Any = None
+    if dask_address:
+        from prefect_dask.task_runners import DaskTaskRunner
+
+        runner = DaskTaskRunner(address=dask_address)
+    options: dict[str, Any] = {"name": "tune", "persist_result": False}
+    if runner is not None:
+        options["task_runner"] = runner
+    return flow(**options)(tune)
+
+
+# Set by `elevator tune` for its progress bar (a callable is no flow parameter).
+progress: Callable[[int], None] | None = None
+
+
+def tune(scenario: str, trials: int = 60, batch: int = 4, parallel: int = 2, seeds: int = 3,
+         held_out_seeds: int = 5, max_pending_seconds: float = 0.0,
+         seed: int = 0) -> dict[str, Any]:
+    """Search the node groups' Escalator knobs on a scenario's workload.
+
+    Args:
+        scenario: Path of the scenario file (its node-group file is the starting point).
+        trials: How many settings to try.
+        batch: Trials per task run.
+        parallel: Task runs at once.
+        seeds: Redrawn workloads each trial is judged on.
+        held_out_seeds: Workloads the search never sees, to judge the chosen setting.
+        max_pending_seconds: The longest a pod may wait (0: no worse than the file as it is).
+        seed: The optimiser's seed.
+    """
+    from fakes.scenario import load_scenario
+
+    loaded = load_scenario(scenario)
+    search_seeds = seeds_from(SEARCH_SEEDS_START, seeds)
+    held_out = seeds_from(HELD_OUT_SEEDS_START, held_out_seeds)
+
+    def run_batches(batches: list[list[Knobs]]) -> list[list[dict[str, float]]]:
+        futures = [evaluate_batch.submit(scenario, chunk, search_seeds) for chunk in batches]
+        return [future.result() for future in futures]
+
+    validation = seeds_from(VALIDATION_SEEDS_START, seeds)
+    result = search(scenario, loaded.config.node_groups, trials, batch, parallel, search_seeds,
+                    held_out, validation, max_pending_seconds, run_batches, seed, progress)
+    _publish(result)
+    return {"result": result, **result.summary()}
+
+
+@flow(name="tune", persist_result=False)
+def tune_flow(scenario: str, trials: int = 60, batch: int = 4, parallel: int = 2,
+              seeds: int = 3, held_out_seeds: int = 5, max_pending_seconds: float = 0.0,
+              seed: int = 0, dask_address: str | None = None) -> dict[str, Any]:
+    """Search the node groups' Escalator knobs on a scenario's workload (a deployment).
+
+    Args:
+        scenario: Path of the scenario file on the worker (its node-group file is the start).
+        trials: How many settings to try.
+        batch: Trials per task run.
+        parallel: Task runs at once.
+        seeds: Redrawn workloads each trial is judged on.
+        held_out_seeds: Workloads the search never sees, to judge the chosen setting.
+        max_pending_seconds: The longest a pod may wait (0: no worse than the file as it is).
+        seed: The optimiser's seed.
+        dask_address: A Dask scheduler (tcp://host:8786) to run the batches on; empty: here.
+    """
+    options: dict[str, Any] = {
+        "scenario": scenario, "trials": trials, "batch": batch, "parallel": parallel,
+        "seeds": seeds, "held_out_seeds": held_out_seeds,
+        "max_pending_seconds": max_pending_seconds, "seed": seed}
+    answer = (make_flow(dask_address)(**options) if dask_address else tune(**options))
+    result = answer["result"]
+    return {**result.summary(), "chosen": result.chosen}
+
+
+def _publish(result: TuneResult) -> None:
+    """The Pareto front as a table artifact, and a line in the run's log."""
+    from prefect.artifacts import create_table_artifact
+
+    rows = [{"node_seconds": round(result.trials[i][1].node_seconds),
+             "pending_pod_seconds": round(result.trials[i][1].pending_pod_seconds),
+             "max_pending_seconds": round(result.trials[i][1].max_pending_seconds),
+             "within_limit": result.trials[i][2]} for i in result.front]
+    create_table_artifact(rows, key="tune-pareto-front",
+                          description="Node-seconds against pending pod-seconds, the "
+                                      "settings no other setting beats on both")
+    get_run_logger().info("tune: %s", {k: v for k, v in result.summary().items()})
+
+
+def tuned_file(path: Path, original: Path, result: TuneResult) -> Path:
+    """The node-group file with the chosen knobs, its comments saying what changed."""
+    import yaml
+
+    document = yaml.safe_load(original.read_text())
+    chosen = result.chosen or {}
+    lines = [f"# Tuned by `elevator tune` ({len(result.trials)} trials). Changed:"]
+    for group in document.get("node_groups", []):
+        for key, value in chosen.get(group["name"], {}).items():
+            before = group.get(key)
+            if str(before) != str(value):
+                lines.append(f"#   {group['name']}.{key}: {before} -> {value}")
+                group[key] = value
+    if result.default_held_out and result.tuned_held_out:
+        before, after = result.default_held_out, result.tuned_held_out
+        lines.append(f"# Held-out seeds: node-seconds {before.node_seconds:.0f} -> "
+                     f"{after.node_seconds:.0f}, longest wait {before.max_pending_seconds:.0f}s"
+                     f" -> {after.max_pending_seconds:.0f}s")
+    path.write_text("\n".join(lines) + "\n" + yaml.safe_dump(document, sort_keys=False))
+    return path
+
+
+__all__ = ["TuneResult", "evaluate", "make_flow", "search", "tune", "tune_flow", "tuned_file"]

@@ -1,0 +1,1 @@
+"""Tuning: what `elevator tune` searches and how it compares configurations."""
