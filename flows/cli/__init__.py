@@ -24,11 +24,12 @@ def main() -> None:
 
 def _register_services() -> None:
     """Every command lives in a module of its own; the order here is `--help`'s."""
-    from flows.cli import nodes, pods, serve, services, simulate, tune, watch
+    from flows.cli import nodes, pods, scenario, serve, services, simulate, tune, watch
 
     nodes.register(app)
     simulate.register(app)
     tune.register(app)
+    scenario.register(app)
     serve.register(app)
     watch.register(app)
     services.register(app)

@@ -123,13 +123,15 @@ class PrometheusMetrics:
         self._client = PrometheusConnect(url=self.url, retry=retry,
                                          timeout=cast(Any, limit))
 
-    def query(self, promql: str) -> list[dict[str, Any]]:
-        """An instant query's result vector; every failure becomes MetricUnavailable."""
+    def query(self, promql: str, at: float | None = None) -> list[dict[str, Any]]:
+        """An instant query's result vector (at Unix time `at`, default now); every failure
+        becomes MetricUnavailable."""
         import requests
         from prometheus_api_client.exceptions import PrometheusApiClientException
 
         try:
-            result = self._client.custom_query(promql)
+            result = self._client.custom_query(
+                promql, params={"time": f"{at:.3f}"} if at is not None else None)
         except PrometheusApiClientException as error:
             raise MetricUnavailable(f"Prometheus refused {promql}: {error}") from None
         except requests.RequestException as error:
