@@ -167,13 +167,15 @@ def seeds_from(start: int, count: int) -> list[int]:
 
 
 def make_flow(dask_address: str | None) -> Any:
-    """The `tune` flow, on Dask when an address is given (else Prefect's thread runner)."""
+    """The search as a flow of its own, on Dask when an address is given (else Prefect's
+    thread runner): `tune_flow` runs it so when asked for a Dask cluster."""
     runner: Any = None
     if dask_address:
         from prefect_dask.task_runners import DaskTaskRunner
 
         runner = DaskTaskRunner(address=dask_address)
-    options: dict[str, Any] = {"name": "tune", "persist_result": False}
+    options: dict[str, Any] = {"name": "tune-on-dask" if dask_address else "tune-search",
+                               "persist_result": False}
     if runner is not None:
         options["task_runner"] = runner
     return flow(**options)(tune)
@@ -186,18 +188,7 @@ progress: Callable[[int], None] | None = None
 def tune(scenario: str, trials: int = 60, batch: int = 4, parallel: int = 2, seeds: int = 3,
          held_out_seeds: int = 5, max_pending_seconds: float = 0.0,
          seed: int = 0) -> dict[str, Any]:
-    """Search the node groups' Escalator knobs on a scenario's workload.
-
-    Args:
-        scenario: Path of the scenario file (its node-group file is the starting point).
-        trials: How many settings to try.
-        batch: Trials per task run.
-        parallel: Task runs at once.
-        seeds: Redrawn workloads each trial is judged on.
-        held_out_seeds: Workloads the search never sees, to judge the chosen setting.
-        max_pending_seconds: The longest a pod may wait (0: no worse than the file as it is).
-        seed: The optimiser's seed.
-    """
+    """The search's body: run as the `tune` flow (`tune_flow`), on Dask by `make_flow`."""
     from fakes.scenario import load_scenario
 
     loaded = load_scenario(scenario)
@@ -238,7 +229,7 @@ def tune_flow(scenario: str, trials: int = 60, batch: int = 4, parallel: int = 2
         "max_pending_seconds": max_pending_seconds, "seed": seed}
     answer = (make_flow(dask_address)(**options) if dask_address else tune(**options))
     result = answer["result"]
-    return {**result.summary(), "chosen": result.chosen}
+    return {"result": result, **result.summary(), "chosen": result.chosen}
 
 
 def _publish(result: TuneResult) -> None:

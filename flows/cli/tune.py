@@ -64,9 +64,10 @@ def tune(
         bar = progress.add_task("tune", total=trials)
         tuning.progress = lambda done: progress.update(bar, completed=done)
         try:
-            answer = tuning.make_flow(dask)(
+            answer = tuning.tune_flow(
                 scenario=str(scenario), trials=trials, batch=batch, parallel=parallel,
-                seeds=seeds, held_out_seeds=held_out, max_pending_seconds=limit, seed=seed)
+                seeds=seeds, held_out_seeds=held_out, max_pending_seconds=limit, seed=seed,
+                dask_address=dask)
         finally:
             tuning.progress = None
     result: tuning.TuneResult = answer["result"]

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from flows.tune import make_flow
+from flows.tune import tune_flow
 from tasks.escalator.config import load_node_groups
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "deployments" / "examples"
@@ -67,8 +67,8 @@ def test_the_batches_run_on_a_dask_cluster_of_worker_processes() -> None:
     with LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
                       dashboard_address=None) as cluster, Client(cluster) as client:
         before = client.run_on_scheduler(_finished_tasks)
-        answer = make_flow(cluster.scheduler_address)(
-            scenario=SCENARIO, trials=4, batch=1, parallel=2, seeds=1, held_out_seeds=1)
+        answer = tune_flow(scenario=SCENARIO, trials=4, batch=1, parallel=2, seeds=1,
+                           held_out_seeds=1, dask_address=cluster.scheduler_address)
         after = client.run_on_scheduler(_finished_tasks)
     assert answer["trials"] == 5
     assert after - before >= 4  # each batch of trials ran as a task on the cluster
