@@ -6,6 +6,7 @@ parameters against the fake cluster."""
 from __future__ import annotations
 
 import inspect
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -249,10 +250,18 @@ def test_a_plan_run_through_the_api_runs_on_the_worker_with_its_parameters(
         run = run_deployment("autoscale/plan", parameters=parameters, timeout=180)
     assert run.state is not None and run.state.is_completed(), worker.output()[-3000:]
     assert run.parameters == {**parameters, "dry_run": True, "lease_namespace": "kube-system"}
+    wanted = "batch: dry run (delta +6): usage 250.0% is above scale_up_threshold 70%"
+    # The flow-run process ships its logs in the background: they may reach the server a
+    # moment after the run is Completed, so poll them (bounded).
+    deadline = time.monotonic() + 60
     with api(server) as client:
-        logs = client.read_logs(log_filter=LogFilter(flow_run_id=LogFilterFlowRunId(
-            any_=[run.id])))
-    messages = "\n".join(log.message for log in logs)
-    assert "batch: dry run (delta +6): usage 250.0% is above scale_up_threshold 70%" in messages
+        while True:
+            logs = client.read_logs(log_filter=LogFilter(flow_run_id=LogFilterFlowRunId(
+                any_=[run.id])))
+            messages = "\n".join(log.message for log in logs)
+            if wanted in messages or time.monotonic() > deadline:
+                break
+            time.sleep(0.2)  # polling the server's log store, with a deadline
+    assert wanted in messages
     assert cluster.desired() == 2  # a dry run changes nothing
     assert any(r.resource == "pods" and r.verb == "list" for r in fake_kube.requests)
