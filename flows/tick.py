@@ -30,6 +30,7 @@ from tasks.core.step import Runner
 from tasks.escalator.config import NodeGroupConfig
 from tasks.escalator.decide import ScalePlan, decide, missing_asg_plan
 from tasks.escalator.filter_nodes import nodes_by_group
+from tasks.escalator.utilization import GroupPods
 from tasks.steps.drain import evict_pods
 from tasks.steps.lease import write_lock
 from tasks.steps.load_watcher import read_node_load
@@ -39,9 +40,10 @@ from tasks.steps.source import (
     collect_nodes,
     collect_pdbs,
     collect_pods,
+    decided_pods,
     describe_node_groups,
     pods_of_groups,
-    read_lock,
+    read_locks,
 )
 
 P = ParamSpec("P")
@@ -55,19 +57,20 @@ def needs_claim(plan: ScalePlan, state: GroupState) -> bool:
 
 
 def tick_group(
-    run: Runner, source: TickSource, actuator: Adapters | None, group: NodeGroupConfig,
-    pods: Sequence[PodRecord], nodes: Sequence[NodeRecord], asg: AutoScalingGroup | None,
-    now: float, cpu_load_percent: Mapping[str, float] | None = None,
-    removal: RemovalInputs | None = None,
+    run: Runner, actuator: Adapters | None, group: NodeGroupConfig,
+    pods: Sequence[PodRecord] | GroupPods, nodes: Sequence[NodeRecord],
+    asg: AutoScalingGroup | None, state: GroupState | Exception, now: float,
+    cpu_load_percent: Mapping[str, float] | None = None, removal: RemovalInputs | None = None,
 ) -> GroupResult:
-    """Escalator's scale_node_group as steps, for one group; `actuator` None decides only.
+    """Escalator's scale_node_group as steps, for one group, from its Lease's `state` (or the
+    error that kept it unread); `actuator` None decides only.
 
     `removal` (with `cluster_autoscaler.enabled`) applies CA's removal rules: only nodes whose
     pods can all move are tainted, and with `drain` occupied nodes are drained through the
     Eviction API instead of terminated (`tasks.cluster_autoscaler.drain`).
     """
     if removal is None:
-        return _tick_group(run, source, actuator, group, pods, nodes, asg, now,
+        return _tick_group(run, actuator, group, pods, nodes, asg, state, now,
                            cpu_load_percent, None)
     evictions: list[DrainPlan] = []
 
@@ -76,7 +79,7 @@ def tick_group(
         evictions.append(planned)
         return planned.plan
 
-    result = _tick_group(run, source, actuator, group, pods, nodes, asg, now,
+    result = _tick_group(run, actuator, group, pods, nodes, asg, state, now,
                          cpu_load_percent, made_safe)
     pending = [pod for planned in evictions for pod in planned.evict]
     if actuator is None or not pending or result.status in ("failed", "lost race"):
@@ -88,15 +91,16 @@ def tick_group(
 
 
 def _tick_group(
-    run: Runner, source: TickSource, actuator: Adapters | None, group: NodeGroupConfig,
-    pods: Sequence[PodRecord], nodes: Sequence[NodeRecord], asg: AutoScalingGroup | None,
-    now: float, cpu_load_percent: Mapping[str, float] | None,
-    adjust: Callable[[ScalePlan], ScalePlan] | None,
+    run: Runner, actuator: Adapters | None, group: NodeGroupConfig,
+    pods: Sequence[PodRecord] | GroupPods, nodes: Sequence[NodeRecord],
+    asg: AutoScalingGroup | None, state: GroupState | Exception, now: float,
+    cpu_load_percent: Mapping[str, float] | None, adjust: Callable[[ScalePlan], ScalePlan] | None,
 ) -> GroupResult:
     if asg is None:
         return GroupResult(missing_asg_plan(group, len(pods), len(nodes)), "failed",
                            message="Auto Scaling Group not found")
-    state = run(read_lock, source, group.name)
+    if isinstance(state, Exception):  # its Lease could not be read: this group fails alone
+        raise state
     # filter-nodes, compute-utilization and decide, as one task run (see `decide`)
     plan = run(decide, group, pods, nodes, asg, state, now, cpu_load_percent)
     if adjust is not None:
@@ -152,16 +156,23 @@ def tick(
     nodes = run(collect_nodes, source)
     asgs = run(describe_node_groups, source, [g.cloud_provider_group_name for g in groups])
     grouped = pods_of_groups(source, pods, groups)
+    group_pods = decided_pods(source, pods, groups, grouped)
     group_nodes = nodes_by_group(nodes, groups)
     removal = None
     if ca is not None:
         budgets = run(collect_pdbs, source)
         removal = RemovalInputs(nodes, pods_on_nodes(pods), budgets, ca.scale_down.drain)
 
+    names = [group.name for group in groups]
+    try:
+        states = run(read_locks, source, names)
+    except Exception as unreadable:  # every Lease unreadable (after retries): every group fails
+        states = dict.fromkeys(names, unreadable)
+
     def one(group: NodeGroupConfig) -> GroupResult:
-        return tick_group(run, source, actuator, group, grouped[group.name],
+        return tick_group(run, actuator, group, group_pods[group.name],
                           group_nodes[group.name], asgs.get(group.cloud_provider_group_name),
-                          now, cpu_load_percent, removal)
+                          states[group.name], now, cpu_load_percent, removal)
 
     with ThreadPoolExecutor(max_workers=max(len(groups), 1),
                             thread_name_prefix="node-group") as pool:

@@ -184,6 +184,17 @@ class FakeKubeApi(KubeHttp):
         with self._lock:
             self._faults.clear()
 
+    def end_watches(self, resource: str) -> int:
+        """End every open watch on `resource` now, as an API server restart or a load balancer's
+        idle cut does; returns how many were open."""
+        coll = self._collection(resource)
+        with self._lock:
+            open_watches = list(coll.watchers)
+            for watcher in open_watches:
+                watcher.closed = True
+                watcher.wake()
+        return len(open_watches)
+
     def wait_for_watchers(self, resource: str, count: int = 1, timeout: float = 10.0) -> bool:
         """Block until exactly `count` watches on `resource` are open (False on timeout).
 

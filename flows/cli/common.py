@@ -163,33 +163,36 @@ def run_until_stopped(cycle: Callable[[], list[dict[str, Any]]],
     line each and no traceback; with `once` the command then exits 1 (bad input: 2), otherwise
     the loop goes on to the next cycle.
     """
+    from flows.prefect_compat import one_client_for_runs
+
     stop = wait_for_stop_signal()
     console_logs_without_tracebacks()
-    while not stop.is_set():
-        try:
-            results = cycle()
-        except InputError as error:
-            if once:
-                raise
-            problems = error.problems
-        except Exception as error:  # a failed cycle is reported, never a traceback
-            problems = [f"the tick failed: {describe_failure(error)}"]
-        else:
-            if output is OutputFormat.json:
-                sys.stdout.buffer.write(orjson.dumps(results) + b"\n")
-                sys.stdout.flush()
+    with one_client_for_runs():
+        while not stop.is_set():
+            try:
+                results = cycle()
+            except InputError as error:
+                if once:
+                    raise
+                problems = error.problems
+            except Exception as error:  # a failed cycle is reported, never a traceback
+                problems = [f"the tick failed: {describe_failure(error)}"]
             else:
-                for result in results:
-                    console.print(line(result), highlight=False, markup=False, soft_wrap=True)
-            problems = failures(results) if failures is not None else []
-        for problem in problems:
-            errors.print(f"[red]error:[/red] {escape(problem)}", highlight=False, markup=True,
-                         soft_wrap=True)
-        if once:
-            if problems:
-                raise typer.Exit(1)
-            break
-        stop.wait(period)
+                if output is OutputFormat.json:
+                    sys.stdout.buffer.write(orjson.dumps(results) + b"\n")
+                    sys.stdout.flush()
+                else:
+                    for result in results:
+                        console.print(line(result), highlight=False, markup=False, soft_wrap=True)
+                problems = failures(results) if failures is not None else []
+            for problem in problems:
+                errors.print(f"[red]error:[/red] {escape(problem)}", highlight=False, markup=True,
+                             soft_wrap=True)
+            if once:
+                if problems:
+                    raise typer.Exit(1)
+                break
+            stop.wait(period)
 
 
 def require_extra(extra: str, *modules: str) -> None:

@@ -195,6 +195,7 @@ def _watch_and_tick(kube: Any, nodegroups: Path, kubeconfig: Path | None, lease_
     """Keep the cache, feed its pod changes to the bursts, and run ticks in this process."""
     from flows.autoscale import autoscale
     from flows.cli.common import console, console_logs_without_tracebacks
+    from flows.prefect_compat import one_client_for_runs
     from tasks.adapters.kube_cache import ClusterCache, install_process_cache
 
     cache = ClusterCache(kube.api)
@@ -234,7 +235,8 @@ def _watch_and_tick(kube: Any, nodegroups: Path, kubeconfig: Path | None, lease_
         bursts = threading.Thread(target=run_watch, args=(changes, events, on_burst, stop),
                                   name="pending-bursts", daemon=True)
         bursts.start()
-        loop.run(stop)
+        with one_client_for_runs():
+            loop.run(stop)
         bursts.join(timeout=5)
     finally:
         cache.stop()

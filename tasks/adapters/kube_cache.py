@@ -17,7 +17,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable, Hashable, Iterable
-from typing import Any
+from typing import Any, Protocol
 
 import msgspec
 
@@ -116,18 +116,20 @@ class ClusterCache:
         with self._lock:
             return list(self._nodes.values())
 
-    def grouped_pods(self, name: Hashable, grouper: Grouper,
-                     ) -> tuple[list[PodRecord], dict[str, list[PodRecord]]]:
-        """Every pod, and the pods of each group `grouper` names, at the same instant. The
-        index is built on first use and then kept current by the watch."""
+    def grouped_pods(self, name: Hashable, grouper: Grouper, tally: Callable[[], Tally] | None = None,
+                     ) -> tuple[list[PodRecord], dict[str, list[PodRecord]], dict[str, Any]]:
+        """Every pod, the pods of each group `grouper` names, and (with `tally`) each group's
+        tally snapshot, all at the same instant. The index is built on first use under `name`
+        and then kept current by the watch, so a tick pays for what changed."""
         with self._lock:
             index = self._indexes.get(name)
             if index is None:
-                index = self._indexes[name] = _Index(grouper)
+                index = self._indexes[name] = _Index(grouper, tally)
                 for key, pod in self._pods.items():
                     index.add(key, pod)
             return (list(self._pods.values()),
-                    {group: list(members.values()) for group, members in index.members.items()})
+                    {group: list(members.values()) for group, members in index.members.items()},
+                    {group: kept.snapshot() for group, kept in index.tallies.items()})
 
     def pdbs(self) -> tuple[PodDisruptionBudget, ...]:
         with self._lock:
@@ -146,7 +148,9 @@ class ClusterCache:
     # --- from the watches ---------------------------------------------------------------------
 
     def _pods_listed(self, items: list[PodRecord], version: str) -> None:
-        pods = {(pod.namespace, pod.name): pod for pod in items}
+        # Active pods only, as the field selector asks: `CachedSource` promises the tick that.
+        pods = {(pod.namespace, pod.name): pod for pod in items
+                if pod.phase not in TERMINAL_PHASES}
         with self._changed:
             self._pods = pods
             for index in self._indexes.values():
@@ -218,12 +222,27 @@ class ClusterCache:
 Grouper = Callable[[PodRecord], Iterable[str]]  # the groups a pod belongs to
 
 
-class _Index:
-    """The pods of each group, kept in listing order (dicts keep insertion order)."""
+class Tally(Protocol):
+    """A running summary of one group's pods (the caller's: the cache knows no system)."""
 
-    def __init__(self, grouper: Grouper) -> None:
+    def add(self, key: object, pod: PodRecord) -> None: ...
+
+    def remove(self, key: object, pod: PodRecord) -> None: ...
+
+    def replace(self, key: object, old: PodRecord, new: PodRecord) -> None: ...
+
+    def snapshot(self) -> Any: ...
+
+
+class _Index:
+    """The pods of each group, kept in listing order (dicts keep insertion order), and each
+    group's tally kept current with them."""
+
+    def __init__(self, grouper: Grouper, tally: Callable[[], Tally] | None) -> None:
         self.grouper = grouper
+        self.new_tally = tally
         self.members: dict[str, dict[PodKey, PodRecord]] = {}
+        self.tallies: dict[str, Tally] = {}
         self.groups_of: dict[PodKey, tuple[str, ...]] = {}
 
     def add(self, key: PodKey, pod: PodRecord) -> None:
@@ -232,23 +251,33 @@ class _Index:
             self.groups_of[key] = groups
             for group in groups:
                 self.members.setdefault(group, {})[key] = pod
+                if self.new_tally is not None:
+                    tally = self.tallies.get(group)
+                    if tally is None:
+                        tally = self.tallies[group] = self.new_tally()
+                    tally.add(key, pod)
 
     def update(self, key: PodKey, pod: PodRecord) -> None:
         """A changed pod keeps its place (as in the cache's own dict); a new one goes last."""
         groups = tuple(self.grouper(pod))
-        if groups == self.groups_of.get(key, ()):
+        if groups and groups == self.groups_of.get(key, ()):
             for group in groups:
+                old = self.members[group][key]
                 self.members[group][key] = pod
+                if self.new_tally is not None:
+                    self.tallies[group].replace(key, old, pod)
         else:
             self.remove(key)
             self.add(key, pod)
 
     def remove(self, key: PodKey) -> None:
         for group in self.groups_of.pop(key, ()):
-            self.members[group].pop(key, None)
+            old = self.members[group].pop(key, None)
+            if old is not None and self.new_tally is not None:
+                self.tallies[group].remove(key, old)
 
     def rebuild(self, pods: dict[PodKey, PodRecord]) -> None:
-        self.members, self.groups_of = {}, {}
+        self.members, self.tallies, self.groups_of = {}, {}, {}
         for key, pod in pods.items():
             self.add(key, pod)
 

@@ -21,6 +21,7 @@ from tasks.escalator.filter_nodes import GroupMembers, NodeClasses, filter_group
 from tasks.escalator.node_selection import nodes_to_taint
 from tasks.escalator.utilization import (
     SCALE_FROM_ZERO,
+    GroupPods,
     PercentCalculationError,
     Utilization,
     calc_percent_usage,
@@ -183,7 +184,7 @@ class _Tick:
     """Mutable working state of one decision; frozen into a ScalePlan at the end."""
 
     group: NodeGroupConfig
-    pods: Sequence[PodRecord]
+    pods: Sequence[PodRecord] | GroupPods
     nodes: Sequence[NodeRecord]
     asg: AutoScalingGroup
     state: GroupState
@@ -528,7 +529,7 @@ def missing_asg_plan(group: NodeGroupConfig, pods: int, nodes: int) -> ScalePlan
 
 def plan_group(
     group: NodeGroupConfig,
-    pods: Sequence[PodRecord],
+    pods: Sequence[PodRecord] | GroupPods,
     nodes: Sequence[NodeRecord],
     asg: AutoScalingGroup,
     state: GroupState,
@@ -536,7 +537,8 @@ def plan_group(
     dry_mode: bool = False,
     cpu_load_percent: Mapping[str, float] | None = None,
 ) -> ScalePlan:
-    """One whole Escalator tick for one group: filter, measure, decide."""
+    """One whole Escalator tick for one group: filter, measure, decide. `pods` is the group's
+    list, or its `GroupPods` as a watch cache keeps them."""
     members = filter_group(group, pods, nodes, state.dry_mode_tainted, now,
                            dry_mode or group.dry_mode)
     usage = group_utilization(pods, nodes, members.classes.untainted)
@@ -544,7 +546,7 @@ def plan_group(
 
 
 @step
-def decide(group: NodeGroupConfig, pods: Sequence[PodRecord], nodes: Sequence[NodeRecord],
+def decide(group: NodeGroupConfig, pods: Sequence[PodRecord] | GroupPods, nodes: Sequence[NodeRecord],
            asg: AutoScalingGroup, state: GroupState, now: float,
            cpu_load_percent: Mapping[str, float] | None = None) -> ScalePlan:
     """The tick step: filter the group's nodes, measure, decide (Escalator steps 2 to 23).

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 from tasks.core.records import ESCALATOR_TAINT_KEY, FORCE_TAINT_KEY, NodeRecord, PodRecord
 from tasks.escalator.config import NodeGroupConfig
+from tasks.escalator.utilization import GroupPods
 
 DEFAULT_GROUP_NAME = "default"
 
@@ -124,7 +125,7 @@ def is_unhealthy(node: NodeRecord, grace_seconds: float, now: float) -> bool:
 class GroupMembers:
     """One group's pods and nodes, its nodes classified: Escalator steps 3 and 4."""
 
-    pods: Sequence[PodRecord]
+    pods: Sequence[PodRecord] | GroupPods
     nodes: Sequence[NodeRecord]
     classes: NodeClasses
     dry_mode: bool
@@ -133,7 +134,7 @@ class GroupMembers:
 
 
 def filter_group(
-    group: NodeGroupConfig, pods: Sequence[PodRecord], nodes: Sequence[NodeRecord],
+    group: NodeGroupConfig, pods: Sequence[PodRecord] | GroupPods, nodes: Sequence[NodeRecord],
     dry_mode_tainted: Sequence[str], now: float, dry_mode: bool,
 ) -> GroupMembers:
     """Classify the group's nodes, after tainting unhealthy ones (step 3) in dry mode's tracker.

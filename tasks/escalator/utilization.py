@@ -48,59 +48,142 @@ def node_capacity(nodes: Iterable[NodeRecord]) -> Resources:
     return Resources(cpu, memory)
 
 
-def pods_by_node(pods: Iterable[PodRecord], nodes: Iterable[NodeRecord]) -> dict[str, list[PodRecord]]:
-    """Escalator's node_info_map: every listed node gets an entry; other pods are dropped."""
-    by_node: dict[str, list[PodRecord]] = {node.name: [] for node in nodes}
-    for pod in pods:
-        bound = by_node.get(pod.node_name)
+def _uses_node(pod: PodRecord) -> bool:
+    """Escalator counts a pod against its node's free room while it is bound and not done."""
+    return pod.scheduled and pod.phase in ("Pending", "Running")
+
+
+@dataclass(frozen=True)
+class GroupPods:
+    """What the decision reads of a group's pods: their count and total requests, the pending
+    ones, and each node's pods and the room they take.
+
+    Summed from a list (`summarize_pods`), or kept current change by change by a watch cache
+    (`PodTally`), so a tick's cost follows the nodes and what changed, not every pod.
+    """
+
+    count: int = 0
+    requests: Resources = field(default_factory=Resources)
+    pending: tuple[PodRecord, ...] = ()  # in listing order: the first strictly larger wins
+    on_node: Mapping[str, Sequence[PodRecord]] = field(default_factory=dict)
+    used_on_node: Mapping[str, Resources] = field(default_factory=dict)
+
+    def __len__(self) -> int:
+        return self.count
+
+
+class PodTally:
+    """A `GroupPods` kept current as pods come, change and go (a cache's group index)."""
+
+    def __init__(self) -> None:
+        self.count = self.cpu_milli = self.memory_bytes = 0
+        self.pending: dict[object, PodRecord] = {}
+        self.on_node: dict[str, dict[object, PodRecord]] = {}
+        self.used_on_node: dict[str, list[int]] = {}
+
+    def add(self, key: object, pod: PodRecord) -> None:
+        self._count(pod, 1)
+        if pod.phase == "Pending":
+            self.pending[key] = pod
+        if pod.node_name:
+            self.on_node.setdefault(pod.node_name, {})[key] = pod
+
+    def remove(self, key: object, pod: PodRecord) -> None:
+        self._count(pod, -1)
+        self.pending.pop(key, None)
+        bound = self.on_node.get(pod.node_name)
         if bound is not None:
-            bound.append(pod)
-    return by_node
+            bound.pop(key, None)
+            if not bound:
+                del self.on_node[pod.node_name]
+
+    def replace(self, key: object, old: PodRecord, new: PodRecord) -> None:
+        """A changed pod keeps its place among the pending, as in the list; one newly bound
+        goes last on its node (only the count of a node's pods is read)."""
+        self._count(old, -1)
+        self._count(new, 1)
+        if new.phase == "Pending":
+            self.pending[key] = new
+        else:
+            self.pending.pop(key, None)
+        if old.node_name != new.node_name:
+            bound = self.on_node.get(old.node_name)
+            if bound is not None:
+                bound.pop(key, None)
+                if not bound:
+                    del self.on_node[old.node_name]
+        if new.node_name:
+            self.on_node.setdefault(new.node_name, {})[key] = new
+
+    def _count(self, pod: PodRecord, sign: int) -> None:
+        self.count += sign
+        self.cpu_milli += sign * pod.cpu_request_milli
+        self.memory_bytes += sign * pod.memory_request_bytes
+        if pod.node_name and _uses_node(pod):
+            used = self.used_on_node.setdefault(pod.node_name, [0, 0])
+            used[0] += sign * pod.cpu_request_milli
+            used[1] += sign * pod.memory_request_bytes
+            if used == [0, 0]:
+                del self.used_on_node[pod.node_name]
+
+    def snapshot(self) -> GroupPods:
+        """An immutable copy: the watch goes on changing the tally while a tick decides."""
+        return GroupPods(
+            count=self.count, requests=Resources(self.cpu_milli, self.memory_bytes),
+            pending=tuple(self.pending.values()),
+            on_node={name: tuple(bound.values()) for name, bound in self.on_node.items()},
+            used_on_node={name: Resources(cpu, memory)
+                          for name, (cpu, memory) in self.used_on_node.items()})
+
+
+def summarize_pods(pods: Iterable[PodRecord]) -> GroupPods:
+    """A list's `GroupPods`, in one pass."""
+    tally = PodTally()
+    for index, pod in enumerate(pods):
+        tally.add(index, pod)
+    return tally.snapshot()
 
 
 def measure_utilization(
-    pods: Sequence[PodRecord],
+    pods: GroupPods,
+    nodes: Sequence[NodeRecord],
     untainted: Sequence[NodeRecord],
-    pods_on_node: Mapping[str, Sequence[PodRecord]],
 ) -> Utilization:
     """Totals over all group pods, capacity over untainted nodes (§5.3)."""
     largest_pending_cpu = largest_pending_memory = Resources()
-    for pod in pods:
-        if pod.phase != "Pending":
-            continue
+    for pod in pods.pending:
         # First strictly larger wins, as in Escalator.
         if pod.cpu_request_milli > largest_pending_cpu.cpu_milli:
             largest_pending_cpu = Resources(pod.cpu_request_milli, pod.memory_request_bytes)
         if pod.memory_request_bytes > largest_pending_memory.memory_bytes:
             largest_pending_memory = Resources(pod.cpu_request_milli, pod.memory_request_bytes)
     largest_available_cpu = largest_available_memory = Resources()
+    nothing_used = Resources()
     for node in untainted:
-        used_cpu = used_memory = 0
-        for pod in pods_on_node.get(node.name, ()):
-            if pod.scheduled and pod.phase in ("Pending", "Running"):
-                used_cpu += pod.cpu_request_milli
-                used_memory += pod.memory_request_bytes
-        free = Resources(node.cpu_allocatable_milli - used_cpu,
-                         node.memory_allocatable_bytes - used_memory)
+        used = pods.used_on_node.get(node.name, nothing_used)
+        free = Resources(node.cpu_allocatable_milli - used.cpu_milli,
+                         node.memory_allocatable_bytes - used.memory_bytes)
         if free.cpu_milli > largest_available_cpu.cpu_milli:
             largest_available_cpu = free
         if free.memory_bytes > largest_available_memory.memory_bytes:
             largest_available_memory = free
     return Utilization(
-        requests=pod_requests(pods),
+        requests=pods.requests,
         capacity=node_capacity(untainted),
         largest_pending_cpu=largest_pending_cpu,
         largest_pending_memory=largest_pending_memory,
         largest_available_cpu=largest_available_cpu,
         largest_available_memory=largest_available_memory,
-        pods_on_node=pods_on_node,
+        # Escalator's node_info_map: an entry for every node of the group, pods elsewhere out.
+        pods_on_node={node.name: pods.on_node.get(node.name, ()) for node in nodes},
     )
 
 
-def group_utilization(pods: Sequence[PodRecord], nodes: Sequence[NodeRecord],
+def group_utilization(pods: Sequence[PodRecord] | GroupPods, nodes: Sequence[NodeRecord],
                       untainted: Sequence[NodeRecord]) -> Utilization:
     """Escalator steps 8 and 9 for one group: node_info_map, requests, capacity."""
-    return measure_utilization(pods, untainted, pods_by_node(pods, nodes))
+    summary = pods if isinstance(pods, GroupPods) else summarize_pods(pods)
+    return measure_utilization(summary, nodes, untainted)
 
 
 def calc_percent_usage(

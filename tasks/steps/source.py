@@ -16,10 +16,12 @@ from typing import TYPE_CHECKING, Protocol
 from tasks.core.lease_state import GroupState, lease_name
 from tasks.core.pdb import PodDisruptionBudget, pdb_from_api
 from tasks.core.records import TERMINAL_PHASES, AutoScalingGroup, NodeRecord, PodRecord
+from tasks.core.retry import is_retryable
 from tasks.core.step import step
 from tasks.escalator.config import NodeGroupConfig
 from tasks.escalator.decide import asg_from_config
 from tasks.escalator.filter_nodes import nodes_by_group, pods_by_group
+from tasks.escalator.utilization import GroupPods, PodTally
 
 if TYPE_CHECKING:
     from tasks.adapters.kube_cache import ClusterCache
@@ -27,6 +29,10 @@ if TYPE_CHECKING:
 
 class TickSource(Protocol):
     """What one tick reads: pods, nodes, the groups' ASGs and Leases, and the budgets."""
+
+    @property
+    def holds_finished_pods(self) -> bool:
+        """May `list_pods` hold Succeeded and Failed pods? A `kubectl get pods -A` dump does."""
 
     def list_pods(self) -> list[PodRecord]: ...
 
@@ -44,6 +50,7 @@ class LiveSource:
     """The cluster and the cloud as the adapters read them now."""
 
     adapters: Adapters
+    holds_finished_pods = True  # the API server honours the list's field selector; in case not
 
     def list_pods(self) -> list[PodRecord]:
         return self.adapters.kube.list_pods()
@@ -77,25 +84,35 @@ class CachedSource:
     cache: ClusterCache
     adapters: Adapters
     groups: Sequence[NodeGroupConfig] = ()
-    _grouped: list[tuple[list[PodRecord], dict[str, list[PodRecord]]]] = field(
+    _read: list[tuple[list[PodRecord], dict[str, list[PodRecord]], dict[str, GroupPods]]] = field(
         default_factory=list, compare=False, repr=False)
+    holds_finished_pods = False  # the cache drops a pod as soon as it ends
 
     def list_pods(self) -> list[PodRecord]:
         if not self.groups:
             return self.cache.pods()
         key = tuple((g.name, g.label_key, g.label_value) for g in self.groups)
         groups = self.groups
-        pods, grouped = self.cache.grouped_pods(key, lambda pod: [
-            name for name, members in pods_by_group([pod], groups).items() if members])
-        self._grouped[:] = [(pods, grouped)]
+        pods, grouped, tallies = self.cache.grouped_pods(key, lambda pod: [
+            name for name, members in pods_by_group([pod], groups).items() if members],
+            PodTally)
+        self._read[:] = [(pods, grouped, tallies)]
         return pods
 
     def grouped(self, pods: Sequence[PodRecord], groups: Sequence[NodeGroupConfig],
                 ) -> dict[str, list[PodRecord]]:
-        if self._grouped and self._grouped[0][0] is pods and groups == self.groups:
-            grouped = self._grouped[0][1]
+        if self._read and self._read[0][0] is pods and groups == self.groups:
+            grouped = self._read[0][1]
             return {group.name: grouped.get(group.name, []) for group in groups}
         return pods_by_group(pods, groups)
+
+    def summaries(self, pods: Sequence[PodRecord], groups: Sequence[NodeGroupConfig],
+                  ) -> dict[str, GroupPods] | None:
+        """Each group's `GroupPods` as the cache keeps them, for that very list of pods."""
+        if self._read and self._read[0][0] is pods and groups == self.groups:
+            tallies = self._read[0][2]
+            return {group.name: tallies.get(group.name, GroupPods()) for group in groups}
+        return None
 
     def list_nodes(self) -> list[NodeRecord]:
         return self.cache.nodes()
@@ -127,6 +144,7 @@ class SnapshotSource:
     states: Mapping[tuple[str, str], GroupState] = field(default_factory=dict)
     pdbs: Sequence[PodDisruptionBudget] = ()
     lease_namespace: str = "kube-system"
+    holds_finished_pods = True  # finished Jobs stay in a dump until cleaned up
 
     def list_pods(self) -> list[PodRecord]:
         return list(self.pods)
@@ -156,10 +174,7 @@ class SnapshotSource:
 # leave them out (`tasks.adapters.kube.ACTIVE_PODS`); a `kubectl get pods -A -o json` dump holds them
 # (finished Jobs stay until cleaned up), so the tick drops them again whatever the source.
 def active_pods(pods: list[PodRecord]) -> list[PodRecord]:
-    """The pods a tick counts: everything but Succeeded and Failed (Escalator §4); the list
-    itself when it holds no finished pod (a live list or the cache never does)."""
-    if not any(pod.phase in TERMINAL_PHASES for pod in pods):
-        return pods
+    """The pods a tick counts: everything but Succeeded and Failed (Escalator §4)."""
     return [pod for pod in pods if pod.phase not in TERMINAL_PHASES]
 
 
@@ -171,10 +186,23 @@ def pods_of_groups(source: TickSource, pods: list[PodRecord], groups: Sequence[N
     return pods_by_group(pods, groups)
 
 
+def decided_pods(source: TickSource, pods: list[PodRecord], groups: Sequence[NodeGroupConfig],
+                 grouped: Mapping[str, list[PodRecord]],
+                 ) -> Mapping[str, Sequence[PodRecord] | GroupPods]:
+    """What each group's decision reads of its pods: the cache's running tallies when the
+    source keeps them (the tick then costs what changed), else the group's list."""
+    if isinstance(source, CachedSource):
+        summaries = source.summaries(pods, groups)
+        if summaries is not None:
+            return summaries
+    return grouped
+
+
 @step
 def collect_pods(source: TickSource) -> list[PodRecord]:
     """Every active pod, listed once per tick for all groups."""
-    return active_pods(source.list_pods())
+    pods = source.list_pods()
+    return active_pods(pods) if source.holds_finished_pods else pods
 
 
 @step
@@ -190,9 +218,23 @@ def describe_node_groups(source: TickSource, names: Sequence[str]
 
 
 @step
-def read_lock(source: TickSource, group_name: str) -> GroupState:
-    """The group's state as its Lease holds it (a fresh state before the first write)."""
-    return source.read_state(group_name)
+def read_locks(source: TickSource, group_names: Sequence[str]
+               ) -> dict[str, GroupState | Exception]:
+    """Every group's state as its Lease holds it (a fresh state before the first write): one
+    GET per group, in one task run, since each task run costs the tick more than the GET.
+
+    A Lease that cannot be read fails its own group only (its error in place of its state); a
+    transient error retries the whole read, which changes nothing.
+    """
+    states: dict[str, GroupState | Exception] = {}
+    for name in group_names:
+        try:
+            states[name] = source.read_state(name)
+        except Exception as error:
+            if is_retryable(error):
+                raise
+            states[name] = error
+    return states
 
 
 @step

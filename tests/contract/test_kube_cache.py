@@ -155,6 +155,7 @@ def test_a_pod_the_cache_cannot_read_is_skipped_not_fatal(
 def test_the_group_index_follows_every_change(fake_kube: FakeKubeApi,
                                                cache: ClusterCache) -> None:
     from tasks.escalator.filter_nodes import pods_by_group
+    from tasks.escalator.utilization import GroupPods, PodTally, summarize_pods
 
     groups = [make_group(), make_group(name="web", label_value="web")]
 
@@ -162,9 +163,11 @@ def test_the_group_index_follows_every_change(fake_kube: FakeKubeApi,
         return [name for name, members in pods_by_group([pod], groups).items() if members]
 
     def agrees() -> bool:
-        pods, grouped = cache.grouped_pods("groups", grouper)
+        pods, grouped, tallies = cache.grouped_pods("groups", grouper, PodTally)
         expected = pods_by_group(pods, groups)
-        return all(grouped.get(name, []) == members for name, members in expected.items())
+        return all(grouped.get(name, []) == members
+                   and tallies.get(name, GroupPods()) == summarize_pods(members)
+                   for name, members in expected.items())
 
     fake_kube.create("pods", api_pod("b0", node_selector={"customer": "batch"}),
                      namespace="default")
@@ -179,6 +182,7 @@ def test_the_group_index_follows_every_change(fake_kube: FakeKubeApi,
     fake_kube.delete("pods", "w0", "default")
     assert cache.wait_for(lambda: pod_names(cache) == {"b0", "b1"})
     assert agrees()  # kept current, in the cache's order
-    _, grouped = cache.grouped_pods("groups", grouper)
+    _, grouped, tallies = cache.grouped_pods("groups", grouper, PodTally)
+    assert tallies["batch"].count == 2 and set(tallies["batch"].on_node) == {"n"}
     assert [pod.name for pod in grouped["batch"]] == ["b0", "b1"]
     assert grouped["batch"][0].node_name == "n"

@@ -255,7 +255,7 @@ def test_with_cluster_autoscaler_ideas_every_step_is_a_task_run_of_the_tick(
     assert first["delta"] == 0 and first["done"]["tainted"] == []
     lease = cluster.kube.get("leases", "elevator-batch", "kube-system")
     assert empty in lease["metadata"]["annotations"]["elevator.io/unneeded-since"]
-    steps = {"collect-pods", "collect-nodes", "collect-pdbs", "read-lock", "decide",
+    steps = {"collect-pods", "collect-nodes", "collect-pdbs", "read-locks", "decide",
              "write-lock", "read-group-states", "plan-unneeded-scale-down"}
     # The server records task runs from their events, after the flow run returns: poll it.
     deadline = time.monotonic() + 60

@@ -34,7 +34,6 @@ from tasks.escalator.utilization import (
     PercentCalculationError,
     calc_percent_usage,
     group_utilization,
-    pods_by_node,
 )
 
 NOW = 1_800_000_000.0
@@ -1010,7 +1009,7 @@ def test_escalator_create_node_name_to_info_map(nodes: list[str], pods_on: list[
     unlisted nodes are dropped."""
     node_records = [build_node(name) for name in nodes]
     pods = [build_pod(node_name=name) for name in pods_on]
-    by_node = pods_by_node(pods, node_records)
+    by_node = group_utilization(pods, node_records, node_records).pods_on_node
     assert len(by_node) == len(nodes)
     assert sum(len(bound) for bound in by_node.values()) == sum(1 for n in pods_on if n in nodes)
 
