@@ -28,7 +28,7 @@ from tasks.core.records import AutoScalingGroup, NodeRecord, PodRecord
 from tasks.core.retry import is_retryable
 from tasks.core.step import Runner
 from tasks.escalator.config import NodeGroupConfig
-from tasks.escalator.decide import ScalePlan, decide, missing_asg_plan
+from tasks.escalator.decide import GroupInputs, ScalePlan, decide, missing_asg_plan
 from tasks.escalator.filter_nodes import nodes_by_group
 from tasks.escalator.utilization import GroupPods
 from tasks.steps.drain import evict_pods
@@ -59,19 +59,19 @@ def needs_claim(plan: ScalePlan, state: GroupState) -> bool:
 def tick_group(
     run: Runner, actuator: Adapters | None, group: NodeGroupConfig,
     pods: Sequence[PodRecord] | GroupPods, nodes: Sequence[NodeRecord],
-    asg: AutoScalingGroup | None, state: GroupState | Exception, now: float,
+    asg: AutoScalingGroup | None, state: GroupState | Exception,
+    decision: ScalePlan | Exception | None, now: float,
     cpu_load_percent: Mapping[str, float] | None = None, removal: RemovalInputs | None = None,
 ) -> GroupResult:
-    """Escalator's scale_node_group as steps, for one group, from its Lease's `state` (or the
-    error that kept it unread); `actuator` None decides only.
+    """Escalator's scale_node_group after the decision, for one group: its Lease's `state`
+    and `decision` (or the errors that stopped them); `actuator` None acts on nothing.
 
     `removal` (with `cluster_autoscaler.enabled`) applies CA's removal rules: only nodes whose
     pods can all move are tainted, and with `drain` occupied nodes are drained through the
     Eviction API instead of terminated (`tasks.cluster_autoscaler.drain`).
     """
     if removal is None:
-        return _tick_group(run, actuator, group, pods, nodes, asg, state, now,
-                           cpu_load_percent, None)
+        return _tick_group(run, actuator, group, pods, nodes, asg, state, decision, now, None)
     evictions: list[DrainPlan] = []
 
     def made_safe(plan: ScalePlan) -> ScalePlan:
@@ -79,8 +79,8 @@ def tick_group(
         evictions.append(planned)
         return planned.plan
 
-    result = _tick_group(run, actuator, group, pods, nodes, asg, state, now,
-                         cpu_load_percent, made_safe)
+    result = _tick_group(run, actuator, group, pods, nodes, asg, state, decision, now,
+                         made_safe)
     pending = [pod for planned in evictions for pod in planned.evict]
     if actuator is None or not pending or result.status in ("failed", "lost race"):
         return result
@@ -93,16 +93,21 @@ def tick_group(
 def _tick_group(
     run: Runner, actuator: Adapters | None, group: NodeGroupConfig,
     pods: Sequence[PodRecord] | GroupPods, nodes: Sequence[NodeRecord],
-    asg: AutoScalingGroup | None, state: GroupState | Exception, now: float,
-    cpu_load_percent: Mapping[str, float] | None, adjust: Callable[[ScalePlan], ScalePlan] | None,
+    asg: AutoScalingGroup | None, state: GroupState | Exception,
+    decision: ScalePlan | Exception | None, now: float,
+    adjust: Callable[[ScalePlan], ScalePlan] | None,
 ) -> GroupResult:
     if asg is None:
         return GroupResult(missing_asg_plan(group, len(pods), len(nodes)), "failed",
                            message="Auto Scaling Group not found")
-    if isinstance(state, Exception):  # its Lease could not be read: this group fails alone
+    # Its Lease could not be read, or its decision failed: this group fails alone.
+    if isinstance(state, Exception):
         raise state
-    # filter-nodes, compute-utilization and decide, as one task run (see `decide`)
-    plan = run(decide, group, pods, nodes, asg, state, now, cpu_load_percent)
+    if isinstance(decision, Exception):
+        raise decision
+    if decision is None:
+        raise RuntimeError(f"no decision for node group {group.name}")
+    plan = decision
     if adjust is not None:
         plan = adjust(plan)
     if actuator is None:
@@ -169,10 +174,21 @@ def tick(
     except Exception as unreadable:  # every Lease unreadable (after retries): every group fails
         states = dict.fromkeys(names, unreadable)
 
+    # filter-nodes, compute-utilization and decide for every group read: one task run
+    ready = []
+    for group in groups:
+        asg, state = asgs.get(group.cloud_provider_group_name), states[group.name]
+        if asg is not None and not isinstance(state, Exception):
+            ready.append(GroupInputs(group, group_pods[group.name], group_nodes[group.name],
+                                     asg, state))
+    decided = run(decide, ready, now, cpu_load_percent) if ready else []
+    decisions = {inputs.group.name: plan for inputs, plan in zip(ready, decided, strict=True)}
+
     def one(group: NodeGroupConfig) -> GroupResult:
         return tick_group(run, actuator, group, group_pods[group.name],
                           group_nodes[group.name], asgs.get(group.cloud_provider_group_name),
-                          states[group.name], now, cpu_load_percent, removal)
+                          states[group.name], decisions.get(group.name), now,
+                          cpu_load_percent, removal)
 
     with ThreadPoolExecutor(max_workers=max(len(groups), 1),
                             thread_name_prefix="node-group") as pool:

@@ -545,14 +545,32 @@ def plan_group(
     return decide_plan(group, members, usage, asg, state, now, cpu_load_percent)
 
 
-@step
-def decide(group: NodeGroupConfig, pods: Sequence[PodRecord] | GroupPods, nodes: Sequence[NodeRecord],
-           asg: AutoScalingGroup, state: GroupState, now: float,
-           cpu_load_percent: Mapping[str, float] | None = None) -> ScalePlan:
-    """The tick step: filter the group's nodes, measure, decide (Escalator steps 2 to 23).
+@dataclass(frozen=True)
+class GroupInputs:
+    """What one group's decision reads, as the tick collected it."""
 
-    One task run, not three: filtering and measuring are pure and take milliseconds, and each
-    Prefect task run costs ~25 ms of the tick's overhead budget (benchmarks/RESULTS.md).
+    group: NodeGroupConfig
+    pods: Sequence[PodRecord] | GroupPods
+    nodes: Sequence[NodeRecord]
+    asg: AutoScalingGroup
+    state: GroupState
+
+
+@step
+def decide(groups: Sequence[GroupInputs], now: float,
+           cpu_load_percent: Mapping[str, float] | None = None) -> list[ScalePlan | Exception]:
+    """The tick's decision: filter each group's nodes, measure, decide (Escalator steps 2 to
+    23), for every group in one task run; a group whose decision fails gets its error.
+
+    One task run for all groups, not one each: the decision is pure (a retry decides the same),
+    and each task run costs a tick ~20 ms of the Prefect server's time (benchmarks/RESULTS.md);
+    each group's plan is in the tick's table artifact and log lines.
     """
-    return plan_group(group, pods, nodes, asg, state, now,
-                      cpu_load_percent=cpu_load_percent)
+    plans: list[ScalePlan | Exception] = []
+    for one in groups:
+        try:
+            plans.append(plan_group(one.group, one.pods, one.nodes, one.asg, one.state, now,
+                                    cpu_load_percent=cpu_load_percent))
+        except Exception as error:  # this group fails alone, as its own thread would
+            plans.append(error)
+    return plans

@@ -73,11 +73,19 @@ def node_matches_group(node: NodeRecord, group: NodeGroupConfig) -> bool:
 def nodes_by_group(
     nodes: Iterable[NodeRecord], groups: Sequence[NodeGroupConfig]
 ) -> dict[str, list[NodeRecord]]:
-    """Every group's nodes, in listing order."""
+    """Every group's nodes, in listing order (`node_matches_group`, one label lookup per node
+    and label key rather than per node and group)."""
     selected: dict[str, list[NodeRecord]] = {group.name: [] for group in groups}
-    node_list = list(nodes)
+    by_label: dict[tuple[str, str], list[list[NodeRecord]]] = defaultdict(list)
     for group in groups:
-        selected[group.name] = [node for node in node_list if node_matches_group(node, group)]
+        by_label[(group.label_key, group.label_value)].append(selected[group.name])
+    keys = list(dict.fromkeys(group.label_key for group in groups))
+    for node in nodes:
+        for key in keys:
+            value = node.labels.get(key)
+            if value is not None:
+                for members in by_label.get((key, value), ()):
+                    members.append(node)
     return selected
 
 

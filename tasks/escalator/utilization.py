@@ -73,75 +73,111 @@ class GroupPods:
 
 
 class PodTally:
-    """A `GroupPods` kept current as pods come, change and go (a cache's group index)."""
+    """A `GroupPods` kept current as pods come, change and go (a cache's group index).
+
+    Copy on write: a change replaces a node's tuple of pods and its room, never edits them, so
+    a snapshot copies two dicts of references (a tick at 150,000 pods copies no pod list).
+    """
 
     def __init__(self) -> None:
         self.count = self.cpu_milli = self.memory_bytes = 0
         self.pending: dict[object, PodRecord] = {}
-        self.on_node: dict[str, dict[object, PodRecord]] = {}
-        self.used_on_node: dict[str, list[int]] = {}
+        self.on_node: dict[str, tuple[PodRecord, ...]] = {}
+        self.keys_on_node: dict[str, tuple[object, ...]] = {}
+        self.used_on_node: dict[str, Resources] = {}
 
     def add(self, key: object, pod: PodRecord) -> None:
         self._count(pod, 1)
         if pod.phase == "Pending":
             self.pending[key] = pod
         if pod.node_name:
-            self.on_node.setdefault(pod.node_name, {})[key] = pod
+            self._bind(key, pod)
 
     def remove(self, key: object, pod: PodRecord) -> None:
         self._count(pod, -1)
         self.pending.pop(key, None)
-        bound = self.on_node.get(pod.node_name)
-        if bound is not None:
-            bound.pop(key, None)
-            if not bound:
-                del self.on_node[pod.node_name]
+        if pod.node_name:
+            self._unbind(key, pod.node_name)
 
     def replace(self, key: object, old: PodRecord, new: PodRecord) -> None:
-        """A changed pod keeps its place among the pending, as in the list; one newly bound
-        goes last on its node (only the count of a node's pods is read)."""
+        """A changed pod keeps its place among the pending and on its node, as in the list;
+        one newly bound goes last on its node (only the count of a node's pods is read)."""
         self._count(old, -1)
         self._count(new, 1)
         if new.phase == "Pending":
             self.pending[key] = new
         else:
             self.pending.pop(key, None)
-        if old.node_name != new.node_name:
-            bound = self.on_node.get(old.node_name)
-            if bound is not None:
-                bound.pop(key, None)
-                if not bound:
-                    del self.on_node[old.node_name]
+        if old.node_name and old.node_name != new.node_name:
+            self._unbind(key, old.node_name)
         if new.node_name:
-            self.on_node.setdefault(new.node_name, {})[key] = new
+            self._bind(key, new)
+
+    def _bind(self, key: object, pod: PodRecord) -> None:
+        keys = self.keys_on_node.get(pod.node_name, ())
+        pods = self.on_node.get(pod.node_name, ())
+        if key in keys:
+            at = keys.index(key)
+            self.on_node[pod.node_name] = (*pods[:at], pod, *pods[at + 1:])
+        else:
+            self.keys_on_node[pod.node_name] = (*keys, key)
+            self.on_node[pod.node_name] = (*pods, pod)
+
+    def _unbind(self, key: object, node_name: str) -> None:
+        keys = self.keys_on_node.get(node_name, ())
+        if key not in keys:
+            return
+        at = keys.index(key)
+        if len(keys) == 1:
+            del self.keys_on_node[node_name], self.on_node[node_name]
+            return
+        pods = self.on_node[node_name]
+        self.keys_on_node[node_name] = (*keys[:at], *keys[at + 1:])
+        self.on_node[node_name] = (*pods[:at], *pods[at + 1:])
 
     def _count(self, pod: PodRecord, sign: int) -> None:
         self.count += sign
         self.cpu_milli += sign * pod.cpu_request_milli
         self.memory_bytes += sign * pod.memory_request_bytes
         if pod.node_name and _uses_node(pod):
-            used = self.used_on_node.setdefault(pod.node_name, [0, 0])
-            used[0] += sign * pod.cpu_request_milli
-            used[1] += sign * pod.memory_request_bytes
-            if used == [0, 0]:
-                del self.used_on_node[pod.node_name]
+            used = self.used_on_node.get(pod.node_name, Resources())
+            room = Resources(used.cpu_milli + sign * pod.cpu_request_milli,
+                             used.memory_bytes + sign * pod.memory_request_bytes)
+            if room.empty:
+                self.used_on_node.pop(pod.node_name, None)
+            else:
+                self.used_on_node[pod.node_name] = room
 
     def snapshot(self) -> GroupPods:
-        """An immutable copy: the watch goes on changing the tally while a tick decides."""
+        """An immutable view: the watch goes on changing the tally while a tick decides."""
         return GroupPods(
             count=self.count, requests=Resources(self.cpu_milli, self.memory_bytes),
-            pending=tuple(self.pending.values()),
-            on_node={name: tuple(bound.values()) for name, bound in self.on_node.items()},
-            used_on_node={name: Resources(cpu, memory)
-                          for name, (cpu, memory) in self.used_on_node.items()})
+            pending=tuple(self.pending.values()), on_node=dict(self.on_node),
+            used_on_node=dict(self.used_on_node))
 
 
 def summarize_pods(pods: Iterable[PodRecord]) -> GroupPods:
     """A list's `GroupPods`, in one pass."""
-    tally = PodTally()
-    for index, pod in enumerate(pods):
-        tally.add(index, pod)
-    return tally.snapshot()
+    count = cpu_milli = memory_bytes = 0
+    pending: list[PodRecord] = []
+    on_node: dict[str, list[PodRecord]] = {}
+    used_on_node: dict[str, Resources] = {}
+    for pod in pods:
+        count += 1
+        cpu_milli += pod.cpu_request_milli
+        memory_bytes += pod.memory_request_bytes
+        if pod.phase == "Pending":
+            pending.append(pod)
+        if pod.node_name:
+            on_node.setdefault(pod.node_name, []).append(pod)
+            if _uses_node(pod):
+                used = used_on_node.get(pod.node_name, Resources())
+                used_on_node[pod.node_name] = Resources(
+                    used.cpu_milli + pod.cpu_request_milli,
+                    used.memory_bytes + pod.memory_request_bytes)
+    return GroupPods(count, Resources(cpu_milli, memory_bytes), tuple(pending),
+                     {name: tuple(bound) for name, bound in on_node.items()},
+                     {name: used for name, used in used_on_node.items() if not used.empty})
 
 
 def measure_utilization(
