@@ -234,7 +234,7 @@ def tune_flow(scenario: str, trials: int = 60, batch: int = 4, parallel: int = 2
 
 def _publish(result: TuneResult) -> None:
     """The Pareto front as a table artifact, and a line in the run's log."""
-    from prefect.artifacts import create_table_artifact
+    from prefect.artifacts import create_markdown_artifact, create_table_artifact
 
     rows = [{"node_seconds": round(result.trials[i][1].node_seconds),
              "pending_pod_seconds": round(result.trials[i][1].pending_pod_seconds),
@@ -243,7 +243,29 @@ def _publish(result: TuneResult) -> None:
     create_table_artifact(rows, key="tune-pareto-front",
                           description="Node-seconds against pending pod-seconds, the "
                                       "settings no other setting beats on both")
+    picture = _front_picture(result)
+    if picture is not None:
+        create_markdown_artifact(picture, key="tune-pareto-plot",
+                                 description="Every trial, the Pareto front, the file as it "
+                                             "is and the chosen setting")
     get_run_logger().info("tune: %s", {k: v for k, v in result.summary().items()})
+
+
+def _front_picture(result: TuneResult) -> str | None:
+    """The plot as Markdown with the PNG inline (Prefect's image artifacts take only a URL, and
+    a worker has none to serve it from); None without matplotlib (the `sim` extra)."""
+    import base64
+    import importlib.util
+    import tempfile
+
+    if importlib.util.find_spec("matplotlib") is None or not result.trials:
+        return None
+    from fakes.plot import plot_front
+
+    with tempfile.TemporaryDirectory(prefix="elevator-tune-") as scratch:
+        png = plot_front(result, Path(scratch) / "front.png").read_bytes()
+    encoded = base64.b64encode(png).decode("ascii")
+    return f"![elevator tune: the Pareto front](data:image/png;base64,{encoded})"
 
 
 def tuned_file(path: Path, original: Path, result: TuneResult) -> Path:

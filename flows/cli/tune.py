@@ -73,6 +73,8 @@ def tune(
     result: tuning.TuneResult = answer["result"]
     written = tuning.tuned_file(output, Path(loaded.config.path), result)
     if plot is not None:
+        from fakes.plot import plot_front
+
         plot_front(result, plot)
     summary = result.summary()
     if output_format is OutputFormat.json:
@@ -108,38 +110,6 @@ def held_out_table(result: Any) -> Table:
     if saved is not None:
         table.caption = f"node-seconds saved: {saved:.0%}"
     return table
-
-
-def plot_front(result: Any, path: Path) -> Path:
-    """Every trial, the Pareto front, the file as it is and the chosen setting."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    figure, axes = plt.subplots(figsize=(8, 5), dpi=110)
-    points = [(e.node_seconds, e.pending_pod_seconds, ok) for _, e, ok in result.trials]
-    axes.scatter([p[0] for p in points if p[2]], [p[1] for p in points if p[2]], s=12,
-                 color="#9aa5b1", label="trial within the wait limit")
-    axes.scatter([p[0] for p in points if not p[2]], [p[1] for p in points if not p[2]], s=12,
-                 color="#f0b8b8", label="trial over the wait limit")
-    front = [points[i] for i in result.front]
-    axes.plot([p[0] for p in front], [p[1] for p in front], "-o", color="#1f77b4", ms=4,
-              label="Pareto front")
-    default = points[0]
-    axes.scatter([default[0]], [default[1]], marker="s", s=60, color="black",
-                 label="the file as it is")
-    chosen = next(e for k, e, _ in result.trials if k == result.chosen)
-    axes.scatter([chosen.node_seconds], [chosen.pending_pod_seconds], marker="*", s=160,
-                 color="#d62728", label="chosen")
-    axes.set_xlabel("node-seconds (mean over the search seeds)")
-    axes.set_ylabel("pending pod-seconds")
-    axes.set_title("elevator tune: cost against waiting")
-    axes.legend(fontsize=8)
-    figure.tight_layout()
-    figure.savefig(path)
-    plt.close(figure)
-    return path
 
 
 def register(app: typer.Typer) -> None:

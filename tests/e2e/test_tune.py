@@ -78,3 +78,26 @@ def test_the_batches_run_on_a_dask_cluster_of_worker_processes() -> None:
 def _finished_tasks(dask_scheduler: object) -> int:
     counts = getattr(dask_scheduler, "transition_counter", 0)
     return int(counts)
+
+
+@pytest.mark.usefixtures("prefect_server")
+def test_the_flow_run_shows_the_front_as_a_table_and_as_a_picture() -> None:
+    import base64
+
+    from prefect import get_client
+    from prefect.client.schemas.filters import ArtifactFilter, ArtifactFilterFlowRunId
+
+    state = tune_flow(scenario=SCENARIO, trials=3, batch=2, parallel=1, seeds=1,
+                      held_out_seeds=1, return_state=True)
+    with get_client(sync_client=True) as client:
+        artifacts = client.read_artifacts(artifact_filter=ArtifactFilter(
+            flow_run_id=ArtifactFilterFlowRunId(any_=[state.state_details.flow_run_id])))
+    by_key = {artifact.key: artifact for artifact in artifacts}
+    table = by_key["tune-pareto-front"]
+    assert table.type == "table" and "node_seconds" in str(table.data)
+    picture = by_key["tune-pareto-plot"]
+    assert picture.type == "markdown"
+    prefix = "![elevator tune: the Pareto front](data:image/png;base64,"
+    assert isinstance(picture.data, str) and picture.data.startswith(prefix)
+    png = base64.b64decode(picture.data[len(prefix):-1])
+    assert png[:8] == b"\x89PNG\r\n\x1a\n" and len(png) > 10_000

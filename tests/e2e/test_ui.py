@@ -122,3 +122,34 @@ def test_a_custom_run_of_plan_from_the_ui_form_completes(
     assert run.parameters["kubeconfig"] == str(cluster.kubeconfig)
     assert run.parameters["dry_run"] is True
     assert any(r.resource == "pods" and r.verb == "list" for r in fake_kube.requests)
+
+
+def test_the_tune_runs_pareto_picture_shows_in_the_ui(server: PrefectServer,
+                                                      browser: Any) -> None:
+    """Issue 17: the `tune` flow run's Pareto plot is an artifact the UI draws (a Markdown
+    artifact holding the PNG inline), not only a file on the worker."""
+    import subprocess
+    import sys
+
+    scenario = ROOT / "deployments" / "examples" / "scenario.yaml"
+    code = ("from flows.tune import tune_flow; "
+            f"tune_flow(scenario={str(scenario)!r}, trials=2, batch=2, parallel=1, seeds=1, "
+            "held_out_seeds=1)")
+    done = subprocess.run([sys.executable, "-c", code], env=server.env(), cwd=ROOT,
+                          capture_output=True, text=True, timeout=600, check=False)
+    assert done.returncode == 0, done.stderr[-3000:]
+    with api(server) as client:
+        from prefect.client.schemas.filters import ArtifactFilter, ArtifactFilterKey
+
+        [picture] = client.read_artifacts(artifact_filter=ArtifactFilter(
+            key=ArtifactFilterKey(any_=["tune-pareto-plot"])))
+    page = browser.new_page(viewport={"width": 1280, "height": 1200})
+    try:
+        page.goto(f"{server.url}/artifacts/artifact/{picture.id}", wait_until="networkidle")
+        image = page.locator("img[alt='elevator tune: the Pareto front']")
+        sync_api.expect(image).to_be_visible(timeout=60_000)
+        # Drawn, not a broken image: the browser decoded the PNG to its full width.
+        width = image.evaluate("img => img.complete ? img.naturalWidth : 0")
+    finally:
+        page.close()
+    assert width > 500
