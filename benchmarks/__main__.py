@@ -180,6 +180,9 @@ def render(figures: list[Figure]) -> Table:
     return table
 
 
+NOTES = "## Notes"
+
+
 def write_results(figures: list[Figure]) -> None:
     lines = [
         "# Benchmark results",
@@ -196,7 +199,14 @@ def write_results(figures: list[Figure]) -> None:
         met = "n/a" if figure.met is None else ("yes" if figure.met else "**no**")
         lines.append(f"| {figure.name} | {figure.value} | {figure.target} | {figure.floor} | "
                      f"{met} |")
-    RESULTS.write_text("\n".join(lines) + "\n")
+    # The notes written by hand under the table (how a figure was measured, what it means)
+    # stay: a new run replaces the table only.
+    notes = ""
+    if RESULTS.exists():
+        before = RESULTS.read_text()
+        if NOTES in before:
+            notes = before[before.index(NOTES):]
+    RESULTS.write_text("\n".join(lines) + "\n" + ("\n" + notes if notes else ""))
 
 
 def main() -> int:
