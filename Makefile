@@ -29,8 +29,10 @@ tune-example: $(STAMP)
 	$(BIN)/elevator tune deployments/examples/scenario.yaml --trials 150 \
 		--output tuned-nodegroups.yaml --plot tune-example.png
 
+# Two workers, a test module each at a time (module fixtures stay together): most end-to-end
+# tests wait on servers and subprocesses, so the suite takes about half the time.
 test: $(STAMP)
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q -n 2 --dist loadfile
 
 lint: $(STAMP)
 	$(BIN)/ruff check flows tasks fakes tests benchmarks
