@@ -62,13 +62,42 @@ def parameter(page: Any, label: str) -> Any:
                         has=page.get_by_text(label, exact=True)).first
 
 
-def run_named(server: PrefectServer, name: str) -> Any:
+def runs_named(server: PrefectServer, name: str) -> list[Any]:
     from prefect.client.schemas.filters import FlowRunFilter, FlowRunFilterName
 
     with api(server) as client:
-        runs = client.read_flow_runs(flow_run_filter=FlowRunFilter(
-            name=FlowRunFilterName(any_=[name])))
+        return list(client.read_flow_runs(flow_run_filter=FlowRunFilter(
+            name=FlowRunFilterName(any_=[name]))))
+
+
+def run_named(server: PrefectServer, name: str) -> Any:
+    runs = runs_named(server, name)
     return runs[0] if runs else None
+
+
+def submit(page: Any, server: PrefectServer, name: str, attempts: int = 3) -> Any:
+    """Submit the form and return the run the server made of it.
+
+    The form checks its parameters with the server before it sends the run; on a loaded
+    machine that check can fail, and the form then stays open with an error toast. Submit
+    again then, but only while the server has no run of that name, so a run is never made
+    twice; a form that never submits fails with what the page says."""
+    said: list[str] = []
+    for _ in range(attempts):
+        page.get_by_role("button", name="Submit").click()
+        try:
+            # A submitted form leaves for the deployment's page.
+            page.wait_for_url(re.compile(r"/deployments/deployment/[^/?]+(\?.*)?$"), timeout=45_000)
+        except sync_api.TimeoutError:
+            said.append(page.locator("body").inner_text()[-1500:])
+            run = run_named(server, name)
+        else:
+            return wait_until(lambda: run_named(server, name), 90,
+                              "the run submitted from the form")
+        if run is not None:
+            return run
+    raise AssertionError(f"the form never made a run named {name!r}; the page said:\n"
+                         + "\n---\n".join(said))
 
 
 def test_a_custom_run_of_plan_from_the_ui_form_completes(
@@ -87,8 +116,13 @@ def test_a_custom_run_of_plan_from_the_ui_form_completes(
         page.get_by_role("button", name="Custom run").click()
         page.wait_for_url(re.compile(r"/run(\?|$)"))
         run_name = page.locator("input[type=text]").first
+        # The form gives the run a generated name once it is mounted; type over that one.
+        sync_api.expect(run_name).not_to_have_value("", timeout=60_000)
         run_name.fill("plan-from-the-form")
-        parameter(page, "nodegroups").locator("textarea").fill(str(cluster.nodegroups))
+        sync_api.expect(run_name).to_have_value("plan-from-the-form")
+        nodegroups = parameter(page, "nodegroups").locator("textarea")
+        nodegroups.fill(str(cluster.nodegroups))
+        sync_api.expect(nodegroups).to_have_value(str(cluster.nodegroups))
         kubeconfig = parameter(page, "kubeconfig (Optional)")
         kubeconfig.get_by_role("button", name="str", exact=True).click()
         kubeconfig.locator("textarea").fill(str(cluster.kubeconfig))
@@ -96,10 +130,7 @@ def test_a_custom_run_of_plan_from_the_ui_form_completes(
         page.screenshot(path=str(shot), full_page=True)
         # The form holds what was typed before it is sent (a busy machine renders slowly).
         sync_api.expect(kubeconfig.locator("textarea")).to_have_value(str(cluster.kubeconfig))
-        page.get_by_role("button", name="Submit").click()
-        # The server has the run under the name given above (the UI then leaves the form).
-        run_id = wait_until(lambda: run_named(server, "plan-from-the-form"), 90,
-                            "the run submitted from the form").id
+        run_id = submit(page, server, "plan-from-the-form").id
         page.goto(f"{server.url}/runs/flow-run/{run_id}", wait_until="networkidle")
         # The run page follows the run's state: it reaches Completed without a reload.
         sync_api.expect(page.get_by_text("Completed").first).to_be_visible(timeout=180_000)
@@ -118,6 +149,7 @@ def test_a_custom_run_of_plan_from_the_ui_form_completes(
     run = wait_until(finished, 60, "the flow run's final state", interval=0.2)
     assert run.state.is_completed(), worker.output()[-3000:]
     assert run.name == "plan-from-the-form"
+    assert len(runs_named(server, "plan-from-the-form")) == 1, "the form made the run twice"
     assert run.parameters["nodegroups"] == str(cluster.nodegroups)
     assert run.parameters["kubeconfig"] == str(cluster.kubeconfig)
     assert run.parameters["dry_run"] is True
