@@ -261,7 +261,8 @@ class EventRig:
         env = self.server.env(**cluster.aws.env())
         self.serve = Child(elevator("serve", "--nodegroups", str(cluster.nodegroups),
                                     "--kubeconfig", str(cluster.kubeconfig),
-                                    "--interval", self.interval), env, self.logs / "serve.log")
+                                    "--interval", self.interval, "--ticks", "runs"), env,
+                           self.logs / "serve.log")
         self.watch = Child(elevator("watch", "--nodegroups", str(cluster.nodegroups),
                                     "--kubeconfig", str(cluster.kubeconfig), "--ticks", "events"),
                            env, self.logs / "watch.log")
@@ -334,6 +335,30 @@ class InProcessRig(EventRig):
             raise
 
 
+class ServeRig(EventRig):
+    """`elevator serve --ticks in-process` alone: the watch cache, and the `autoscale`
+    deployment's runs executed in the same process (scheduled every `interval`, started from
+    the UI, or made at once for a burst)."""
+
+    def start(self) -> ServeRig:
+        cluster = self.cluster
+        self.serve = Child(elevator("serve", "--nodegroups", str(cluster.nodegroups),
+                                    "--kubeconfig", str(cluster.kubeconfig),
+                                    "--interval", self.interval, "--poll", "1s"),
+                           self.server.env(**cluster.aws.env()), self.logs / "serve.log")
+        self.serve.wait_for("serve: watching the cluster", 120)
+        if not cluster.kube.wait_for_watchers("pods", 1, timeout=30):
+            raise TimeoutError("elevator serve did not open its pod watch")
+        return self
+
+    def __enter__(self) -> ServeRig:
+        try:
+            return self.start()
+        except BaseException:
+            self.stop()
+            raise
+
+
 def wait_for_idle(server: PrefectServer, timeout: float = 60.0) -> None:
     """Until no flow run is pending or running (the burst's tick has ended)."""
     from prefect.client.orchestration import get_client
@@ -353,9 +378,13 @@ def wait_for_idle(server: PrefectServer, timeout: float = 60.0) -> None:
                    "the tick to end", interval=0.2)
 
 
-def measure(bursts: int, pods: int, in_process: bool = False) -> list[float]:
+RIGS: dict[str, type[EventRig]] = {"events": EventRig, "watch": InProcessRig, "serve": ServeRig}
+
+
+def measure(bursts: int, pods: int, rig_name: str = "events") -> list[float]:
     """Latency of each of `bursts` bursts of `pods` pods, in seconds: through the event and the
-    served deployment's trigger, or (`in_process`) with `elevator watch` running the ticks."""
+    served deployment's trigger (`events`), with `elevator watch` running the ticks (`watch`),
+    or with `elevator serve` running the deployment's runs in its process (`serve`)."""
     from tasks.escalator.pending_bursts import DEFAULT_DEBOUNCE_SECONDS
 
     scratch = Path(tempfile.mkdtemp(prefix="elevator-event-latency-"))
@@ -363,8 +392,7 @@ def measure(bursts: int, pods: int, in_process: bool = False) -> list[float]:
     try:
         with FakeKubeApi() as kube, FakeAws() as aws, PrefectServer() as server:
             cluster = BurstCluster(kube, aws, scratch)
-            rig_type = InProcessRig if in_process else EventRig
-            with rig_type(server, cluster, scratch) as rig:
+            with RIGS[rig_name](server, cluster, scratch) as rig:
                 for number in range(bursts):
                     started = time.monotonic()
                     latencies.append(rig.measure_burst(pods))
@@ -382,10 +410,14 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--bursts", type=int, default=10)
     parser.add_argument("--pods", type=int, default=10, help="pending pods per burst")
-    parser.add_argument("--in-process", action="store_true",
-                        help="elevator watch runs the ticks (else: events and a trigger)")
+    parser.add_argument("--rig", choices=sorted(RIGS), default="events",
+                        help="events: elevator watch's events and a served deployment's "
+                             "trigger; watch: elevator watch running the ticks; serve: elevator "
+                             "serve running the deployment's runs, both from a watch cache")
+    parser.add_argument("--in-process", action="store_const", const="watch", dest="rig",
+                        help="the same as --rig watch")
     options = parser.parse_args()
-    latencies = measure(options.bursts, options.pods, options.in_process)
+    latencies = measure(options.bursts, options.pods, options.rig)
     print(f"pod creation → SetDesiredCapacity, {options.pods} pods a burst: median "
           f"{statistics.median(latencies):.2f} s over {len(latencies)} bursts (min "
           f"{min(latencies):.2f} s, max {max(latencies):.2f} s)")

@@ -19,6 +19,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 from tasks.core.records import PodRecord
 from tasks.escalator.pending_bursts import PendingPods, PendingPodsEvents
@@ -64,7 +65,6 @@ class TickLoop:
             next_at = self.clock() + self.interval
 
 
-__all__ = ["TickLoop"]
 
 
 @dataclass(frozen=True)
@@ -107,3 +107,45 @@ def run_watch(items: queue.Queue[Changed | Relisted], events: PendingPodsEvents,
                     feed(events, items.get_nowait(), clock())
         for event in events.due(clock()):
             emit(event)
+
+
+def run_cached_ticks(api_client: Any, kubeconfig: str | None, events: PendingPodsEvents,
+                     tick: Callable[[str], None], period: float, stop: threading.Event,
+                     say: Callable[[str], None], start_seconds: float) -> None:
+    """Keep a watch cache of the cluster and tick from it, until `stop` is set.
+
+    The cache is installed for the process, so every `autoscale` flow run started here reads it;
+    its pod changes feed the pending-pod bursts, and a burst asks `tick` for a tick at once.
+    `tick` runs every `period` seconds too (`elevator watch`: a tick; `elevator serve`: a look
+    for due runs of the deployment).
+    """
+    from flows.prefect_compat import one_client_for_runs
+    from tasks.adapters.kube_cache import ClusterCache, install_process_cache
+
+    cache = ClusterCache(api_client)
+    changes: queue.Queue[Changed | Relisted] = queue.Queue()
+    cache.on_pod = lambda event_type, pod: changes.put(Changed(event_type, pod))
+    cache.on_pods_listed = lambda pods: changes.put(Relisted(pods))
+    install_process_cache(cache, kubeconfig)
+    loop = TickLoop(tick, period)
+
+    def on_burst(event: PendingPods) -> None:
+        say(f"{event.group}: {event.count} pending pods → tick")
+        loop.request(f"{event.group}: {event.count} pending pods")
+
+    cache.start()
+    try:
+        if not cache.wait_synced(start_seconds):
+            say("the cache is still listing; ticks list for themselves")
+        counts = cache.counts()
+        say(f"watching the cluster ({counts['pods']} pods, {counts['nodes']} nodes) for "
+            f"{len(events.pending.groups)} node groups")
+        bursts = threading.Thread(target=run_watch, args=(changes, events, on_burst, stop),
+                                  name="pending-bursts", daemon=True)
+        bursts.start()
+        with one_client_for_runs():
+            loop.run(stop)
+        bursts.join(timeout=5)
+    finally:
+        cache.stop()
+        install_process_cache(None)

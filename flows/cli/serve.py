@@ -1,11 +1,17 @@
 """`elevator serve`: the `autoscale` and `plan` deployments served from one process.
 
 For users without a work pool: the same two deployments as `deployments/prefect.yaml` (the
-scheduled tick, concurrency 1 cancelling the new run, triggered by `elevator watch`'s
-pending-pods event; and the manual dry run), made with `flow.to_deployment` and run by a
-Prefect `Runner` in this process, as `prefect.serve` does, but with our own SIGTERM handling:
-one SIGTERM stops it cleanly, no new run starts after it, the run in flight finishes (or is
-cancelled after a grace period), and the exit code is 0.
+scheduled tick, concurrency 1 cancelling the new run; and the manual dry run), made with
+`flow.to_deployment`, with our own SIGTERM handling: one SIGTERM stops it cleanly, no new run
+starts after it, the run in flight finishes (or is cancelled after a grace period), and the
+exit code is 0.
+
+- `--ticks in-process` (the default): this process keeps a watch cache of the cluster and runs
+  the `autoscale` deployment's runs itself (`flows.deployment_runs`): when scheduled, when
+  started from the UI, and at once on a burst of pending pods. A tick reads memory, not a list
+  of every pod. `plan` runs are Prefect `Runner` subprocesses, which list.
+- `--ticks runs`: every run a Runner subprocess, as `prefect.serve` does, and `autoscale`
+  triggered by `elevator watch --ticks events`' pending-pods event.
 
 Also the `prefect.yaml` pull step `set_project_directory`, so a worker finds the entrypoint
 wherever kube-elevator is installed.
@@ -18,9 +24,12 @@ import contextlib
 import os
 import signal
 import sys
+import threading
 from datetime import timedelta
+from enum import StrEnum
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
+from uuid import UUID
 
 import typer
 
@@ -30,10 +39,14 @@ from tasks.core.lease_state import DEFAULT_LEASE_NAMESPACE
 from tasks.escalator.pending_bursts import PENDING_EVENT, RESOURCE_PREFIX
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
     from prefect.client.schemas.objects import ConcurrencyLimitConfig
     from prefect.deployments.runner import RunnerDeployment
     from prefect.events.schemas.deployment_triggers import DeploymentEventTrigger
     from prefect.runner import Runner
+
+    from tasks.escalator.config import NodeGroupConfig
 
 AUTOSCALE_DEPLOYMENT = "autoscale"
 PLAN_DEPLOYMENT = "plan"
@@ -77,11 +90,18 @@ def pending_pods_trigger() -> DeploymentEventTrigger:
     )
 
 
+class ServeMode(StrEnum):
+    in_process = "in-process"
+    runs = "runs"
+
+
 def served_deployments(nodegroups: Path, interval_seconds: float,
                        kubeconfig: Path | None = None,
                        lease_namespace: str = DEFAULT_LEASE_NAMESPACE,
-                       pushgateway: str | None = None) -> list[RunnerDeployment]:
-    """`autoscale` (scheduled, triggered, concurrency 1) and `plan` (manual, dry run)."""
+                       pushgateway: str | None = None,
+                       triggered: bool = True) -> list[RunnerDeployment]:
+    """`autoscale` (scheduled, concurrency 1, and `triggered` by the pending-pods event) and
+    `plan` (manual, dry run)."""
     from prefect.deployments.runner import RunnerDeployment
 
     from flows.autoscale import autoscale
@@ -96,7 +116,8 @@ def served_deployments(nodegroups: Path, interval_seconds: float,
     scheduled = autoscale.to_deployment(
         AUTOSCALE_DEPLOYMENT, interval=timedelta(seconds=interval_seconds),
         parameters={**parameters, "dry_run": False},
-        concurrency_limit=tick_concurrency(), triggers=[pending_pods_trigger()],
+        concurrency_limit=tick_concurrency(),
+        triggers=[pending_pods_trigger()] if triggered else [],
         description="One Escalator tick for every node group, on a schedule and when "
                     "elevator watch reports pending pods.",
         tags=["kube-elevator"])
@@ -121,11 +142,16 @@ def serve(
     poll: Annotated[str, typer.Option(
         help="How often to ask the Prefect server for runs to start (Go duration).")] =
         DEFAULT_POLL,
+    ticks: Annotated[ServeMode, typer.Option(
+        help="in-process: keep a watch cache here and run the autoscale deployment's runs in "
+             "this process (scheduled, from the UI, and on a burst of pending pods); runs: "
+             "every run a process of its own, triggered by elevator watch --ticks events.")] =
+        ServeMode.in_process,
 ) -> None:
     """Serve the autoscale and plan deployments from this process (no work pool needed)."""
     from tasks.escalator.config import load_node_groups
 
-    load_node_groups(nodegroups)  # bad input fails here, before anything is registered
+    config = load_node_groups(nodegroups)  # bad input fails here, before anything is registered
     period = positive_duration_option(interval, "--interval")
     poll_seconds = positive_duration_option(poll, "--poll")
     if kubeconfig is not None and not kubeconfig.is_file():
@@ -144,18 +170,90 @@ def serve(
 
     ensure_crash_detection()  # a tick whose process dies ends Crashed, its slot freed
     runner = Runner(name="kube-elevator", query_seconds=poll_seconds, limit=None)
-    deployments = served_deployments(nodegroups, period, kubeconfig, lease_namespace,
-                                     pushgateway)
-    for deployment in deployments:
-        runner.add_deployment(deployment)
-    console.print("serving " + ", ".join(f"autoscale/{d.name}" for d in deployments),
+    in_process = ticks is ServeMode.in_process
+    scheduled, manual = served_deployments(nodegroups, period, kubeconfig, lease_namespace,
+                                           pushgateway, triggered=not in_process)
+    runner.add_deployment(manual)
+    here = None
+    if in_process:
+        deployment_id = scheduled.apply()  # registered, its schedule on; runs go on here
+        assert isinstance(deployment_id, UUID)  # `apply` is async-dispatched: sync here
+        here = InProcessTicks(deployment_id, config.node_groups, kubeconfig, poll_seconds)
+    else:
+        runner.add_deployment(scheduled)
+    console.print(f"serving autoscale/{scheduled.name}"
+                  + (" in this process" if in_process else "") + f", autoscale/{manual.name}",
                   highlight=False)
     sys.stdout.flush()
-    asyncio.run(run_until_signal(runner))
+    asyncio.run(run_until_signal(runner, in_process=here))
     console.print("serve: stopped", highlight=False)
 
 
-async def run_until_signal(runner: Runner, grace_seconds: float = STOP_GRACE_SECONDS) -> None:
+class InProcessTicks:
+    """The `autoscale` deployment's runs, run in a thread of this process from a watch cache."""
+
+    def __init__(self, deployment_id: UUID, node_groups: Sequence[NodeGroupConfig],
+                 kubeconfig: Path | None, poll_seconds: float) -> None:
+        from tasks.adapters.kube import KubeClient
+        from tasks.escalator.pending_bursts import Debouncer, PendingPodsEvents
+
+        self.deployment_id = deployment_id
+        self.kubeconfig = kubeconfig
+        self.poll_seconds = poll_seconds
+        try:
+            self.kube = KubeClient.from_config(kubeconfig)
+        except Exception as error:  # the client raises ConfigException, OSError, YAML errors
+            raise InputError([f"--kubeconfig: {kubeconfig}: {error}"]) from None
+        from flows.cli.watch import IN_PROCESS_SETTLE_SECONDS
+        from tasks.escalator.pending_bursts import DEFAULT_DEBOUNCE_SECONDS
+
+        self.events = PendingPodsEvents(node_groups, Debouncer(DEFAULT_DEBOUNCE_SECONDS,
+                                                               IN_PROCESS_SETTLE_SECONDS))
+        self.stop = threading.Event()
+        self.error: Exception | None = None
+        self.thread = threading.Thread(target=self._run, name="in-process-ticks", daemon=True)
+
+    def _run(self) -> None:
+        from prefect.client.orchestration import get_client
+
+        from flows.autoscale import autoscale
+        from flows.cli.watch import CACHE_START_SECONDS, print_results
+        from flows.deployment_runs import DeploymentRuns
+        from flows.ticker import run_cached_ticks
+
+        def say(line: str) -> None:
+            from flows.cli.common import console
+
+            console.print(f"serve: {line}", highlight=False, markup=False, soft_wrap=True)
+            sys.stdout.flush()
+
+        try:
+            with get_client(sync_client=True) as client:
+                runs = DeploymentRuns(autoscale, self.deployment_id, client)
+
+                def tick(why: str) -> None:
+                    if why == "schedule":  # every --poll: the runs whose time has come
+                        states = runs.run_due()
+                    else:  # a burst: a run of its own, due now, run at once
+                        state = runs.execute(runs.start_now(why))
+                        states = [] if state is None else [state]
+                    for state in states:
+                        results = state.result(raise_on_failure=False)
+                        if isinstance(results, list):
+                            print_results(why, results)
+                        else:
+                            say(f"tick ({why}): {state.name}: {results}")
+
+                run_cached_ticks(self.kube.api, str(self.kubeconfig) if self.kubeconfig
+                                 else None, self.events, tick, self.poll_seconds, self.stop,
+                                 say, CACHE_START_SECONDS)
+        except Exception as error:  # reported; serve then stops with exit code 1
+            self.error = error
+            say(f"the ticks stopped: {type(error).__name__}: {error}")
+
+
+async def run_until_signal(runner: Runner, grace_seconds: float = STOP_GRACE_SECONDS,
+                           in_process: InProcessTicks | None = None) -> None:
     """Run `runner` until SIGTERM or SIGINT, then stop it gently.
 
     Prefect's own SIGTERM handler calls `sys.exit` inside the runner's event loop (3.8.8): the
@@ -170,22 +268,47 @@ async def run_until_signal(runner: Runner, grace_seconds: float = STOP_GRACE_SEC
     await asyncio.sleep(0)  # Runner.start installs Prefect's SIGTERM handler first: replace it
     for signum in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(signum, signalled.set)
-    waiting = asyncio.ensure_future(signalled.wait())
-    await asyncio.wait({started, waiting}, return_when=asyncio.FIRST_COMPLETED)
-    waiting.cancel()
+    waiting = {started, asyncio.ensure_future(signalled.wait())}
+    if in_process is not None:
+        in_process.thread.start()
+        waiting.add(asyncio.ensure_future(_ended(in_process.thread)))
+    await asyncio.wait(waiting, return_when=asyncio.FIRST_COMPLETED)
+    for other in waiting - {started}:
+        other.cancel()
     if started.done():
         await started  # the runner ended by itself: raise what it raised
         return
     poller = getattr(runner, "_scheduled_run_poller", None)
     if poller is not None:
         poller.stopping = True
-    processes = getattr(runner, "_process_manager", None)
     deadline = loop.time() + grace_seconds
+    if in_process is not None:
+        in_process.stop.set()  # no new tick; the one in flight finishes
+        while in_process.thread.is_alive() and loop.time() < deadline:
+            await asyncio.sleep(0.1)
+        await asyncio.to_thread(_pause, in_process.deployment_id)
+    processes = getattr(runner, "_process_manager", None)
     while processes is not None and processes.flow_run_ids() and loop.time() < deadline:
         await asyncio.sleep(0.1)
     await runner.astop()  # cancels what still runs
     with contextlib.suppress(asyncio.CancelledError):
         await started
+    if in_process is not None and in_process.error is not None and not signalled.is_set():
+        raise SystemExit(1)  # the ticks stopped by themselves (said why): exit non-zero
+
+
+async def _ended(thread: threading.Thread) -> None:
+    while thread.is_alive():
+        await asyncio.sleep(0.2)
+
+
+def _pause(deployment_id: UUID) -> None:
+    """Pause the schedule until the next start, as the Runner does for the deployments it
+    serves: no scheduled runs pile up while nothing would run them."""
+    from prefect.client.orchestration import get_client
+
+    with get_client(sync_client=True) as client:
+        client.pause_deployment(deployment_id)
 
 
 def register(app: typer.Typer) -> None:

@@ -20,7 +20,7 @@ from typing import Annotated, Any
 import msgspec
 import typer
 
-from flows.ticker import Changed, Relisted, TickLoop, run_watch
+from flows.ticker import Changed, Relisted, run_cached_ticks, run_watch
 from tasks.adapters.kube_watch import PAGE_SIZE, RETRY_SECONDS, WATCH_TIMEOUT_SECONDS, ListWatch
 from tasks.core.api_objects import OBJECT_DECODER
 from tasks.core.duration import positive_duration_option
@@ -40,11 +40,6 @@ from tasks.escalator.pending_bursts import (
 log = logging.getLogger(__name__)
 
 CACHE_START_SECONDS = 120.0  # a first list of 150,000 pods takes seconds; ticks wait for it
-
-
-
-
-
 
 
 class PodWatch:
@@ -95,10 +90,6 @@ def _pod(item: msgspec.Raw, event_type: str) -> PodRecord | None:
         # Skipped, not retried: resuming would only read the same object again.
         log.warning("skipping a %s pod the watch cannot read: %s", event_type, error)
         return None
-
-
-
-
 
 
 def emit_to_prefect(event: PendingPods) -> None:
@@ -194,54 +185,37 @@ def _watch_and_tick(kube: Any, nodegroups: Path, kubeconfig: Path | None, lease_
                     period: float, events: PendingPodsEvents, stop: threading.Event) -> None:
     """Keep the cache, feed its pod changes to the bursts, and run ticks in this process."""
     from flows.autoscale import autoscale
-    from flows.cli.common import console, console_logs_without_tracebacks
-    from flows.prefect_compat import one_client_for_runs
-    from tasks.adapters.kube_cache import ClusterCache, install_process_cache
+    from flows.cli.common import console_logs_without_tracebacks
 
-    cache = ClusterCache(kube.api)
-    changes: queue.Queue[Changed | Relisted] = queue.Queue()
-    cache.on_pod = lambda event_type, pod: changes.put(Changed(event_type, pod))
-    cache.on_pods_listed = lambda pods: changes.put(Relisted(pods))
     kubeconfig_text = str(kubeconfig) if kubeconfig else None
-    install_process_cache(cache, kubeconfig_text)
 
     def tick(why: str) -> None:
         results = autoscale(nodegroups=str(nodegroups), lease_namespace=lease_namespace,
                             kubeconfig=kubeconfig_text)
-        for result in results:
-            console.print(f"tick ({why}): {result['name']}: {result['status']} "
-                          f"(delta {result['delta']:+d}) {result['reason']}", highlight=False,
-                          markup=False, soft_wrap=True)
-        sys.stdout.flush()
-
-    loop = TickLoop(tick, period)
-
-    def on_burst(event: PendingPods) -> None:
-        console.print(f"{event.group}: {event.count} pending pods → tick", highlight=False)
-        sys.stdout.flush()
-        loop.request(f"{event.group}: {event.count} pending pods")
+        print_results(why, results)
 
     console_logs_without_tracebacks()
-    cache.start()
-    try:
-        if not cache.wait_synced(CACHE_START_SECONDS):
-            console.print("watch: the cache is still listing; ticks list for themselves",
-                          highlight=False)
-        counts = cache.counts()
-        console.print(f"watching the cluster ({counts['pods']} pods, {counts['nodes']} nodes) "
-                      f"for {len(events.pending.groups)} node groups: ticks here every "
-                      f"{period:g}s and on pending pods", highlight=False)
-        sys.stdout.flush()
-        bursts = threading.Thread(target=run_watch, args=(changes, events, on_burst, stop),
-                                  name="pending-bursts", daemon=True)
-        bursts.start()
-        with one_client_for_runs():
-            loop.run(stop)
-        bursts.join(timeout=5)
-    finally:
-        cache.stop()
-        install_process_cache(None)
-    console.print("watch: stopped", highlight=False)
+    run_cached_ticks(kube.api, kubeconfig_text, events, tick, period, stop, say,
+                     CACHE_START_SECONDS)
+    say("stopped")
+
+
+def say(line: str) -> None:
+    from flows.cli.common import console
+
+    console.print(f"watch: {line}", highlight=False, markup=False, soft_wrap=True)
+    sys.stdout.flush()
+
+
+def print_results(why: str, results: list[dict[str, Any]]) -> None:
+    """A line per node group of a tick's results."""
+    from flows.cli.common import console
+
+    for result in results:
+        console.print(f"tick ({why}): {result['name']}: {result['status']} "
+                      f"(delta {result['delta']:+d}) {result['reason']}", highlight=False,
+                      markup=False, soft_wrap=True)
+    sys.stdout.flush()
 
 
 def register(app: typer.Typer) -> None:

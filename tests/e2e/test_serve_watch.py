@@ -23,6 +23,7 @@ from benchmarks.event_latency import (
     EventRig,
     InProcessRig,
     PrefectServer,
+    ServeRig,
     elevator,
     wait_until,
 )
@@ -43,6 +44,7 @@ from tasks.escalator.pending_bursts import (
     is_pending_unscheduled,
 )
 from tests.builders import group_dict, make_pod
+from tests.e2e.test_deployments import api
 
 GROUPS = parse_node_groups({"node_groups": [
     group_dict(),
@@ -370,6 +372,73 @@ def test_a_burst_of_pending_pods_raises_the_asg_in_the_watching_process(
     assert [run.state_type.value for run in runs] == ["COMPLETED", "COMPLETED"]
 
 
+def test_serve_runs_the_autoscale_deployment_in_process_from_its_cache(
+        server: PrefectServer, fake_kube: FakeKubeApi, fake_aws: FakeAws,
+        tmp_path: Path) -> None:
+    """Issue 16: `elevator serve` keeps the watch cache and runs the deployment's runs itself:
+    the burst's run and a run started as from the UI read the cache, not a list of pods."""
+    from prefect.deployments import run_deployment
+    from prefect.settings import PREFECT_API_URL, temporary_settings
+
+    from flows.deployment_runs import BURST_TAG
+
+    cluster = BurstCluster(fake_kube, fake_aws, tmp_path)
+    before = cluster.desired()
+    earlier = {run.id for run in flow_runs(server, "autoscale")}
+    with ServeRig(server, cluster, tmp_path) as rig:
+        assert rig.serve is not None
+        pod_lists = pod_lists_served(fake_kube)  # the cache's own list, once
+        latency = rig.measure_burst(pods=10, timeout=90)
+        rig.serve.wait_for("tick (batch: 10 pending pods): batch: acted", 30)
+        with temporary_settings({PREFECT_API_URL: server.api_url}):
+            from_ui = run_deployment("autoscale/autoscale", timeout=0)
+        done = wait_until(lambda: read_run(server, from_ui.id).state_type.value in (
+            "COMPLETED", "FAILED", "CRASHED", "CANCELLED"), 90, "the run from the UI to end")
+        assert done, rig.serve.output()[-3000:]
+        assert pod_lists_served(fake_kube) == pod_lists  # every tick read the cache
+        codes = rig.stop()
+    print(f"\npod creation → SetDesiredCapacity, elevator serve in-process: {latency:.2f} s")
+    # 10 pods of 500m on 2 nodes of 1000m: 250% => scale up by ceil(2 × 180 / 70) = 6.
+    assert cluster.desired() == before + 6
+    assert codes == {"serve": 0}
+    runs = {run.id: run for run in flow_runs(server, "autoscale") if run.id not in earlier}
+    assert runs[from_ui.id].state_type.value == "COMPLETED"
+    burst = [run for run in runs.values() if BURST_TAG in run.tags]
+    assert len(burst) == 1 and burst[0].state_type.value == "COMPLETED"
+    assert all(run.state_type.value == "COMPLETED" for run in runs.values()), runs
+    with api(server) as client:  # paused until the next start: no runs pile up
+        assert client.read_deployment_by_name("autoscale/autoscale").paused
+
+
+def test_a_run_another_process_claimed_is_never_run_here(server: PrefectServer) -> None:
+    """`elevator serve` runs a deployment run only once the server let it go Pending for this
+    process: a run a worker (or a second serve) claimed first is left to it."""
+    from prefect.client.orchestration import get_client
+    from prefect.settings import PREFECT_API_URL, temporary_settings
+    from prefect.states import Pending
+    from prefect.utilities.engine import propose_state_sync
+
+    from flows.autoscale import autoscale
+    from flows.deployment_runs import DeploymentRuns
+
+    with temporary_settings({PREFECT_API_URL: server.api_url}), \
+            get_client(sync_client=True) as client:
+        deployment_id = autoscale.to_deployment(
+            "claimed-elsewhere", parameters={"nodegroups": "/nowhere.yaml"}).apply()
+        runs = DeploymentRuns(autoscale, deployment_id, client)
+        run_id = runs.start_now("a burst")
+        assert runs.due() == [run_id]
+        propose_state_sync(client, Pending(), flow_run_id=run_id)  # another process took it
+        assert runs.due() == []
+        assert runs.execute(run_id) is None
+        assert client.read_flow_run(run_id).state_type.value == "PENDING"  # not run here
+
+
+def pod_lists_served(fake_kube: FakeKubeApi) -> int:
+    return sum(1 for request in fake_kube.requests
+               if request.resource == "pods" and request.verb == "list")
+
+
 def autoscale_runs(server: PrefectServer) -> list[Any]:
     from prefect.client.orchestration import get_client
     from prefect.client.schemas.filters import FlowFilter, FlowFilterName
@@ -414,7 +483,8 @@ def test_serve_stops_on_sigterm_letting_the_run_in_flight_finish(
         tmp_path: Path) -> None:
     cluster = BurstCluster(fake_kube, fake_aws, tmp_path)
     serve = Child(elevator("serve", "--nodegroups", str(cluster.nodegroups), "--kubeconfig",
-                           str(cluster.kubeconfig), "--interval", "1h", "--poll", "1s"),
+                           str(cluster.kubeconfig), "--interval", "1h", "--poll", "1s",
+                           "--ticks", "runs"),
                   server.env(**fake_aws.env()), tmp_path / "serve.log")
     try:
         serve.wait_for("serving autoscale/autoscale", 120)

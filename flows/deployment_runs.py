@@ -1,0 +1,81 @@
+"""The `autoscale` deployment's runs, executed in the process that keeps the watch cache.
+
+Prefect's Runner starts every run of a served deployment as a process of its own, and a new
+process cannot read this one's cache: its tick would list 150,000 pods again. So
+`elevator serve --ticks in-process` executes the deployment's runs itself, as the Runner would:
+scheduled runs once due, runs started from the UI's Run button, and a run made at once for a
+burst of pending pods. Each is still a run of the deployment, recorded with its task runs, and
+the deployment's concurrency limit still holds: the server decides whether a run may go
+Pending, for us as for any worker.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
+from uuid import UUID
+
+if TYPE_CHECKING:
+    from prefect import Flow
+    from prefect.client.orchestration import SyncPrefectClient
+    from prefect.client.schemas.objects import State
+
+BURST_TAG = "pending-pods"
+
+
+def utc_now() -> datetime:
+    return datetime.now(UTC)
+
+
+class DeploymentRuns:
+    """Finds, claims and runs `deployment_id`'s runs in this process, one at a time."""
+
+    def __init__(self, flow: Flow[..., Any], deployment_id: UUID, client: SyncPrefectClient,
+                 clock: Callable[[], datetime] = utc_now) -> None:
+        self.flow = flow
+        self.deployment_id = deployment_id
+        self.client = client
+        self.clock = clock
+
+    def start_now(self, why: str) -> UUID:
+        """A run of the deployment, due now: a burst of pending pods should not wait for the
+        schedule. It carries the deployment's parameters, like a run from the UI."""
+        from prefect.states import Scheduled
+
+        run = self.client.create_flow_run_from_deployment(
+            self.deployment_id, state=Scheduled(scheduled_time=self.clock()),
+            tags=[BURST_TAG])
+        return run.id
+
+    def due(self) -> list[UUID]:
+        """Scheduled runs whose time has come, oldest first. Asking this way also tells the
+        server the deployment is being served (the UI shows it Ready)."""
+        runs = self.client.get_scheduled_flow_runs_for_deployments(
+            [self.deployment_id], scheduled_before=self.clock())
+        runs.sort(key=lambda run: run.next_scheduled_start_time or run.expected_start_time
+                  or self.clock())
+        return [run.id for run in runs]
+
+    def execute(self, flow_run_id: UUID) -> State[Any] | None:
+        """Claim the run (propose Pending) and run its flow here. None when the server said no:
+        another process claimed it first, or the concurrency limit cancelled it."""
+        from prefect.exceptions import Abort
+        from prefect.flow_engine import run_flow
+        from prefect.states import Pending
+        from prefect.utilities.engine import propose_state_sync
+
+        try:
+            claimed = propose_state_sync(self.client, Pending(), flow_run_id=flow_run_id)
+        except Abort:
+            return None
+        if not claimed.is_pending():
+            return None
+        flow_run = self.client.read_flow_run(flow_run_id)
+        state: State[Any] = run_flow(self.flow, flow_run=flow_run,  # type: ignore[assignment]
+                                     parameters=dict(flow_run.parameters), return_type="state")
+        return state
+
+    def run_due(self) -> list[State[Any]]:
+        """Every due run, one after another (a tick at a time, as the limit wants)."""
+        return [state for run_id in self.due() if (state := self.execute(run_id)) is not None]
