@@ -11,11 +11,9 @@ Autoscaler ideas enabled, the cluster-wide scale-up and scale-down follow.
 from __future__ import annotations
 
 import contextvars
-import os
-import threading
 import uuid
 from collections.abc import Callable, Mapping, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from logging import getLogger as get_logger
 from typing import ParamSpec, TypeVar
@@ -28,7 +26,7 @@ from tasks.core.errors import LeaseConflict
 from tasks.core.lease_state import GroupState
 from tasks.core.records import AutoScalingGroup, NodeRecord, PodRecord
 from tasks.core.retry import is_retryable
-from tasks.core.step import Runner, Step
+from tasks.core.step import Runner
 from tasks.escalator.config import NodeGroupConfig
 from tasks.escalator.decide import GroupInputs, ScalePlan, decide, missing_asg_plan
 from tasks.escalator.filter_nodes import nodes_by_group
@@ -50,26 +48,6 @@ from tasks.steps.source import (
 
 P = ParamSpec("P")
 R = TypeVar("R")
-
-_READERS: tuple[int, ThreadPoolExecutor] | None = None
-_READERS_LOCK = threading.Lock()
-
-
-def started(run: Runner, step: Step[P, R], /, *args: P.args, **kwargs: P.kwargs) -> Future[R]:
-    """Start a read that waits on the network (AWS, a Lease GET) while the tick goes on.
-
-    Its task run belongs to the flow run (the thread runs in a copy of this context). The pool
-    lives as long as the process (a fork gets one of its own): a tick in the simulator's fast
-    loop should not pay for starting threads.
-    """
-    global _READERS
-    with _READERS_LOCK:
-        if _READERS is None or _READERS[0] != os.getpid():
-            _READERS = (os.getpid(), ThreadPoolExecutor(max_workers=4,
-                                                        thread_name_prefix="tick-read"))
-        pool = _READERS[1]
-    context = contextvars.copy_context()
-    return pool.submit(context.run, lambda: run(step, *args, **kwargs))
 
 
 def needs_claim(plan: ScalePlan, state: GroupState) -> bool:
@@ -179,19 +157,9 @@ def tick(
         except Exception as unreadable:  # no load data: oldest first, as Escalator does
             get_logger(__name__).warning("load watcher %s unreadable (%s): oldest first",
                                          load_watcher_url, unreadable)
-    names = [group.name for group in groups]
-    # The reads that wait on AWS and on the Leases go side by side with the pods and nodes.
-    describing = started(run, describe_node_groups, source,
-                         [g.cloud_provider_group_name for g in groups])
-    reading_locks = started(run, read_locks, source, names)
-    try:
-        pods = run(collect_pods, source)
-        nodes = run(collect_nodes, source)
-        asgs = describing.result()
-    except BaseException:
-        describing.exception()  # no read outlives the tick that failed
-        reading_locks.exception()
-        raise
+    pods = run(collect_pods, source)
+    nodes = run(collect_nodes, source)
+    asgs = run(describe_node_groups, source, [g.cloud_provider_group_name for g in groups])
     grouped = pods_of_groups(source, pods, groups)
     group_pods = decided_pods(source, pods, groups, grouped)
     group_nodes = nodes_by_group(nodes, groups)
@@ -200,8 +168,9 @@ def tick(
         budgets = run(collect_pdbs, source)
         removal = RemovalInputs(nodes, pods_on_nodes(pods), budgets, ca.scale_down.drain)
 
+    names = [group.name for group in groups]
     try:
-        states = reading_locks.result()
+        states = run(read_locks, source, names)
     except Exception as unreadable:  # every Lease unreadable (after retries): every group fails
         states = dict.fromkeys(names, unreadable)
 

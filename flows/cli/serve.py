@@ -46,6 +46,7 @@ if TYPE_CHECKING:
     from prefect.events.schemas.deployment_triggers import DeploymentEventTrigger
     from prefect.runner import Runner
 
+    from tasks.adapters.kube import KubeClient
     from tasks.escalator.config import NodeGroupConfig
 
 AUTOSCALE_DEPLOYMENT = "autoscale"
@@ -173,13 +174,15 @@ def serve(
     in_process = ticks is ServeMode.in_process
     scheduled, manual = served_deployments(nodegroups, period, kubeconfig, lease_namespace,
                                            pushgateway, triggered=not in_process)
-    runner.add_deployment(manual)
     here = None
     if in_process:
+        kube = _kube_client(kubeconfig)  # an unreadable kubeconfig fails before registering
         deployment_id = scheduled.apply()  # registered, its schedule on; runs go on here
         assert isinstance(deployment_id, UUID)  # `apply` is async-dispatched: sync here
-        here = InProcessTicks(deployment_id, config.node_groups, kubeconfig, poll_seconds)
-    else:
+        here = InProcessTicks(deployment_id, config.node_groups, kube, kubeconfig,
+                              poll_seconds)
+    runner.add_deployment(manual)
+    if not in_process:
         runner.add_deployment(scheduled)
     console.print(f"serving autoscale/{scheduled.name}"
                   + (" in this process" if in_process else "") + f", autoscale/{manual.name}",
@@ -193,18 +196,14 @@ class InProcessTicks:
     """The `autoscale` deployment's runs, run in a thread of this process from a watch cache."""
 
     def __init__(self, deployment_id: UUID, node_groups: Sequence[NodeGroupConfig],
-                 kubeconfig: Path | None, poll_seconds: float) -> None:
-        from tasks.adapters.kube import KubeClient
+                 kube: KubeClient, kubeconfig: Path | None, poll_seconds: float) -> None:
+        from flows.cli.watch import IN_PROCESS_SETTLE_SECONDS
         from tasks.escalator.pending_bursts import Debouncer, PendingPodsEvents
 
         self.deployment_id = deployment_id
+        self.kube = kube
         self.kubeconfig = kubeconfig
         self.poll_seconds = poll_seconds
-        try:
-            self.kube = KubeClient.from_config(kubeconfig)
-        except Exception as error:  # the client raises ConfigException, OSError, YAML errors
-            raise InputError([f"--kubeconfig: {kubeconfig}: {error}"]) from None
-        from flows.cli.watch import IN_PROCESS_SETTLE_SECONDS
         from tasks.escalator.pending_bursts import DEFAULT_DEBOUNCE_SECONDS
 
         self.events = PendingPodsEvents(node_groups, Debouncer(DEFAULT_DEBOUNCE_SECONDS,
@@ -295,6 +294,15 @@ async def run_until_signal(runner: Runner, grace_seconds: float = STOP_GRACE_SEC
         await started
     if in_process is not None and in_process.error is not None and not signalled.is_set():
         raise SystemExit(1)  # the ticks stopped by themselves (said why): exit non-zero
+
+
+def _kube_client(kubeconfig: Path | None) -> KubeClient:
+    from tasks.adapters.kube import KubeClient
+
+    try:
+        return KubeClient.from_config(kubeconfig)
+    except Exception as error:  # the client raises ConfigException, OSError, YAML errors
+        raise InputError([f"--kubeconfig: {kubeconfig}: {error}"]) from None
 
 
 async def _ended(thread: threading.Thread) -> None:
