@@ -360,7 +360,9 @@ def test_a_burst_of_pending_pods_raises_the_asg_in_the_watching_process(
         latency = rig.measure_burst(pods=10, timeout=90)
         assert rig.watch is not None
         rig.watch.wait_for("batch: 10 pending pods → tick", 10)
-        rig.watch.wait_for("tick (batch: 10 pending pods): batch: acted", 30)
+        # The ASG is raised; the run still records its last task runs and its end, which a
+        # Prefect server on SQLite under a loaded machine can hold up for tens of seconds.
+        rig.watch.wait_for("tick (batch: 10 pending pods): batch: acted", 120)
         codes = rig.stop()
     print(f"\npod creation → SetDesiredCapacity in the watching process: {latency:.2f} s "
           f"(python -m benchmarks.event_latency)")
@@ -389,7 +391,7 @@ def test_serve_runs_the_autoscale_deployment_in_process_from_its_cache(
         assert rig.serve is not None
         pod_lists = pod_lists_served(fake_kube)  # the cache's own list, once
         latency = rig.measure_burst(pods=10, timeout=90)
-        rig.serve.wait_for("tick (batch: 10 pending pods): batch: acted", 30)
+        rig.serve.wait_for("tick (batch: 10 pending pods): batch: acted", 120)
         with temporary_settings({PREFECT_API_URL: server.api_url}):
             from_ui = run_deployment("autoscale/autoscale", timeout=0)
         done = wait_until(lambda: read_run(server, from_ui.id).state_type.value in (
