@@ -29,7 +29,7 @@ import urllib.request
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
-from typing import IO, Any
+from typing import IO, Any, Self
 
 import yaml
 
@@ -256,7 +256,7 @@ class EventRig:
         self.serve: Child | None = None
         self.watch: Child | None = None
 
-    def start(self) -> EventRig:
+    def start(self) -> Self:
         cluster = self.cluster
         env = self.server.env(**cluster.aws.env())
         self.serve = Child(elevator("serve", "--nodegroups", str(cluster.nodegroups),
@@ -299,7 +299,7 @@ class EventRig:
     def _tail(child: Child | None) -> str:
         return child.output()[-4000:] if child is not None else ""
 
-    def __enter__(self) -> EventRig:
+    def __enter__(self) -> Self:
         try:
             return self.start()
         except BaseException:
@@ -315,7 +315,7 @@ class InProcessRig(EventRig):
     """`elevator watch --ticks in-process` alone: the watch cache and the ticks in one process
     (scheduled every `interval`; the bursts start the others)."""
 
-    def start(self) -> InProcessRig:
+    def start(self) -> Self:
         cluster = self.cluster
         self.watch = Child(elevator("watch", "--nodegroups", str(cluster.nodegroups),
                                     "--kubeconfig", str(cluster.kubeconfig),
@@ -327,20 +327,13 @@ class InProcessRig(EventRig):
         self.watch.wait_for("tick (schedule)", 120)  # the first tick, at start, has ended
         return self
 
-    def __enter__(self) -> InProcessRig:
-        try:
-            return self.start()
-        except BaseException:
-            self.stop()
-            raise
-
 
 class ServeRig(EventRig):
     """`elevator serve --ticks in-process` alone: the watch cache, and the `autoscale`
     deployment's runs executed in the same process (scheduled every `interval`, started from
     the UI, or made at once for a burst)."""
 
-    def start(self) -> ServeRig:
+    def start(self) -> Self:
         cluster = self.cluster
         self.serve = Child(elevator("serve", "--nodegroups", str(cluster.nodegroups),
                                     "--kubeconfig", str(cluster.kubeconfig),
@@ -350,13 +343,6 @@ class ServeRig(EventRig):
         if not cluster.kube.wait_for_watchers("pods", 1, timeout=30):
             raise TimeoutError("elevator serve did not open its pod watch")
         return self
-
-    def __enter__(self) -> ServeRig:
-        try:
-            return self.start()
-        except BaseException:
-            self.stop()
-            raise
 
 
 def wait_for_idle(server: PrefectServer, timeout: float = 60.0) -> None:
