@@ -11,6 +11,7 @@ Pending, for us as for any worker.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
@@ -49,13 +50,28 @@ class DeploymentRuns:
         return run.id
 
     def due(self) -> list[UUID]:
-        """Scheduled runs whose time has come, oldest first. Asking this way also tells the
-        server the deployment is being served (the UI shows it Ready)."""
+        """Runs whose time has come, oldest first. Of the schedule's own runs only the newest:
+        a tick missed while this process was busy or away is not made up (Escalator ticks on
+        an interval; Prefect's Runner would start them together and the concurrency limit
+        would cancel all but one). Asking this way also tells the server the deployment is
+        being served (the UI shows it Ready)."""
         runs = self.client.get_scheduled_flow_runs_for_deployments(
             [self.deployment_id], scheduled_before=self.clock())
         runs.sort(key=lambda run: run.next_scheduled_start_time or run.expected_start_time
                   or self.clock())
-        return [run.id for run in runs]
+        scheduled = [run.id for run in runs if run.auto_scheduled]
+        for late in scheduled[:-1]:
+            self._skip(late)
+        return [run.id for run in runs if not run.auto_scheduled or run.id == scheduled[-1]]
+
+    def _skip(self, flow_run_id: UUID) -> None:
+        from prefect.exceptions import Abort
+        from prefect.states import Cancelled
+        from prefect.utilities.engine import propose_state_sync
+
+        with contextlib.suppress(Abort):  # taken or ended meanwhile: not ours to skip
+            propose_state_sync(self.client, Cancelled(
+                message="skipped: a later scheduled tick was due"), flow_run_id=flow_run_id)
 
     def execute(self, flow_run_id: UUID) -> State[Any] | None:
         """Claim the run (propose Pending) and run its flow here. None when the server said no:

@@ -436,6 +436,45 @@ def test_a_run_another_process_claimed_is_never_run_here(server: PrefectServer) 
         assert client.read_flow_run(run_id).state_type.value == "PENDING"  # not run here
 
 
+def test_of_the_schedules_late_runs_only_the_newest_is_due(server: PrefectServer) -> None:
+    """After a stall, the ticks missed are not made up one after another: the newest scheduled
+    run is due, the older ones are skipped (Cancelled, saying why); a run asked for by hand
+    is never skipped."""
+    from datetime import UTC, datetime, timedelta
+
+    from prefect.client.orchestration import get_client
+    from prefect.settings import PREFECT_API_URL, temporary_settings
+
+    from flows.autoscale import autoscale
+    from flows.deployment_runs import DeploymentRuns
+
+    with temporary_settings({PREFECT_API_URL: server.api_url}), \
+            get_client(sync_client=True) as client:
+        deployment_id = autoscale.to_deployment(
+            "late-ticks", parameters={"nodegroups": "/nowhere.yaml"},
+            interval=timedelta(seconds=10)).apply()
+        now = datetime.now(UTC)
+        # The schedule's runs of the last minute, every 10 s, as the scheduler makes them.
+        answer = client._client.post(f"/deployments/{deployment_id}/schedule", json={
+            "start_time": (now - timedelta(seconds=55)).isoformat(),
+            "end_time": (now - timedelta(seconds=1)).isoformat(),
+            "min_time": 0, "min_runs": 6, "max_runs": 6})
+        answer.raise_for_status()
+        runs = DeploymentRuns(autoscale, deployment_id, client)
+        by_hand = runs.start_now("by hand")
+        scheduled = client.get_scheduled_flow_runs_for_deployments([deployment_id],
+                                                                   scheduled_before=now)
+        late = sorted((run for run in scheduled if run.auto_scheduled),
+                      key=lambda run: run.next_scheduled_start_time or now)
+        assert len(late) >= 2
+        due = runs.due()
+        assert set(due) == {late[-1].id, by_hand}
+        for skipped in late[:-1]:
+            state = client.read_flow_run(skipped.id).state
+            assert state is not None and state.type.value == "CANCELLED"
+            assert state.message == "skipped: a later scheduled tick was due"
+
+
 def pod_lists_served(fake_kube: FakeKubeApi) -> int:
     return sum(1 for request in fake_kube.requests
                if request.resource == "pods" and request.verb == "list")
