@@ -65,8 +65,6 @@ class TickLoop:
             next_at = self.clock() + self.interval
 
 
-
-
 @dataclass(frozen=True)
 class Changed:
     """A watch event: ADDED, MODIFIED or DELETED."""

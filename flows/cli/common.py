@@ -151,6 +151,24 @@ def console_logs_without_tracebacks() -> None:
                 handler.setFormatter(_WithoutTraceback(handler.formatter))
 
 
+def say_as(command: str) -> Callable[[str], None]:
+    """A line of `command`'s progress on stdout, flushed (a supervisor reads it live)."""
+    def say(line: str) -> None:
+        console.print(f"{command}: {line}", highlight=False, markup=False, soft_wrap=True)
+        sys.stdout.flush()
+
+    return say
+
+
+def print_tick_results(why: str, results: Sequence[dict[str, Any]]) -> None:
+    """A line per node group of an in-process tick's results."""
+    for result in results:
+        console.print(f"tick ({why}): {result['name']}: {result['status']} "
+                      f"(delta {result['delta']:+d}) {result['reason']}", highlight=False,
+                      markup=False, soft_wrap=True)
+    sys.stdout.flush()
+
+
 def run_until_stopped(cycle: Callable[[], list[dict[str, Any]]],
                       line: Callable[[dict[str, Any]], str], output: OutputFormat, once: bool,
                       period: float,

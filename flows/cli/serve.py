@@ -198,14 +198,16 @@ class InProcessTicks:
     def __init__(self, deployment_id: UUID, node_groups: Sequence[NodeGroupConfig],
                  kube: KubeClient, kubeconfig: Path | None, poll_seconds: float) -> None:
         from flows.cli.watch import IN_PROCESS_SETTLE_SECONDS
-        from tasks.escalator.pending_bursts import Debouncer, PendingPodsEvents
+        from tasks.escalator.pending_bursts import (
+            DEFAULT_DEBOUNCE_SECONDS,
+            Debouncer,
+            PendingPodsEvents,
+        )
 
         self.deployment_id = deployment_id
         self.kube = kube
         self.kubeconfig = kubeconfig
         self.poll_seconds = poll_seconds
-        from tasks.escalator.pending_bursts import DEFAULT_DEBOUNCE_SECONDS
-
         self.events = PendingPodsEvents(node_groups, Debouncer(DEFAULT_DEBOUNCE_SECONDS,
                                                                IN_PROCESS_SETTLE_SECONDS))
         self.stop = threading.Event()
@@ -216,16 +218,12 @@ class InProcessTicks:
         from prefect.client.orchestration import get_client
 
         from flows.autoscale import autoscale
-        from flows.cli.watch import CACHE_START_SECONDS, print_results
+        from flows.cli.common import print_tick_results, say_as
+        from flows.cli.watch import CACHE_START_SECONDS
         from flows.deployment_runs import DeploymentRuns
         from flows.ticker import run_cached_ticks
 
-        def say(line: str) -> None:
-            from flows.cli.common import console
-
-            console.print(f"serve: {line}", highlight=False, markup=False, soft_wrap=True)
-            sys.stdout.flush()
-
+        say = say_as("serve")
         try:
             with get_client(sync_client=True) as client:
                 runs = DeploymentRuns(autoscale, self.deployment_id, client)
@@ -239,7 +237,7 @@ class InProcessTicks:
                     for state in states:
                         results = state.result(raise_on_failure=False)
                         if isinstance(results, list):
-                            print_results(why, results)
+                            print_tick_results(why, results)
                         else:
                             say(f"tick ({why}): {state.name}: {results}")
 

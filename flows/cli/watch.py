@@ -185,37 +185,20 @@ def _watch_and_tick(kube: Any, nodegroups: Path, kubeconfig: Path | None, lease_
                     period: float, events: PendingPodsEvents, stop: threading.Event) -> None:
     """Keep the cache, feed its pod changes to the bursts, and run ticks in this process."""
     from flows.autoscale import autoscale
-    from flows.cli.common import console_logs_without_tracebacks
+    from flows.cli.common import console_logs_without_tracebacks, print_tick_results, say_as
 
+    say = say_as("watch")
     kubeconfig_text = str(kubeconfig) if kubeconfig else None
 
     def tick(why: str) -> None:
         results = autoscale(nodegroups=str(nodegroups), lease_namespace=lease_namespace,
                             kubeconfig=kubeconfig_text)
-        print_results(why, results)
+        print_tick_results(why, results)
 
     console_logs_without_tracebacks()
     run_cached_ticks(kube.api, kubeconfig_text, events, tick, period, stop, say,
                      CACHE_START_SECONDS)
     say("stopped")
-
-
-def say(line: str) -> None:
-    from flows.cli.common import console
-
-    console.print(f"watch: {line}", highlight=False, markup=False, soft_wrap=True)
-    sys.stdout.flush()
-
-
-def print_results(why: str, results: list[dict[str, Any]]) -> None:
-    """A line per node group of a tick's results."""
-    from flows.cli.common import console
-
-    for result in results:
-        console.print(f"tick ({why}): {result['name']}: {result['status']} "
-                      f"(delta {result['delta']:+d}) {result['reason']}", highlight=False,
-                      markup=False, soft_wrap=True)
-    sys.stdout.flush()
 
 
 def register(app: typer.Typer) -> None:
