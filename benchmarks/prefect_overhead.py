@@ -22,6 +22,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from flows.prefect_compat import SERVER_SETTINGS
+
 RUNS = 15
 
 WORKER = r"""
@@ -148,6 +150,7 @@ def prefect_server(database_url: str | None, lean: bool = True) -> Iterator[str]
     if lean:
         env.update({f"PREFECT_SERVER_SERVICES_{name}_ENABLED": "false"
                     for name in IDLE_SERVICES})
+        env.update(SERVER_SETTINGS)
     if database_url:
         env["PREFECT_API_DATABASE_CONNECTION_URL"] = database_url
     server = subprocess.Popen([sys.executable, "-m", "prefect", "server", "start", "--host",

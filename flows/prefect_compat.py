@@ -89,3 +89,15 @@ def one_client_for_runs() -> Generator[None, None, None]:
 
     with SyncClientContext.get_or_create():
         yield
+
+
+# Settings for a Prefect server that records kube-elevator's ticks. The server's task-run
+# recorder writes each task-run event in a transaction of its own by default (batch size 1),
+# and SQLAlchemy compiles every one of those inserts afresh: profiled with py-spy, that was
+# half of the server's CPU while ticks ran, and every API call of the tick waited behind it
+# (a flow run of 6 task runs: 0.53 s, and 0.20-0.25 s with these). Batched, a task run reaches
+# the UI within a second instead of at once; every one is still recorded.
+SERVER_SETTINGS = {
+    "PREFECT_SERVER_SERVICES_TASK_RUN_RECORDER_BATCH_SIZE": "200",
+    "PREFECT_SERVER_SERVICES_TASK_RUN_RECORDER_FLUSH_INTERVAL": "1",
+}

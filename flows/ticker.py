@@ -119,6 +119,9 @@ def run_cached_ticks(api_client: Any, kubeconfig: str | None, events: PendingPod
     """
     from flows.prefect_compat import one_client_for_runs
     from tasks.adapters.kube_cache import ClusterCache, install_process_cache
+    from tasks.core.collector import collect_less_often
+
+    collect_less_often()  # this process holds the cluster: see tasks/core/collector.py
 
     cache = ClusterCache(api_client)
     changes: queue.Queue[Changed | Relisted] = queue.Queue()

@@ -8,6 +8,10 @@ import os
 os.environ.setdefault("ELEVATOR_RETRY_DELAY_SECONDS", "0")
 os.environ.setdefault("PREFECT_LOGGING_LEVEL", "WARNING")
 os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
+from flows.prefect_compat import SERVER_SETTINGS  # the server docs/deploying.md advises
+
+os.environ.update({name: value for name, value in SERVER_SETTINGS.items()
+                   if name not in os.environ})
 
 from collections.abc import Iterator
 from pathlib import Path

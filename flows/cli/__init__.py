@@ -19,6 +19,10 @@ def main() -> None:
     # Its services' own errors (SQLite "database is locked" under load, retried by the server)
     # would print tracebacks among the command's lines; a server of one's own logs as it likes.
     os.environ.setdefault("PREFECT_SERVER_LOGGING_LEVEL", "CRITICAL")
+    from flows.prefect_compat import SERVER_SETTINGS
+
+    for name, value in SERVER_SETTINGS.items():  # task runs recorded in batches
+        os.environ.setdefault(name, value)
     app()
 
 

@@ -23,6 +23,7 @@ import msgspec
 
 from tasks.adapters.kube_watch import ListWatch, PageDecoder
 from tasks.core.api_objects import OBJECT_DECODER, RawList, RawObject
+from tasks.core.collector import keep_out_of_collections
 from tasks.core.pdb import PodDisruptionBudget, pdb_from_api
 from tasks.core.records import TERMINAL_PHASES, NodeRecord, PodRecord, node_record, pod_record
 
@@ -123,13 +124,17 @@ class ClusterCache:
         and then kept current by the watch, so a tick pays for what changed."""
         with self._lock:
             index = self._indexes.get(name)
+            built = index is None
             if index is None:
                 index = self._indexes[name] = _Index(grouper, tally)
                 for key, pod in self._pods.items():
                     index.add(key, pod)
-            return (list(self._pods.values()),
+            read = (list(self._pods.values()),
                     {group: list(members.values()) for group, members in index.members.items()},
                     {group: kept.snapshot() for group, kept in index.tallies.items()})
+        if built:
+            keep_out_of_collections()  # the index lives as long as the records
+        return read
 
     def pdbs(self) -> tuple[PodDisruptionBudget, ...]:
         with self._lock:
@@ -156,6 +161,7 @@ class ClusterCache:
             for index in self._indexes.values():
                 index.rebuild(pods)
             self._changed.notify_all()
+        keep_out_of_collections()
         self._listed["pods"].set()
         if self.on_pods_listed is not None:
             self.on_pods_listed(list(pods.values()))
@@ -186,6 +192,7 @@ class ClusterCache:
         with self._changed:
             self._nodes = nodes
             self._changed.notify_all()
+        keep_out_of_collections()
         self._listed["nodes"].set()
 
     def _node_changed(self, event_type: str, item: msgspec.Raw) -> None:

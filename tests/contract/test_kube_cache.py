@@ -48,6 +48,21 @@ def test_the_first_list_holds_active_pods_nodes_and_budgets(fake_kube: FakeKubeA
         assert [pdb.name for pdb in cache.pdbs()] == ["web"]
 
 
+def test_a_listed_cache_is_out_of_the_collectors_way(fake_kube: FakeKubeApi) -> None:
+    import gc
+
+    fake_kube.create("nodes", api_node("n1"))
+    fake_kube.create("pods", api_pod("web-0", node="n1"), namespace="default")
+    gc.unfreeze()
+    try:
+        with ClusterCache(fake_kube.api_client()) as cache:
+            assert cache.wait_synced(10)
+            # Frozen once listed: full collections no longer walk what the cache holds.
+            assert gc.get_freeze_count() > 0
+    finally:
+        gc.unfreeze()
+
+
 def test_changes_reach_the_cache_and_finished_pods_leave_it(
         fake_kube: FakeKubeApi, cache: ClusterCache) -> None:
     seen: list[tuple[str, str]] = []

@@ -1,0 +1,29 @@
+"""The cyclic garbage collector in a process that keeps a whole cluster in memory.
+
+A watch cache holds 150,000 pod records for hours, and a tick allocates tens of thousands of
+short-lived objects. Left to its defaults, the collector runs about 35 times a tick, and each run
+walks the tick's lists of every pod again (and, in full collections, the cache itself): measured
+at 150k pods, 40 ms of a plain tick and up to 0.1 s of a flow run. Records hold no cycles, so
+reference counting frees them either way.
+"""
+
+from __future__ import annotations
+
+import gc
+
+# Young objects before a collection (Python's default is 700): a tick's burst of temporaries
+# then costs one or two collections, not dozens. The older generations keep their defaults.
+TICKING_PROCESS_THRESHOLD = 20_000
+
+
+def keep_out_of_collections() -> None:
+    """Hide what a fresh list built from the collector (`gc.freeze`): it lives until the next
+    relist. Collected first, so no cyclic garbage is frozen with it."""
+    gc.collect()
+    gc.freeze()
+
+
+def collect_less_often() -> None:
+    """For a long-lived process that ticks from a cache (`elevator watch`, `elevator serve`)."""
+    young, older, oldest = gc.get_threshold()
+    gc.set_threshold(max(TICKING_PROCESS_THRESHOLD, young), older, oldest)
