@@ -141,7 +141,8 @@ IDLE_SERVICES = ("CANCELLATION_CLEANUP", "DB_VACUUM", "FOREMAN", "LATE_RUNS", "S
 
 
 @contextmanager
-def prefect_server(database_url: str | None, lean: bool = True) -> Iterator[str]:
+def prefect_server(database_url: str | None, lean: bool = True,
+                   settings: dict[str, str] = SERVER_SETTINGS) -> Iterator[str]:
     """`prefect server start` on 127.0.0.1; yields its API URL."""
     port = _free_port()
     home = tempfile.mkdtemp(prefix="elevator-prefect-")
@@ -150,7 +151,7 @@ def prefect_server(database_url: str | None, lean: bool = True) -> Iterator[str]
     if lean:
         env.update({f"PREFECT_SERVER_SERVICES_{name}_ENABLED": "false"
                     for name in IDLE_SERVICES})
-        env.update(SERVER_SETTINGS)
+        env.update(settings)
     if database_url:
         env["PREFECT_API_DATABASE_CONNECTION_URL"] = database_url
     server = subprocess.Popen([sys.executable, "-m", "prefect", "server", "start", "--host",
@@ -190,5 +191,17 @@ def measure() -> dict[str, dict[str, float]]:
     return {"default": default, "tuned": tuned}
 
 
+def compare_recorder() -> dict[str, dict[str, float]]:
+    """The same tuned setup with the task-run recorder as Prefect ships it (one event a write)
+    and as SERVER_SETTINGS sets it (batched), each on a fresh server."""
+    measured = {}
+    for label, settings in (("recorder as shipped", {}), ("recorder batched", SERVER_SETTINGS)):
+        with postgres() as database, prefect_server(database, settings=settings) as api_url:
+            measured[label] = run_worker(api_url, engine_fix=True)
+    return measured
+
+
 if __name__ == "__main__":
-    print(json.dumps(measure(), indent=2))
+    # `--compare-recorder`: what batching the server's task-run recorder saves (RESULTS.md).
+    chosen = compare_recorder if "--compare-recorder" in sys.argv[1:] else measure
+    print(json.dumps(chosen(), indent=2))
