@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import contextvars
 import threading
-from collections.abc import Generator
+from collections.abc import Generator, MutableMapping
 from contextlib import contextmanager
 from typing import Any
 
@@ -101,3 +101,10 @@ SERVER_SETTINGS = {
     "PREFECT_SERVER_SERVICES_TASK_RUN_RECORDER_BATCH_SIZE": "200",
     "PREFECT_SERVER_SERVICES_TASK_RUN_RECORDER_FLUSH_INTERVAL": "1",
 }
+
+
+def default_server_settings(environ: MutableMapping[str, str]) -> None:
+    """`SERVER_SETTINGS` for a Prefect server this process starts, where `environ` does not
+    say otherwise."""
+    for name, value in SERVER_SETTINGS.items():
+        environ.setdefault(name, value)

@@ -8,10 +8,6 @@ import os
 os.environ.setdefault("ELEVATOR_RETRY_DELAY_SECONDS", "0")
 os.environ.setdefault("PREFECT_LOGGING_LEVEL", "WARNING")
 os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
-from flows.prefect_compat import SERVER_SETTINGS  # the server docs/deploying.md advises
-
-os.environ.update({name: value for name, value in SERVER_SETTINGS.items()
-                   if name not in os.environ})
 
 from collections.abc import Iterator
 from pathlib import Path
@@ -20,6 +16,9 @@ import pytest
 
 from fakes.aws import FakeAws
 from fakes.kube_api.server import FakeKubeApi
+from flows.prefect_compat import default_server_settings
+
+default_server_settings(os.environ)  # the session's Prefect server, as docs/deploying.md advises
 
 
 @pytest.fixture(scope="session", autouse=True)

@@ -19,10 +19,9 @@ def main() -> None:
     # Its services' own errors (SQLite "database is locked" under load, retried by the server)
     # would print tracebacks among the command's lines; a server of one's own logs as it likes.
     os.environ.setdefault("PREFECT_SERVER_LOGGING_LEVEL", "CRITICAL")
-    from flows.prefect_compat import SERVER_SETTINGS
+    from flows.prefect_compat import default_server_settings
 
-    for name, value in SERVER_SETTINGS.items():  # task runs recorded in batches
-        os.environ.setdefault(name, value)
+    default_server_settings(os.environ)  # task runs recorded in batches
     app()
 
 

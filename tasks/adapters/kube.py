@@ -20,7 +20,8 @@ from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
 
 from tasks.core.api_objects import OBJECT_DECODER
-from tasks.core.decode import ClusterSnapshot, decode_page, gc_paused
+from tasks.core.collector import gc_paused
+from tasks.core.decode import ClusterSnapshot, decode_page
 from tasks.core.errors import EvictionBlocked, InputError, LeaseConflict, NodeChanged
 from tasks.core.lease_state import (
     HOLDER_IDENTITY,

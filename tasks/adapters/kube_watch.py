@@ -17,7 +17,7 @@ from typing import Any
 
 import msgspec
 
-from tasks.core.decode import gc_paused
+from tasks.core.collector import gc_paused
 from tasks.core.timeouts import timeouts
 
 log = logging.getLogger(__name__)

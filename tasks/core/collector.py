@@ -4,12 +4,16 @@ A watch cache holds 150,000 pod records for hours, and a tick allocates tens of 
 short-lived objects. Left to its defaults, the collector runs about 35 times a tick, and each run
 walks the tick's lists of every pod again (and, in full collections, the cache itself): measured
 at 150k pods, 40 ms of a plain tick and up to 0.1 s of a flow run. Records hold no cycles, so
-reference counting frees them either way.
+reference counting frees them either way; for the same reason the collector is paused while a
+list is decoded (`gc_paused`).
 """
 
 from __future__ import annotations
 
 import gc
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 # Young objects before a collection (Python's default is 700): a tick's burst of temporaries
 # then costs one or two collections, not dozens. The older generations keep their defaults.
@@ -27,3 +31,26 @@ def collect_less_often() -> None:
     """For a long-lived process that ticks from a cache (`elevator watch`, `elevator serve`)."""
     young, older, oldest = gc.get_threshold()
     gc.set_threshold(max(TICKING_PROCESS_THRESHOLD, young), older, oldest)
+
+
+_gc_lock = threading.Lock()
+_gc_pauses = 0
+
+
+@contextmanager
+def gc_paused() -> Iterator[None]:
+    """No cyclic GC while a list is decoded: records hold no cycles, and 150,000 of them would
+    trigger full collections that cost more than the decoding itself. Counted, since several
+    watches may list at once."""
+    global _gc_pauses
+    with _gc_lock:
+        _gc_pauses += 1
+        if _gc_pauses == 1:
+            gc.disable()
+    try:
+        yield
+    finally:
+        with _gc_lock:
+            _gc_pauses -= 1
+            if _gc_pauses == 0:
+                gc.enable()

@@ -11,11 +11,8 @@ raw bytes plus the slim records, never a tree of every object, and a bad item ca
 from __future__ import annotations
 
 import contextlib
-import gc
 import re
-import threading
-from collections.abc import Iterable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -24,6 +21,7 @@ import msgspec
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from tasks.core.api_objects import OBJECT_DECODER, RawMetadata, RawObject
+from tasks.core.collector import gc_paused
 from tasks.core.documents import load_json_document, read_bytes
 from tasks.core.errors import InputError, join_location
 from tasks.core.lease_state import LEASE_PREFIX, GroupState, state_from_annotations
@@ -309,29 +307,6 @@ def decode_page(data: bytes | memoryview, source: str, snapshot: ClusterSnapshot
     default_kind = document.kind[:-4] if document.kind != "List" else ""
     decode_items(snapshot, document.items, source, default_kind, first_index)
     return document.metadata.continue_, len(document.items)
-
-
-_gc_lock = threading.Lock()
-_gc_pauses = 0
-
-
-@contextmanager
-def gc_paused() -> Iterator[None]:
-    """No cyclic GC while a list is decoded: records hold no cycles, and 150,000 of them would
-    trigger full collections that cost more than the decoding itself. Counted, since several
-    watches may list at once."""
-    global _gc_pauses
-    with _gc_lock:
-        _gc_pauses += 1
-        if _gc_pauses == 1:
-            gc.disable()
-    try:
-        yield
-    finally:
-        with _gc_lock:
-            _gc_pauses -= 1
-            if _gc_pauses == 0:
-                gc.enable()
 
 
 def load_cluster_files(paths: Sequence[str | Path]) -> ClusterSnapshot:
