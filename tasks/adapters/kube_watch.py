@@ -193,6 +193,7 @@ class ListWatch:
             timeout_seconds=self.timeout_seconds, _preload_content=False,
             _request_timeout=self._watch_timeout(), **self.query)
         self._response = response
+        ended = False
         try:
             if self._stop.is_set():  # stopped while connecting: stop() saw no response
                 return
@@ -200,8 +201,14 @@ class ListWatch:
                 if self._stop.is_set():
                     return
                 self._handle(_LINE.decode(line))
+            ended = True
         finally:
             self._response = None
+            if not ended:
+                # Left mid-stream (stopped, 410, a failure): the rest of the stream would be
+                # read as the answer to the next request on this connection, so it is closed
+                # rather than handed back to the client's pool.
+                response.close()
             response.release_conn()
 
     def _watch_timeout(self) -> tuple[float, float]:

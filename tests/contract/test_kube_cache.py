@@ -201,3 +201,24 @@ def test_the_group_index_follows_every_change(fake_kube: FakeKubeApi,
     assert tallies["batch"].count == 2 and set(tallies["batch"].on_node) == {"n"}
     assert [pod.name for pod in grouped["batch"]] == ["b0", "b1"]
     assert grouped["batch"][0].node_name == "n"
+
+
+def test_a_watch_stopped_while_connecting_does_not_spoil_the_next_request(
+        tmp_path: Path) -> None:
+    """A loop stopped while its watch request is on the way leaves the stream the server then
+    opens unread. Handed back to the client's pool, that connection would give the next request
+    the stream's end as its answer (`BadStatusLine`), and our client does not retry underneath:
+    a write would be applied with its answer lost. So it is closed instead."""
+    from tasks.adapters.kube_watch import ListWatch
+
+    with FakeKubeApi() as kube:
+        core = KubeClient.from_config(kube.write_kubeconfig(tmp_path / "kubeconfig")).core
+        for index in range(3):
+            kube.create("pods", api_pod(f"p{index}"), namespace="default")
+        loop = ListWatch(core.list_pod_for_all_namespaces, "pods", lambda items, version: None,
+                         lambda kind, raw: None, timeout_seconds=2)
+        loop.resource_version = "0"
+        loop.stop()  # as if stop() came between the watch request and its answer
+        loop.watch()
+        listed = core.list_namespaced_pod("default")
+        assert sorted(pod.metadata.name for pod in listed.items) == ["p0", "p1", "p2"]
