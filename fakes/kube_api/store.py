@@ -61,6 +61,11 @@ from tasks.core.selectors import (
 
 log = logging.getLogger(__name__)
 
+# generateName's suffixes come from a generator of the server's own: a server thread drawing
+# from the `random` module's shared one moves its state under whatever else the embedding
+# process runs (Hypothesis warns when it moves during a test's draws).
+_NAMES = random.Random()
+
 
 class KubeStore:
     """The store behind the fake API; `FakeKubeApi.__init__` sets its state up."""
@@ -293,7 +298,7 @@ class KubeStore:
                 raise Invalid(rt, "", "metadata.name", "FieldValueRequired",
                               "Required value: name or generateName is required")
             while not name or (ns, name) in coll.objects:
-                name = prefix + "".join(random.choices(_NAME_CHARS, k=5))
+                name = prefix + "".join(_NAMES.choices(_NAME_CHARS, k=5))
             meta["name"] = name
         _check_name(rt, name)
         if rt.namespaced:
