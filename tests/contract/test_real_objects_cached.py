@@ -1,7 +1,8 @@
 """Objects from real clusters through the watch cache (issue 16): every public dump the project
-reads (`test_real_objects.py`'s corpus) is loaded into the fake API server, and the cache the
-watching process keeps must hold what a fresh list holds, sort it into the same groups with the
-same tallies, and give a tick the same decisions.
+reads (`test_real_objects.py`'s corpus) is loaded into the fake API server, half before the cache
+lists and half while it watches, and the cache the watching process keeps must hold what a fresh
+list holds, sort it into the same groups with the same tallies, and give a tick the same
+decisions.
 
 The property test (`test_kube_cache_properties.py`) drives change and disruption with objects our
 builders make; these are the objects our builders do not make: init containers and native
@@ -22,6 +23,7 @@ from flows.autoscale import live_tick
 from tasks.adapters.cloud import AsgClient
 from tasks.adapters.kube import KubeClient
 from tasks.adapters.kube_cache import ClusterCache
+from tasks.core.records import PodRecord
 from tasks.core.step import run_plain
 from tasks.escalator.config import NodeGroupConfig
 from tasks.escalator.filter_nodes import pods_by_group
@@ -91,14 +93,16 @@ def asked_labels(pods: Sequence[Mapping[str, Any]]) -> set[tuple[str, str]]:
 
 
 @contextmanager
-def loaded(pods: Sequence[Mapping[str, Any]], nodes: Sequence[Mapping[str, Any]],
-           ) -> Iterator[FakeKubeApi]:
+def loaded(nodes: Sequence[Mapping[str, Any]]) -> Iterator[FakeKubeApi]:
     with FakeKubeApi() as kube:
         for node in nodes:
             kube.create("nodes", _without_version(node))
-        for pod in pods:
-            kube.create("pods", _without_version(pod), pod["metadata"]["namespace"])
         yield kube
+
+
+def create_pods(kube: FakeKubeApi, pods: Sequence[Mapping[str, Any]]) -> None:
+    for pod in pods:
+        kube.create("pods", _without_version(pod), pod["metadata"]["namespace"])
 
 
 def _without_version(item: Mapping[str, Any]) -> dict[str, Any]:
@@ -115,13 +119,24 @@ def test_a_real_cluster_through_the_cache_is_a_fresh_list_and_ticks_the_same(
     groups = groups_for(pods, nodes, name)
     for group in groups:
         fake_aws.create_asg(group.cloud_provider_group_name, 0, 100, 3)
-    with loaded(pods, nodes) as kube:
+    # Half the pods are there when the cache lists (in pages of 7), half come by its watch.
+    listed_first, watched = pods[: len(pods) // 2], pods[len(pods) // 2:]
+    with loaded(nodes) as kube:
+        create_pods(kube, listed_first)
         kube_client = KubeClient(kube.api_client())
         with ClusterCache(kube.api_client(), page_size=7) as cache:
             assert cache.wait_synced(30)
-            listed_pods = {(pod.namespace, pod.name): pod for pod in kube_client.list_pods()}
-            cached_pods = {(pod.namespace, pod.name): pod for pod in cache.pods()}
-            assert cached_pods == listed_pods
+            create_pods(kube, watched)
+
+            def fresh_pods() -> dict[tuple[str, str], PodRecord]:
+                return {(pod.namespace, pod.name): pod for pod in kube_client.list_pods()}
+
+            def cached() -> dict[tuple[str, str], PodRecord]:
+                return {(pod.namespace, pod.name): pod for pod in cache.pods()}
+
+            assert cache.wait_for(lambda: cached() == fresh_pods(), 30), \
+                set(fresh_pods()) ^ set(cached())
+            cached_pods = cached()
             assert {node.name: node for node in cache.nodes()} == {
                 node.name: node for node in kube_client.list_nodes()}
             # The dump's finished pods are not in either: the list asks the server to leave
