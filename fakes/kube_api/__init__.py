@@ -15,7 +15,9 @@ Deliberate simplifications, none of which the code under test should depend on: 
 authentication or admission, no defaulting beyond pod phase and deployment replicas, pod
 deletion is immediate (there is no kubelet to finish a graceful delete), a PUT replaces
 status too (only `/status` PUT and PATCH are restricted to status), and lists are served
-from the latest state rather than a snapshot at the continue token's resourceVersion.
+from the latest state rather than a snapshot at the continue token's resourceVersion (a token
+older than what the server remembers of that kind answers 410 Expired, as one past etcd's
+compaction does).
 There is no disruption controller: a PodDisruptionBudget's `status` is computed from the
 pods whenever it is read (get, list, write responses); watch events carry the stored object.
 """

@@ -61,6 +61,13 @@ from tasks.core.selectors import (
 
 log = logging.getLogger(__name__)
 
+EXPIRED_CONTINUE = (
+    "The provided continue parameter is too old to display a consistent list result. You can "
+    "start a new list without the continue parameter, or use the continue token in this response "
+    "to retrieve the remainder of the results. Continuing with the provided token results in an "
+    "inconsistent list - objects that were created, modified, or deleted between the time the "
+    "first chunk was returned and now may show up in the list.")
+
 # generateName's suffixes come from a generator of the server's own: a server thread drawing
 # from the `random` module's shared one moves its state under whatever else the embedding
 # process runs (Hypothesis warns when it moves during a test's draws).
@@ -428,6 +435,9 @@ class KubeStore:
         start = lo
         if token:
             list_rv, after = _decode_continue(token)
+            if list_rv < coll.floor:
+                # As after etcd compacted past the list's revision: the API server's words.
+                raise ApiError(410, "Expired", EXPIRED_CONTINUE)
             start = bisect.bisect_right(keys, after, lo, hi)
         objects = coll.objects
         remaining: int | None = None

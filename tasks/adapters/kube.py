@@ -9,6 +9,7 @@ into slim records: the client's typed models cost ~30 s and 3 GB for 100,000 pod
 
 from __future__ import annotations
 
+import logging
 import os
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
@@ -41,6 +42,7 @@ DEFAULT_PAGE_SIZE = 500
 CONFLICT_ATTEMPTS = 5
 MERGE_PATCH = "application/merge-patch+json"
 T = TypeVar("T")
+log = logging.getLogger(__name__)
 
 
 def _body(response: object) -> bytes:
@@ -70,6 +72,19 @@ class TimedApiClient(client.ApiClient):
         return super().call_api(
             method, url, header_params, body, post_params,
             _request_timeout=_request_timeout or self.request_timeout.pair)
+
+
+def _listed_again_if_expired(read: Callable[[], T]) -> T:
+    """A paged list whose continue token the server no longer honours (410 Expired: etcd
+    compacted past the list's revision while it was read) starts again from its first page,
+    once, as client-go's pager falls back to a fresh list; the pages read so far are dropped."""
+    try:
+        return read()
+    except ApiException as error:
+        if error.status != 410:
+            raise
+        log.info("a list's continue token expired: listing again from the start")
+        return read()
 
 
 @dataclass
@@ -133,27 +148,33 @@ class KubeClient:
     def _raw_items(self, list_call: Any, *args: Any, **query: Any) -> list[dict[str, Any]]:
         """Every item of a list as raw JSON (few objects: budgets, custom objects, a target's
         pods)."""
-        items: list[dict[str, Any]] = []
-        for page in self._pages(list_call, *args, decode=_json_page, **query):
-            items.extend(page)
-        return items
+        def read() -> list[dict[str, Any]]:
+            items: list[dict[str, Any]] = []
+            for page in self._pages(list_call, *args, decode=_json_page, **query):
+                items.extend(page)
+            return items
+
+        return _listed_again_if_expired(read)
 
     def _paged(self, list_call: Any, source: str, **query: Any) -> ClusterSnapshot:
         """Pods or nodes, decoded page by page straight into slim records."""
-        snapshot = ClusterSnapshot()
-        count = 0
+        def read() -> ClusterSnapshot:
+            snapshot = ClusterSnapshot()
+            count = 0
 
-        def decode(data: bytes) -> tuple[str | None, int]:
-            try:
-                return decode_page(data, source, snapshot, count)
-            except InputError as error:
-                # An object the server gave us that we cannot read: name it, do not retry.
-                raise InputError([f"API {problem}" for problem in error.problems]) from None
+            def decode(data: bytes) -> tuple[str | None, int]:
+                try:
+                    return decode_page(data, source, snapshot, count)
+                except InputError as error:
+                    # An object the server gave us that we cannot read: name it, do not retry.
+                    raise InputError([f"API {problem}" for problem in error.problems]) from None
 
-        with gc_paused():
-            for items in self._pages(list_call, decode=decode, **query):
-                count += items
-        return snapshot
+            with gc_paused():
+                for items in self._pages(list_call, decode=decode, **query):
+                    count += items
+            return snapshot
+
+        return _listed_again_if_expired(read)
 
     def list_pods(self) -> list[PodRecord]:
         """All active pods in all namespaces, page by page."""

@@ -222,3 +222,33 @@ def test_a_watch_stopped_while_connecting_does_not_spoil_the_next_request(
         loop.watch()
         listed = core.list_namespaced_pod("default")
         assert sorted(pod.metadata.name for pod in listed.items) == ["p0", "p1", "p2"]
+
+
+def test_a_list_whose_continue_token_expired_starts_again(tmp_path: Path) -> None:
+    """A paged list that outlives the server's history (etcd compacted past its revision) gets
+    410 Expired on its next page; as client-go's pager does, the list starts again rather than
+    fail the tick, and holds what the server holds now."""
+    with FakeKubeApi(history_size=3) as kube:
+        for index in range(7):
+            kube.create("pods", api_pod(f"p{index}"), namespace="default")
+        client = KubeClient.from_config(kube.write_kubeconfig(tmp_path / "kubeconfig"))
+        client.page_size = 3
+        # The first page passes; the second waits while the cluster changes past the history.
+        kube.faults.add("delay", method="GET", path="/api/v1/pods", delay_seconds=0.01)
+        second_page = kube.faults.add("delay", method="GET", path="/api/v1/pods",
+                                      delay_seconds=120)
+        listed: list[PodRecord] = []
+        listing = threading.Thread(target=lambda: listed.extend(client.list_pods()))
+        listing.start()
+        try:
+            assert kube.faults.wait_fired(second_page, timeout=10)
+            for index in range(7, 11):  # 4 changes: more than the 3 the server remembers
+                kube.create("pods", api_pod(f"p{index}"), namespace="default")
+        finally:
+            kube.faults.release()
+            listing.join(10)
+        assert sorted(pod.name for pod in listed) == sorted(f"p{i}" for i in range(11))
+        pod_lists = [(request.query.get("continue"), request.status) for request in kube.requests
+                     if request.verb == "list" and request.resource == "pods"]
+        assert [status for _, status in pod_lists].count(410) == 1
+        assert [token for token, _ in pod_lists].count(None) == 2  # listed again from the start
