@@ -4,7 +4,9 @@ Lists are paged (`limit`/`continue`) and read as raw bytes (`_preload_content=Fa
 into slim records: the client's typed models cost ~30 s and 3 GB for 100,000 pods. Writes are
 "ensure" operations carrying `resourceVersion`, so a retry or a concurrent writer is detected
 (409) instead of silently overwriting. Every call has a connect and a read timeout
-(`tasks.core.timeouts`), and none is retried underneath the step's Prefect retries.
+(`tasks.core.timeouts`), and none is retried underneath the step's Prefect retries, but for
+a paged list whose continue token expired mid-list: that list starts again once, as client-go's
+pager does (a read; the pages already read are dropped).
 """
 
 from __future__ import annotations
