@@ -340,7 +340,7 @@ class KubeHttp(KubeStore):
                 for event in coll.history:
                     if event.rv > since_rv:
                         watcher.offer(event, wake=False)
-            watcher.closed = self._closing
+            watcher.closed = self._closing or self.watches_end_at_once
             coll.watchers.add(watcher)
             self._changed.notify_all()
         return None

@@ -52,6 +52,9 @@ class FakeKubeApi(KubeHttp):
         self._eviction_blocked: set[Key] = set()
         self._service: ServiceThread | None = None
         self._closing = False  # set while stopping: watches opened now end at once
+        # A proxy or server that ends every watch as soon as it opens (after the events it
+        # owes): clients must not ask again in a tight loop.
+        self.watches_end_at_once = False
         self.app = Starlette(routes=[
             Route("/{path:path}", self.faults.endpoint(self._handle),
                   methods=["GET", "POST", "PUT", "PATCH", "DELETE"]),

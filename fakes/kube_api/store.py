@@ -93,6 +93,7 @@ class KubeStore:
     faults: FaultInjector
     _eviction_blocked: set[Key]
     _closing: bool  # set while stopping: watches opened now end at once
+    watches_end_at_once: bool  # every watch ends once it has sent what it owes
 
     # Custom resources ------------------------------------------------------------------
 

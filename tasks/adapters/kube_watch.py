@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import threading
+import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -25,6 +26,7 @@ log = logging.getLogger(__name__)
 WATCH_TIMEOUT_SECONDS = 300  # the server ends a watch after this; we resume from where it was
 PAGE_SIZE = 500
 RETRY_SECONDS = 1.0
+SHORT_WATCH_SECONDS = 1.0  # client-go's reflector: a shorter watch with nothing in it is refused
 
 
 class _ListMetadata(msgspec.Struct, gc=False):
@@ -103,7 +105,8 @@ class ListWatch:
                  on_event: Event, *, timeout_seconds: int = WATCH_TIMEOUT_SECONDS,
                  page_size: int = PAGE_SIZE, retry_seconds: float = RETRY_SECONDS,
                  on_bookmark: Callable[[str], None] | None = None,
-                 page_decoder: PageDecoder = raw_page, **query: str) -> None:
+                 page_decoder: PageDecoder = raw_page,
+                 clock: Callable[[], float] = time.monotonic, **query: str) -> None:
         self.list_call = list_call
         self.name = name
         self.on_relist = on_relist
@@ -114,8 +117,11 @@ class ListWatch:
         self.retry_seconds = retry_seconds
         self.query = query
         self.page_decoder = page_decoder
+        self.clock = clock
         self.resource_version: str | None = None  # None: list before watching
         self.relists = 0
+        self.short_watches = 0
+        self._lines = 0  # events and bookmarks the watches brought
         self._stop = threading.Event()
         self._response: Any = None
         self._thread: threading.Thread | None = None
@@ -146,7 +152,15 @@ class ListWatch:
             try:
                 if self.resource_version is None:
                     self.relist()
+                started, lines = self.clock(), self._lines
                 self.watch()
+                if (self.clock() - started < SHORT_WATCH_SECONDS and self._lines == lines
+                        and not self._stop.is_set()):
+                    # client-go's reflector: a watch that ended at once with nothing in it is
+                    # a server or proxy refusing to watch; asking again at once would ask in a
+                    # tight loop, so it waits as after a failure.
+                    self.short_watches += 1
+                    self._retry_later(RuntimeError("the watch ended at once, with nothing in it"))
             except Expired as expired:
                 log.info("%s watch expired (%s): listing again", self.name, expired)
                 self.resource_version = None
@@ -218,6 +232,7 @@ class ListWatch:
         return (limits.connect_seconds, self.timeout_seconds + limits.read_seconds)
 
     def _handle(self, line: _Line) -> None:
+        self._lines += 1
         if line.type == "ERROR":
             status = _STATUS.decode(line.object)
             if status.code == 410:

@@ -4,6 +4,7 @@ relist on 410 Gone; bookmarks; and a tick that reads it decides as one that list
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -252,3 +253,31 @@ def test_a_list_whose_continue_token_expired_starts_again(tmp_path: Path) -> Non
                      if request.verb == "list" and request.resource == "pods"]
         assert [status for _, status in pod_lists].count(410) == 1
         assert [token for token, _ in pod_lists].count(None) == 2  # listed again from the start
+
+
+def test_a_server_that_ends_every_watch_at_once_is_not_asked_in_a_tight_loop() -> None:
+    """A server or proxy that ends each watch as soon as it opens, with nothing in it: as
+    client-go's reflector does, the loop waits before asking again, as after a failure."""
+    from tasks.adapters.kube_watch import ListWatch
+
+    retry_seconds = 0.5
+    with FakeKubeApi() as kube:
+        kube.watches_end_at_once = True
+        core = KubeClient(kube.api_client()).core
+        # Counts the pod requests: the list, then each watch (a delay too short to matter).
+        requests = kube.faults.add("delay", count=None, method="GET", path="/api/v1/pods",
+                                   delay_seconds=0.001)
+        loop = ListWatch(core.list_pod_for_all_namespaces, "pods", lambda items, version: None,
+                         lambda kind, raw: None, retry_seconds=retry_seconds).start()
+        try:
+            assert kube.faults.wait_fired(requests, times=2)  # listed, and the first watch
+            first_watch = time.monotonic()
+            assert kube.faults.wait_fired(requests, times=4)  # two watches more
+            between = time.monotonic() - first_watch
+        finally:
+            loop.stop()
+        # Two waits of retry_seconds each (one is margin for this thread's own wake-up);
+        # without them, the watches come milliseconds apart.
+        assert between >= retry_seconds
+        assert loop.short_watches >= 2
+        assert loop.relists == 1  # resumed each time, never listed again
