@@ -2,7 +2,8 @@
 
 List (paged), then watch from the list's resourceVersion; on a dropped or ended watch, resume
 from the last resourceVersion seen (bookmarks keep it fresh on a quiet cluster, so a resumed
-watch does not fall out of the server's history); on 410 Gone, list again. Objects reach the
+watch does not fall out of the server's history), after a wait when the watch ended at once with
+nothing in it; on 410 Gone, list again. Objects reach the
 consumer as their raw JSON (`msgspec.Raw`), so each decodes only the fields it reads: slim
 records for the pod watch and the cache, dicts for the extender.
 """
@@ -98,7 +99,8 @@ class ListWatch:
     `query` its selectors. `on_relist` gets every object after each list, `on_event` each
     change; `on_bookmark` (if given) each resourceVersion a bookmark brings. `page_decoder`
     turns each list page into what `on_relist` wants as it arrives (the cache folds a page of
-    pods straight into records, so no page's raw objects outlive it).
+    pods straight into records, so no page's raw objects outlive it). `clock` times each watch,
+    to tell one the server ended at once.
     """
 
     def __init__(self, list_call: Callable[..., Any], name: str, on_relist: Relist,
