@@ -5,8 +5,9 @@ list holds, sort it into the same groups with the same tallies, and give a tick 
 decisions.
 
 The property test (`test_kube_cache_properties.py`) drives change and disruption with objects our
-builders make; these are the objects our builders do not make: init containers and native
-sidecars, DaemonSet and mirror pods, GPU requests, finished Job pods, pods without requests.
+builders make; these are the objects our builders do not make. Across the eight dumps: 96 pods
+with init containers, 43 DaemonSet and 12 mirror pods, 155 pods without requests, 35 pending
+pods and a finished one.
 """
 
 from __future__ import annotations
