@@ -36,7 +36,7 @@ import yaml
 from fakes.aws import FakeAws
 from fakes.cluster import node_for_instance
 from fakes.kube_api.server import FakeKubeApi
-from flows.prefect_compat import SERVER_SETTINGS
+from flows.prefect_compat import default_server_settings
 
 ROOT = Path(__file__).resolve().parent.parent
 MiB = 2**20
@@ -148,7 +148,7 @@ class PrefectServer:
                    PREFECT_UI_ENABLED="true" if self.ui else "false",
                    # The UI asks the API at this URL (by default at port 4200).
                    PREFECT_UI_API_URL=self.api_url, PREFECT_LOGGING_LEVEL="WARNING")
-        env.update(SERVER_SETTINGS)  # as docs/deploying.md advises
+        default_server_settings(env)  # as docs/deploying.md advises
         self._child = Child([sys.executable, "-m", "prefect", "server", "start", "--host",
                              "127.0.0.1", "--port", str(self.port)], env,
                             self.home / "server.log")

@@ -141,17 +141,16 @@ IDLE_SERVICES = ("CANCELLATION_CLEANUP", "DB_VACUUM", "FOREMAN", "LATE_RUNS", "S
 
 
 @contextmanager
-def prefect_server(database_url: str | None, lean: bool = True,
+def prefect_server(database_url: str | None,
                    settings: dict[str, str] = SERVER_SETTINGS) -> Iterator[str]:
-    """`prefect server start` on 127.0.0.1; yields its API URL."""
+    """A lean `prefect server start` (IDLE_SERVICES off) on 127.0.0.1, with `settings`;
+    yields its API URL."""
     port = _free_port()
     home = tempfile.mkdtemp(prefix="elevator-prefect-")
     env = {**os.environ, "PREFECT_HOME": home, "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
            "PREFECT_LOGGING_LEVEL": "WARNING", "PREFECT_UI_ENABLED": "false"}
-    if lean:
-        env.update({f"PREFECT_SERVER_SERVICES_{name}_ENABLED": "false"
-                    for name in IDLE_SERVICES})
-        env.update(settings)
+    env.update({f"PREFECT_SERVER_SERVICES_{name}_ENABLED": "false" for name in IDLE_SERVICES})
+    env.update(settings)
     if database_url:
         env["PREFECT_API_DATABASE_CONNECTION_URL"] = database_url
     server = subprocess.Popen([sys.executable, "-m", "prefect", "server", "start", "--host",
