@@ -154,6 +154,8 @@ class ListWatch:
             try:
                 if self.resource_version is None:
                     self.relist()
+                    if self.resource_version is None:  # stopped mid-list
+                        continue
                 started, lines = self.clock(), self._lines
                 self.watch()
                 if (self.clock() - started < SHORT_WATCH_SECONDS and self._lines == lines
@@ -181,7 +183,12 @@ class ListWatch:
             self._stop.wait(self.retry_seconds)
 
     def relist(self) -> None:
-        """Every object, page by page; remembers the list's resourceVersion."""
+        """Every object, page by page; remembers the list's resourceVersion.
+
+        A stop between pages abandons the list: a part of it is not the cluster's state, and
+        a list of 150,000 pods read to its end would outlast `stop()`'s wait for the thread
+        (a daemon thread still running when the interpreter ends aborts the process).
+        """
         with gc_paused():
             self._relist()
 
@@ -198,6 +205,8 @@ class ListWatch:
             version = version or page_version or ""
             if not token:
                 break
+            if self._stop.is_set():
+                return
         self.relists += 1
         self.on_relist(items, version)
         self.resource_version = version

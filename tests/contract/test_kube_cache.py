@@ -225,6 +225,38 @@ def test_a_watch_stopped_while_connecting_does_not_spoil_the_next_request(
         assert sorted(pod.metadata.name for pod in listed.items) == ["p0", "p1", "p2"]
 
 
+def test_a_loop_stopped_while_listing_leaves_the_list_at_the_next_page() -> None:
+    """SIGTERM during the first list of a big cluster: the loop does not read the remaining
+    pages (seconds at 150,000 pods, longer than `stop()` waits for its thread, and a daemon
+    thread alive at interpreter exit aborts the process), nor hand on a part of the list as
+    the cluster's state, nor start a watch."""
+    from tasks.adapters.kube_watch import ListWatch
+
+    with FakeKubeApi() as kube:
+        for index in range(7):
+            kube.create("pods", api_pod(f"p{index}"), namespace="default")
+        core = KubeClient(kube.api_client()).core
+        kube.faults.add("delay", method="GET", path="/api/v1/pods", delay_seconds=0.01)
+        second_page = kube.faults.add("delay", method="GET", path="/api/v1/pods",
+                                      delay_seconds=120)
+        relisted: list[list[Any]] = []
+        loop = ListWatch(core.list_pod_for_all_namespaces, "pods",
+                         lambda items, version: relisted.append(items), lambda kind, raw: None,
+                         page_size=3).start()
+        stopper = threading.Thread(target=loop.stop)
+        try:
+            assert kube.faults.wait_fired(second_page, timeout=10)
+            stopper.start()  # stop() comes while the second page is on its way
+            assert loop._stop.wait(10)
+        finally:
+            kube.faults.release()
+            stopper.join(10)
+        assert not stopper.is_alive() and loop._thread is not None
+        assert not loop._thread.is_alive()
+        assert relisted == [] and loop.relists == 0
+        pod_requests = [request for request in kube.requests if request.resource == "pods"]
+        assert [request.verb for request in pod_requests] == ["list", "list"]  # no third page
+
 def test_a_list_whose_continue_token_expired_starts_again(tmp_path: Path) -> None:
     """A paged list that outlives the server's history (etcd compacted past its revision) gets
     410 Expired on its next page; as client-go's pager does, the list starts again rather than
