@@ -136,7 +136,9 @@ def run_cached_ticks(api_client: Any, kubeconfig: str | None, events: PendingPod
 
     cache.start()
     try:
-        if not cache.wait_synced(start_seconds):
+        if not cache.wait_synced(start_seconds, stop=stop):
+            if stop.is_set():
+                return
             say("the cache is still listing; ticks list for themselves")
         counts = cache.counts()
         say(f"watching the cluster ({counts['pods']} pods, {counts['nodes']} nodes) for "

@@ -15,7 +15,9 @@ next tick into a lost race. They are read with one GET per group per tick.
 from __future__ import annotations
 
 import logging
+import math
 import threading
+import time
 from collections.abc import Callable, Hashable, Iterable
 from typing import Any, Protocol
 
@@ -30,6 +32,7 @@ from tasks.core.records import TERMINAL_PHASES, NodeRecord, PodRecord, node_reco
 log = logging.getLogger(__name__)
 
 ACTIVE_PODS = "status.phase!=Succeeded,status.phase!=Failed"  # as the tick's own pod list
+STOP_CHECK_SECONDS = 0.1  # how soon `wait_synced` sees its stop event
 _RAW_LIST = msgspec.json.Decoder(RawList)
 
 
@@ -103,9 +106,20 @@ class ClusterCache:
     def synced(self) -> bool:
         return all(event.is_set() for event in self._listed.values())
 
-    def wait_synced(self, timeout: float | None = None) -> bool:
-        """Block until every kind has been listed once (False on timeout)."""
-        return all(event.wait(timeout) for event in self._listed.values())
+    def wait_synced(self, timeout: float | None = None,
+                    stop: threading.Event | None = None) -> bool:
+        """Block until every kind has been listed once (False on timeout, or once `stop` is
+        set: a SIGTERM while a big cluster is listed ends the process now, not after the list)."""
+        deadline = math.inf if timeout is None else time.monotonic() + timeout
+        for event in self._listed.values():
+            while not event.is_set():
+                remaining = deadline - time.monotonic()
+                if remaining <= 0 or (stop is not None and stop.is_set()):
+                    return False
+                if stop is not None:  # set by a signal handler, which cannot wake this wait
+                    remaining = min(remaining, STOP_CHECK_SECONDS)
+                event.wait(None if remaining == math.inf else remaining)
+        return True
 
     # --- what a tick reads --------------------------------------------------------------------
 

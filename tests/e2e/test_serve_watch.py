@@ -543,6 +543,34 @@ def test_serve_stops_on_sigterm_letting_the_run_in_flight_finish(
     assert "serve: stopped" in serve.output()
 
 
+def test_watch_stops_on_sigterm_while_its_cache_lists_a_big_cluster(
+        server: PrefectServer, fake_kube: FakeKubeApi, fake_aws: FakeAws,
+        tmp_path: Path) -> None:
+    """A SIGTERM while the cache's first list is on its way (seconds, on a cluster of 150,000
+    pods) ends the process at the next page, exit 0: the rest of the list is not read, and the
+    watch does not start ticking first."""
+    cluster = BurstCluster(fake_kube, fake_aws, tmp_path)
+    for index in range(1_100):  # three pages of 500
+        cluster.pending_pod(f"waiting-{index}")
+    fake_kube.faults.add("delay", method="GET", path="/api/v1/pods", delay_seconds=0.01)
+    second_page = fake_kube.faults.add("delay", method="GET", path="/api/v1/pods",
+                                       delay_seconds=3)
+    watch = Child(elevator("watch", "--nodegroups", str(cluster.nodegroups), "--kubeconfig",
+                           str(cluster.kubeconfig), "--interval", "1h"),
+                  server.env(**fake_aws.env()), tmp_path / "watch.log")
+    try:
+        assert fake_kube.faults.wait_fired(second_page, timeout=120), watch.output()[-3000:]
+        watch.process.send_signal(signal.SIGTERM)
+        assert watch.process.wait(timeout=60) == 0, watch.output()[-3000:]
+    finally:
+        fake_kube.faults.release()
+        watch.stop()
+    assert "watching the cluster" not in watch.output()
+    pod_lists = [request for request in fake_kube.requests
+                 if request.resource == "pods" and request.verb == "list"]
+    assert len(pod_lists) == 2, [request.query for request in pod_lists]  # no third page
+
+
 def test_launcher_runs_the_registered_commands() -> None:
     done = subprocess.run(elevator("watch", "--help"), capture_output=True, text=True,
                           check=False, timeout=60)
