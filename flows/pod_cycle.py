@@ -1,8 +1,9 @@
 """One composition of a pod-autoscaler cycle (DESIGN.md §3): source -> decide -> actuator.
 
 Reads like the controllers' reconcile loop: list the autoscaler objects, and for each one read
-its target's `/scale` and pods, read its metrics, decide (pure), scale the target through
-`/scale`, and write the decision back to the object's status, where all the state lives. The
+its target's `/scale` and pods, read its metrics, decide (pure), write the decision to the
+object's status, where all the state lives, and scale the target through `/scale` (the status
+first: it holds the scale windows, so it is the claim a scale is made under). The
 `pod-autoscale` flow runs it on the cluster; `elevator pods plan` on files, acting on nothing.
 """
 
@@ -129,9 +130,17 @@ def scale_target(kube: KubeClient, namespace: str, kind: str, name: str, replica
 
 @step
 def write_status(kube: KubeClient, group: str, version: str, plural: str,
-                 obj: dict[str, Any], status: dict[str, Any]) -> bool:
-    """Write the new status at the version read; False if the object changed meanwhile."""
-    return kube.replace_custom_object_status(group, version, plural, obj, status) is not None
+                 obj: dict[str, Any], status: dict[str, Any]) -> dict[str, Any] | None:
+    """Write the new status at the version read: the object as written, or None if another
+    writer changed it meanwhile (409). A 409 whose object already holds this very status is our
+    own write, applied with its answer lost and then retried: that is no conflict."""
+    written = kube.replace_custom_object_status(group, version, plural, obj, status)
+    if written is not None:
+        return written
+    metadata = obj.get("metadata") or {}
+    current = kube.read_custom_object(group, version, plural, str(metadata.get("namespace", "")),
+                                      str(metadata.get("name", "")))
+    return current if current is not None and current.get("status") == status else None
 
 
 decide_wpa = step(decide_watermark)
@@ -164,24 +173,38 @@ def _write_back(run: Runner, actuator: KubeClient | None, crd: tuple[str, str, s
                 obj: dict[str, Any], decision: Decision,
                 on_scale_failure: Callable[[Decision, str, float], Decision], now: float
                 ) -> AutoscalerResult:
-    """Act on a decision: scale, then write the status if it changed (no actuator: neither)."""
+    """Act on a decision: record a scale in the status, then scale (no actuator: neither).
+
+    The status goes first, as a node group's Lease does: its lastScaleTime keeps the next
+    cycles inside the scale windows, so a scale whose status write never landed would be made
+    again inside its window (a double scale-up). A scale whose answer was lost is read back
+    from `/scale` before it counts as failed.
+    """
     from kubernetes.client.exceptions import ApiException
 
     if actuator is None:
         return AutoscalerResult(decision)
-    scaled_from = None
     target = decision.scale_to
-    if target is not None and decision.target_kind and decision.target_name:
-        try:
-            run(scale_target, actuator, decision.namespace, decision.target_kind,
-                decision.target_name, target)
-            scaled_from = decision.current_replicas
-        except ApiException as error:
-            decision = on_scale_failure(decision, f"{error.status} {error.reason}", now)
-    written = False
-    if decision.status_changed:
-        written = bool(run(write_status, actuator, *crd, obj, dict(decision.status)))
-    return AutoscalerResult(decision, scaled_from, written)
+    if target is None or not (decision.target_kind and decision.target_name):
+        written = decision.status_changed and run(
+            write_status, actuator, *crd, obj, dict(decision.status)) is not None
+        return AutoscalerResult(decision, None, written)
+    claimed = run(write_status, actuator, *crd, obj, dict(decision.status))
+    if claimed is None:
+        return AutoscalerResult(replace(decision, reason=(
+            f"{decision.reason}; not scaled: the object changed since it was read, and the "
+            "next cycle decides again")))
+    try:
+        run(scale_target, actuator, decision.namespace, decision.target_kind,
+            decision.target_name, target)
+    except ApiException as error:
+        reached = run(read_target_scale, actuator, decision.namespace, decision.target_kind,
+                      decision.target_name)
+        if not (isinstance(reached, TargetScale) and reached.spec_replicas == target):
+            failed = on_scale_failure(decision, f"{error.status} {error.reason}", now)
+            rewritten = run(write_status, actuator, *crd, claimed, dict(failed.status))
+            return AutoscalerResult(failed, None, rewritten is not None)
+    return AutoscalerResult(decision, decision.current_replicas, True)
 
 
 def autoscale_watermark(run: Runner, source: PodAutoscalerSource, metrics: MetricsSource,
