@@ -40,6 +40,7 @@ from tasks.core.errors import LeaseConflict
 from tasks.core.lease_state import GroupState
 from tasks.core.pdb import PodDisruptionBudget
 from tasks.core.records import AutoScalingGroup, NodeRecord, PodRecord
+from tasks.core.retry import is_retryable
 from tasks.core.step import Runner
 from tasks.escalator.config import NodeGroupConfig
 from tasks.steps.cluster_autoscaler import (
@@ -147,7 +148,8 @@ def scale_up_unschedulable(
         except Exception as error:
             if len(decision.growths) == 1:
                 raise  # as without balancing: the scale-up fails, the next tick tries again
-            # Several groups: the others still grow; this one's lock was released (`_grow`).
+            # Several groups: the others still grow; this one's lock was released if
+            # the cloud refused (`_grow`).
             get_logger(__name__).warning("balanced scale-up of %s failed: %s", growth.group,
                                          error)
             notes.setdefault(growth.group, []).append(
@@ -169,17 +171,25 @@ def scale_up_unschedulable(
 def _grow(run: Runner, adapters: Adapters, asg: AutoScalingGroup, state: GroupState,
           growth: Growth, now: float) -> int | None:
     """Escalator's order for one group: the Lease with the scale lock first (None: another tick
-    wrote it), then the ASG's absolute target. A failed cloud call puts the old lock back, so
-    the group is not left locked for a scale-up that never happened."""
+    wrote it), then the ASG's absolute target. A cloud that refused the increase gets the old
+    lock back, so the group is not left locked for a scale-up that never happened; an unknown
+    answer keeps it, as the node-group tick does (`flows/tick.py`)."""
     namespace = adapters.lease_namespace
-    locked = claimed(replace(state, lock=state.lock.lock(growth.count, now)))
+    # The lock records the increase, so a later tick can tell one that never reached the cloud.
+    lock = state.lock.lock(growth.count, now, asg.desired_capacity, growth.target)
     try:
-        written = run(write_lock, adapters.kube, namespace, growth.group, locked, now)
+        written = run(write_lock, adapters.kube, namespace, growth.group,
+                      claimed(replace(state, lock=lock)), now)
     except LeaseConflict:
         return None
     try:
         return run(set_desired_capacity, adapters.cloud, asg, growth.target)
-    except Exception:
+    except Exception as error:
+        if is_retryable(error):
+            # Lost, throttled or timed out: the increase may be in the ASG, and a released lock
+            # would let Escalator scale up again inside its cool-down. The next tick compares
+            # the lock with the ASG (ScaleLock.never_reached_cloud).
+            raise
         try:
             run(write_lock, adapters.kube, namespace, growth.group,
                 claimed(replace(written, lock=state.lock)), now)

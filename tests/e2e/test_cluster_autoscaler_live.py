@@ -8,7 +8,7 @@ Pods in the fake API, and the notes on each group's result. Time is passed as `n
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -16,17 +16,21 @@ import pytest
 import yaml
 
 from fakes.aws import FakeAws
+from fakes.aws_faults import AwsFaultProxy
 from fakes.cluster import node_for_instance
 from fakes.kube_api.server import FakeKubeApi
 from flows.autoscale import live_tick
-from tasks.adapters.cloud import AsgClient
+from tasks.adapters.cloud import AsgClient, client_config
 from tasks.adapters.kube import KubeClient
+from tasks.core.lease_state import lease_name
 from tasks.core.step import Step, run_plain
+from tasks.core.timeouts import Timeouts
 from tasks.escalator.config import LoadedConfig, parse_node_groups
 from tasks.steps.drain import evict_pods
 from tasks.steps.node_groups import Adapters, GroupResult
 from tests import recording
 from tests.builders import group_dict
+from tests.e2e.test_fault_ticks import run_retrying
 
 T0 = 1_800_000_000.0
 GiB = 2**30
@@ -385,3 +389,63 @@ def test_a_resource_total_skips_the_group_that_would_exceed_it_and_caps_the_othe
     assert any(n.startswith(f"scale-up for {added} unschedulable pod(s): +{added} node(s), "
                             f"ASG desired {2 + added}") for n in results["a"].plan.notes), \
         results["a"].plan.notes
+
+
+# --- the scale lock under cloud faults ------------------------------------------------------
+
+
+@pytest.fixture
+def aws_proxy(fake_aws: FakeAws) -> Iterator[AwsFaultProxy]:
+    with AwsFaultProxy(fake_aws.endpoint_url) as running:
+        yield running
+
+
+@pytest.mark.parametrize("fault", ["answer-lost-then-throttled", "refused"])
+def test_a_ca_increase_keeps_its_lock_unless_the_cloud_refused_it(
+        fault: str, fake_aws: FakeAws, fake_kube: FakeKubeApi, kubeconfig: Path,
+        aws_proxy: AwsFaultProxy, monkeypatch: pytest.MonkeyPatch) -> None:
+    """CA's scale-up takes the group's scale lock, as Escalator's does. An answer lost (the
+    increase applied, every retry's Describe throttled) keeps it: a minute later a pod of the
+    group does not get a second increase inside the cool-down. A refusal releases it."""
+    monkeypatch.setenv("ELEVATOR_RETRY_DELAY_SECONDS", "0")
+    asg = f"{prefix()}-a"
+    fake_aws.create_asg(asg, 0, 5, 1)
+    config = ca_config([group("a", asg, min_nodes=1, scale_up_cool_down_period="10m")])
+    [node] = register_nodes(fake_kube, fake_aws, asg, "a")
+    running_pod(fake_kube, "busy", node, cpu="1000m", node_selector={"customer": "a"})  # 50 %
+    pending_pod(fake_kube, "big")  # fits no node: only CA's scale-up helps it
+    session: Any = fake_aws.session()
+    config_ = client_config(Timeouts(connect_seconds=2, read_seconds=1))
+    cloud = AsgClient(session.client("autoscaling", endpoint_url=aws_proxy.url, config=config_),
+                      session.client("ec2", endpoint_url=aws_proxy.url, config=config_))
+    adapters = Adapters(KubeClient.from_config(kubeconfig), cloud, LEASES)
+    if fault == "refused":
+        aws_proxy.faults.add("status", operation="SetDesiredCapacity", status=400,
+                             code="ValidationError")
+    else:
+        aws_proxy.faults.add("apply_then_drop", operation="SetDesiredCapacity")
+        armed: list[object] = []
+
+        def throttle_from_now_on(**_: Any) -> None:  # the retries' Describe: throttled
+            if not armed:
+                armed.append(aws_proxy.faults.add("status", operation="DescribeAutoScalingGroups",
+                                                  count=None, status=400, code="Throttling"))
+
+        cloud.autoscaling.meta.events.register("before-send.auto-scaling.SetDesiredCapacity",
+                                               throttle_from_now_on)
+    live_tick(run_retrying, adapters, config.node_groups, T0,
+              cluster_autoscaler=config.cluster_autoscaler)
+    aws_proxy.faults.clear()
+    cloud.autoscaling.meta.events.unregister("before-send.auto-scaling.SetDesiredCapacity")
+    lease = fake_kube.get("leases", lease_name("a"), LEASES)["metadata"]["annotations"]
+    if fault == "refused":
+        assert desired(fake_aws, asg) == 1
+        assert lease["elevator.io/scale-locked"] == "false"
+        return
+    assert desired(fake_aws, asg) == 2  # CA's increase reached the ASG
+    assert lease["elevator.io/scale-locked"] == "true"
+    # A minute later, CA's node still booting, a pod of the group: 100 % of the one node.
+    running_pod(fake_kube, "more", node, cpu="1000m", node_selector={"customer": "a"})
+    [result] = live_tick(run_retrying, adapters, config.node_groups, T0 + 60,
+                         cluster_autoscaler=config.cluster_autoscaler)
+    assert desired(fake_aws, asg) == 2, result.plan.reason  # held by the cool-down
