@@ -7,7 +7,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TypeVar
 
-from tasks.cluster_autoscaler.templates import DEFAULT_MAX_PODS, TemplateNode
+from tasks.cluster_autoscaler.templates import TemplateNode
 from tasks.core.api_objects import ExtendedResources
 from tasks.core.records import NodeRecord, PodRecord
 from tasks.core.scheduling import fits_constraints, fits_extended, free_extended, sum_extended, take_extended
@@ -114,8 +114,7 @@ def upcoming_slots(template: TemplateNode, count: int) -> list[Slot]:
                  template.free_pods, template.free_extended) for _ in range(max(count, 0))]
 
 
-def free_slots(nodes: Iterable[NodeRecord], pods: Iterable[PodRecord],
-               max_pods: int = DEFAULT_MAX_PODS) -> list[Slot]:
+def free_slots(nodes: Iterable[NodeRecord], pods: Iterable[PodRecord]) -> list[Slot]:
     """What is left on live, schedulable nodes after the requests of the pods bound to them."""
     used: dict[str, list[int]] = {}
     used_other: dict[str, list[ExtendedResources]] = {}
@@ -133,7 +132,7 @@ def free_slots(nodes: Iterable[NodeRecord], pods: Iterable[PodRecord],
             continue
         cpu, memory, count = used.get(node.name, (0, 0, 0))
         slots.append(Slot(node, node.cpu_allocatable_milli - cpu,
-                          node.memory_allocatable_bytes - memory, max_pods - count,
+                          node.memory_allocatable_bytes - memory, node.max_pods - count,
                           free_extended(node.extended_allocatable,
                                         sum_extended(used_other.get(node.name, ())))))
     return slots

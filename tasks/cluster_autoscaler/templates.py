@@ -12,6 +12,7 @@ from tasks.core.api_objects import CPU, MEMORY, PODS, ExtendedResources, Taint
 from tasks.core.instance_types import instance_capacity, instance_gpus
 from tasks.core.quantity import parse_quantity
 from tasks.core.records import (
+    DEFAULT_MAX_PODS,
     ESCALATOR_TAINT_KEY,
     FORCE_TAINT_KEY,
     AsgTemplateSource,
@@ -29,7 +30,7 @@ NODE_TEMPLATE_TAG = "k8s.io/cluster-autoscaler/node-template/"
 LABEL_TAG = NODE_TEMPLATE_TAG + "label/"
 TAINT_TAG = NODE_TEMPLATE_TAG + "taint/"
 RESOURCES_TAG = NODE_TEMPLATE_TAG + "resources/"
-DEFAULT_MAX_PODS = 110  # the kubelet's default, CA's template default on AWS
+# A template from tags without a `resources/pods` tag admits DEFAULT_MAX_PODS, as CA's AWS one.
 GPU_RESOURCE = "nvidia.com/gpu"
 AWS_GPU_LABEL = "k8s.amazonaws.com/accelerator"  # CA's GPU label on AWS
 HOSTNAME_LABEL = "kubernetes.io/hostname"
@@ -133,6 +134,7 @@ def template_from_node(group: str, asg_name: str, node: NodeRecord,
         source=f"node {node.name}",
         extended_capacity=node.extended_capacity or node.extended_allocatable,
         extended_allocatable=node.extended_allocatable,
+        max_pods=node.max_pods,
         daemon_extended=sum_extended(pod.extended_requests for pod in daemon),
     )
 

@@ -37,7 +37,6 @@ from tasks.escalator.config import NodeGroupConfig
 from tasks.escalator.decide import ScalePlan, taint_time
 from tasks.escalator.node_selection import nodes_to_taint
 
-DEFAULT_MAX_PODS = 110  # the kubelet's default: CA's simulator counts pods per node too
 # CA --scale-down-non-empty-candidates-count and the candidate pool (ratio, min count): how
 # many occupied nodes one tick simulates, which bounds its cost on large clusters.
 NON_EMPTY_CANDIDATES = 30
@@ -94,7 +93,7 @@ class RemovalSimulation:
     """
 
     def __init__(self, nodes: Iterable[NodeRecord], pods_by_node: Mapping[str, Sequence[PodRecord]],
-                 pdbs: Sequence[PodDisruptionBudget] = (), max_pods: int = DEFAULT_MAX_PODS):
+                 pdbs: Sequence[PodDisruptionBudget] = ()):
         self.pods_by_node = pods_by_node
         self.pdbs: tuple[PodDisruptionBudget, ...] = tuple(pdbs)
         self.rooms: dict[str, _Room] = {}
@@ -105,7 +104,7 @@ class RemovalSimulation:
             self.rooms[node.name] = _Room(
                 node, node.cpu_allocatable_milli - sum(p.cpu_request_milli for p in live),
                 node.memory_allocatable_bytes - sum(p.memory_request_bytes for p in live),
-                max_pods - len(live),
+                node.max_pods - len(live),  # CA's simulator counts pods per node too
                 free_extended(node.extended_allocatable,
                               sum_extended(p.extended_requests for p in live)))
         self.moved_in: dict[str, list[PodRecord]] = {}

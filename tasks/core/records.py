@@ -40,6 +40,7 @@ from tasks.core.quantity import QuantityText, cpu_milli, memory_bytes
 DAEMONSET_KIND = "DaemonSet"
 TERMINAL_PHASES = frozenset({"Succeeded", "Failed"})  # the phases of a pod that has finished
 STATIC_POD_SOURCE = "file"
+DEFAULT_MAX_PODS = 110  # the kubelet's --max-pods default: a node that reports no `pods`
 
 
 class PodRecord(msgspec.Struct, frozen=True, gc=False):
@@ -107,6 +108,13 @@ class NodeRecord(msgspec.Struct, frozen=True, gc=False):
     # not `pods`), from status.allocatable and status.capacity.
     extended_allocatable: ExtendedResources = ()
     extended_capacity: ExtendedResources = ()
+    # status.allocatable.pods (0 = not reported): EKS nodes hold 17, 29, 58 ... by instance type.
+    pods_allocatable: int = 0
+
+    @property
+    def max_pods(self) -> int:
+        """How many pods the kubelet admits (the scheduler's "Too many pods")."""
+        return self.pods_allocatable or DEFAULT_MAX_PODS
 
     def taint_value(self, key: str) -> str | None:
         for taint in self.taints:
@@ -379,6 +387,7 @@ def node_record(raw: RawObject) -> NodeRecord:
         memory_capacity_bytes=memory_bytes(capacity.get(MEMORY)),
         extended_allocatable=extended_resources(allocatable),
         extended_capacity=extended_resources(capacity),
+        pods_allocatable=resource_value(allocatable.get(PODS)),
     )
 
 

@@ -182,6 +182,30 @@ def test_escalator_foreign_taints_leave_nodes_untainted_and_selector_no_node_has
     assert metallb["actions"]["cloud_increase"] == 1 and metallb["actions"]["asg_desired"] == 1
 
 
+def test_ca_counts_the_pods_an_eks_node_admits_not_the_kubelet_default() -> None:
+    """An EKS node admits as many pods as its network interfaces give addresses
+    (status.allocatable.pods: 58 on these m6gd.2xlarge), not the kubelet's default 110; the
+    scheduler says "Too many pods" beyond it. CA's free room, its templates from a live node and
+    its removal simulation read the node's own number."""
+    from tasks.cluster_autoscaler.estimator import filter_out_schedulable, free_slots
+    from tasks.cluster_autoscaler.templates import template_from_node
+    from tasks.core.decode import load_cluster_files
+    from tests.builders import make_pod, pending_pod
+
+    snapshot = load_cluster_files([HONEYCOMB / "nodes.json", HONEYCOMB / "pods.json"])
+    busy = next(node for node in snapshot.nodes if node.name == "duckboat-01")
+    assert busy.max_pods == 58
+    assert template_from_node("default", "asg", busy).max_pods == 58
+    [slot] = free_slots([busy], snapshot.pods)
+    assert slot.pods == 58 - 11  # its 11 pods, DaemonSets included
+    filler = [make_pod(f"filler-{index}", cpu=1, memory=1, node="duckboat-01")
+              for index in range(47)]
+    [full] = free_slots([busy], [*snapshot.pods, *filler])
+    assert full.pods == 0 and full.cpu_milli > 7000  # room for CPU and memory, none for a pod
+    remaining, fitted = filter_out_schedulable([pending_pod("tiny", cpu=10, memory=1)], [full])
+    assert [pod.name for pod in remaining] == ["tiny"] and not fitted
+
+
 def test_ca_local_storage_blocks_node_and_next_oldest_empty_node_is_taken(tmp_path: Path) -> None:
     """CA drainability rule `localstorage` (kubernetes/autoscaler
     cluster-autoscaler/simulator/drainability/rules/localstorage): an emptyDir not in memory

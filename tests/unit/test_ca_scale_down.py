@@ -110,6 +110,15 @@ def test_one_removal_uses_up_the_room_the_next_one_would_need() -> None:
     assert [name for name, _ in unneeded] == ["x"]
 
 
+def test_a_destination_holds_no_more_pods_than_its_node_admits() -> None:
+    # CA's simulator counts pods per node: y has CPU to spare but admits 3 pods and holds 3.
+    for admits, movable in ((3, False), (4, True), (0, True)):  # 0: not reported, so 110
+        nodes = [make_node("x", created=1), make_node("y", created=2, pods_allocatable=admits)]
+        pods = [pod("p1", "x"), *(pod(f"q{index}", "y") for index in range(3))]
+        verdict = RemovalSimulation(nodes, pods_on_nodes(pods)).check(nodes[0])
+        assert verdict.drainable is movable, (admits, verdict.reason)
+
+
 def test_pods_moved_onto_a_node_in_the_simulation_travel_with_it() -> None:
     simulation = RemovalSimulation(NODES, pods_on_nodes(PODS))
     node_b = NODES[1]
