@@ -109,7 +109,7 @@ def scale_up_unschedulable(
         provisioning[group.name] = check.state
 
     # 2. The pods the scheduler gave up on, less those a group's own scale-up serves.
-    unschedulable = unschedulable_pods(pods)
+    unschedulable = unschedulable_pods(pods, nodes)
     if not unschedulable:
         return ScaleUpOutcome(terminated=terminated, notes=frozen_notes(notes))
     needs_source = [g.cloud_provider_group_name for g in live if not group_nodes.get(g.name)]
@@ -227,7 +227,7 @@ def scale_down_unneeded(
                        escalator[group.name].capacity)
              for group in live]
     simulation = RemovalSimulation([node for node in nodes if node.name not in gone],
-                                   pods_by_node, pdbs)
+                                   pods_by_node, pdbs, now)
     plan = run(plan_unneeded_scale_down, views, simulation, options, now, last_scale_up,
                scaled_up_this_tick)
 

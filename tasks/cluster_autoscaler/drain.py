@@ -52,7 +52,7 @@ def safe_plan(plan: ScalePlan, group: NodeGroupConfig, members: Sequence[NodeRec
     `drain` occupied nodes are drained instead of terminated."""
     if not plan.taint and not removal.drain:
         return DrainPlan(plan)  # nothing to check: spare every group the cluster-wide model
-    simulation = RemovalSimulation(removal.nodes, removal.pods_by_node, removal.pdbs)
+    simulation = RemovalSimulation(removal.nodes, removal.pods_by_node, removal.pdbs, now)
     plan = safe_taint_selection(plan, group, members, simulation, cpu_load_percent)
     if not removal.drain:
         return DrainPlan(plan)

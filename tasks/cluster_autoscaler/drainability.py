@@ -21,6 +21,8 @@ from tasks.core.pdb import PodDisruptionBudget, matching_pdbs, remaining_pdbs
 from tasks.core.records import TERMINAL_PHASES, NodeRecord, PodRecord
 
 KUBE_SYSTEM = "kube-system"
+EXPENDABLE_PRIORITY_CUTOFF = -10  # CA --expendable-pods-priority-cutoff's default
+LONG_TERMINATING_EXTRA_SECONDS = 30  # CA drain.PodLongTerminatingExtraThreshold
 # CA's replicated rule: the controllers that re-create a pod elsewhere (DaemonSet pods are
 # handled before this rule).
 REPLICATED_KINDS = frozenset({"ReplicationController", "ReplicaSet", "StatefulSet", "Job"})
@@ -32,7 +34,9 @@ REPLICATED_KINDS = frozenset({"ReplicationController", "ReplicaSet", "StatefulSe
 class Outcome(StrEnum):
     """What a drain does with a pod (CA drainability statuses)."""
 
-    IGNORE = "ignore"  # mirror pods: the kubelet owns them; not evicted, never block
+    # Not evicted, never block: mirror pods (the kubelet owns them), pods stuck terminating,
+    # and expendable pods (they go with the node).
+    IGNORE = "ignore"
     DAEMONSET = "daemonset"  # never block; CA may evict them from occupied nodes
     EVICT = "evict"  # moves elsewhere through the Eviction API
     BLOCK = "block"  # cannot move: the node stays
@@ -65,17 +69,26 @@ def _blocking_local_volumes(pod: PodRecord) -> list[str]:
             if volume.name not in allowed]
 
 
-def pod_verdict(pod: PodRecord, pdbs: Sequence[PodDisruptionBudget] = (),
-                options: DrainOptions = DrainOptions()) -> PodVerdict:
-    """CA's drainability rules, in CA's order (§1.4): mirror; DaemonSet, safe-to-evict "true"
-    and terminal pods interrupt (they may go); then the blocking rules: not replicated,
-    kube-system without PDB, safe-to-evict "false", local storage, a PDB allowing no disruption.
+def long_terminating(pod: PodRecord, now: float) -> bool:
+    """CA's IsPodLongTerminating: deleted longer ago than its grace period plus 30 s."""
+    return bool(pod.deleting_since_unix_seconds) and now > (
+        pod.deleting_since_unix_seconds + pod.termination_grace_seconds
+        + LONG_TERMINATING_EXTRA_SECONDS)
 
-    Not reproduced: long-terminating pods and --min-replica-count (we do not read deletion
-    timestamps or controller replicas), and the expendable-priority cutoff (no priority read).
+
+def pod_verdict(pod: PodRecord, pdbs: Sequence[PodDisruptionBudget] = (),
+                options: DrainOptions = DrainOptions(), now: float = 0.0) -> PodVerdict:
+    """CA's drainability rules, in CA's order (§1.4): mirror, long-terminating; pods below the
+    expendable priority cutoff never block; DaemonSet, safe-to-evict "true" and terminal pods
+    interrupt (they may go); then the blocking rules: not replicated, kube-system without PDB,
+    safe-to-evict "false", local storage, a PDB allowing no disruption.
+
+    Not reproduced: --min-replica-count (we do not read controller replicas).
     """
     name = _name(pod)
-    if pod.mirror or pod.static:
+    if pod.mirror or pod.static or long_terminating(pod, now):
+        return PodVerdict(pod, Outcome.IGNORE)
+    if pod.priority < EXPENDABLE_PRIORITY_CUTOFF:
         return PodVerdict(pod, Outcome.IGNORE)
     if pod.is_daemonset_pod:
         return PodVerdict(pod, Outcome.DAEMONSET)
@@ -140,14 +153,15 @@ def _pdb_shortfall(evicted: Sequence[PodRecord], pdbs: Sequence[PodDisruptionBud
 
 def node_drainability(node: NodeRecord, pods: Iterable[PodRecord],
                       pdbs: Sequence[PodDisruptionBudget] = (),
-                      options: DrainOptions = DrainOptions()) -> NodeDrainability:
-    """Can `node` (with the pods bound to it) be drained? CA §1.3 condition 3 and §1.4."""
+                      options: DrainOptions = DrainOptions(), now: float = 0.0
+                      ) -> NodeDrainability:
+    """Can `node` (with the pods bound to it) be drained, at `now`? CA §1.3 condition 3, §1.4."""
     if node.scale_down_disabled:
         return NodeDrainability(node.name, False, f'node has {SCALE_DOWN_DISABLED}: "true"')
     to_evict: list[PodRecord] = []
     daemonset: list[PodRecord] = []
     for pod in pods:
-        verdict = pod_verdict(pod, pdbs, options)
+        verdict = pod_verdict(pod, pdbs, options, now)
         if verdict.outcome is Outcome.BLOCK:
             return NodeDrainability(node.name, False, verdict.reason, blocking_pod=pod)
         if verdict.outcome is Outcome.EVICT:
@@ -184,13 +198,13 @@ def blocked_reasons(results: Iterable[NodeDrainability]) -> dict[str, str]:
 # --- utilization ----------------------------------------------------------------------------
 
 
-def node_utilization(node: NodeRecord, pods: Iterable[PodRecord]) -> float:
+def node_utilization(node: NodeRecord, pods: Iterable[PodRecord], now: float = 0.0) -> float:
     """CA §1.3: max(Σcpu requests / allocatable cpu, Σmemory requests / allocatable memory),
     DaemonSet and mirror pods included (CA's --ignore-*-utilization default to false).
-    Finished pods hold no resources and are not counted."""
+    Finished pods hold no resources, and CA does not count pods stuck terminating."""
     cpu = memory = 0
     for pod in pods:
-        if pod.phase in TERMINAL_PHASES:
+        if pod.phase in TERMINAL_PHASES or long_terminating(pod, now):
             continue
         cpu += pod.cpu_request_milli
         memory += pod.memory_request_bytes
@@ -200,10 +214,11 @@ def node_utilization(node: NodeRecord, pods: Iterable[PodRecord]) -> float:
     return max(cpu_share, memory_share)
 
 
-def below_threshold(node: NodeRecord, pods: Iterable[PodRecord], threshold: float) -> bool:
+def below_threshold(node: NodeRecord, pods: Iterable[PodRecord], threshold: float,
+                    now: float = 0.0) -> bool:
     """CA §1.3 condition 1: utilization strictly below the threshold (default 0.5). CA removes
     empty nodes on a separate path, whatever the threshold."""
-    return node_utilization(node, pods) < threshold
+    return node_utilization(node, pods, now) < threshold
 
 
 __all__ = [

@@ -7,6 +7,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TypeVar
 
+from tasks.cluster_autoscaler.drainability import EXPENDABLE_PRIORITY_CUTOFF
 from tasks.cluster_autoscaler.templates import TemplateNode
 from tasks.core.api_objects import ExtendedResources
 from tasks.core.records import NodeRecord, PodRecord
@@ -18,14 +19,22 @@ T = TypeVar("T")
 # --- pending pods ------------------------------------------------------------------------
 
 
-def unschedulable_pods(pods: Iterable[PodRecord]) -> list[PodRecord]:
+def unschedulable_pods(pods: Iterable[PodRecord], nodes: Iterable[NodeRecord] = ()
+                       ) -> list[PodRecord]:
     """Pods the scheduler gave up on: PodScheduled=False with reason Unschedulable (CA §1.1).
 
-    DaemonSet pods are left out, as CA's pod-list processor does: they are bound to one node
-    each and a new node brings its own copy.
+    Left out, as CA's pod-list processors leave them: DaemonSet pods (bound to one node each; a
+    new node brings its own copy), pods being deleted, pods below the expendable priority
+    cutoff (they wait for room; FilterOutExpendableAndSplit), and pods nominated to one of
+    `nodes`, which will run there once the lower-priority pods they preempt have gone (their
+    room is taken in `free_slots`).
     """
+    names = {node.name for node in nodes}
     return [pod for pod in pods
-            if pod.unschedulable and not pod.node_name and not pod.is_daemonset_pod]
+            if pod.unschedulable and not pod.node_name and not pod.is_daemonset_pod
+            and not pod.deleting_since_unix_seconds
+            and pod.priority >= EXPENDABLE_PRIORITY_CUTOFF
+            and pod.nominated_node not in names]
 
 
 # --- the bin-packing estimator -------------------------------------------------------------
@@ -115,17 +124,19 @@ def upcoming_slots(template: TemplateNode, count: int) -> list[Slot]:
 
 
 def free_slots(nodes: Iterable[NodeRecord], pods: Iterable[PodRecord]) -> list[Slot]:
-    """What is left on live, schedulable nodes after the requests of the pods bound to them."""
+    """What is left on live, schedulable nodes after the requests of the pods bound to them, and
+    of those nominated to them (CA puts those in its snapshot on their nominated node)."""
     used: dict[str, list[int]] = {}
     used_other: dict[str, list[ExtendedResources]] = {}
     for pod in pods:
-        if pod.node_name:
-            entry = used.setdefault(pod.node_name, [0, 0, 0])
+        node_name = pod.node_name or pod.nominated_node
+        if node_name:
+            entry = used.setdefault(node_name, [0, 0, 0])
             entry[0] += pod.cpu_request_milli
             entry[1] += pod.memory_request_bytes
             entry[2] += 1
             if pod.extended_requests:
-                used_other.setdefault(pod.node_name, []).append(pod.extended_requests)
+                used_other.setdefault(node_name, []).append(pod.extended_requests)
     slots = []
     for node in nodes:
         if not node.ready or node.unschedulable:

@@ -117,7 +117,8 @@ def template_from_node(group: str, asg_name: str, node: NodeRecord,
     Its DaemonSet and static pods come along: a new node will run them too. The hostname label
     is the template's own and transient taints are dropped, as CA's template sanitizer does.
     """
-    daemon = [pod for pod in pods_on_node if pod.is_daemonset_pod or pod.static or pod.mirror]
+    daemon = [pod for pod in pods_on_node if (pod.is_daemonset_pod or pod.static or pod.mirror)
+              and not pod.deleting_since_unix_seconds]  # CA leaves out those being deleted
     labels = {**node.labels, HOSTNAME_LABEL: _template_name(group)}
     return TemplateNode(
         group=group, asg_name=asg_name,

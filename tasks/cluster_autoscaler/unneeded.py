@@ -93,8 +93,9 @@ class RemovalSimulation:
     """
 
     def __init__(self, nodes: Iterable[NodeRecord], pods_by_node: Mapping[str, Sequence[PodRecord]],
-                 pdbs: Sequence[PodDisruptionBudget] = ()):
+                 pdbs: Sequence[PodDisruptionBudget] = (), now: float = 0.0):
         self.pods_by_node = pods_by_node
+        self.now = now  # the drain rules' clock (a pod stuck terminating)
         self.pdbs: tuple[PodDisruptionBudget, ...] = tuple(pdbs)
         self.rooms: dict[str, _Room] = {}
         for node in sorted(nodes, key=lambda n: n.name):
@@ -119,7 +120,7 @@ class RemovalSimulation:
         Nothing is committed; `remove` commits a removal that `check` allowed.
         """
         pods = [pod for pod in self.pods_of(node) if pod.phase not in TERMINAL_PHASES]
-        verdict = node_drainability(node, pods, self.pdbs)
+        verdict = node_drainability(node, pods, self.pdbs, now=self.now)
         if not verdict.drainable:
             return verdict
         placement = self._place(node.name, verdict.to_evict)
@@ -296,7 +297,7 @@ def plan_scale_down(views: Sequence[GroupView], simulation: RemovalSimulation,
                 continue
             pods = simulation.pods_by_node.get(node.name, ())
             occupied = any(movable(pod) for pod in pods)
-            usage = node_utilization(node, pods)
+            usage = node_utilization(node, pods, now)
             if occupied and usage >= options.utilization_threshold:
                 continue
             since = view.unneeded_before.get(node.name)

@@ -81,6 +81,7 @@ class RawMetadata(msgspec.Struct, gc=False):
     uid: str = ""
     resourceVersion: str = ""
     creationTimestamp: str | None = None
+    deletionTimestamp: str | None = None
     labels: dict[str, str] | None = None
     # Kept as undecoded bytes: a pod's annotations (often large: last-applied configuration)
     # are never built as a dict; records decode only the keys of RawAnnotations from them.
@@ -174,6 +175,8 @@ class RawSpec(msgspec.Struct, gc=False):
     resources: RawResources | None = None  # pod-level resources (PodLevelResources)
     tolerations: tuple[Toleration, ...] | None = None
     volumes: list[RawVolume] | None = None
+    priority: int | None = None
+    terminationGracePeriodSeconds: int | None = None
     # Node
     unschedulable: bool = False
     taints: tuple[Taint, ...] | None = None
@@ -182,6 +185,7 @@ class RawSpec(msgspec.Struct, gc=False):
 
 class RawStatus(msgspec.Struct, gc=False):
     phase: str | None = None
+    nominatedNodeName: str | None = None
     conditions: list[RawCondition] | None = None
     allocatable: ResourceList | None = None
     capacity: ResourceList | None = None

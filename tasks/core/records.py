@@ -40,6 +40,7 @@ from tasks.core.quantity import QuantityText, cpu_milli, memory_bytes
 DAEMONSET_KIND = "DaemonSet"
 TERMINAL_PHASES = frozenset({"Succeeded", "Failed"})  # the phases of a pod that has finished
 STATIC_POD_SOURCE = "file"
+DEFAULT_TERMINATION_GRACE_SECONDS = 30  # spec.terminationGracePeriodSeconds' default
 DEFAULT_MAX_PODS = 110  # the kubelet's --max-pods default: a node that reports no `pods`
 
 
@@ -77,6 +78,13 @@ class PodRecord(msgspec.Struct, frozen=True, gc=False):
     # CA: annotation cluster-autoscaler.kubernetes.io/daemonset-pod: "true" (operator-managed
     # DaemonSets whose pods are owned by a custom resource).
     daemonset_pod_annotation: bool = False
+    # What CA reads besides (spec §1.1, §1.4): spec.priority (0 when unset), the deletion
+    # timestamp (0.0: not being deleted) with the grace period it was given, and the node the
+    # scheduler nominated the pod to, preempting lower-priority pods there.
+    priority: int = 0
+    deleting_since_unix_seconds: float = 0.0
+    termination_grace_seconds: int = DEFAULT_TERMINATION_GRACE_SECONDS
+    nominated_node: str = ""
 
     @property
     def is_daemonset_pod(self) -> bool:
@@ -351,6 +359,12 @@ def pod_record(raw: RawObject) -> PodRecord:
         _local_volumes(spec.volumes) if spec.volumes else (),  # local_volumes
         extended,  # extended_requests
         annotations.daemonset_pod == "true",  # daemonset_pod_annotation
+        spec.priority or 0,  # priority
+        (parse_timestamp(metadata.deletionTimestamp)  # deleting_since_unix_seconds
+         if metadata.deletionTimestamp else 0.0),
+        (DEFAULT_TERMINATION_GRACE_SECONDS  # termination_grace_seconds
+         if spec.terminationGracePeriodSeconds is None else spec.terminationGracePeriodSeconds),
+        status.nominatedNodeName or "",  # nominated_node
     )
 
 

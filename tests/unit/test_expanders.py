@@ -111,6 +111,21 @@ def test_only_unbound_unschedulable_non_daemonset_pods_are_pending() -> None:
     ]) == [waiting]
 
 
+def test_pods_ca_leaves_to_the_scheduler_are_not_pending_for_a_scale_up() -> None:
+    """CA's pod-list processors: a pod being deleted, one below the expendable priority cutoff
+    (-10), and one nominated to a node that exists (it preempts lower-priority pods there) ask
+    for no node; a nomination to a node that is gone is ignored."""
+    live = node("n1")
+    keep = [pod("waiting"), pod("at-cutoff", priority=-10),
+            pod("nominated-to-a-gone-node", nominated_node="gone")]
+    left_out = [pod("deleted", deleting_since_unix_seconds=1.0),
+                pod("expendable", priority=-11), pod("preempting", nominated_node="n1")]
+    assert unschedulable_pods([*keep, *left_out], [live]) == keep
+    # The nominated pod's room is taken on its node, as in CA's snapshot.
+    [slot] = free_slots([live], [pod("preempting", 1500, nominated_node="n1")])
+    assert (slot.cpu_milli, slot.pods) == (500, 109)
+
+
 # --- template nodes ----------------------------------------------------------------------
 
 TAGS = {

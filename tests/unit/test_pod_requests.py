@@ -134,3 +134,18 @@ def test_pod_requests_pod_level_resources_replace_the_aggregate() -> None:
     })
     assert (pod.cpu_request_milli, pod.memory_request_bytes) == (4100, 2 * GiB)
     assert pod.extended_requests == (("nvidia.com/gpu", 1),)
+
+
+def test_the_fields_ca_reads_beside_requests_are_decoded() -> None:
+    """spec.priority, the deletion timestamp with its grace period, status.nominatedNodeName."""
+    raw = {"kind": "Pod", "metadata": {"name": "p", "namespace": "n",
+                                       "deletionTimestamp": "2026-11-21T12:00:00Z"},
+           "spec": {"priority": -100, "terminationGracePeriodSeconds": 5, "containers": []},
+           "status": {"phase": "Pending", "nominatedNodeName": "node-a"}}
+    record = pod_record(OBJECT_DECODER.decode(orjson.dumps(raw)))
+    assert (record.priority, record.termination_grace_seconds, record.nominated_node) == \
+        (-100, 5, "node-a")
+    assert record.deleting_since_unix_seconds == 1795262400.0
+    plain = decode_pod({"containers": []})
+    assert (plain.priority, plain.deleting_since_unix_seconds, plain.termination_grace_seconds,
+            plain.nominated_node) == (0, 0.0, 30, "")

@@ -80,6 +80,21 @@ def test_pod_without_controller_blocks() -> None:
         "pod shop/bare has no controller: it would not be re-created elsewhere"
 
 
+def test_a_pod_stuck_terminating_or_expendable_never_blocks() -> None:
+    """CA's long-terminating rule: deleted longer ago than its grace period + 30 s, a pod is
+    skipped (and not counted in utilization); before that it is judged as any pod. Pods below
+    the expendable priority cutoff (-10) never block: they go with the node."""
+    deleted = pod("bare", controller_kind="", cpu=1800, deleting_since_unix_seconds=1000.0,
+                  termination_grace_seconds=60)
+    assert node_drainability(node(), [deleted], now=1090.0).blocking_pod == deleted
+    assert node_utilization(node(cpu=2000), [deleted], now=1090.0) == pytest.approx(0.9)
+    assert pod_verdict(deleted, now=1090.5).outcome is Outcome.IGNORE
+    assert node_drainability(node(), [deleted], now=1090.5).drainable
+    assert node_utilization(node(cpu=2000), [deleted], now=1090.5) == 0.0
+    assert pod_verdict(pod("bare", controller_kind="", priority=-11)).outcome is Outcome.IGNORE
+    assert pod_verdict(pod("bare", controller_kind="", priority=-10)).outcome is Outcome.BLOCK
+
+
 def test_pod_of_a_custom_controller_blocks_unless_allowed() -> None:
     custom = pod("cr-1", controller_kind="Rollout")
     assert reason(custom) == ("pod shop/cr-1 is controlled by a Rollout, not a ReplicaSet, "
