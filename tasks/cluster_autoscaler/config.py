@@ -167,6 +167,8 @@ class ScaleDownOptions(BaseModel):
     # only empty unneeded nodes are removed.
     drain: StrictBool = False
     utilization_threshold: Annotated[float, Field(ge=0.0, le=1.0)] = 0.5
+    # CA --scale-down-gpu-utilization-threshold: a GPU node's utilization is its GPU requests'.
+    gpu_utilization_threshold: Annotated[float, Field(ge=0.0, le=1.0)] = 0.5
     unneeded_time: GoDuration = "10m"
     delay_after_add: GoDuration = "10m"
     max_scale_down_parallelism: Annotated[StrictInt, Field(ge=1)] = 10

@@ -22,7 +22,12 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
 from tasks.cluster_autoscaler.config import ScaleDownOptions
-from tasks.cluster_autoscaler.drainability import NodeDrainability, node_drainability, node_utilization
+from tasks.cluster_autoscaler.drainability import (
+    NodeDrainability,
+    is_gpu_node,
+    node_drainability,
+    node_utilization,
+)
 from tasks.core.pdb import PodDisruptionBudget, remaining_pdbs
 from tasks.core.records import (
     FORCE_TAINT_KEY,
@@ -49,6 +54,11 @@ def movable(pod: PodRecord) -> bool:
     belong to the node) and not finished (CA's empty-node rule)."""
     return not (pod.is_daemonset_pod or pod.mirror or pod.static
                 or pod.phase in TERMINAL_PHASES)
+
+
+def threshold_of(node: NodeRecord, options: ScaleDownOptions) -> float:
+    """CA: a GPU node is compared with the GPU utilization threshold."""
+    return options.gpu_utilization_threshold if is_gpu_node(node) else options.utilization_threshold
 
 
 def leaving(node: NodeRecord) -> bool:
@@ -298,7 +308,7 @@ def plan_scale_down(views: Sequence[GroupView], simulation: RemovalSimulation,
             pods = simulation.pods_by_node.get(node.name, ())
             occupied = any(movable(pod) for pod in pods)
             usage = node_utilization(node, pods, now)
-            if occupied and usage >= options.utilization_threshold:
+            if occupied and usage >= threshold_of(node, options):
                 continue
             since = view.unneeded_before.get(node.name)
             # Nodes unneeded last tick first (CA's candidate pool keeps them), then emptiest.
@@ -357,7 +367,7 @@ def plan_scale_down(views: Sequence[GroupView], simulation: RemovalSimulation,
         if not node.ready:
             shown = f"unready, {shown}"
         notes[name].append(f"scale-down: {node.name} unneeded for {now - since:g}s ({shown}, "
-                           f"threshold {options.utilization_threshold:g}): tainted for removal")
+                           f"threshold {threshold_of(node, options):g}): tainted for removal")
     plans = {view.group.name: GroupScaleDown(
         tuple(sorted(unneeded[view.group.name].items())),
         tuple(node.name for node in chosen[view.group.name]),

@@ -200,6 +200,23 @@ def test_ca_scale_down_simulation_counts_extended_resources() -> None:
     assert simulation.rooms["gpu-c"].extended == {GPU: 0}  # the moved pod took the GPU
 
 
+def test_ca_gpu_node_utilization_is_its_gpus_against_the_gpu_threshold() -> None:
+    """CA utilization.Calculate: a GPU node is as used as its GPUs are, whatever its CPU; its
+    unneeded check compares that with --scale-down-gpu-utilization-threshold."""
+    from tasks.cluster_autoscaler.config import ScaleDownOptions
+    from tasks.cluster_autoscaler.drainability import node_utilization
+    from tasks.cluster_autoscaler.unneeded import threshold_of
+
+    two_gpus = node("gpu-a", extended=((GPU, 2),))
+    cpu_heavy = pod("etl", 3000, node_name="gpu-a", unschedulable=False, phase="Running")
+    assert node_utilization(two_gpus, [cpu_heavy]) == 0.0  # 75 % of its CPU, no GPU asked
+    trainer = gpu_pod("train", node_name="gpu-a", unschedulable=False, phase="Running")
+    assert node_utilization(two_gpus, [cpu_heavy, trainer]) == 0.5
+    assert node_utilization(node("cpu-b"), [cpu_heavy]) == 0.75
+    options = ScaleDownOptions(utilization_threshold=0.6, gpu_utilization_threshold=0.3)
+    assert (threshold_of(two_gpus, options), threshold_of(node("cpu-b"), options)) == (0.3, 0.6)
+
+
 # --- balancing ------------------------------------------------------------------------------
 
 
