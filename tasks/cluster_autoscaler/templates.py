@@ -75,6 +75,11 @@ class TemplateNode:
     daemon_extended: ExtendedResources = ()
 
     @property
+    def name(self) -> str:
+        """The node's name, as CA names a template (what a `matchFields` term reads)."""
+        return _template_name(self.group)
+
+    @property
     def gpu_count(self) -> int:
         """`nvidia.com/gpu` in the node's capacity."""
         return dict(self.extended_capacity).get(GPU_RESOURCE, 0)

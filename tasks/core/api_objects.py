@@ -110,6 +110,7 @@ class MatchExpression(msgspec.Struct, frozen=True, gc=False):
 
 class NodeSelectorTerm(msgspec.Struct, frozen=True, gc=False):
     matchExpressions: tuple[MatchExpression, ...] = ()
+    matchFields: tuple[MatchExpression, ...] = ()  # over the node's fields: `metadata.name`
 
 
 class RawNodeSelector(msgspec.Struct, gc=False):

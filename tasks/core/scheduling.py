@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Protocol
 
-from tasks.core.api_objects import ExtendedResources, Taint, Toleration
+from tasks.core.api_objects import ExtendedResources, NodeSelectorTerm, Taint, Toleration
 from tasks.core.records import PodRecord
 from tasks.core.selectors import api_requirement
 
@@ -25,6 +25,9 @@ class SchedulableNode(Protocol):
 
     @property
     def taints(self) -> Sequence[Taint]: ...
+
+    @property
+    def name(self) -> str: ...
 
 
 def tolerates(tolerations: Sequence[Toleration], taint: Taint) -> bool:
@@ -45,15 +48,25 @@ def expression_matches(labels: Mapping[str, str], key: str, operator: str,
     return api_requirement(key, operator, values).matches(labels)
 
 
+def term_matches(term: NodeSelectorTerm, labels: Mapping[str, str], node_name: str) -> bool:
+    """One required node-affinity term: its label expressions and its field expressions (the
+    only node field is `metadata.name`) all hold; an empty term matches no node."""
+    if not term.matchExpressions and not term.matchFields:
+        return False
+    fields = {"metadata.name": node_name}
+    return (all(expression_matches(labels, e.key, e.operator, e.values)
+                for e in term.matchExpressions)
+            and all(expression_matches(fields, e.key, e.operator, e.values)
+                    for e in term.matchFields))
+
+
 def fits_constraints(pod: PodRecord, node: SchedulableNode) -> bool:
     """nodeSelector, required node affinity (terms OR-ed, expressions AND-ed), taints."""
     labels = node.labels
     if any(labels.get(key) != value for key, value in pod.node_selector.items()):
         return False
     if pod.required_node_terms and not any(
-            all(expression_matches(labels, e.key, e.operator, e.values)
-                for e in term.matchExpressions)
-            for term in pod.required_node_terms):
+            term_matches(term, labels, node.name) for term in pod.required_node_terms):
         return False
     return all(taint.effect == "PreferNoSchedule" or tolerates(pod.tolerations, taint)
                for taint in node.taints)

@@ -104,11 +104,22 @@ class LabelRequirement:
             return value is None or value not in self.values
         if value is None or op not in ("gt", "lt") or not self.values:
             return False  # "never": an operator the API does not know selects nothing
-        try:
-            have, want = int(value), int(self.values[0])
-        except ValueError:
+        have, want = go_int64(value), go_int64(self.values[0])
+        if have is None or want is None:
             return False
         return have > want if op == "gt" else have < want
+
+
+_GO_INT = re.compile(r"[+-]?[0-9]+")
+
+
+def go_int64(text: str) -> int | None:
+    """Go's strconv.ParseInt(text, 10, 64), which Gt and Lt use: no spaces or underscores (as
+    Python's int() allows), and within int64; None when it fails."""
+    if not _GO_INT.fullmatch(text):
+        return None
+    number = int(text)
+    return number if -2**63 <= number < 2**63 else None
 
 
 @dataclass(frozen=True)

@@ -6,6 +6,7 @@ import math
 import random
 from typing import Any
 
+import orjson
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -56,7 +57,7 @@ from tasks.cluster_autoscaler.templates import (
     template_from_asg,
     template_from_node,
 )
-from tasks.core.api_objects import MatchExpression, NodeSelectorTerm, Taint, Toleration
+from tasks.core.api_objects import OBJECT_DECODER, MatchExpression, NodeSelectorTerm, Taint, Toleration
 from tasks.core.records import AsgInstance, AsgTemplateSource, NodeRecord, PodRecord
 from tasks.core.scheduling import fits_constraints
 from tasks.escalator.config import parse_node_groups
@@ -276,6 +277,32 @@ def test_node_selector_and_required_affinity_pick_the_template() -> None:
         MatchExpression("zone", "NotIn", ("a",)),),),))
     helped = estimate_nodes([selector, elsewhere, affinity, not_in], gpu, 10).pods
     assert sorted(p.name for p in helped) == ["affinity", "selector"]
+
+
+def test_match_fields_and_empty_terms_follow_the_scheduler() -> None:
+    """A term's matchFields (metadata.name) must hold too; an empty term matches no node
+    (k8s NodeSelectorTerm: "A null or empty node selector term matches no objects"); Gt and Lt
+    compare as Go's ParseInt reads the label, so "1_0" or an over-int64 number is no number."""
+    from tasks.core.records import pod_record
+    from tasks.core.scheduling import fits_constraints
+    from tests.builders import api_pod
+
+    def decoded(terms: list[dict[str, Any]]) -> PodRecord:
+        raw = api_pod("pinned")
+        raw["spec"]["affinity"] = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution":
+                                                    {"nodeSelectorTerms": terms}}}
+        return pod_record(OBJECT_DECODER.decode(orjson.dumps(raw)))
+
+    a, b = node("a", labels={"size": "10"}), node("b", labels={"size": "1_0"})
+    pinned = decoded([{"matchFields": [{"key": "metadata.name", "operator": "In",
+                                        "values": ["a"]}]}])
+    assert (fits_constraints(pinned, a), fits_constraints(pinned, b)) == (True, False)
+    assert not fits_constraints(pinned, template())  # the template is no node named "a"
+    assert not any(fits_constraints(decoded([{}]), n) for n in (a, b))
+    bigger = decoded([{"matchExpressions": [{"key": "size", "operator": "Gt", "values": ["5"]}]}])
+    assert (fits_constraints(bigger, a), fits_constraints(bigger, b)) == (True, False)
+    huge = node("c", labels={"size": str(2**63)})
+    assert not fits_constraints(bigger, huge)
 
 
 pod_sizes = st.lists(st.tuples(st.integers(0, 5000), st.integers(0, 10 * GiB),
