@@ -294,8 +294,9 @@ def _local_volumes(volumes: list[RawVolume]) -> tuple[LocalVolume, ...]:
 
 
 def _names(text: str) -> tuple[str, ...]:
-    """A comma-separated list annotation (`v1,v2`), blanks dropped."""
-    return tuple(name for name in (part.strip() for part in text.split(",")) if name)
+    """A comma-separated list annotation (`v1,v2`), split as CA's getNonBlockingVolumes splits
+    it: on commas only, so "v1, v2" names " v2", which no volume is called."""
+    return tuple(text.split(","))
 
 
 def pod_record(raw: RawObject) -> PodRecord:

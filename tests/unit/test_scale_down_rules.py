@@ -273,7 +273,8 @@ def test_pod_fields_for_the_rules_decode_from_api_json() -> None:
             {"name": "config", "configMap": {"name": "c"}}]})
     assert record.labels == {"app": "web"}
     assert record.safe_to_evict == "false"
-    assert record.safe_to_evict_local_volumes == ("scratch", "tmp")
+    # Split on commas only, as CA's getNonBlockingVolumes: " tmp" names no volume.
+    assert record.safe_to_evict_local_volumes == ("scratch", " tmp")
     assert record.controller_kind == "ReplicaSet"
     assert record.local_volumes == (LocalVolume("data", "hostPath"),
                                     LocalVolume("scratch", "emptyDir"))
