@@ -16,6 +16,7 @@ from pydantic import (
     BeforeValidator,
     ConfigDict,
     Field,
+    StrictInt,
     ValidationError,
     field_validator,
     model_validator,
@@ -34,7 +35,9 @@ RESERVED_MEMORY_BYTES = 512 * 2**20
 
 
 def _seconds(value: Any) -> Any:
-    """Durations as Go strings (`90s`, `1h`) or plain seconds."""
+    """Durations as Go strings (`90s`, `1h`) or plain seconds (a YAML number, not true)."""
+    if isinstance(value, bool):
+        raise ValueError(f"{str(value).lower()} is not a duration (like 90s, or seconds)")
     if isinstance(value, str):
         return parse_go_duration(value)
     return value
@@ -68,9 +71,9 @@ class AsgSpec(_Strict):
     """A simulated Auto Scaling Group and the Nodes its instances become."""
 
     name: str = Field(min_length=1)
-    min: int = Field(ge=0, le=MAX_NODES_PER_ASG)
-    max: int = Field(ge=0, le=MAX_NODES_PER_ASG)
-    desired: int = Field(ge=0, le=MAX_NODES_PER_ASG)
+    min: StrictInt = Field(ge=0, le=MAX_NODES_PER_ASG)
+    max: StrictInt = Field(ge=0, le=MAX_NODES_PER_ASG)
+    desired: StrictInt = Field(ge=0, le=MAX_NODES_PER_ASG)
     instance_type: str = "m5.large"
     node_labels: dict[str, str] = {}
     boot_delay: Seconds = 60.0
@@ -109,7 +112,7 @@ class Wave(_Strict):
     """`count` pods arriving at `at`; without `duration` they run until the end (a service)."""
 
     at: Seconds
-    count: int = Field(ge=1, le=MAX_PODS)
+    count: StrictInt = Field(ge=1, le=MAX_PODS)
     cpu: CpuQuantity
     memory: MemoryQuantity
     duration: Seconds | None = None
@@ -137,14 +140,14 @@ class Scenario(_Strict):
     step: Seconds = 10.0
     duration: Seconds
     start: float = Field(default=1_800_000_000.0, ge=0, le=253_402_300_799 - MAX_SECONDS)
-    seed: int = Field(default=1, ge=0, le=2**63 - 1)
+    seed: StrictInt = Field(default=1, ge=0, le=2**63 - 1)
     workload: list[Wave] = []
     trace: str | None = None
     # Load-aware placement (Trimaran): "first-fit" is a plain scheduler; the other two bind each
     # pod to the feasible node the scheduler extender scores highest (ties: the oldest).
     placement: Literal["first-fit", "target-load-packing", "load-variation-risk-balancing"] = \
         "first-fit"
-    target_utilization: int = Field(default=40, gt=0, le=100)
+    target_utilization: StrictInt = Field(default=40, gt=0, le=100)
     # Pods use a share of their requests: drawn per pod in [mean - spread, mean + spread].
     usage_mean: float = Field(default=0.6, ge=0, le=100)
     usage_spread: float = Field(default=0.3, ge=0, le=100)
@@ -194,29 +197,49 @@ def _problems(error: ValidationError, source: str, prefix: str = "") -> list[str
     return problems
 
 
+MAX_TRACE_PROBLEMS = 20  # the first bad rows say what is wrong; the rest are counted
+
+
 def _read_trace(path: Path, source: str, config: LoadedConfig) -> list[TracePod]:
     groups = {group.name for group in config.node_groups}
-    pods, problems = [], []
-    text = as_text(read_bytes(path, f"{source}: trace {path}"), str(path))
+    pods, problems, bad_rows = [], [], 0
+    # utf-8-sig: a spreadsheet's "CSV UTF-8" starts with a byte-order mark.
+    text = as_text(read_bytes(path, f"{source}: trace {path}"), str(path)).removeprefix("\ufeff")
+    reader = csv.DictReader(io.StringIO(text, newline=""))
     try:
-        for line, row in enumerate(csv.DictReader(io.StringIO(text, newline="")), start=2):
+        header = reader.fieldnames or []
+        repeated = sorted({name for name in header if header.count(name) > 1})
+        if repeated:
+            raise InputError([f"{path}: line 1: column {', '.join(map(repr, repeated))} "
+                              "appears more than once in the header"])
+        for line, row in enumerate(reader, start=2):
             where = f"{path}: line {line}"
+            if None in row:  # DictReader puts fields past the header under None
+                problems.append(f"{where}: {len(header) + len(row[None])} fields, but the "
+                                f"header names {len(header)}")
+                bad_rows += 1
+                continue
             try:
                 pod = TracePod.model_validate({k: v for k, v in row.items()
                                                if v not in ("", None)})
             except ValidationError as error:
                 problems += _problems(error, where)
+                bad_rows += 1
                 continue
             if pod.node_group not in groups:
                 problems.append(f"{where}: node_group {pod.node_group!r} is not in the "
                                 "node-group config")
+                bad_rows += 1
             pods.append(pod)
             if len(pods) > MAX_PODS:
                 raise InputError([f"{path}: more than {MAX_PODS:,} pods"])
     except csv.Error as error:
         raise InputError([f"{path}: not a CSV trace: {error}"]) from None
     if problems:
-        raise InputError(problems)
+        shown = problems[:MAX_TRACE_PROBLEMS]
+        if len(problems) > len(shown):
+            shown.append(f"{path}: {bad_rows:,} bad rows in all; the first are above")
+        raise InputError(shown)
     return pods
 
 
@@ -232,10 +255,19 @@ def load_scenario(path: str | Path) -> LoadedScenario:
         raise InputError(_problems(error, source)) from None
     base = Path(path).parent
     if isinstance(scenario.nodegroups, str):
-        config = load_node_groups(base / scenario.nodegroups)
+        config_path = base / scenario.nodegroups
+        if not scenario.nodegroups.strip() or not config_path.is_file():
+            raise InputError([join_location(source, "nodegroups", (
+                f"{scenario.nodegroups!r} names no file (a path from the scenario's folder)"))])
+        config = load_node_groups(config_path)
     else:
         config = parse_node_groups(scenario.nodegroups, f"{source}: nodegroups")
     asg_names = {asg.name for asg in scenario.asgs}
+    if len(asg_names) < len(scenario.asgs):
+        repeated = sorted({asg.name for asg in scenario.asgs
+                           if [a.name for a in scenario.asgs].count(asg.name) > 1})
+        raise InputError([join_location(source, "asgs", f"ASG {name!r} is given more than once")
+                          for name in repeated])
     missing = [group.cloud_provider_group_name for group in config.node_groups
                if group.cloud_provider_group_name not in asg_names]
     if missing:

@@ -22,10 +22,13 @@ from tasks.core.errors import InputError
 from tasks.escalator.config import LoadedConfig
 
 # Piped output (CI logs, files) gets room for the reason column instead of rich's 80 columns.
-console = Console(width=None if sys.stdout.isatty() else 160)
+# Both consoles print user text (file paths, group, node and key names, error messages that
+# quote a value): no emoji codes (`ba:x:tch` is no ❌), and user text is never rich markup:
+# printed with `markup=False`, passed through `rich.markup.escape`, or as `rich.text.Text`.
+console = Console(width=None if sys.stdout.isatty() else 160, emoji=False)
 
 
-errors = Console(stderr=True, width=None if sys.stderr.isatty() else 160)
+errors = Console(stderr=True, width=None if sys.stderr.isatty() else 160, emoji=False)
 
 
 INPUT_ERROR_EXIT = 2
@@ -66,8 +69,9 @@ _EARLIEST_SECONDS = datetime(1, 1, 2, tzinfo=UTC).timestamp()
 _LATEST_SECONDS = datetime(9999, 12, 30, tzinfo=UTC).timestamp()
 
 
-def parse_now(text: str | None) -> float:
-    """`--now`: ISO 8601 or Unix seconds; default the current time."""
+def parse_now(text: str | None, option: str = "--now") -> float:
+    """A time option (`--now`, or `option` such as `--start`): ISO 8601 or Unix seconds;
+    default the current time. Bad text is an InputError naming `option`."""
     if text is None:
         return datetime.now(UTC).timestamp()
     try:
@@ -76,19 +80,21 @@ def parse_now(text: str | None) -> float:
         try:
             moment = datetime.fromisoformat(text)
         except ValueError:
-            raise InputError([f"--now: {text!r} is neither ISO 8601 nor Unix seconds"]) \
+            raise InputError([f"{option}: {text!r} is neither ISO 8601 nor Unix seconds"]) \
                 from None
         if moment.tzinfo is None:
             moment = moment.replace(tzinfo=UTC)
         seconds = moment.timestamp()
     if not _EARLIEST_SECONDS <= seconds <= _LATEST_SECONDS:  # also NaN and infinities
-        raise InputError([f"--now: {text!r} is not a time between the years 1 and 9999"])
+        raise InputError([f"{option}: {text!r} is not a time between the years 1 and 9999"])
     return seconds
 
 
 def print_warnings(config: LoadedConfig) -> None:
     for warning in config.warnings:
-        errors.print(f"[yellow]warning:[/yellow] {warning}", highlight=False, soft_wrap=True)
+        # escaped: an unknown key such as `[/foo]` is the file's text, no rich markup tag
+        errors.print(f"[yellow]warning:[/yellow] {escape(warning)}", highlight=False,
+                     markup=True, soft_wrap=True)
 
 
 def wait_for_stop_signal() -> threading.Event:
@@ -224,5 +230,6 @@ def require_extra(extra: str, *modules: str) -> None:
     if missing:
         message = (f"this command needs {', '.join(missing)}, which kube-elevator installs "
                    f"with its '{extra}' extra: pip install 'kube-elevator[{extra}]'")
-        errors.print(f"[red]error:[/red] {escape(message)}", highlight=False, soft_wrap=True)
+        errors.print(f"[red]error:[/red] {escape(message)}", highlight=False, markup=True,
+                     soft_wrap=True)
         raise typer.Exit(INPUT_ERROR_EXIT)

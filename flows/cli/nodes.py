@@ -11,6 +11,7 @@ from typing import Annotated, Any
 import orjson
 import typer
 from rich.table import Table
+from rich.text import Text
 
 from flows.cli.common import (
     OutputFormat,
@@ -46,8 +47,9 @@ def validate(
             f"{group.slow_node_removal_rate}/{group.fast_node_removal_rate}, grace "
             f"{group.soft_delete_grace_period}/{group.hard_delete_grace_period}, cool-down "
             f"{group.scale_up_cool_down_period}" + (", dry mode" if group.dry_mode else ""),
-            highlight=False, soft_wrap=True)
-    console.print(f"{file}: {len(config.node_groups)} node groups, valid", highlight=False)
+            highlight=False, markup=False, soft_wrap=True)
+    console.print(f"{file}: {len(config.node_groups)} node groups, valid", highlight=False,
+                  markup=False, soft_wrap=True)
 
 
 def plans_document(now: float, plans: Sequence[ScalePlan]) -> dict[str, object]:
@@ -66,6 +68,8 @@ def plans_table(now: float, plans: Sequence[ScalePlan]) -> Table:
         table.add_column(column, overflow="fold", no_wrap=column != "actions")
     table.add_column("reason", overflow="fold", ratio=1)
     for plan in plans:
+        # Cells as Text, never markup: group and node names, reasons and errors quote the
+        # user's files and the cluster (a group named `[/x]` is printed as it is).
         actions = []
         if plan.untaint:
             actions.append(f"untaint {', '.join(plan.untaint)}")
@@ -77,20 +81,24 @@ def plans_table(now: float, plans: Sequence[ScalePlan]) -> Table:
             actions.append(f"delete {', '.join(plan.delete)}")
         if plan.asg_desired != plan.asg_desired_before:
             actions.append(f"ASG desired {plan.asg_desired_before} → {plan.asg_desired}")
-        reason = plan.reason
+        reason = Text()
         if plan.error:
-            reason = f"[red]{plan.error}[/red]: {reason}"
+            reason.append(plan.error, style="red").append(": ")
+        reason.append(plan.reason)
         if plan.locked:
-            reason += " [dim](locked)[/dim]"
+            reason.append(" ").append("(locked)", style="dim")
         for note in plan.notes:
-            reason += f"\n[yellow]{note}[/yellow]"
+            reason.append("\n").append(note, style="yellow")
+        name = Text(plan.name)
+        if plan.dry_mode:
+            name.append(" ").append("(dry)", style="dim")
         nodes = plan.nodes
         table.add_row(
-            plan.name + (" [dim](dry)[/dim]" if plan.dry_mode else ""), str(plan.pods),
+            name, str(plan.pods),
             f"{nodes.total} ({nodes.untainted}/{nodes.tainted}/{nodes.force_tainted}/"
             f"{nodes.cordoned})",
             _percent(plan.cpu_percent), _percent(plan.mem_percent), f"{plan.delta:+d}",
-            "\n".join(actions) or "nothing", reason)
+            Text("\n".join(actions) or "nothing"), reason)
     return table
 
 

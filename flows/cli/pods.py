@@ -251,6 +251,10 @@ def register(app: typer.Typer) -> None:
             problems.append(f"--rate-window: {rate_window!r} is not a duration (like 1m)")
         if problems:
             raise InputError(problems)
+        if kubeconfig is not None:  # at the edge, as `elevator run` does: exit 2, one line
+            from tasks.adapters.kube import check_kubeconfig
+
+            check_kubeconfig(kubeconfig)
         from flows.pod_autoscale import controller_metrics, pod_autoscale
 
         if metrics_port:

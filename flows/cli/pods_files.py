@@ -88,13 +88,16 @@ class _Pod(_Model):
     status: _PodStatus = _PodStatus()
 
 
+INT32_MAX = 2**31 - 1  # replicas is an int32 in the API
+
+
 class _WorkloadSpec(_Model):
-    replicas: Annotated[StrictInt, Field(ge=0)] | None = None
+    replicas: Annotated[StrictInt, Field(ge=0, le=INT32_MAX)] | None = None
     selector: LabelSelector | None = None
 
 
 class _WorkloadStatus(_Model):
-    replicas: Annotated[StrictInt, Field(ge=0)] | None = None
+    replicas: Annotated[StrictInt, Field(ge=0, le=INT32_MAX)] | None = None
 
 
 class _Workload(_Model):

@@ -30,7 +30,7 @@ def from_prometheus(
     from tasks.adapters.prometheus import MetricUnavailable, PrometheusMetrics
     from tasks.escalator.config import load_node_groups
 
-    since, until = parse_now(start), parse_now(end)
+    since, until = parse_now(start, "--start"), parse_now(end, "--end")
     if until <= since:
         raise InputError([f"--end: {end!r} must come after --start {start!r}"])
     config = load_node_groups(nodegroups)
@@ -48,7 +48,7 @@ def from_prometheus(
     load_scenario(path)  # what we wrote reads back as a valid scenario
     console.print(f"{path}: {len(rows)} pods over {until - since:.0f}s "
                   f"({', '.join(f'{g}: {n} nodes at the start' for g, n in at_start.items())})",
-                  highlight=False, soft_wrap=True)
+                  highlight=False, markup=False, soft_wrap=True)
 
 
 app.command("from-prometheus")(reports_input_errors(from_prometheus))

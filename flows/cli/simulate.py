@@ -42,15 +42,16 @@ def fake_cluster(
             AwsFaultProxy(aws.endpoint_url) as proxy:
         path = kube.write_kubeconfig(kubeconfig_out)
         exports = {**aws.env(), "AWS_ENDPOINT_URL": proxy.url}
-        console.print(f"Kubernetes API: {kube.url}", highlight=False)
+        # Plain lines (the kubeconfig path is the user's, the exports are shell text): no markup.
+        console.print(f"Kubernetes API: {kube.url}", highlight=False, markup=False)
         console.print(f"moto (AWS):     {proxy.url} (a fault proxy to {aws.endpoint_url})",
-                      highlight=False)
-        console.print(f"kubeconfig:     {path}", highlight=False)
+                      highlight=False, markup=False)
+        console.print(f"kubeconfig:     {path}", highlight=False, markup=False, soft_wrap=True)
         console.print("export " + " ".join(f"{key}={value}" for key, value in exports.items()),
-                      highlight=False, soft_wrap=True)
-        console.print(f"export KUBECONFIG={path}", highlight=False)
-        console.print(f"Kubernetes faults: {kube.faults_url}", highlight=False)
-        console.print(f"AWS faults:        {proxy.faults_url}", highlight=False)
+                      highlight=False, markup=False, soft_wrap=True)
+        console.print(f"export KUBECONFIG={path}", highlight=False, markup=False, soft_wrap=True)
+        console.print(f"Kubernetes faults: {kube.faults_url}", highlight=False, markup=False)
+        console.print(f"AWS faults:        {proxy.faults_url}", highlight=False, markup=False)
         sys.stdout.flush()
         stop.wait()
     console.print("stopped", highlight=False)
@@ -87,7 +88,9 @@ def simulate(
 
     def show_tick(record: dict[str, object]) -> None:
         if output is OutputFormat.table:
-            progress.console.print(tick_line(record), highlight=False, soft_wrap=True)
+            # group names are the scenario's: a plain line, no markup
+            progress.console.print(tick_line(record), highlight=False, markup=False,
+                                   soft_wrap=True)
 
     with progress:
         bar = progress.add_task("simulate", total=total)
@@ -105,7 +108,7 @@ def simulate(
 
         written = plot_simulation(document, plot)
         (errors if output is OutputFormat.json else console).print(
-            f"plot written to {written}", highlight=False)
+            f"plot written to {written}", highlight=False, markup=False, soft_wrap=True)
 
 
 def tick_line(record: dict[str, object]) -> str:

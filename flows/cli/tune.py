@@ -43,6 +43,13 @@ def tune(
     require_extra("tune", "optuna", *(["prefect_dask", "distributed"] if dask else []),
                   *(["matplotlib"] if plot else []))
     limit = positive_duration_option(max_pending, "--max-pending") if max_pending else 0.0
+    # Checked before the search, which may take hours: where the results go, and the cluster.
+    problems = [problem for path, option in ((output, "--output"), (plot, "--plot"))
+                if path is not None and (problem := unwritable(path, option))]
+    if dask:
+        problems.extend(unreachable_dask(dask))
+    if problems:
+        raise InputError(problems)
     from fakes.scenario import load_scenario
 
     loaded = load_scenario(scenario)  # bad input fails here, before any flow run
@@ -83,7 +90,42 @@ def tune(
     console.print(front_table(result))
     console.print(held_out_table(result))
     console.print(f"tuned node-group file: {written}" + (f"; plot: {plot}" if plot else ""),
-                  highlight=False)
+                  highlight=False, markup=False)
+
+
+def unwritable(path: Path, option: str) -> str:
+    """Why a file cannot be written at `path` ("" when it can)."""
+    if path.is_dir():
+        return f"{option}: {path} is a directory; give a file name"
+    folder = path.parent if str(path.parent) else Path(".")
+    if not folder.is_dir():
+        return f"{option}: {path}: the folder {folder} does not exist"
+    if not os.access(folder, os.W_OK) or (path.exists() and not os.access(path, os.W_OK)):
+        return f"{option}: {path}: not writable"
+    return ""
+
+
+DASK_CONNECT_SECONDS = 5.0
+
+
+def unreachable_dask(address: str) -> list[str]:
+    """A malformed or unreachable scheduler address, found before the search starts."""
+    import socket
+
+    from distributed.comm.addressing import parse_address, parse_host_port
+
+    try:
+        protocol, location = parse_address(address)
+        host, port = parse_host_port(location)
+    except ValueError as error:
+        return [f"--dask: {address!r} is not a scheduler address (tcp://host:8786): {error}"]
+    if protocol not in ("tcp", "tls"):
+        return []  # inproc://, ucx://: nothing to dial here
+    try:
+        socket.create_connection((host, port), timeout=DASK_CONNECT_SECONDS).close()
+    except OSError as error:
+        return [f"--dask: cannot reach {address}: {error.strerror or error}"]
+    return []
 
 
 def front_table(result: Any) -> Table:

@@ -164,7 +164,7 @@ def watch(
     def emit(event: PendingPods) -> None:
         emit_to_prefect(event)
         console.print(f"{event.group}: {event.count} pending pods → {PENDING_EVENT}",
-                      highlight=False, soft_wrap=True)
+                      highlight=False, markup=False, soft_wrap=True)  # a group name: no markup
         sys.stdout.flush()
 
     pods = PodWatch(kube.api).start()

@@ -17,6 +17,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, ClassVar, TypeVar, cast
+from urllib.parse import urlsplit
 
 import orjson
 from kubernetes import client, config
@@ -25,6 +26,7 @@ from kubernetes.client.exceptions import ApiException
 from tasks.core.api_objects import OBJECT_DECODER
 from tasks.core.collector import gc_paused
 from tasks.core.decode import ClusterSnapshot, decode_page
+from tasks.core.documents import value_problem
 from tasks.core.errors import EvictionBlocked, InputError, LeaseConflict, NodeChanged
 from tasks.core.lease_state import (
     HOLDER_IDENTITY,
@@ -474,6 +476,8 @@ def check_kubeconfig(path: str | Path) -> None:
             from None
     except RecursionError:
         raise InputError([f"{source}: not valid YAML: nested too deeply"]) from None
+    except (ValueError, TypeError, OverflowError, KeyError, AttributeError) as error:
+        raise value_problem(error, source, "YAML") from None  # 2001-02-30, !!int abc
     if not isinstance(document, dict):
         raise InputError([f"{source}: a kubeconfig is a mapping with clusters, contexts, users "
                           "and current-context"])
@@ -484,9 +488,11 @@ def check_kubeconfig(path: str | Path) -> None:
     cluster_name = context.get("cluster")
     cluster = _named(document.get("clusters"), "clusters", cluster_name, source,
                      f"contexts[{current}].cluster")
-    if not isinstance(cluster.get("server"), str) or not cluster["server"]:
+    server = cluster.get("server")
+    address = urlsplit(server) if isinstance(server, str) else None
+    if address is None or address.scheme not in ("http", "https") or not address.hostname:
         raise InputError([f"{source}: clusters[{cluster_name}].server: must be the API "
-                          "server's URL"])
+                          "server's URL (https://host[:port])"])
     user = context.get("user")
     if user is not None:
         _named(document.get("users"), "users", user, source, f"contexts[{current}].user")

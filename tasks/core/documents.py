@@ -32,6 +32,9 @@ def read_bytes(path: str | Path, source: str | None = None) -> bytes:
     except OSError as error:
         raise InputError([join_location(source or str(path), "",
                                         f"cannot read file: {error.strerror}")]) from None
+    except ValueError:  # a NUL byte in the path
+        raise InputError([join_location(source or repr(str(path)), "",
+                                        "cannot read file: the path holds a NUL byte")]) from None
 
 
 def as_text(data: bytes, source: str) -> str:
@@ -66,6 +69,8 @@ def _check_shape(root: yaml.Node, source: str) -> None:
             children = list(node.value)
         elif isinstance(node, yaml.MappingNode):
             children = [part for pair in node.value for part in pair]
+            if not children_done:
+                _check_unique_keys(node, source)
         if not children_done:
             stack.append((node, True))
             stack.extend((child, False) for child in children if id(child) not in size)
@@ -80,6 +85,32 @@ def _check_shape(root: yaml.Node, source: str) -> None:
                                                         "its aliases are expanded")])
 
 
+def _check_unique_keys(node: yaml.MappingNode, source: str) -> None:
+    """YAML says a mapping's keys are unique; PyYAML keeps the last, so a second `node_groups:`
+    would silently replace the first."""
+    seen: dict[tuple[str, str], yaml.Node] = {}
+    for key, _ in node.value:
+        if not isinstance(key, yaml.ScalarNode) or key.value == "<<":
+            continue
+        first = seen.setdefault((key.tag, key.value), key)
+        if first is not key:
+            mark = key.start_mark
+            raise InputError([join_location(
+                source, f"line {mark.line + 1}, column {mark.column + 1}",
+                f"duplicate key {key.value!r} (first on line {first.start_mark.line + 1})")])
+
+
+def value_problem(error: Exception, source: str, kind: str) -> InputError:
+    """A value that parses but is no value: 2001-02-30, !!int abc, a 5,000-digit number."""
+    reason = str(error)
+    if "sys.set_int_max_str_digits" in reason:
+        reason = "a number longer than 4,300 digits"
+    elif isinstance(error, KeyError | AttributeError):  # the constructors of !!bool, !!timestamp
+        reason = "a value does not match its tag, such as !!bool or !!timestamp"
+    return InputError([join_location(source, "", f"not valid {kind}: a value cannot be read "
+                                                 f"({reason})")])
+
+
 def load_document(data: bytes, source: str, kind: str = "YAML or JSON") -> Any:
     """A YAML (or JSON, which is YAML) document within the limits; None for an empty file."""
     loader = _LOADER(as_text(data, source))
@@ -91,6 +122,8 @@ def load_document(data: bytes, source: str, kind: str = "YAML or JSON") -> Any:
         return loader.construct_document(node)
     except yaml.YAMLError as error:
         raise _yaml_problem(error, source, kind) from None
+    except (ValueError, TypeError, OverflowError, KeyError, AttributeError) as error:
+        raise value_problem(error, source, kind) from None
     except RecursionError:  # the pure-Python loader, where libyaml is missing
         raise InputError([join_location(source, "", f"nested deeper than {MAX_DEPTH} "
                                                     "levels")]) from None

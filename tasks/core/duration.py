@@ -76,10 +76,13 @@ def go_string(value: Any) -> Any:
     """Escalator decodes YAML through JSON into Go strings: a number becomes its string form."""
     if isinstance(value, bool):
         return "true" if value else "false"
-    if isinstance(value, int):
-        return str(value)
-    if isinstance(value, float):
-        return str(int(value)) if value.is_integer() else repr(value)
+    try:
+        if isinstance(value, int):
+            return str(value)
+        if isinstance(value, float):
+            return str(int(value)) if value.is_integer() else repr(value)
+    except ValueError:  # past Python's 4,300-digit conversion limit
+        raise ValueError("a number of more than 4,300 digits") from None
     return value
 
 

@@ -18,6 +18,9 @@ _QUANTITY = re.compile(
     r"^(?P<number>[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+))"
     r"(?P<suffix>Ki|Mi|Gi|Ti|Pi|Ei|[eE][+-]?[0-9]+|[numkMGTPE]?)$"
 )
+# Past int64 with room to spare (19 digits, plus a sign, a point and nano decimals), and far
+# below the 4,300 digits where Python refuses to convert a number.
+MAX_QUANTITY_DIGITS = 100
 _BINARY = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50, "Ei": 2**60}
 _DECIMAL_EXPONENT = {"n": -9, "u": -6, "m": -3, "": 0, "k": 3, "M": 6, "G": 9, "T": 12,
                      "P": 15, "E": 18}
@@ -29,6 +32,8 @@ def parse_quantity(text: str) -> Fraction:
     match = _QUANTITY.match(text.strip()) if isinstance(text, str) else None
     if match is None:
         raise ValueError(f"malformed quantity {text!r}")
+    if len(match["number"]) > MAX_QUANTITY_DIGITS:
+        raise ValueError(f"quantity of {len(match['number']):,} characters is out of range")
     value = Fraction(match["number"])
     suffix = match["suffix"]
     if suffix in _BINARY:

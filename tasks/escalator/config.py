@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from datetime import date
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -16,6 +17,7 @@ from pydantic import (
     BaseModel,
     BeforeValidator,
     ConfigDict,
+    Field,
     StrictBool,
     StrictInt,
     ValidationError,
@@ -30,6 +32,8 @@ from tasks.core.errors import InputError, join_location
 
 
 GoString = Annotated[str, BeforeValidator(go_string)]
+# Escalator's Go `int` (64 bits): a larger number fails its YAML decoding.
+GoInt = Annotated[StrictInt, Field(ge=-(2**63), le=2**63 - 1)]
 TAINT_EFFECTS = ("", "NoSchedule", "NoExecute", "PreferNoSchedule")
 LIFECYCLES = ("", "on-demand", "spot")
 
@@ -56,23 +60,23 @@ class NodeGroupConfig(BaseModel):
     label_key: GoString = ""
     label_value: GoString = ""
     cloud_provider_group_name: GoString = ""
-    min_nodes: StrictInt = 0
-    max_nodes: StrictInt = 0
+    min_nodes: GoInt = 0
+    max_nodes: GoInt = 0
     dry_mode: StrictBool = False
     scale_on_starve: StrictBool = False
-    taint_upper_capacity_threshold_percent: StrictInt = 0
-    taint_lower_capacity_threshold_percent: StrictInt = 0
-    scale_up_threshold_percent: StrictInt = 0
-    slow_node_removal_rate: StrictInt = 0
-    fast_node_removal_rate: StrictInt = 0
+    taint_upper_capacity_threshold_percent: GoInt = 0
+    taint_lower_capacity_threshold_percent: GoInt = 0
+    scale_up_threshold_percent: GoInt = 0
+    slow_node_removal_rate: GoInt = 0
+    fast_node_removal_rate: GoInt = 0
     soft_delete_grace_period: GoString = ""
     hard_delete_grace_period: GoString = ""
     scale_up_cool_down_period: GoString = ""
     taint_effect: GoString = ""
     max_node_age: GoString = ""
     unhealthy_node_grace_period: GoString = ""
-    health_check_newest_nodes_percent: StrictInt = 0
-    max_unhealthy_nodes_percent: StrictInt = 0
+    health_check_newest_nodes_percent: GoInt = 0
+    max_unhealthy_nodes_percent: GoInt = 0
     # Beyond Escalator (Trimaran): taint the least loaded nodes first, as a load watcher sees them.
     scale_down_selection: Literal["oldest", "least_loaded"] = "oldest"
     aws: AwsOptions = AwsOptions()
@@ -231,7 +235,10 @@ def _group_label(index: int, raw_groups: Any) -> str:
     if isinstance(raw_groups, list) and index < len(raw_groups):
         entry = raw_groups[index]
         if isinstance(entry, dict):
-            name = str(go_string(entry.get("name", "")) or "")
+            try:
+                name = str(go_string(entry.get("name", "")) or "")
+            except ValueError:  # a name no string can hold: the index alone says where
+                name = ""
     return f"node_groups[{index}] ({name})" if name else f"node_groups[{index}]"
 
 
@@ -245,12 +252,23 @@ def _key_path(location: Iterable[int | str], raw_groups: Any) -> str:
                    for i, p in enumerate(parts))
 
 
+def shown(value: Any, limit: int = 80) -> str:
+    """A value as an error line shows it: short, and never a Python repr that fails."""
+    if isinstance(value, date):  # YAML read an unquoted 2001-12-14 as a date
+        return f"the date {value.isoformat()} (quote it for a string)"
+    try:
+        text = repr(value)
+    except ValueError:  # an int past Python's 4,300-digit conversion limit
+        return "a number of more than 4,300 digits"
+    return text if len(text) <= limit else f"{text[:limit]}... ({len(text):,} characters)"
+
+
 def _pydantic_problems(error: ValidationError, source: str, raw_groups: Any) -> list[str]:
     problems = []
     for detail in error.errors():
         rule = detail["msg"]
         if "input" in detail and detail["type"] not in ("missing",):
-            rule = f"{rule}, got {detail['input']!r}"
+            rule = f"{rule}, got {shown(detail['input'])}"
         problems.append(join_location(source, _key_path(detail["loc"], raw_groups), rule))
     return problems
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 import copy
 import json
 import signal
+import socket
 import subprocess
 import sys
 from collections.abc import Callable, Iterator
@@ -125,6 +126,13 @@ BYTE_CLASSES: dict[str, Callable[[bytes], bytes]] = {
     "billion-laughs": lambda data: BILLION_LAUGHS,
     "list-items-not-a-list": lambda data: b'{"kind": "List", "items": "x"}',
     "empty": lambda data: b"",
+    # YAML that parses but builds no Python value (the constructors raise ValueError & co).
+    "impossible-date": lambda data: b"x: 2001-02-30\n",
+    "int-tag-on-text": lambda data: b"x: !!int abc\n",
+    "bool-tag-on-text": lambda data: b"x: !!bool maybe\n",
+    "timestamp-tag-on-text": lambda data: b"x: !!timestamp abc\n",
+    "int-of-5000-digits": lambda data: b"x: " + b"9" * 5000 + b"\n",
+    "duplicate-key": lambda data: b"x: 1\nx: 2\n",
 }
 
 
@@ -194,6 +202,7 @@ SNAPSHOT_CLASSES: dict[str, Callable[[Any], None]] = {
                                               "99999999999999999999999"}),
     "lease-capacity-infinite": _lease({"elevator.io/node-capacity":
                                        '{"cpu_milli": 1e400, "memory_bytes": 1}'}),
+    "allocatable-of-5000-digits": _set_allocatable("9" * 5000),
 }
 
 
@@ -223,6 +232,7 @@ POD_OBJECT_CLASSES: dict[str, tuple[str, Callable[[Any], None]]] = {
     "status-a-string": ("Pod", lambda o: o.update(status="x")),
     "start-time-yesterday": ("Pod", lambda o: o["status"].update(startTime="yesterday")),
     "pod-without-metadata": ("Pod", lambda o: o.pop("metadata")),
+    "replicas-beyond-int32": ("Deployment", lambda o: o["spec"].update(replicas=10**30)),
 }
 
 
@@ -241,6 +251,8 @@ SCENARIO_CLASSES = {
     "duration-infinite": ("duration", ".inf"), "duration-huge": ("duration", 10**12),
     "step-1ns": ("step", "1ns"), "count-a-billion": ("count", 10**9),
     "memory-negative": ("memory", "-1Gi"), "duration-non-ascii": ("duration", "٣s"),
+    "duration-true": ("duration", True), "count-a-string": ("count", "5"),
+    "asg-given-twice": ("asgs", None), "nodegroups-with-a-nul-byte": ("nodegroups", "a\0b"),
 }
 
 
@@ -250,6 +262,8 @@ def test_scenario_sizes_are_bounded(kind: str, files: dict[str, Path]) -> None:
     document = yaml.safe_load(files["scenario"].read_text())
     if key in ("count", "memory"):
         document["workload"][0][key] = value
+    elif key == "asgs":
+        document["asgs"].append(document["asgs"][0])
     else:
         document[key] = value
     text = yaml.safe_dump(document).replace("'.inf'", ".inf")
@@ -257,6 +271,82 @@ def test_scenario_sizes_are_bounded(kind: str, files: dict[str, Path]) -> None:
     code, output = elevator("simulate", str(bad), "--fast")
     assert code == 2, output
     assert_clean(code, output, str(bad))
+
+
+def test_a_key_given_twice_is_named_not_silently_replaced(files: dict[str, Path]) -> None:
+    """PyYAML keeps a repeated key's last value: a second `node_groups: []` emptied the file."""
+    text = files["nodegroups"].read_text() + "node_groups: []\n"
+    bad = mutated(files, "nodegroups", text.encode(), "twice")
+    code, output = elevator("validate", str(bad))
+    assert code == 2 and "duplicate key 'node_groups' (first on line" in output, output
+    assert_clean(code, output, str(bad))
+
+
+def test_node_group_integers_are_go_ints_and_huge_values_are_shown_short(
+        files: dict[str, Path]) -> None:
+    document = yaml.safe_load(files["nodegroups"].read_text())
+    document["node_groups"][0]["max_nodes"] = 10**30
+    document["node_groups"][0]["min_nodes"] = "x" * 200_000
+    bad = mutated(files, "nodegroups", yaml.safe_dump(document).encode(), "huge")
+    code, output = elevator("validate", str(bad))
+    assert code == 2 and "max_nodes: Input should be less than or equal to " \
+        "9223372036854775807" in output, output
+    assert "(200,002 characters)" in output and len(output) < 2000
+    assert_clean(code, output, str(bad))
+
+
+TRACE_CLASSES = {
+    "repeated-column": (lambda text: text.replace("cpu", "arrival_s", 1),
+                        "appears more than once in the header"),
+    "row-longer-than-the-header": (lambda text: text + "1,100m,1Gi,60,batch,extra\n",
+                                   "fields, but the header names"),
+    "many-bad-rows": (lambda text: text + "x,100m,1Gi,60,batch\n" * 500, "bad rows in all"),
+}
+
+
+@pytest.mark.parametrize("kind", list(TRACE_CLASSES))
+def test_trace_rows_and_header_are_checked(kind: str, files: dict[str, Path]) -> None:
+    edit, expected = TRACE_CLASSES[kind]
+    original = files["trace"].read_text()
+    files["trace"].write_text(edit(original))
+    try:
+        code, output = elevator("simulate", str(files["trace-scenario"]), "--fast")
+    finally:
+        files["trace"].write_text(original)
+    assert code == 2 and expected in output, output
+    assert len(output.splitlines()) <= 21  # 20 bad rows shown, then a count
+    assert_clean(code, output, str(files["trace"]))
+
+
+def test_a_trace_saved_with_a_byte_order_mark_is_read(files: dict[str, Path]) -> None:
+    """Spreadsheets' "CSV UTF-8" starts with a BOM, which made every row miss `arrival_s`."""
+    original = files["trace"].read_bytes()
+    expected = elevator("simulate", str(files["trace-scenario"]), "--fast", "--output", "json")
+    files["trace"].write_bytes(b"\xef\xbb\xbf" + original)
+    try:
+        assert elevator("simulate", str(files["trace-scenario"]), "--fast", "--output",
+                        "json") == expected
+    finally:
+        files["trace"].write_bytes(original)
+    assert expected[0] == 0
+
+
+def test_tune_checks_its_output_and_dask_before_searching(files: dict[str, Path],
+                                                          tmp_path: Path) -> None:
+    """The search may take hours: a folder as --output, or a Dask address that is malformed or
+    answers nothing, is one error line at once, not a traceback at the end."""
+    pytest.importorskip("optuna")
+    pytest.importorskip("distributed")
+    scenario = str(files["scenario"])
+    code, output = elevator("tune", scenario, "--output", str(tmp_path))
+    assert code == 2 and f"--output: {tmp_path} is a directory" in output, output
+    code, output = elevator("tune", scenario, "--dask", "not-an-address")
+    assert code == 2 and "--dask: 'not-an-address' is not a scheduler address" in output
+    with socket.socket() as closed:  # a port nothing listens on
+        closed.bind(("127.0.0.1", 0))
+        port = closed.getsockname()[1]
+    code, output = elevator("tune", scenario, "--dask", f"tcp://127.0.0.1:{port}")
+    assert code == 2 and f"--dask: cannot reach tcp://127.0.0.1:{port}" in output, output
 
 
 @pytest.mark.parametrize("now", ["nan", "inf", "-inf", "1e400", "1e18", "", "yesterday"])

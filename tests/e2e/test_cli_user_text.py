@@ -1,0 +1,144 @@
+"""User text is printed as it is (audit items 3 and 9).
+
+File paths, group names, unknown keys and the values quoted in error lines are the user's: rich
+must not read them as markup (`[/x]` crashed the CLI with a MarkupError traceback, `[bold]x`
+vanished) nor as emoji codes (`ba:x:tch` became `ba❌tch`). And a time option's error names
+that option (`--start`, `--end`), not `--now`.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from typer.testing import CliRunner
+
+from flows.cli import app
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "deployments" / "examples"
+
+MARKUP_NAMES = ["[/x]", "[bold red]x[/bold red]", "ba:x:tch"]
+
+
+def elevator(*args: str | Path) -> tuple[int, str]:
+    """The CLI in-process, as tests/e2e/test_fuzz_inputs.py runs it: (exit code, output)."""
+    result = CliRunner().invoke(app, [str(arg) for arg in args])
+    if result.exception is not None and not isinstance(result.exception, SystemExit):
+        raise AssertionError(f"traceback for {args}: {result.output}") from result.exception
+    assert "Traceback" not in result.output
+    return result.exit_code, result.output
+
+
+def example_groups() -> dict[str, Any]:
+    document = yaml.safe_load((EXAMPLES / "nodegroups.yaml").read_text())
+    assert isinstance(document, dict)
+    return document
+
+
+def write_groups(path: Path, document: dict[str, Any]) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(yaml.safe_dump(document))
+    return path
+
+
+def named(tmp_path: Path, name: str) -> Path:
+    """The shipped example with its first group renamed `name`."""
+    document = example_groups()
+    document["node_groups"][0]["name"] = name
+    return write_groups(tmp_path / "nodegroups.yaml", document)
+
+
+@pytest.mark.parametrize("key", ["[/foo]", "[bold red]boom", "[link=x]k:x:"])
+def test_an_unknown_key_is_warned_about_as_it_is(tmp_path: Path, key: str) -> None:
+    document = example_groups()
+    document[key] = 1
+    path = write_groups(tmp_path / "nodegroups.yaml", document)
+    for command in (["validate", path], ["plan", "--nodegroups", path]):
+        code, output = elevator(*command)
+        assert code == 0, output
+        assert f"warning: {path}: {key}: unknown top-level key, ignored" in output, output
+
+
+@pytest.mark.parametrize("name", MARKUP_NAMES)
+def test_validate_prints_a_group_name_as_it_is(tmp_path: Path, name: str) -> None:
+    path = named(tmp_path, name)
+    code, output = elevator("validate", path)
+    assert code == 0, output
+    assert f"\n{name}: customer=batch → ASG batch-asg, nodes 1..30" in f"\n{output}", output
+    assert f"{path}: 2 node groups, valid" in output
+
+
+@pytest.mark.parametrize("name", MARKUP_NAMES)
+def test_plan_table_shows_a_group_name_as_it_is(tmp_path: Path, name: str) -> None:
+    path = named(tmp_path, name)
+    code, output = elevator("plan", "--nodegroups", path)
+    assert code == 0, output
+    assert f"│ {name} " in output, output
+    assert "❌" not in output
+
+
+def test_plan_table_keeps_the_dry_mark(tmp_path: Path) -> None:
+    path = named(tmp_path, "[/x]")
+    code, output = elevator("plan", "--nodegroups", path, "--dry-mode")
+    assert code == 0, output
+    assert "│ [/x] (dry) " in output, output
+
+
+def test_an_error_line_quotes_a_group_name_as_it_is(tmp_path: Path) -> None:
+    document = example_groups()
+    document["node_groups"][0].update(name="ba:x:tch", min_nodes=40)  # above max_nodes
+    path = write_groups(tmp_path / "nodegroups.yaml", document)
+    for command in (["validate", path], ["plan", "--nodegroups", path]):
+        code, output = elevator(*command)
+        assert code == 2, output
+        assert f"error: {path}: node_groups[0] (ba:x:tch): " in output, output
+        assert "❌" not in output
+
+
+def test_a_path_with_brackets_is_printed_as_it_is(tmp_path: Path) -> None:
+    folder = tmp_path / "dir[" / "x]:x:"
+    try:
+        folder.mkdir(parents=True)
+    except OSError:
+        pytest.skip("the filesystem takes no such directory name")
+    path = write_groups(folder / "nodegroups.yaml", example_groups())
+    code, output = elevator("validate", path)
+    assert code == 0, output
+    assert f"{path}: 2 node groups, valid" in output, output
+    code, output = elevator("validate", folder / "missing.yaml")
+    assert code == 2, output
+    assert f"error: {folder / 'missing.yaml'}: " in output, output
+
+
+@pytest.mark.parametrize(("start", "end", "named_option"), [
+    ("nan", "3600", "--start"),
+    ("yesterday", "3600", "--start"),
+    ("0", "inf", "--end"),
+    ("0", "1e18", "--end"),
+])
+def test_from_prometheus_names_the_bad_time_option(tmp_path: Path, start: str, end: str,
+                                                   named_option: str) -> None:
+    code, output = elevator(
+        "scenario", "from-prometheus", "--url", "http://127.0.0.1:1", "--start", start,
+        "--end", end, "--nodegroups", EXAMPLES / "nodegroups.yaml", "--output", tmp_path)
+    assert code == 2, output
+    bad = start if named_option == "--start" else end
+    assert output.startswith(f"error: {named_option}: {bad!r} "), output
+    assert "--now" not in output
+
+
+
+def test_simulate_tick_lines_show_group_names_as_they_are(tmp_path: Path) -> None:
+    pytest.importorskip("moto")  # the `sim` extra
+    scenario = yaml.safe_load((EXAMPLES / "scenario.yaml").read_text())
+    groups = yaml.safe_load((EXAMPLES / "scenario-nodegroups.yaml").read_text())
+    groups["node_groups"][0]["name"] = "[/x]"
+    groups["node_groups"][1]["name"] = "ba:x:tch"
+    scenario.update(nodegroups=groups, duration="2m")
+    path = tmp_path / "scenario.yaml"
+    path.write_text(yaml.safe_dump(scenario))
+    code, output = elevator("simulate", path, "--fast")
+    assert code == 0, output
+    assert "s  [/x]: " in output and " | ba:x:tch: " in output, output
