@@ -353,11 +353,15 @@ KUBECONFIGS = {
                    "clusters": [{"name": "c", "cluster": {}}],
                    "contexts": [{"name": "a", "context": {"cluster": "c"}}]},
                   "clusters[c].server: must be the API server's URL"),
+    "server-not-a-url": ({"apiVersion": "v1", "kind": "Config", "current-context": "a",
+                          "clusters": [{"name": "c", "cluster": {"server": "not a url"}}],
+                          "contexts": [{"name": "a", "context": {"cluster": "c"}}]},
+                         "clusters[c].server: must be the API server's URL"),
     "not-a-mapping": (["a"], "a kubeconfig is a mapping"),
 }
 
 
-@pytest.mark.parametrize("case", [*KUBECONFIGS, "missing", "not-yaml"])
+@pytest.mark.parametrize("case", [*KUBECONFIGS, "missing", "not-yaml", "impossible-date"])
 def test_run_with_an_unusable_kubeconfig_is_one_error_line(case: str, tmp_path: Path) -> None:
     """Issue 14 item 7: one line naming the file and the problem, exit 2, no traceback."""
     nodegroups = tmp_path / "ng.yaml"
@@ -370,6 +374,9 @@ def test_run_with_an_unusable_kubeconfig_is_one_error_line(case: str, tmp_path: 
     elif case == "not-yaml":
         path.write_text("clusters: [\n")
         expected = "not valid YAML: line 2, column 1"
+    elif case == "impossible-date":  # parses, but builds no value
+        path.write_text("current-context: 2001-02-30\n")
+        expected = "not valid YAML: a value cannot be read (day is out of range for month)"
     result = elevator("run", "--nodegroups", nodegroups, "--kubeconfig", path, "--once")
     assert result.returncode == 2, result.stderr
     assert result.stderr.strip() == f"error: {path}: {expected}" or \
