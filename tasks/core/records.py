@@ -376,8 +376,10 @@ def node_record(raw: RawObject) -> NodeRecord:
         raise ValueError("node has no metadata.name")
     spec = raw.spec or RawSpec()
     status = raw.status or RawStatus()
-    allocatable = status.allocatable or {}
     capacity = status.capacity or {}
+    # The API server defaults a missing allocatable to the capacity (SetDefaults_NodeStatus);
+    # a hand-made snapshot may leave it out.
+    allocatable = capacity if status.allocatable is None else status.allocatable
     ready = False
     for condition in status.conditions or ():
         if condition.type == "Ready":

@@ -378,3 +378,19 @@ def test_ca_is_daemonset_pod_annotation(annotations: dict[str, str], owner_kind:
         assert "controlled by a CustomDaemonSet" in verdict.reason
     # Escalator's own pod filter keeps reading the owner only (its PodIsDaemonSet).
     assert record.owned_by_daemonset is (owner_kind == "DaemonSet")
+
+
+def test_a_node_without_allocatable_offers_its_capacity() -> None:
+    """The API server defaults status.allocatable to status.capacity (SetDefaults_NodeStatus);
+    a hand-made snapshot that leaves it out gets the same, not an idle node of size 0."""
+    def decoded(status: dict[str, Any]) -> NodeRecord:
+        return node_record(OBJECT_DECODER.decode(orjson.dumps(
+            {"kind": "Node", "metadata": {"name": "n1"}, "status": status})))
+
+    capacity = {"cpu": "4", "memory": "8Gi", "pods": "58"}
+    bare = decoded({"capacity": capacity})
+    assert (bare.cpu_allocatable_milli, bare.memory_allocatable_bytes, bare.max_pods) == \
+        (4000, 8 * GiB, 58)
+    assert node_utilization(bare, [pod(cpu=3000)]) == pytest.approx(0.75)
+    reported = decoded({"capacity": capacity, "allocatable": {"cpu": "3900m"}})
+    assert (reported.cpu_allocatable_milli, reported.memory_allocatable_bytes) == (3900, 0)
