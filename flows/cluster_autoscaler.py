@@ -85,7 +85,19 @@ def scale_up_unschedulable(
         before = ProvisioningState.from_annotations(dict(state.provisioning))
         check = check_provisioning(before, asg.instances, registered, now,
                                    config.max_node_provision_seconds)
-        if check.to_terminate:
+        saved = True
+        if check.state != before:
+            new = replace(state, provisioning=tuple(sorted(check.state.to_annotations().items())))
+            try:
+                state = run(write_lock, adapters.kube, namespace, group.name, claimed(new), now)
+            except LeaseConflict:
+                notes.setdefault(group.name, []).append(
+                    "Lease written by another tick: provisioning not saved")
+                saved = False
+        # Terminated only once the back-off is in the Lease: terminated first, a Lease write
+        # that failed would leave the next tick seeing the instances gone, which it counts as
+        # a success, and the group would never back off.
+        if check.to_terminate and saved:
             by_id = {i.instance_id: i for i in asg.instances}
             doomed = [unregistered_node(i, by_id[i].provider_id) for i in check.to_terminate]
             try:
@@ -98,13 +110,6 @@ def scale_up_unschedulable(
                 f"instances {', '.join(check.to_terminate)} did not register within "
                 f"{config.max_node_provision_time}: terminated, group backed off for "
                 f"{check.state.backoff_seconds:g}s")
-        if check.state != before:
-            new = replace(state, provisioning=tuple(sorted(check.state.to_annotations().items())))
-            try:
-                state = run(write_lock, adapters.kube, namespace, group.name, claimed(new), now)
-            except LeaseConflict:
-                notes.setdefault(group.name, []).append(
-                    "Lease written by another tick: provisioning not saved")
         states[group.name] = state
         provisioning[group.name] = check.state
 

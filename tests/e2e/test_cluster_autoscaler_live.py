@@ -449,3 +449,35 @@ def test_a_ca_increase_keeps_its_lock_unless_the_cloud_refused_it(
     [result] = live_tick(run_retrying, adapters, config.node_groups, T0 + 60,
                          cluster_autoscaler=config.cluster_autoscaler)
     assert desired(fake_aws, asg) == 2, result.plan.reason  # held by the cool-down
+
+
+def test_an_instance_that_never_joined_is_terminated_only_once_its_back_off_is_saved(
+        fake_aws: FakeAws, fake_kube: FakeKubeApi, kubeconfig: Path,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """CA §1.1: an instance not registered within max_node_provision_time is terminated and its
+    group backs off. Terminated before the back-off reached the Lease, a failed Lease write
+    would leave the next tick seeing no unregistered instance, which it counts as a success:
+    the group would never back off. So the Lease goes first, and a failed write terminates
+    nothing this tick."""
+    from tasks.cluster_autoscaler.backoff import BACKOFF_UNTIL
+
+    monkeypatch.setenv("ELEVATOR_RETRY_DELAY_SECONDS", "0")
+    asg = f"{prefix()}-a"
+    fake_aws.create_asg(asg, 1, 5, 2)
+    config = ca_config([group("a", asg, min_nodes=1)], max_node_provision_time="15m")
+    joined, stuck = sorted(fake_aws.instances(asg), key=lambda i: i["InstanceId"])
+    fake_kube.create("nodes", node_for_instance(joined, {"customer": "a"}, 2000, 8 * GiB,
+                                                T0 - 3600))
+    adapters = adapters_for(kubeconfig, fake_aws)
+    run_tick(adapters, config, T0, run_retrying)  # the stuck instance is first seen
+    lease_path = f"/apis/coordination.k8s.io/v1/namespaces/{LEASES}/leases/{lease_name('a')}"
+    fake_kube.faults.add("status", method="PUT", path=lease_path, status=500, count=None)
+    live_tick(run_retrying, adapters, config.node_groups, T0 + 16 * 60,
+              cluster_autoscaler=config.cluster_autoscaler)
+    fake_kube.faults.clear()
+    instances = {i["InstanceId"] for i in fake_aws.instances(asg)}
+    assert stuck["InstanceId"] in instances and desired(fake_aws, asg) == 2
+    run_tick(adapters, config, T0 + 17 * 60, run_retrying)
+    assert {i["InstanceId"] for i in fake_aws.instances(asg)} == {joined["InstanceId"]}
+    annotations = fake_kube.get("leases", lease_name("a"), LEASES)["metadata"]["annotations"]
+    assert annotations[BACKOFF_UNTIL]  # the group backs off
