@@ -24,6 +24,8 @@ from tasks.load_aware.scoring import (
     DEFAULT_SAFE_VARIANCE_MARGIN,
     DEFAULT_SAFE_VARIANCE_SENSITIVITY,
     DEFAULT_TARGET_UTILIZATION_PERCENT,
+    MAX_REQUESTS_MULTIPLIER,
+    MAX_TARGET_UTILIZATION_PERCENT,
     LoadVariationRiskBalancingArgs,
     TargetLoadPackingArgs,
 )
@@ -35,6 +37,9 @@ if TYPE_CHECKING:
 # httpx and Starlette into every `elevator` command (they cost ~0.1 s).
 WATCHER_PORT = 2020           # tasks.load_aware.watcher.DEFAULT_PORT, load-watcher's :2020
 FETCH_INTERVAL_SECONDS = 60.0  # tasks.load_aware.watcher.FETCH_INTERVAL_SECONDS
+# Each window re-runs 4 Prometheus queries per interval: below a second that is a busy loop
+# against Prometheus (1e-9 s gave 414 failed fetches in 10 s), never a useful setting.
+MIN_FETCH_INTERVAL_SECONDS = 1.0
 EXTENDER_PORT = 8888
 
 log = logging.getLogger(__name__)
@@ -62,9 +67,12 @@ def tcp_port(value: int, option: str = "--port") -> int:
     return value
 
 
-def positive_seconds(value: float, option: str) -> float:
+def positive_seconds(value: float, option: str, minimum: float = 0.0) -> float:
+    """A finite number of seconds > 0 and >= `minimum`; InputError naming the option."""
     if not math.isfinite(value) or value <= 0:
         raise InputError([f"{option}: {value} must be a positive number of seconds"])
+    if value < minimum:
+        raise InputError([f"{option}: {value} is too short: at least {minimum:g} s"])
     return value
 
 
@@ -79,17 +87,28 @@ def policy(text: str) -> Policy:
 
 
 def _warn(message: str) -> None:
+    from rich.markup import escape
+
     from flows.cli.common import errors
 
-    errors.print(f"[yellow]warning:[/yellow] {message}", highlight=False, soft_wrap=True)
+    # escaped: the message quotes the user's option values, which are no rich markup
+    errors.print(f"[yellow]warning:[/yellow] {escape(message)}", highlight=False,
+                 soft_wrap=True)
 
 
 def target_load_packing_args(target_utilization: int, default_requests_cpu: str,
                              default_requests_multiplier: str) -> TargetLoadPackingArgs:
-    """TLP args as the plugin defaults them (trimaran.md §2), warning where it substitutes."""
+    """TLP args as the plugin defaults them (trimaran.md §2), warning where it substitutes.
+
+    A target above 100 % is treated as one ≤ 0 is (warning, then 40), not refused: this command
+    substitutes for out-of-range scoring args as Trimaran does, and refuses what it cannot parse.
+    """
     if target_utilization <= 0:
         _warn(f"--target-utilization {target_utilization} is not positive: using "
               f"{DEFAULT_TARGET_UTILIZATION_PERCENT} (as Trimaran does)")
+    elif target_utilization > MAX_TARGET_UTILIZATION_PERCENT:
+        _warn(f"--target-utilization {target_utilization} is above "
+              f"{MAX_TARGET_UTILIZATION_PERCENT} %: using {DEFAULT_TARGET_UTILIZATION_PERCENT}")
     try:
         request_milli = cpu_milli(default_requests_cpu)
     except ValueError:
@@ -103,6 +122,11 @@ def target_load_packing_args(target_utilization: int, default_requests_cpu: str,
         # Trimaran: "unable to parse DefaultRequestsMultiplier" fails the plugin's start.
         raise InputError([f"--default-requests-multiplier: unable to parse "
                           f"{default_requests_multiplier!r} as a number"])
+    if not 0 < multiplier <= MAX_REQUESTS_MULTIPLIER:
+        # Ours (Trimaran takes any float): ≤ 0 predicts no load, a huge one overflows the
+        # prediction to inf and every /prioritize with a request-only pod failed with a 500.
+        raise InputError([f"--default-requests-multiplier: {default_requests_multiplier} must "
+                          f"be above 0 and at most {MAX_REQUESTS_MULTIPLIER:g}"])
     return TargetLoadPackingArgs(target_utilization_percent=target_utilization,
                                  default_requests_cpu_milli=request_milli,
                                  default_requests_multiplier=multiplier)
@@ -155,7 +179,7 @@ def load_watcher(
 
     url = http_url(prometheus, "--prometheus")
     tcp_port(port)
-    positive_seconds(interval, "--interval")
+    positive_seconds(interval, "--interval", MIN_FETCH_INTERVAL_SECONDS)
     watcher = LoadWatcher(PrometheusProvider(url), state, interval_seconds=interval)
     watcher.load_state()  # a malformed state file is bad input: exit 2 before serving
     _configure_logging()

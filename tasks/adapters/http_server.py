@@ -8,6 +8,8 @@ command); `start()` does.
 
 from __future__ import annotations
 
+import asyncio
+import functools
 import socket
 import threading
 from types import TracebackType
@@ -19,6 +21,14 @@ if TYPE_CHECKING:
     import uvicorn
 
 DEFAULT_HOST = "127.0.0.1"
+# Seconds a client has to send a whole request: ample for a 20 MB body from a live client,
+# short enough that stalled clients cannot pile up connections and file descriptors.
+DEFAULT_READ_TIMEOUT_SECONDS = 30.0
+
+_REQUEST_TIMEOUT_RESPONSE = (b"HTTP/1.1 408 Request Timeout\r\n"
+                             b"content-type: text/plain; charset=utf-8\r\n"
+                             b"content-length: 16\r\nconnection: close\r\n\r\n"
+                             b"Request Timeout\n")
 
 
 def base_url(host: str, port: int) -> str:
@@ -45,6 +55,82 @@ def bind_socket(host: str, port: int) -> socket.socket:
     return sock
 
 
+@functools.cache
+def read_deadline_protocol(read_timeout: float) -> type[asyncio.Protocol]:
+    """uvicorn's h11 protocol, with a deadline for reading each request (headers and body).
+
+    uvicorn only times out idle keep-alive connections: a client that sent
+    `Content-Length: 1000` and then stalled held its connection (and a file descriptor)
+    forever. As with Go's `http.Server.ReadTimeout`, the whole request must arrive within
+    `read_timeout` seconds of the connection or of the request's first byte; otherwise the
+    server answers 408 (when part of a request came and no response has started) and closes.
+    The app, if it was reading the body, sees the client disconnect.
+
+    h11 is chosen explicitly, even where httptools is installed, so that the behaviour does
+    not depend on which optional parser happens to be present.
+    """
+    import h11
+    from uvicorn.protocols.http.h11_impl import H11Protocol
+
+    class ReadDeadlineH11Protocol(H11Protocol):
+        _read_deadline: asyncio.TimerHandle | None = None
+
+        def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+            super().connection_made(transport)
+            self._arm_read_deadline()  # a connection that sends nothing is a stalled request
+
+        def data_received(self, data: bytes) -> None:
+            super().data_received(data)
+            self._follow_request()
+
+        def on_response_complete(self) -> None:
+            super().on_response_complete()
+            self._follow_request()  # a pipelined request may already be partly read
+
+        def connection_lost(self, exc: Exception | None) -> None:
+            self._disarm_read_deadline()
+            super().connection_lost(exc)
+
+        def _reading_a_request(self) -> bool:
+            """Headers begun but unfinished, or a body still owed."""
+            state = self.conn.their_state
+            return state is h11.SEND_BODY or (state is h11.IDLE
+                                               and bool(self.conn.trailing_data[0]))
+
+        def _follow_request(self) -> None:
+            if self.transport.is_closing():
+                return
+            if self._reading_a_request():
+                self._arm_read_deadline()  # no-op while armed: the deadline is per request
+            elif self.conn.their_state is not h11.IDLE:
+                self._disarm_read_deadline()  # read in full (or the connection is done)
+            # IDLE with nothing read: between requests, uvicorn's keep-alive timeout applies.
+
+        def _arm_read_deadline(self) -> None:
+            if self._read_deadline is None:
+                self._read_deadline = self.loop.call_later(read_timeout, self._read_timed_out)
+
+        def _disarm_read_deadline(self) -> None:
+            if self._read_deadline is not None:
+                self._read_deadline.cancel()
+                self._read_deadline = None
+
+        def _read_timed_out(self) -> None:
+            self._read_deadline = None
+            if self.transport.is_closing():
+                return
+            if self._reading_a_request():
+                client = f"{self.client[0]}:{self.client[1]}" if self.client else "a client"
+                self.logger.warning("%s: no complete request within %g s: closing the "
+                                    "connection", client, read_timeout)
+                # 408 only while no response has begun; otherwise it would corrupt that one.
+                if self.conn.our_state in (h11.IDLE, h11.SEND_RESPONSE):
+                    self.transport.write(_REQUEST_TIMEOUT_RESPONSE)
+            self.transport.close()
+
+    return ReadDeadlineH11Protocol
+
+
 class ServiceThread:
     """An ASGI app served by uvicorn in a daemon thread, so the main thread keeps the signals.
 
@@ -52,13 +138,16 @@ class ServiceThread:
     -15, not 0.) Port 0 picks a free port; after `start()`, `port` and `url` tell which.
     When the port cannot be bound, `start()` raises InputError naming `bind_option` (the
     command-line options that chose it), or the OSError itself if `bind_option` is None.
-    The keyword arguments are the uvicorn settings where the callers differ.
+    The keyword arguments are the uvicorn settings where the callers differ, and
+    `read_timeout`: seconds a client has to send a whole request (see
+    `read_deadline_protocol`).
     """
 
     def __init__(self, app: Any, host: str = DEFAULT_HOST, port: int = 0, name: str = "service",
                  startup_timeout: float = 120.0, *, lifespan: Literal["auto", "on", "off"] = "on",
                  graceful_shutdown_timeout: int = 5, stop_timeout: float = 15.0,
-                 keep_alive_timeout: int = 5, bind_option: str | None = "--host/--port") -> None:
+                 keep_alive_timeout: int = 5, bind_option: str | None = "--host/--port",
+                 read_timeout: float = DEFAULT_READ_TIMEOUT_SECONDS) -> None:
         self.app = app
         self.host = host
         self.port = port
@@ -69,6 +158,7 @@ class ServiceThread:
         self.stop_timeout = stop_timeout
         self.keep_alive_timeout = keep_alive_timeout
         self.bind_option = bind_option
+        self.read_timeout = read_timeout
         self._server: uvicorn.Server | None = None
         self._thread: threading.Thread | None = None
 
@@ -94,6 +184,7 @@ class ServiceThread:
         config = uvicorn.Config(self.app, host=self.host, port=self.port, log_level="warning",
                                 access_log=False, lifespan=self.lifespan,
                                 interface="asgi3",  # uvicorn takes a bound method for ASGI 2
+                                http=read_deadline_protocol(self.read_timeout),
                                 timeout_graceful_shutdown=self.graceful_shutdown_timeout,
                                 timeout_keep_alive=self.keep_alive_timeout)
         server = uvicorn.Server(config)

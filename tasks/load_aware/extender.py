@@ -18,14 +18,15 @@ from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 from functools import partial
-from typing import Any
+from typing import Annotated, Any
 
 import httpx
 import msgspec
 import orjson
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import BaseModel, BeforeValidator, ConfigDict, ValidationError
+from pydantic_core import PydanticCustomError
 from starlette.applications import Starlette
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import Route
 
@@ -66,7 +67,16 @@ class Policy(StrEnum):
 
 # --- Kubernetes objects at the edge: only the fields the scores read ------------------------
 
-Quantity = str | int | float
+def _quantity_type(value: object) -> object:
+    """A quantity is a JSON string or number. Checked before the union, which in lax mode takes
+    `true` as 1 (one CPU), and which would give one error per member for other types."""
+    if isinstance(value, bool) or not isinstance(value, str | int | float):
+        raise PydanticCustomError("quantity_type",
+                                  "a quantity must be a string or a number")
+    return value
+
+
+Quantity = Annotated[str | int | float, BeforeValidator(_quantity_type)]
 
 
 class _ApiModel(BaseModel):
@@ -435,7 +445,15 @@ class SchedulerExtender:
     async def _handle(self, request: Request,
                       answer: Callable[[ExtenderArgs], Any]) -> Response:
         try:
-            args = parse_extender_args(await request.body(), f"{request.url.path} body")
+            body = await request.body()
+        except ClientDisconnect:
+            # The client left, or the server's read timeout closed the connection (a stalled
+            # body): nobody is there to answer, and it is no server error worth a traceback.
+            log.warning("%s: the client disconnected before sending its whole body",
+                        request.url.path)
+            return Response(status_code=408)
+        try:
+            args = parse_extender_args(body, f"{request.url.path} body")
         except InputError as error:
             log.warning("bad extender request: %s", error)
             return PlainTextResponse(str(error) + "\n", status_code=400)

@@ -8,6 +8,7 @@ differ on every x.5 (banker's rounding).
 
 from __future__ import annotations
 
+import logging
 import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -17,6 +18,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from tasks.core.errors import InputError, join_location
 
+log = logging.getLogger(__name__)
+
 # --- ranges and defaults (trimaran.md §1, §2, §5, §8) -------------------------------------
 
 MIN_NODE_SCORE = 0
@@ -25,8 +28,12 @@ MIN_EXTENDER_PRIORITY = 0
 MAX_EXTENDER_PRIORITY = 10
 
 DEFAULT_TARGET_UTILIZATION_PERCENT = 40
+MAX_TARGET_UTILIZATION_PERCENT = 100
 DEFAULT_REQUESTS_CPU_MILLI = 1000
 DEFAULT_REQUESTS_MULTIPLIER = 1.5
+# Ours, not Trimaran's (which takes any parsable float): a multiplier <= 0 predicts no load, and
+# a huge one makes `request × multiplier` overflow to inf, which no score can be rounded from.
+MAX_REQUESTS_MULTIPLIER = 1000.0
 DEFAULT_SAFE_VARIANCE_MARGIN = 1.0
 DEFAULT_SAFE_VARIANCE_SENSITIVITY = 1.0
 
@@ -40,6 +47,13 @@ MEMORY = "Memory"
 AVERAGE = "AVG"
 STD = "STD"
 LATEST = "Latest"
+
+# §6.1: CPU and Memory values are percentages of the node. Go trusts them; we check them where
+# a document comes in, because a value outside 0..100 gives a meaningless score and one near
+# ±1e308 overflows to ±inf, which cannot be rounded to a score (a 500 before this check).
+PERCENT_TYPES = frozenset({CPU, MEMORY})
+MIN_PERCENT = 0.0
+MAX_PERCENT = 100.0
 
 # §4: memory is scored in MiB; 2**-20 exactly, as Go's `1. / 1024. / 1024.`.
 MEGA_FACTOR = 1.0 / 1024.0 / 1024.0
@@ -72,6 +86,22 @@ class Metric(_WatcherModel):
     operator: str = ""
     rollup: str = ""
     value: float = Field(default=0.0, allow_inf_nan=False)
+
+
+def percent_problem(value: float) -> str | None:
+    """Why `value` is no utilisation percentage (finite, 0..100); None when it is one."""
+    if not math.isfinite(value):
+        return f"{value!r} is not a finite number"
+    if not MIN_PERCENT <= value <= MAX_PERCENT:
+        return f"{value!r} is not a percentage (0..100)"
+    return None
+
+
+def metric_problem(metric: Metric) -> str | None:
+    """Why a metric cannot be scored: CPU and Memory must be percentages, others finite."""
+    if metric.type in PERCENT_TYPES:
+        return percent_problem(metric.value)
+    return None if math.isfinite(metric.value) else f"{metric.value!r} is not a finite number"
 
 
 class NodeMetadata(_WatcherModel):
@@ -155,11 +185,40 @@ def _short(value: object) -> str:
 
 
 def parse_watcher_metrics(payload: bytes | str, source: str) -> WatcherMetrics:
-    """Decode a load-watcher answer; InputError naming `source` (the URL) and the key path."""
+    """Decode a load-watcher answer; InputError naming `source` (the URL) and the key path.
+
+    A node with a metric out of its range keeps no metrics (see `without_unusable_nodes`).
+    """
     try:
-        return WatcherMetrics.model_validate_json(payload)
+        document = WatcherMetrics.model_validate_json(payload)
     except ValidationError as error:
         raise InputError(validation_problems(error, source)) from None
+    return without_unusable_nodes(document, source)
+
+
+def without_unusable_nodes(document: WatcherMetrics, source: str) -> WatcherMetrics:
+    """The document with no metrics for nodes that have a metric out of range, logged.
+
+    Such a node is then scored as one the watcher has no data for (the minimum), rather than
+    from a value that is wrong (audit rule: validate the watcher's values at the edge). The
+    other nodes' metrics are kept: one broken exporter should not blind the whole cluster.
+    """
+    nodes = document.data.node_metrics_map
+    if not nodes:
+        return document
+    kept = dict(nodes)
+    for host, node in nodes.items():
+        problems = [join_location(source, f"data.NodeMetricsMap.{host}.metrics[{index}].value",
+                                  problem)
+                    for index, metric in enumerate(node.metrics or ())
+                    if (problem := metric_problem(metric)) is not None]
+        if problems:
+            log.warning("%s: ignoring the metrics of node %s", "; ".join(problems), host)
+            kept[host] = node.model_copy(update={"metrics": None})
+    if kept == nodes:
+        return document
+    data = document.data.model_copy(update={"node_metrics_map": kept})
+    return document.model_copy(update={"data": data})
 
 
 def node_metrics(document: WatcherMetrics | None, node_name: str) -> list[Metric] | None:
@@ -217,18 +276,23 @@ class BoundPod:
 
 @dataclass(frozen=True, slots=True)
 class TargetLoadPackingArgs:
-    """`TargetLoadPackingArgs` with Go's defaulting: a target ≤ 0 becomes 40 (§2)."""
+    """`TargetLoadPackingArgs` with Go's defaulting: a target ≤ 0 becomes 40 (§2).
+
+    A target above 100 % becomes 40 as well (ours: Go keeps it, and every score is then
+    meaningless); a multiplier outside (0, 1000] is a ValueError (see MAX_REQUESTS_MULTIPLIER).
+    """
 
     target_utilization_percent: int = DEFAULT_TARGET_UTILIZATION_PERCENT
     default_requests_cpu_milli: int = DEFAULT_REQUESTS_CPU_MILLI
     default_requests_multiplier: float = DEFAULT_REQUESTS_MULTIPLIER
 
     def __post_init__(self) -> None:
-        if self.target_utilization_percent <= 0:
+        if not 0 < self.target_utilization_percent <= MAX_TARGET_UTILIZATION_PERCENT:
             object.__setattr__(self, "target_utilization_percent",
                                DEFAULT_TARGET_UTILIZATION_PERCENT)
-        if not math.isfinite(self.default_requests_multiplier):
-            raise ValueError("default_requests_multiplier must be a finite number")
+        if not 0 < self.default_requests_multiplier <= MAX_REQUESTS_MULTIPLIER:  # also NaN
+            raise ValueError("default_requests_multiplier must be a number in "
+                             f"(0, {MAX_REQUESTS_MULTIPLIER:g}]")
 
 
 @dataclass(frozen=True, slots=True)

@@ -41,6 +41,7 @@ from tasks.load_aware.scoring import (
     NodeMetrics,
     WatcherMetrics,
     Window,
+    percent_problem,
     validation_problems,
 )
 
@@ -164,11 +165,19 @@ class PrometheusProvider:
         async with httpx.AsyncClient(timeout=self._timeout()) as client:
             for method, operator in PROM_METHODS:
                 for series, metric_type in PROM_SERIES:
-                    for host, value in await self._query(
-                            client, prom_query(method, series, window.duration)):
+                    promql = prom_query(method, series, window.duration)
+                    for host, value in await self._query(client, promql):
+                        percent = value * 100
+                        problem = percent_problem(percent)
+                        if problem is not None:
+                            # A ratio outside 0..1 is Prometheus's bad answer, skipped as NaN
+                            # is: 1e307 × 100 is inf, which Metric refuses (audit item 5).
+                            log.warning("%s: skipping %s=%s: times 100, %s", promql, host,
+                                        value, problem)
+                            continue
                         hosts.setdefault(host, []).append(Metric(
                             name=series, type=metric_type, operator=operator,
-                            rollup=window.duration, value=value * 100))
+                            rollup=window.duration, value=percent))
         return hosts
 
     async def healthy(self) -> bool:
@@ -250,23 +259,25 @@ class LoadWatcher:
 
     async def fetch_once(self, duration: str) -> WatcherMetrics | None:
         """One cycle for one window; on any error the cache keeps its older entries."""
-        window = self.current_window(duration)
         try:
-            hosts = await self.provider.fetch_all_hosts(window)
-        except ProviderError as error:
-            log.error("received error while fetching metrics: %s", error)
-            document = None
-        else:
+            window = self.current_window(duration)
+            try:
+                hosts = await self.provider.fetch_all_hosts(window)
+            except ProviderError as error:
+                log.error("received error while fetching metrics: %s", error)
+                return None
             document = WatcherMetrics(
                 timestamp=int(self.clock()), window=window, source=self.provider.name,
                 data=Data(NodeMetricsMap={host: NodeMetrics(metrics=metrics)
                                           for host, metrics in hosts.items()}))
             self._append(duration, document)
             self.save_state()
-        with self._attempts:
-            self.fetch_attempts += 1
-            self._attempts.notify_all()
-        return document
+            return document
+        finally:
+            # Counted however the cycle ended, so a waiter learns of a cycle that raised too.
+            with self._attempts:
+                self.fetch_attempts += 1
+                self._attempts.notify_all()
 
     def wait_for_fetches(self, count: int, timeout: float = 10.0) -> bool:
         """Block (another thread) until `count` fetch cycles ended; False on timeout."""
@@ -274,8 +285,14 @@ class LoadWatcher:
             return self._attempts.wait_for(lambda: self.fetch_attempts >= count, timeout)
 
     async def _watch_window(self, duration: str) -> None:
+        """Fetch, wait, forever. An unexpected error is logged and the next cycle still runs:
+        a loop that ended would leave /watcher serving stale data with health 200 (audit 5)."""
         while True:
-            await self.fetch_once(duration)
+            try:
+                await self.fetch_once(duration)
+            except Exception:
+                log.exception("window %s: the fetch cycle failed; retrying in %g s", duration,
+                              self.interval_seconds)
             await self.sleep(self.interval_seconds)
 
     async def run(self) -> None:

@@ -50,8 +50,9 @@ def clock() -> float:
 
 
 @contextmanager
-def serving(app: Any) -> Iterator[str]:
-    with ServiceThread(app, name="test") as service:
+def serving(app: Any, **options: Any) -> Iterator[str]:
+    """The app served as the commands serve it; `options` are ServiceThread's keywords."""
+    with ServiceThread(app, name="test", **options) as service:
         yield service.url
 
 

@@ -4,6 +4,8 @@ and one test per rule (Go rounding, defaults, missing load, capacity, clamping, 
 from __future__ import annotations
 
 import json
+import logging
+import math
 from typing import Any
 
 import pytest
@@ -163,6 +165,29 @@ def test_target_defaulting() -> None:
     assert TargetLoadPackingArgs(target_utilization_percent=0).target_utilization_percent == 40
     assert TargetLoadPackingArgs(target_utilization_percent=-5).target_utilization_percent == 40
     assert TargetLoadPackingArgs(target_utilization_percent=70).target_utilization_percent == 70
+
+
+def test_a_target_above_100_percent_falls_back_to_40() -> None:
+    """Ours (Go keeps it): with T = 1000 every node scored above 100, clamped to the top."""
+    assert TargetLoadPackingArgs(target_utilization_percent=100).target_utilization_percent == 100
+    for target in (101, 1000):
+        args = TargetLoadPackingArgs(target_utilization_percent=target)
+        assert args.target_utilization_percent == 40
+    assert tlp(EMPTY_POD, node(), document({"node-1": [cpu(20)]}),
+               target_utilization_percent=1000) == 70  # 60 × 20 / 40 + 40
+
+
+@pytest.mark.parametrize("multiplier", [0.0, -1.0, 1000.5, 1e308, math.inf, math.nan])
+def test_requests_multiplier_outside_0_to_1000_is_refused(multiplier: float) -> None:
+    with pytest.raises(ValueError, match=r"default_requests_multiplier must be a number in "
+                                         r"\(0, 1000\]"):
+        TargetLoadPackingArgs(default_requests_multiplier=multiplier)
+
+
+def test_requests_multiplier_range_ends() -> None:
+    for multiplier in (1e-9, 1000.0):
+        assert TargetLoadPackingArgs(
+            default_requests_multiplier=multiplier).default_requests_multiplier == multiplier
 
 
 def test_capacity_not_allocatable() -> None:
@@ -382,3 +407,36 @@ def test_malformed_watcher_answer_names_url_and_key_path(payload: str, problem: 
     with pytest.raises(InputError) as caught:
         parse_watcher_metrics(payload, "http://w:2020/watcher")
     assert caught.value.problems[0].startswith(problem), caught.value.problems
+
+
+def test_out_of_range_watcher_values_leave_their_node_without_metrics(
+        caplog: pytest.LogCaptureFixture) -> None:
+    payload = json.dumps({"data": {"NodeMetricsMap": {
+        "ok": {"metrics": [cpu(0), memory(100), metric("Storage", "AVG", -7)]},
+        "negative": {"metrics": [cpu(25), memory(-0.5)]},
+        "over": {"metrics": [cpu(100.01, "STD")]},
+        "huge": {"metrics": [cpu(-1e308)]},
+    }}})
+    with caplog.at_level(logging.WARNING, "tasks.load_aware.scoring"):
+        doc = parse_watcher_metrics(payload, "http://w:2020/watcher")
+    # 0 and 100 are percentages; a type the scores do not read only has to be finite.
+    ok = node_metrics(doc, "ok")
+    assert ok is not None and [m.value for m in ok] == [0, 100, -7]
+    for host in ("negative", "over", "huge"):
+        assert node_metrics(doc, host) is None  # scored as a node without metrics: the minimum
+        assert tlp(EMPTY_POD, node(host), doc) == 0
+        assert load_variation_risk_balancing_score(EMPTY_POD, node(host), doc) == 0
+    assert caplog.messages == [
+        "http://w:2020/watcher: data.NodeMetricsMap.negative.metrics[1].value: -0.5 is not a "
+        "percentage (0..100): ignoring the metrics of node negative",
+        "http://w:2020/watcher: data.NodeMetricsMap.over.metrics[0].value: 100.01 is not a "
+        "percentage (0..100): ignoring the metrics of node over",
+        "http://w:2020/watcher: data.NodeMetricsMap.huge.metrics[0].value: -1e+308 is not a "
+        "percentage (0..100): ignoring the metrics of node huge",
+    ]
+
+
+def test_an_in_range_document_is_returned_unchanged(caplog: pytest.LogCaptureFixture) -> None:
+    doc = parse_watcher_metrics(SPEC_EXAMPLE, "http://watcher/watcher")
+    assert doc.to_json() == json.loads(SPEC_EXAMPLE)
+    assert caplog.messages == []
