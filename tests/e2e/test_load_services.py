@@ -551,29 +551,36 @@ RUN_CLI = ("import typer; from flows.cli.services import register; "
            "app = typer.Typer(); register(app); app()")
 
 
-@pytest.mark.parametrize(("args", "stop_signal"), [
-    (["load-watcher", "--prometheus", "http://127.0.0.1:1"], signal.SIGTERM),
-    (["scheduler-extender", "--watcher-url", "http://127.0.0.1:1",
-      "--policy", "load-variation-risk-balancing"], signal.SIGINT),
-])
-def test_services_stop_cleanly_on_signals(args: list[str], stop_signal: int) -> None:
+@contextmanager
+def command(*args: str, stop_signal: int = signal.SIGTERM
+            ) -> Iterator[tuple[str, subprocess.Popen[str]]]:
+    """`elevator <args> --port 0` in a subprocess: its URL once it serves, then `stop_signal`."""
     process = subprocess.Popen([sys.executable, "-c", RUN_CLI, *args, "--port", "0"],
                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         assert process.stdout is not None
         line = process.stdout.readline()  # blocks until the service listens
         match = re.search(r"serving on (http://\S+)", line)
-        assert match, line + process.stderr.read() if process.stderr else line
-        url = match.group(1)
+        assert match, line + (process.stderr.read() if process.stderr else "")
+        yield match.group(1), process
+    finally:
+        process.send_signal(stop_signal)
+        process.wait(timeout=30)
+
+
+@pytest.mark.parametrize(("args", "stop_signal"), [
+    (["load-watcher", "--prometheus", "http://127.0.0.1:1"], signal.SIGTERM),
+    (["scheduler-extender", "--watcher-url", "http://127.0.0.1:1",
+      "--policy", "load-variation-risk-balancing"], signal.SIGINT),
+])
+def test_services_stop_cleanly_on_signals(args: list[str], stop_signal: int) -> None:
+    with command(*args, stop_signal=stop_signal) as (url, process):
         if args[0] == "load-watcher":
             assert httpx.get(f"{url}/watcher").status_code == 500  # Prometheus is unreachable
         else:
             answer = httpx.post(f"{url}/prioritize", json={"Pod": pod_object("web"),
                                                           "Nodes": NODES})
             assert [entry["Score"] for entry in answer.json()] == [0, 0, 0, 0]  # no metrics
-    finally:
-        process.send_signal(stop_signal)
-        code = process.wait(timeout=30)
     stderr = process.stderr.read() if process.stderr else ""
-    assert code == 0, stderr
+    assert process.returncode == 0, stderr
     assert "Traceback" not in stderr

@@ -6,14 +6,9 @@ from __future__ import annotations
 
 import asyncio
 import re
-import signal
 import socket
-import subprocess
-import sys
 import threading
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from typing import Any
 
 import httpx
@@ -30,13 +25,13 @@ from tasks.load_aware.scoring import Metric, TargetLoadPackingArgs, Window
 from tasks.load_aware.watcher import LoadWatcher
 from tests.e2e.test_load_services import (
     NODES,
-    RUN_CLI,
     TLP_DOCUMENT,
     VECTORS,
     FakePrometheus,
     FakeWatcher,
     avg,
     cli,
+    command,
     expected_document,
     new_watcher,
     node_object,
@@ -67,22 +62,6 @@ class CountingPrometheus(FakePrometheus):
     def wait_for_queries(self, count: int, timeout: float = PATIENCE) -> bool:
         with self.answered:
             return self.answered.wait_for(lambda: len(self.queries) >= count, timeout)
-
-
-@contextmanager
-def command(*args: str) -> Iterator[tuple[str, subprocess.Popen[str]]]:
-    """`elevator <args> --port 0` in a subprocess: its URL once it serves, then SIGTERM."""
-    process = subprocess.Popen([sys.executable, "-c", RUN_CLI, *args, "--port", "0"],
-                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    try:
-        assert process.stdout is not None
-        line = process.stdout.readline()  # blocks until the service listens
-        match = re.search(r"serving on (http://\S+)", line)
-        assert match, line + (process.stderr.read() if process.stderr else "")
-        yield match.group(1), process
-    finally:
-        process.send_signal(signal.SIGTERM)
-        process.wait(timeout=30)
 
 
 # --- item 5: an outlier Prometheus sample, an unexpected error in a cycle ---------------------
