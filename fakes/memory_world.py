@@ -370,13 +370,14 @@ class MemoryKube:
     def delete_node(self, name: str) -> bool:
         return self.world.remove_node(name)
 
-    def evict_pod(self, namespace: str, name: str) -> bool:
-        """The Eviction API: False if the pod is gone, `EvictionBlocked` when a budget is at
-        its limit (`fakes.kube_api.FakeKubeApi._check_budgets`), else the pod is deleted."""
+    def evict_pod(self, namespace: str, name: str, uid: str = "") -> bool:
+        """The Eviction API: False if the pod is gone (or, with `uid`, is another pod now),
+        `EvictionBlocked` when a budget is at its limit
+        (`fakes.kube_api.FakeKubeApi._check_budgets`), else the pod is deleted."""
         world = self.world
         with world.lock:
             pod = world.pods.get((namespace, name))
-            if pod is None:
+            if pod is None or (uid and pod.uid and pod.uid != uid):
                 return False
             raw = _pod_object(pod)
             if not _ignores_budgets(raw):

@@ -399,20 +399,24 @@ class KubeClient:
     def policy(self) -> client.PolicyV1Api:
         return client.PolicyV1Api(self.api)
 
-    def evict_pod(self, namespace: str, name: str) -> bool:
+    def evict_pod(self, namespace: str, name: str, uid: str = "") -> bool:
         """Evict through the Eviction API, so PodDisruptionBudgets are honoured (a DELETE
         would not be); True when evicted, False when the pod is already gone.
 
-        A 429 raises `EvictionBlocked`: the budget is at its limit and the caller should
+        With `uid`, only that pod: a retry after a lost answer must not evict the pod a
+        StatefulSet has meanwhile re-created under the same name (409: the pod we meant is
+        gone). A 429 raises `EvictionBlocked`: the budget is at its limit and the caller should
         leave the pod and try again on a later tick, not retry now.
         """
-        body = {"apiVersion": "policy/v1", "kind": "Eviction",
-                "metadata": {"name": name, "namespace": namespace}}
+        body: dict[str, Any] = {"apiVersion": "policy/v1", "kind": "Eviction",
+                                "metadata": {"name": name, "namespace": namespace}}
+        if uid:
+            body["deleteOptions"] = {"preconditions": {"uid": uid}}
         try:
             self.core.create_namespaced_pod_eviction(name, namespace, cast(Any, body),
                                                      _preload_content=False)
         except ApiException as error:
-            if error.status == 404:
+            if error.status == 404 or (error.status == 409 and uid):
                 return False
             if error.status == 429:
                 raise EvictionBlocked(f"{namespace}/{name}", _status_message(error)) from None

@@ -20,7 +20,7 @@ def evict_pods(adapters: Adapters, pods: Sequence[PodRecord]) -> EvictionResult:
     for pod in pods:
         name = f"{pod.namespace}/{pod.name}"
         try:
-            if adapters.kube.evict_pod(pod.namespace, pod.name):
+            if adapters.kube.evict_pod(pod.namespace, pod.name, pod.uid):
                 evicted.append(name)
         except EvictionBlocked as blocked_by:
             blocked.append(f"{name}: {blocked_by}")

@@ -481,3 +481,31 @@ def test_an_instance_that_never_joined_is_terminated_only_once_its_back_off_is_s
     assert {i["InstanceId"] for i in fake_aws.instances(asg)} == {joined["InstanceId"]}
     annotations = fake_kube.get("leases", lease_name("a"), LEASES)["metadata"]["annotations"]
     assert annotations[BACKOFF_UNTIL]  # the group backs off
+
+
+def test_a_retried_eviction_never_evicts_the_pod_re_created_under_the_same_name(
+        fake_aws: FakeAws, fake_kube: FakeKubeApi, kubeconfig: Path) -> None:
+    """The eviction was applied and its answer lost; before the retry, the StatefulSet made a
+    new `db-0`. The retry names the evicted pod's UID, so the new one stays."""
+    from tests.builders import api_pod
+
+    fake_kube.create("pods", api_pod("db-0", JOBS, owner_kind="StatefulSet", uid="first"),
+                     namespace=JOBS)
+    [old] = [pod for pod in KubeClient.from_config(kubeconfig).list_pods() if pod.name == "db-0"]
+    fake_kube.faults.add("apply_then_drop", method="POST",
+                         path=f"/api/v1/namespaces/{JOBS}/pods/db-0/eviction")
+    attempts: list[int] = []
+
+    def retried_after_the_statefulset_acted(step: Step[..., Any], *args: Any) -> Any:
+        try:
+            attempts.append(1)
+            return step.fn(*args)
+        except Exception:
+            fake_kube.create("pods", api_pod("db-0", JOBS, owner_kind="StatefulSet",
+                                             uid="second"), namespace=JOBS)
+            attempts.append(2)
+            return step.fn(*args)
+
+    retried_after_the_statefulset_acted(evict_pods, adapters_for(kubeconfig, fake_aws), [old])
+    assert attempts == [1, 2]
+    assert fake_kube.get("pods", "db-0", JOBS)["metadata"]["uid"] == "second"
