@@ -433,12 +433,13 @@ class MemoryCloud:
                 for name in dict.fromkeys(names) if (asg := self.world.asgs.get(name))}
 
     def set_desired_capacity(self, group: AutoScalingGroup, target: int) -> int:
-        """Clamped into the fresh [MinSize, MaxSize]; nothing sent when already there."""
+        """Clamped into the fresh [MinSize, MaxSize]; never lowers the group (`AsgClient`)."""
         with self.world.lock:
             fresh = self.group(group.name)
             clamped = min(max(target, fresh.min_size), fresh.max_size)
-            if fresh.desired_capacity != clamped:
-                self.world.set_desired(self.world.asgs[fresh.name], clamped)
+            if fresh.desired_capacity >= clamped:
+                return fresh.desired_capacity
+            self.world.set_desired(self.world.asgs[fresh.name], clamped)
             return clamped
 
     def terminate_instances(self, group_name: str, nodes: Sequence[NodeRecord]) -> list[str]:

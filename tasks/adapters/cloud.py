@@ -230,14 +230,15 @@ class AsgClient:
         """Set DesiredCapacity to `target` clamped into the ASG's [MinSize, MaxSize]; return it.
 
         Clamps against a fresh description (the record may be a tick old, and moto, unlike AWS,
-        accepts any value). Sends nothing if the group already has that capacity, so a retry
-        after a lost answer is a no-op. Escalator's IncreaseSize: SetDesiredCapacity with
-        HonorCooldown=false (our own cool-down/lock decides when to scale).
+        accepts any value). An increase never lowers the group: it sends nothing if the group
+        already has that capacity or more, so a retry after a lost answer is a no-op, and so is
+        a late retry that a later tick's increase overtook. Escalator's IncreaseSize:
+        SetDesiredCapacity with HonorCooldown=false (our own cool-down/lock decides when).
         """
         fresh = self.group(group.name)
         clamped = min(max(target, fresh.min_size), fresh.max_size)
-        if fresh.desired_capacity == clamped:
-            return clamped
+        if fresh.desired_capacity >= clamped:
+            return fresh.desired_capacity
         try:
             self.autoscaling.set_desired_capacity(
                 AutoScalingGroupName=fresh.name, DesiredCapacity=clamped, HonorCooldown=False

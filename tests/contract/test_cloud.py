@@ -190,9 +190,25 @@ def test_set_desired_clamps_to_max_size(
 def test_set_desired_clamps_to_min_size(
     aws: FakeAws, cloud: AsgClient, name: Callable[[str], str]
 ) -> None:
-    aws.create_asg(name("down"), 2, 4, 3)
-    assert cloud.set_desired_capacity(cloud.group(name("down")), 0) == 2
+    aws.create_asg(name("down"), 0, 4, 0)
+    aws.client("autoscaling").update_auto_scaling_group(AutoScalingGroupName=name("down"),
+                                                        MinSize=2)
+    assert cloud.set_desired_capacity(cloud.group(name("down")), 1) == 2
     assert cloud.group(name("down")).desired_capacity == 2
+
+
+def test_an_increase_never_lowers_the_group(
+    aws: FakeAws, cloud: AsgClient, name: Callable[[str], str]
+) -> None:
+    """A late retry of an increase that a later tick's increase overtook (its retries outlived
+    the claim's settle time) must not set the group back to the older, smaller target."""
+    aws.create_asg(name("ahead"), 0, 10, 3)
+    stale = cloud.group(name("ahead"))
+    aws.client("autoscaling").set_desired_capacity(AutoScalingGroupName=name("ahead"),
+                                                   DesiredCapacity=6)
+    calls = count_calls(cloud.autoscaling, SET_DESIRED)
+    assert cloud.set_desired_capacity(stale, 5) == 6
+    assert calls == [] and cloud.group(name("ahead")).desired_capacity == 6
 
 
 def test_set_desired_clamps_against_a_fresh_description(
