@@ -71,6 +71,9 @@ class ScalePlan:
     lock_released_after_seconds: float | None = None
     group_healthy: bool = True
     pods_on_deleted_nodes: int = 0
+    # §6 step 1 and §7.1 step 2: the events count what was asked for, not what was done.
+    untaint_requested: int = 0
+    taint_requested: int = 0
 
     @property
     def changes_anything(self) -> bool:
@@ -205,6 +208,8 @@ class _Tick:
     lock_released_after_seconds: float | None = None
     group_healthy: bool = True
     cpu_load_percent: Mapping[str, float] | None = None  # from a load watcher, if any
+    untaint_requested: int = 0
+    taint_requested: int = 0
 
     @property
     def unhealthy_feature(self) -> bool:
@@ -243,7 +248,10 @@ class _Tick:
 
     def scale_up(self, count: int) -> tuple[int, str | None]:
         """Escalator §6: untaint first, then ask the cloud for the rest, clamped to the ASG max."""
-        untainted = self.untaint_newest(count) if self.classes.tainted else 0
+        untainted = 0
+        if self.classes.tainted:
+            self.untaint_requested += count  # §6: untaint_event += n, the requested amount
+            untainted = self.untaint_newest(count)
         remaining = count - untainted
         if remaining <= 0:
             return untainted, None
@@ -329,6 +337,7 @@ class _Tick:
                 return
         if self.asg_desired - count < self.asg.min_size and self.asg_desired - self.asg.min_size >= 0:
             count = self.asg_desired - self.asg.min_size
+        self.taint_requested += count  # §7.1: taint_event += n (not the unhealthy nodes' taints)
         for node in nodes_to_taint(self.classes.untainted, count,
                                    self.group.scale_down_selection, self.cpu_load_percent):
             self.add_taint(node)
@@ -378,6 +387,7 @@ def decide_plan(
             notes=tuple(tick.notes), lock_held_at_check=tick.lock_held_at_check,
             lock_released_after_seconds=tick.lock_released_after_seconds,
             group_healthy=tick.group_healthy,
+            untaint_requested=tick.untaint_requested, taint_requested=tick.taint_requested,
             pods_on_deleted_nodes=sum(len(usage.pods_on_node.get(name, ()))
                                       for name in tick.delete),
         )

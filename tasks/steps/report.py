@@ -55,8 +55,8 @@ def record_metrics(metrics: EscalatorMetrics, results: Sequence[GroupResult]) ->
             ("node_group_scale_delta", plan.delta),
         ):
             metrics.set(name, value, **group)
-        metrics.add("node_group_taint_event", len(plan.taint), **group)
-        metrics.add("node_group_untaint_event", len(plan.untaint), **group)
+        metrics.add("node_group_taint_event", plan.taint_requested, **group)
+        metrics.add("node_group_untaint_event", plan.untaint_requested, **group)
         if plan.lock_held_at_check:
             metrics.add("node_group_scale_lock_check_was_locked", 1, **group)
         if plan.lock_released_after_seconds is not None:

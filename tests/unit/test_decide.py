@@ -150,6 +150,7 @@ def test_scale_up_untaints_newest_tainted_first_then_asks_cloud_for_remainder() 
     plan = tick(nodes, pods, asg=make_asg(4, max_size=20))
     assert plan.delta == 5
     assert plan.untaint == ("t-new", "t-mid", "t-old")
+    assert plan.untaint_requested == 5  # §6: untaint_event counts the requested amount
     assert plan.cloud_increase == 2 and plan.asg_desired == 6
     assert plan.next_state.lock.requested_nodes == 2
 
@@ -197,6 +198,7 @@ def test_scale_down_stops_at_min_nodes() -> None:
     nodes = [make_node("a", created=1), make_node("b", created=2), make_node("c", created=3)]
     plan = tick(nodes, [], min_nodes=2, max_nodes=5)
     assert plan.delta == -2 and plan.taint == ("a",)
+    assert plan.taint_requested == 1  # §7.1: taint_event += n after the minimums
 
 
 def test_scale_down_stops_at_asg_min_size() -> None:
@@ -300,6 +302,7 @@ def test_unhealthy_nodes_are_tainted_and_a_sick_group_does_nothing_else() -> Non
     pods = [make_pod(f"p{i}", cpu=1000) for i in range(5)]
     plan = tick(nodes, pods, **group)
     assert plan.taint == ("sick",) and plan.delta == 0 and plan.cloud_increase == 0
+    assert plan.taint_requested == 0  # §7.1: taint_event counts scale-down taints only
     assert not is_group_healthy(nodes, make_group(**group), NOW)
 
 
