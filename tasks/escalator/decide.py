@@ -74,6 +74,9 @@ class ScalePlan:
     # §6 step 1 and §7.1 step 2: the events count what was asked for, not what was done.
     untaint_requested: int = 0
     taint_requested: int = 0
+    # §7.1 step 1: one node_delete_errors per failed reap in a scale-down, labelled with the
+    # node not in the ASG, or "" when a minimum refused the batch.
+    delete_errors: tuple[str, ...] = ()
 
     @property
     def changes_anything(self) -> bool:
@@ -210,6 +213,8 @@ class _Tick:
     cpu_load_percent: Mapping[str, float] | None = None  # from a load watcher, if any
     untaint_requested: int = 0
     taint_requested: int = 0
+    delete_error: str | None = None  # why the last reap deleted nothing (see ScalePlan)
+    delete_errors: list[str] = field(default_factory=list)
 
     @property
     def unhealthy_feature(self) -> bool:
@@ -281,19 +286,24 @@ class _Tick:
             # Escalator's AWS DeleteNodes refuses a node whose instance is not in the group
             # (NodeNotInNodeGroup): it is neither deleted nor counted off the desired capacity.
             members = self.asg.provider_ids()
+            self.delete_error = None
             for node in candidates:
                 if node.provider_id not in members:
                     self.notes.append(
                         f"node {node.name}, {node.provider_id or 'no providerID'} belongs in a "
                         f"different node group than {self.asg.name}: not deleted")
+                    if self.delete_error is None:
+                        self.delete_error = node.name
             candidates = [node for node in candidates if node.provider_id in members]
         if not candidates:
             return 0
         if self.asg_desired <= self.asg.min_size:
             self.notes.append("min sized reached, nodes will not be deleted")
+            self.delete_error = ""
             return 0
         if self.asg_desired - len(candidates) < self.asg.min_size:
             self.notes.append("terminating nodes will breach minimum node size")
+            self.delete_error = ""
             return 0
         self.delete.extend(node.name for node in candidates)
         self.asg_desired -= len(candidates)
@@ -327,7 +337,10 @@ class _Tick:
 
     def scale_down(self, count: int) -> None:
         """Escalator §7.1: reap first, then taint the oldest untainted nodes within both minimums."""
+        self.delete_error = None
         self.remove_tainted(healthy_nodes_allowed=True)
+        if self.delete_error is not None:
+            self.delete_errors.append(self.delete_error)
         untainted = len(self.classes.untainted)
         if untainted - count < self.min_nodes:
             count = untainted - self.min_nodes
@@ -388,6 +401,7 @@ def decide_plan(
             lock_released_after_seconds=tick.lock_released_after_seconds,
             group_healthy=tick.group_healthy,
             untaint_requested=tick.untaint_requested, taint_requested=tick.taint_requested,
+            delete_errors=tuple(tick.delete_errors),
             pods_on_deleted_nodes=sum(len(usage.pods_on_node.get(name, ()))
                                       for name in tick.delete),
         )

@@ -64,7 +64,9 @@ def record_metrics(metrics: EscalatorMetrics, results: Sequence[GroupResult]) ->
                             **group)
         if result.done.deleted_nodes:
             metrics.add("node_group_pods_evicted", plan.pods_on_deleted_nodes, **group)
-        if result.status == "failed" and plan.delete:
+        for node in plan.delete_errors:  # reaps the scale-down found it could not do
+            metrics.add("node_delete_errors", 1, node=node, **group)
+        if result.status == "failed" and plan.delete:  # the executor's own failure
             metrics.add("node_delete_errors", 1, node="", **group)
         if result.asg is not None:
             labels = {"cloud_provider": "aws", "id": result.asg.name, **group}

@@ -249,6 +249,22 @@ def test_deletion_refused_when_it_would_breach_asg_min_size() -> None:
     assert plan.delete == () and "min sized reached, nodes will not be deleted" in plan.notes
 
 
+def test_a_scale_down_counts_the_reaps_it_could_not_do() -> None:
+    """§7.1 step 1: node_delete_errors{node} per failed reap of a scale-down; the node's name
+    when its instance is not in the ASG (NodeNotInNodeGroup), "" when a minimum refused."""
+    from tasks.core.records import AsgInstance, AutoScalingGroup
+
+    nodes = [make_node("a", created=1), make_node("b", created=2),
+             make_node("t1", created=3, tainted_at=1)]
+    refused = tick(nodes, [], asg=make_asg(3, min_size=3), min_nodes=1)  # 0 %: scale down
+    assert refused.delta < 0 and refused.delete == () and refused.delete_errors == ("",)
+    stray = AutoScalingGroup("batch-asg", 1, 10, 3, (AsgInstance("i-a", "us-east-1a"),
+                                                      AsgInstance("i-b", "us-east-1a")),
+                             instances_known=True)
+    assert tick(nodes, [], asg=stray, min_nodes=1).delete_errors == ("t1",)
+    assert tick(nodes, [], asg=make_asg(3), min_nodes=1).delete_errors == ()  # t1 goes
+
+
 def test_force_tainted_empty_nodes_go_without_grace_even_with_no_delete() -> None:
     nodes = [make_node("keep", created=1), make_node("forced", created=2, force=True,
                                                      no_delete=True),
