@@ -294,6 +294,9 @@ class _Tick:
                         f"different node group than {self.asg.name}: not deleted")
                     if self.delete_error is None:
                         self.delete_error = node.name
+            # Unlike Escalator, whose DeleteNodes stops at the first such node (after terminating
+            # the ones listed before it) and checks the minimums on the whole batch, the others
+            # are still judged, on their own: the outcome does not hang on listing order.
             candidates = [node for node in candidates if node.provider_id in members]
         if not candidates:
             return 0
@@ -306,6 +309,9 @@ class _Tick:
             self.delete_error = ""
             return 0
         self.delete.extend(node.name for node in candidates)
+        # The rest of the tick sees the deletions (Escalator's TargetSize stays what the tick
+        # read): a scale-up after them sets what is left plus its delta, where Escalator's
+        # stale size would add the deleted nodes back, and the ASG-minimum guards count them.
         self.asg_desired -= len(candidates)
         return -len(candidates)
 
