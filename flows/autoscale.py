@@ -8,6 +8,7 @@ step a recorded task run.
 from __future__ import annotations
 
 import functools
+import os
 from collections.abc import Sequence
 from datetime import UTC, datetime
 from logging import getLogger as get_logger
@@ -18,6 +19,7 @@ from flows import prefect_compat
 from flows.tick import tick
 from tasks.adapters.kube_cache import ClusterCache, process_cache
 from tasks.cluster_autoscaler.config import ClusterAutoscalerConfig
+from tasks.core.errors import InputError, redacted
 from tasks.core.lease_state import DEFAULT_LEASE_NAMESPACE
 from tasks.core.step import Runner, run_as_task
 from tasks.escalator.config import NodeGroupConfig, load_node_groups
@@ -60,6 +62,11 @@ def make_adapters(kubeconfig: str | None, lease_namespace: str,
                     lease_namespace)
 
 
+# Set by `elevator simulate` and the tests, whose fake cluster lives on a clock of their own:
+# only there may a live tick take `now` (see `autoscale`).
+SIMULATED_CLOCK = "ELEVATOR_SIMULATED_CLOCK"
+
+
 # The docstring's Args are the descriptions the Prefect UI shows in the run form.
 @flow(name="autoscale", log_prints=False, persist_result=False)
 def autoscale(
@@ -76,7 +83,8 @@ def autoscale(
 
     Args:
         nodegroups: Path of the Escalator node-group file (YAML or JSON) on the worker.
-        now: The tick's time; empty for now. Set it to replay a past moment.
+        now: The tick's time; empty for now. Set it, with dry_run, to replay a past moment
+            (a live tick takes the real time, unless the worker runs a simulated clock).
         dry_run: Decide and report only: no taint, no ASG change, no Lease write.
         lease_namespace: Namespace of the `elevator-<group>` Leases that hold each group's state.
         kubeconfig: kubeconfig path; empty for in-cluster config (or ~/.kube/config).
@@ -85,13 +93,26 @@ def autoscale(
         pushgateway: Prometheus Pushgateway URL to push Escalator's metrics to; empty: none.
         load_watcher_url: Load watcher URL, for groups with `scale_down_selection: least_loaded`.
     """
+    # The run form sends "" for a field left empty: that is "not given".
+    kubeconfig, pushgateway = kubeconfig or None, pushgateway or None
+    load_watcher_url, aws_credentials_block = load_watcher_url or None, aws_credentials_block or None
+    if not nodegroups.strip():
+        raise InputError(["nodegroups: give the path of the node-group file on the worker"])
+    if now is not None and not dry_run and os.environ.get(SIMULATED_CLOCK) != "1":
+        # A live tick at another time writes that time into taints and scale locks: a past one
+        # makes the next tick delete nodes before their grace periods, a future one holds them.
+        raise InputError(["now: a tick at another time than now must be a dry run "
+                          f"(set dry_run; on a fake cluster, {SIMULATED_CLOCK}=1)"])
     config = load_node_groups(nodegroups)
-    moment = (now or datetime.now(UTC)).timestamp()
+    moment = (now.replace(tzinfo=now.tzinfo or UTC) if now else datetime.now(UTC)).timestamp()
     adapters = make_adapters(kubeconfig, lease_namespace, aws_credentials_block)
     results = live_tick(run_as_task, adapters, config.node_groups, moment, dry_run,
                         load_watcher_url, config.cluster_autoscaler, process_cache(kubeconfig))
-    publish_tick(results, pushgateway)
     logger = get_run_logger()
+    try:
+        publish_tick(results, pushgateway)
+    except OSError as error:  # the tick has acted: an unreachable Pushgateway is no failure of it
+        logger.warning("metrics not pushed to %s: %s", redacted(pushgateway or ""), error)
     for result in results:
         logger.info("%s: %s (delta %+d): %s", result.plan.name, result.status,
                     result.plan.delta, result.plan.reason)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import math
+import os
 import tempfile
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -390,7 +391,9 @@ def _tick_runner(prefect: bool, kubeconfig: Path, nodegroups: Path, aws: FakeAws
                  ) -> Callable[[float], list[dict[str, Any]]]:
     """One tick at `now`: a Prefect flow run, or the same steps called directly."""
     if prefect:
-        from flows.autoscale import autoscale
+        from flows.autoscale import SIMULATED_CLOCK, autoscale
+
+        os.environ[SIMULATED_CLOCK] = "1"  # the fake cluster lives on the simulated clock
 
         def as_flow_run(now: float) -> list[dict[str, Any]]:
             return autoscale(nodegroups=str(nodegroups), now=datetime.fromtimestamp(now, UTC),

@@ -16,10 +16,11 @@ import dataclasses
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 from prefect import flow, get_run_logger, task
 from prefect.cache_policies import NO_CACHE
+from pydantic import Field
 
 from tasks.escalator.config import NodeGroupConfig
 from tasks.tuning.space import (
@@ -174,6 +175,9 @@ def make_flow(dask_address: str | None) -> Any:
         from prefect_dask.task_runners import DaskTaskRunner
 
         runner = DaskTaskRunner(address=dask_address)
+    # The run form's bounds are those of `elevator tune`: parallel=0 spun forever, seeds=0
+    # divided by zero after the whole search.
+    dask_address = dask_address or None  # the form's empty field
     options: dict[str, Any] = {"name": "tune-on-dask" if dask_address else "tune-search",
                                "persist_result": False}
     if runner is not None:
@@ -207,9 +211,14 @@ def tune(scenario: str, trials: int = 60, batch: int = 4, parallel: int = 2, see
 
 
 @flow(name="tune", persist_result=False)
-def tune_flow(scenario: str, trials: int = 60, batch: int = 4, parallel: int = 2,
-              seeds: int = 3, held_out_seeds: int = 5, max_pending_seconds: float = 0.0,
-              seed: int = 0, dask_address: str | None = None) -> dict[str, Any]:
+def tune_flow(scenario: str, trials: Annotated[int, Field(ge=1, le=100_000)] = 60,
+              batch: Annotated[int, Field(ge=1, le=1000)] = 4,
+              parallel: Annotated[int, Field(ge=1, le=1000)] = 2,
+              seeds: Annotated[int, Field(ge=1, le=100)] = 3,
+              held_out_seeds: Annotated[int, Field(ge=1, le=100)] = 5,
+              max_pending_seconds: Annotated[float, Field(ge=0.0, allow_inf_nan=False)] = 0.0,
+              seed: Annotated[int, Field(ge=0)] = 0,
+              dask_address: str | None = None) -> dict[str, Any]:
     """Search the node groups' Escalator knobs on a scenario's workload (a deployment).
 
     Args:

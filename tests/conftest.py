@@ -7,6 +7,8 @@ import os
 # Before any step is built: retries without waiting, and a quiet, local Prefect.
 os.environ.setdefault("ELEVATOR_RETRY_DELAY_SECONDS", "0")
 os.environ.setdefault("PREFECT_LOGGING_LEVEL", "WARNING")
+# The fake cluster lives on the tests' clock: a live `autoscale` run may take `now`.
+os.environ.setdefault("ELEVATOR_SIMULATED_CLOCK", "1")
 os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
 
 from collections.abc import Iterator

@@ -228,6 +228,9 @@ def register(app: typer.Typer) -> None:
             help="PromQL range of the CPU rate.")] = DEFAULT_RATE_WINDOW,
         metrics_port: Annotated[int, typer.Option(
             help="Serve the wpa_controller_* metrics on this port (0: off).")] = 8080,
+        metrics_host: Annotated[str, typer.Option(
+            help="Address the metrics are served on (0.0.0.0: every interface).")] =
+            "127.0.0.1",
         output: Annotated[OutputFormat, typer.Option(help="table or json.")] =
             OutputFormat.table,
     ) -> None:
@@ -261,10 +264,11 @@ def register(app: typer.Typer) -> None:
             from prometheus_client import start_http_server
 
             try:
-                start_http_server(metrics_port, registry=controller_metrics().registry)
+                start_http_server(metrics_port, addr=metrics_host,
+                                  registry=controller_metrics().registry)
             except OSError as error:
-                raise InputError([f"--metrics-port: {metrics_port}: {error.strerror}"]) \
-                    from None
+                raise InputError([f"--metrics-host/--metrics-port: {metrics_host}:"
+                                  f"{metrics_port}: {error.strerror or error}"]) from None
         run_until_stopped(
             lambda: pod_autoscale(prometheus_url=prometheus, dry_run=dry_run,
                                   namespace=namespace, rate_window=rate_window,

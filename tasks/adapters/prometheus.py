@@ -17,7 +17,7 @@ from typing import Any, Protocol, cast
 
 import orjson
 
-from tasks.core.errors import InputError
+from tasks.core.errors import InputError, redacted
 
 CPU_SERIES = "container_cpu_usage_seconds_total"
 MEMORY_SERIES = "container_memory_working_set_bytes"
@@ -135,7 +135,7 @@ class PrometheusMetrics:
         except PrometheusApiClientException as error:
             raise MetricUnavailable(f"Prometheus refused {promql}: {error}") from None
         except requests.RequestException as error:
-            raise MetricUnavailable(f"Prometheus at {self.url} is unreachable: "
+            raise MetricUnavailable(f"Prometheus at {redacted(self.url)} is unreachable: "
                                     f"{type(error).__name__}") from None
         if not isinstance(result, list):
             raise MetricUnavailable(f"{promql} is not an instant vector")

@@ -23,6 +23,22 @@ class InputError(Exception):
         super().__init__("\n".join(self.problems))
 
 
+def redacted(url: str) -> str:
+    """A URL fit for a log line or a status: a password in it (`http://user:secret@host`)
+    is replaced by `***`."""
+    from urllib.parse import urlsplit, urlunsplit
+
+    try:
+        parts = urlsplit(url)
+        if parts.password is None:
+            return url
+        host = parts.hostname or ""
+        netloc = f"{parts.username}:***@{host}" + (f":{parts.port}" if parts.port else "")
+    except ValueError:  # an unparsable port: say nothing of what follows the scheme
+        return url.split("://", 1)[0] + "://***"
+    return urlunsplit(parts._replace(netloc=netloc))
+
+
 def join_location(source: str, path: str, message: str) -> str:
     """``nodegroups.yaml: node_groups[1] (batch): message``, skipping empty parts."""
     return one_line(": ".join(part for part in (source, path, message) if part))

@@ -4,6 +4,7 @@ real boto3 against moto, real Prefect flow runs (issue "Live ticks", acceptance 
 from __future__ import annotations
 
 import itertools
+import socket
 import threading
 import time
 from datetime import UTC, datetime
@@ -159,6 +160,35 @@ def test_falling_load_taints_oldest_then_removes_after_grace_periods(
     assert cluster.tick(T0 + 601)["done"]["deleted_nodes"] == [second]
     assert cluster.desired() == 2
     assert {n["metadata"]["name"] for n in cluster.kube.list("nodes")} == {third, fourth}
+
+
+def test_a_live_tick_at_another_time_is_refused_and_a_dry_one_is_not(
+        cluster_factory: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Started by hand with `now` two hours ago, a live tick would taint nodes with that time,
+    and the next real tick would delete them before their grace periods: only a dry run (or a
+    fake cluster's simulated clock) may take `now`."""
+    from tasks.core.errors import InputError
+
+    monkeypatch.delenv("ELEVATOR_SIMULATED_CLOCK")
+    cluster = cluster_factory(4, min_nodes=1)  # no pods: a live tick would taint two nodes
+    past = datetime.now(UTC).timestamp() - 7200
+    with pytest.raises(InputError, match="now: a tick at another time than now must be a dry"):
+        cluster.tick(past)
+    assert all(cluster.taints(node) == [] for node in cluster.node_names)
+    assert cluster.tick(past, dry_run=True)["delta"] == -2
+    assert all(cluster.taints(node) == [] for node in cluster.node_names)
+
+
+def test_an_unreachable_pushgateway_does_not_fail_a_tick_that_acted(
+        cluster_factory: Any) -> None:
+    cluster = cluster_factory(2)
+    for index in range(10):
+        cluster.pod(f"job-{index}")
+    with socket.socket() as closed:  # a port nothing listens on
+        closed.bind(("127.0.0.1", 0))
+        port = closed.getsockname()[1]
+    result = cluster.tick(T0, pushgateway=f"http://user:secret@127.0.0.1:{port}")
+    assert result["status"] == "acted" and cluster.desired() == 8
 
 
 def test_dry_run_changes_nothing_and_reports_the_plan(cluster_factory: Any) -> None:

@@ -533,6 +533,13 @@ def test_an_unreachable_prometheus_holds_the_autoscaler() -> None:
     source = PrometheusMetrics(f"http://127.0.0.1:{free_port()}", retries=0, timeout=1)
     with pytest.raises(MetricUnavailable, match="unreachable"):
         source.pod_usage("ns", "cpu")
+    # The message becomes a status condition and a log line: no password in it.
+    port = free_port()
+    guarded = PrometheusMetrics(f"http://admin:s3cret@127.0.0.1:{port}", retries=0, timeout=1)
+    with pytest.raises(MetricUnavailable) as unreachable:
+        guarded.pod_usage("ns", "cpu")
+    assert "s3cret" not in str(unreachable.value)
+    assert f"http://admin:***@127.0.0.1:{port}" in str(unreachable.value)
 
 
 def test_gauges_are_rewritten_each_cycle_and_vanished_series_removed() -> None:

@@ -7,6 +7,7 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
@@ -101,3 +102,17 @@ def test_the_flow_run_shows_the_front_as_a_table_and_as_a_picture() -> None:
     assert isinstance(picture.data, str) and picture.data.startswith(prefix)
     png = base64.b64decode(picture.data[len(prefix):-1])
     assert png[:8] == b"\x89PNG\r\n\x1a\n" and len(png) > 10_000
+
+
+@pytest.mark.parametrize(("parameter", "value"), [
+    ("parallel", 0), ("seeds", 0), ("held_out_seeds", 0), ("batch", 0), ("trials", -5),
+    ("trials", 10**12)])
+def test_the_tune_deployment_refuses_what_the_command_refuses(parameter: str,
+                                                              value: int) -> None:
+    """Started from the run form: `parallel=0` spun forever and `seeds=0` divided by zero
+    after the whole search; the form holds the command's bounds, and the run fails at once,
+    naming the parameter."""
+    options: dict[str, Any] = {"scenario": SCENARIO, "trials": 3, "batch": 2, "parallel": 1,
+                               "seeds": 1, "held_out_seeds": 1, parameter: value}
+    state = tune_flow(**options, return_state=True)
+    assert state.is_failed() and parameter in (state.message or ""), state.message
