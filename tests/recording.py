@@ -25,6 +25,7 @@ class KubeRequest:
     api_group: str
     resource: str  # with its subresource: "pods/eviction"
     name: str
+    namespace: str = ""  # "" for cluster-scoped objects and lists across all namespaces
 
 
 @dataclass(frozen=True)
@@ -55,6 +56,13 @@ def _caller(*adapter_files: str) -> str | None:
 
 def parse_kube_request(method: str, url: str) -> tuple[str, str, str, str]:
     """(verb, api group, resource[/subresource], name) of a Kubernetes REST call."""
+    verb, group, resource, name, _ = parse_kube_request_in(method, url)
+    return verb, group, resource, name
+
+
+def parse_kube_request_in(method: str, url: str) -> tuple[str, str, str, str, str]:
+    """(verb, api group, resource[/subresource], name, namespace) of a Kubernetes REST call;
+    the namespace is "" for cluster-scoped objects and for lists across all namespaces."""
     parsed = urllib.parse.urlsplit(url)
     parts = [p for p in parsed.path.split("/") if p]
     query = urllib.parse.parse_qs(parsed.query)
@@ -62,8 +70,9 @@ def parse_kube_request(method: str, url: str) -> tuple[str, str, str, str]:
         group, rest = "", parts[2:]
     else:
         group, rest = parts[1], parts[3:]
+    namespace = ""
     if len(rest) >= 2 and rest[0] == "namespaces" and len(rest) > 2:
-        rest = rest[2:]
+        namespace, rest = rest[1], rest[2:]
     resource, name = rest[0], rest[1] if len(rest) > 1 else ""
     if len(rest) > 2:
         resource = f"{resource}/{rest[2]}"
@@ -71,7 +80,7 @@ def parse_kube_request(method: str, url: str) -> tuple[str, str, str, str]:
         method.upper(), "get" if name else "list")
     if verb == "list" and query.get("watch", ["false"])[0] in ("true", "1"):
         verb = "watch"
-    return verb, group, resource, name
+    return verb, group, resource, name, namespace
 
 
 def install() -> Callable[[], None]:
@@ -86,8 +95,9 @@ def install() -> Callable[[], None]:
         # The adapter, and `elevator watch`'s pod watch (a stream the adapter does not wrap).
         component = _caller("tasks/adapters/kube.py", "tasks/adapters/kube_watch.py", "flows/cli/watch.py")
         if component is not None:
-            verb, group, resource, name = parse_kube_request(method, url)
-            KUBE_REQUESTS.append(KubeRequest(component, verb, group, resource, name))
+            verb, group, resource, name, namespace = parse_kube_request_in(method, url)
+            KUBE_REQUESTS.append(KubeRequest(component, verb, group, resource, name,
+                                             namespace))
         return original_call_api(self, method, url, *args, **kwargs)
 
     def make_api_call(self: Any, operation_name: str, api_params: Any) -> Any:
@@ -149,22 +159,47 @@ class Rule:
     resources: tuple[str, ...]
     verbs: tuple[str, ...]
     resource_names: tuple[str, ...] = ()
+    # Where the rule grants: None everywhere (a ClusterRole bound by a ClusterRoleBinding),
+    # else only to requests in that namespace (a Role, or a ClusterRole bound by a RoleBinding).
+    namespace: str | None = None
 
     def allows(self, request: KubeRequest) -> bool:
         return (request.api_group in self.api_groups and request.resource in self.resources
                 and request.verb in self.verbs
-                and (not self.resource_names or request.name in self.resource_names))
+                and (not self.resource_names or request.name in self.resource_names)
+                and (self.namespace is None or request.namespace == self.namespace))
 
 
 def rbac_rules(path: Path) -> list[Rule]:
+    """The rules of a file's Roles and ClusterRoles, each where Kubernetes applies it: a Role in
+    its namespace only; a ClusterRole everywhere when a ClusterRoleBinding binds it, else in
+    the namespace of each RoleBinding that binds it. A role no binding of the file binds is
+    taken as bound (everywhere, or a Role in its namespace)."""
+    documents = [document for document in yaml.safe_load_all(path.read_text()) if document]
+    bindings: dict[tuple[str, str], list[str | None]] = {}
+    for document in documents:
+        if document["kind"] in ("ClusterRoleBinding", "RoleBinding"):
+            ref = document["roleRef"]
+            where = (None if document["kind"] == "ClusterRoleBinding"
+                     else document["metadata"].get("namespace", "default"))
+            bindings.setdefault((ref["kind"], ref["name"]), []).append(where)
     rules = []
-    for document in yaml.safe_load_all(path.read_text()):
-        if document and document["kind"] in ("ClusterRole", "Role"):
+    for document in documents:
+        kind, name = document["kind"], document["metadata"]["name"]
+        if kind not in ("ClusterRole", "Role"):
+            continue
+        if kind == "Role":
+            namespaces: list[str | None] = [document["metadata"].get("namespace", "default")]
+        else:
+            bound = bindings.get((kind, name), [None])
+            namespaces = [None] if None in bound else sorted(set(bound), key=str)
+        for namespace in namespaces:
+            where = "" if kind == "Role" or namespace is None else f" (in {namespace})"
             for index, rule in enumerate(document["rules"]):
-                rules.append(Rule(f"{document['kind']} {document['metadata']['name']} "
-                                  f"rules[{index}]", tuple(rule["apiGroups"]),
-                                  tuple(rule["resources"]), tuple(rule["verbs"]),
-                                  tuple(rule.get("resourceNames", ()))))
+                rules.append(Rule(f"{kind} {name} rules[{index}]{where}",
+                                  tuple(rule["apiGroups"]), tuple(rule["resources"]),
+                                  tuple(rule["verbs"]), tuple(rule.get("resourceNames", ())),
+                                  namespace))
     return rules
 
 
@@ -176,7 +211,9 @@ def rbac_problems(requests: Iterable[KubeRequest], rules: Sequence[Rule]) -> lis
         allowing = [rule for rule in rules if rule.allows(request)]
         if not allowing:
             problems.append(f"not allowed: {request.verb} {request.api_group or 'core'}/"
-                            f"{request.resource}")
+                            f"{request.resource}"
+                            + (f" in namespace {request.namespace}" if request.namespace
+                               else ""))
         for rule in allowing:
             used.add((rule.source, request.resource, request.verb))
     for rule in rules:

@@ -10,6 +10,7 @@ request must be allowed, and every grant used.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import subprocess
@@ -48,6 +49,12 @@ def node_autoscaler(tmp_path_factory: pytest.TempPathFactory
         capture_output=True, text=True, timeout=900, check=False)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     kube, aws = recording.load_dump(dump)
+    # test_ca_scale_down_e2e.py keeps its Leases in a namespace of its own (`leases-<test>`),
+    # as a user's `lease_namespace` would: deployed that way, the Role and RoleBinding of
+    # rbac.yaml go to that namespace, so its Lease calls are checked as kube-system's.
+    kube = [dataclasses.replace(r, namespace="kube-system")
+            if r.resource == "leases" and r.namespace.startswith("leases-") else r
+            for r in kube]
     return ([r for r in kube if r.component == "node-autoscaler"],
             [r for r in aws if r.component == "node-autoscaler"])
 
@@ -64,9 +71,8 @@ def test_removing_any_rbac_grant_breaks_the_suite(node_autoscaler: Requests) -> 
     rules = recording.rbac_rules(NODE_RBAC)
     for index, rule in enumerate(rules):
         for verb in rule.verbs:
-            narrowed = [*rules[:index], recording.Rule(
-                rule.source, rule.api_groups, rule.resources,
-                tuple(v for v in rule.verbs if v != verb)), *rules[index + 1:]]
+            narrowed = [*rules[:index], dataclasses.replace(
+                rule, verbs=tuple(v for v in rule.verbs if v != verb)), *rules[index + 1:]]
             assert any(p.startswith("not allowed") for p in
                        recording.rbac_problems(requests, narrowed)), (rule.source, verb)
 
@@ -99,6 +105,58 @@ def test_the_checks_catch_an_unexpected_request_and_an_unused_grant() -> None:
             recording.KubeRequest("node-autoscaler", "delete", "", "pods", "p")]
     assert recording.rbac_problems(sent, rules) == [
         "granted but never used: r: list nodes", "not allowed: delete core/pods"]
+
+
+def test_a_role_grants_only_in_its_namespace_a_cluster_role_everywhere() -> None:
+    """rbac.yaml's Leases and priority ConfigMap are a Role in kube-system: the same calls in
+    another namespace (a `lease_namespace` of one's own) get 403 from a real API server."""
+    rules = recording.rbac_rules(NODE_RBAC)
+    lease_write = recording.KubeRequest("node-autoscaler", "update", "coordination.k8s.io",
+                                        "leases", "elevator-batch", "kube-system")
+    elsewhere = dataclasses.replace(lease_write, namespace="elevator")
+    assert any(rule.allows(lease_write) for rule in rules)
+    assert not any(rule.allows(elsewhere) for rule in rules)
+    assert "not allowed: update coordination.k8s.io/leases in namespace elevator" in (
+        recording.rbac_problems([lease_write, elsewhere], rules))
+    priorities = recording.KubeRequest("node-autoscaler", "get", "", "configmaps",
+                                       "cluster-autoscaler-priority-expander", "elevator")
+    assert not any(rule.allows(priorities) for rule in rules)
+    # The ClusterRole (ClusterRoleBinding): cluster-scoped nodes, and evictions in any namespace.
+    for request in (recording.KubeRequest("node-autoscaler", "patch", "", "nodes", "n1"),
+                    recording.KubeRequest("node-autoscaler", "create", "", "pods/eviction",
+                                          "p", "shop")):
+        assert any(rule.allows(request) for rule in rules), request
+
+
+def test_a_cluster_role_bound_by_a_role_binding_grants_in_that_namespace(
+        tmp_path: Path) -> None:
+    rbac = tmp_path / "rbac.yaml"
+    rbac.write_text("""
+kind: ClusterRole
+metadata: {name: leases}
+rules: [{apiGroups: [coordination.k8s.io], resources: [leases], verbs: [get]}]
+---
+kind: RoleBinding
+metadata: {name: leases, namespace: team-a}
+roleRef: {kind: ClusterRole, name: leases}
+""")
+    (rule,) = recording.rbac_rules(rbac)
+    read = recording.KubeRequest("node-autoscaler", "get", "coordination.k8s.io", "leases",
+                                 "l", "team-a")
+    assert rule.allows(read) and not rule.allows(dataclasses.replace(read, namespace="team-b"))
+
+
+def test_requests_record_their_namespace() -> None:
+    assert recording.parse_kube_request_in(
+        "PUT", "https://k/apis/coordination.k8s.io/v1/namespaces/elevator/leases/elevator-b"
+    ) == ("update", "coordination.k8s.io", "leases", "elevator-b", "elevator")
+    assert recording.parse_kube_request_in(
+        "POST", "https://k/api/v1/namespaces/shop/pods/p/eviction"
+    ) == ("create", "", "pods/eviction", "p", "shop")
+    assert recording.parse_kube_request_in("GET", "https://k/api/v1/pods?watch=true") == (
+        "watch", "", "pods", "", "")
+    assert recording.parse_kube_request_in("GET", "https://k/api/v1/nodes/n1") == (
+        "get", "", "nodes", "n1", "")
 
 
 def _pod_autoscaler_cycle(fake_kube: Any, kubeconfig: Path, tmp_path: Path) -> None:

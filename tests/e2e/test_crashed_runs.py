@@ -3,7 +3,10 @@
 `elevator run --once` runs a real tick against the fake cluster, whose pods list never answers
 (a `hang` fault): the flow run is Running, stuck in its collect step, when the process is
 killed. Nothing in that process can report the end; the crash-detection automation
-(`flows/crash_detection.py`: heartbeats expected while a run is Running) marks it Crashed.
+(`flows/crash_detection.py`: heartbeats expected once a run sent one) marks it Crashed.
+
+The Prefect server may be shared: runs of other flows, with or without heartbeats, are never
+marked Crashed by it.
 """
 
 from __future__ import annotations
@@ -21,11 +24,12 @@ import pytest
 from prefect import get_client
 from prefect.client.schemas.filters import FlowFilter, FlowFilterName, FlowRunFilter
 from prefect.client.schemas.objects import FlowRun
+from prefect.events.filters import EventFilter, EventNameFilter, EventResourceFilter
 from prefect.settings import PREFECT_API_URL
 
 from fakes.aws import FakeAws
 from fakes.kube_api.server import FakeKubeApi
-from flows.crash_detection import AUTOMATION_NAME, ensure_crash_detection
+from flows.crash_detection import AUTOMATION_NAME, OWN_FLOWS, ensure_crash_detection
 from tests.contract.test_faults import two_groups
 
 pytestmark = pytest.mark.usefixtures("prefect_server")
@@ -96,3 +100,98 @@ def test_a_killed_tick_ends_crashed(fake_aws: FakeAws, fake_kube: FakeKubeApi,
         automations = client.read_automations_by_name(AUTOMATION_NAME)
     assert state is not None and "No heartbeat" in (state.message or "")
     assert len(automations) == 1  # `run` found it by name: not created twice
+
+
+# A flow run that sleeps until it is killed, of the flow named by its first argument.
+SLEEPING_FLOW = """
+import sys, time
+from prefect import flow
+
+@flow(name=sys.argv[1])
+def sleeps() -> None:
+    time.sleep(600)
+
+sleeps()
+"""
+
+
+def test_own_flows_are_the_projects_flows() -> None:
+    from flows.autoscale import autoscale
+    from flows.pod_autoscale import pod_autoscale
+    from flows.tune import tune_flow
+
+    assert set(OWN_FLOWS) == {autoscale.name, pod_autoscale.name, tune_flow.name}
+
+
+def start_sleeping_flow(flow_name: str, heartbeats: bool) -> tuple[subprocess.Popen[bytes],
+                                                                  FlowRun]:
+    """A subprocess running a flow of that name, and its flow run once the server has it
+    Running (and, with `heartbeats`, once its first heartbeat reached the server)."""
+    env = {name: value for name, value in os.environ.items()
+           if name != "PREFECT_FLOWS_HEARTBEAT_FREQUENCY"}
+    env["PREFECT_API_URL"] = str(PREFECT_API_URL.value())
+    if heartbeats:
+        env["PREFECT_FLOWS_HEARTBEAT_FREQUENCY"] = "30"
+    process = subprocess.Popen([sys.executable, "-c", SLEEPING_FLOW, flow_name], env=env,
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    found: list[FlowRun] = []
+
+    def running() -> bool:
+        assert process.poll() is None, f"the {flow_name} process ended"
+        with get_client(sync_client=True) as client:
+            runs = client.read_flow_runs(flow_filter=FlowFilter(name=FlowFilterName(
+                any_=[flow_name])))
+        found[:] = [run for run in runs if run.state is not None and run.state.is_running()]
+        return bool(found)
+
+    def heartbeat_recorded() -> bool:
+        with get_client(sync_client=True) as client:
+            page = client.read_events(EventFilter(
+                event=EventNameFilter(name=["prefect.flow-run.heartbeat"]),
+                resource=EventResourceFilter(id=[f"prefect.flow-run.{found[0].id}"])),
+                limit=1)  # the client's default, 100, is over the server's maximum (50)
+        return bool(page.events)
+
+    wait_for(f"a Running {flow_name} run", running, 90)
+    if heartbeats:
+        wait_for(f"the {flow_name} run's first heartbeat", heartbeat_recorded, 60)
+    return process, found[0]
+
+
+def state_types(run: FlowRun) -> list[str]:
+    with get_client(sync_client=True) as client:
+        return [state.type.value for state in client.read_flow_run_states(run.id)]
+
+
+@pytest.mark.usefixtures("crash_detection_removed_after")
+def test_other_flows_runs_are_never_marked_crashed() -> None:
+    """Another team's runs on the same server: one that sends no heartbeats (a worker without
+    PREFECT_FLOWS_HEARTBEAT_FREQUENCY) and is still running, and one whose process died after
+    a heartbeat. Neither is the automation's business. A run of a kube-elevator flow killed
+    last (the control) is marked Crashed: by then both others had been silent for longer."""
+    assert ensure_crash_detection(GRACE)
+    processes: list[subprocess.Popen[bytes]] = []
+    try:
+        silent_process, silent = start_sleeping_flow("other-teams-flow", heartbeats=False)
+        processes.append(silent_process)
+        died_process, died = start_sleeping_flow("other-teams-heartbeat-flow",
+                                                 heartbeats=True)
+        processes.append(died_process)
+        died_process.send_signal(signal.SIGKILL)
+        died_process.wait(timeout=30)
+        own_process, own = start_sleeping_flow(OWN_FLOWS[0], heartbeats=True)
+        processes.append(own_process)
+        own_process.send_signal(signal.SIGKILL)
+        own_process.wait(timeout=30)
+
+        wait_for("the killed kube-elevator run to be marked Crashed",
+                 lambda: "CRASHED" in state_types(own), GRACE.total_seconds() + 60)
+        time.sleep(5)  # the automation's later evaluations, should one be due for the others
+        assert "CRASHED" not in state_types(silent), "a run without heartbeats was crashed"
+        assert "CRASHED" not in state_types(died), "another flow's run was crashed"
+        assert silent_process.poll() is None  # still running: it was not cut short either
+    finally:
+        for process in processes:
+            if process.poll() is None:
+                process.kill()
+                process.wait(timeout=30)

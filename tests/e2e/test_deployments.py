@@ -128,7 +128,7 @@ def test_the_node_group_file_is_mounted_where_the_deployments_read_it() -> None:
     pod = found["Deployment"]["spec"]["template"]["spec"]
     (volume,) = [v for v in pod["volumes"] if "configMap" in v]
     assert volume["configMap"]["name"] == found["ConfigMap"]["metadata"]["name"]
-    (item,) = volume["configMap"]["items"]
+    (item,) = [i for i in volume["configMap"]["items"] if i["key"] == "nodegroups.yaml"]
     for container in pod["containers"]:
         (mount,) = [m for m in container["volumeMounts"] if m["name"] == volume["name"]]
         mounted = str(Path(mount["mountPath"]) / item["path"])
@@ -151,6 +151,45 @@ def test_the_worker_runs_as_the_rbac_service_account() -> None:
                 for doc in yaml.safe_load_all(RBAC_YAML.read_text())
                 if doc and doc["kind"] == "ServiceAccount"}
     assert SERVICE_ACCOUNT in accounts
+
+
+def test_the_tune_scenario_is_mounted_where_the_tune_deployment_reads_it(
+        tmp_path: Path) -> None:
+    from fakes.scenario import load_scenario
+
+    found = manifests()
+    pod = found["Deployment"]["spec"]["template"]["spec"]
+    (volume,) = [v for v in pod["volumes"] if "configMap" in v]
+    worker = next(c for c in pod["containers"] if c["name"] == "worker")
+    (mount,) = [m for m in worker["volumeMounts"] if m["name"] == volume["name"]]
+    mounted = {str(Path(mount["mountPath"]) / item["path"]): item["key"]
+               for item in volume["configMap"]["items"]}
+    scenario_key = mounted[deployment("tune")["parameters"]["scenario"]]
+    # The scenario loads as the worker sees it: beside the ConfigMap's node-group file.
+    for path, key in mounted.items():
+        (tmp_path / Path(path).name).write_text(found["ConfigMap"]["data"][key])
+    loaded = load_scenario(tmp_path / Path(deployment("tune")["parameters"]["scenario"]).name)
+    nodegroups_key = mounted[deployment("autoscale")["parameters"]["nodegroups"]]
+    assert scenario_key != nodegroups_key
+    assert loaded.config.node_groups == parse_node_groups(
+        yaml.safe_load(found["ConfigMap"]["data"][nodegroups_key]), "worker.yaml").node_groups
+
+
+def test_the_worker_s_runs_send_heartbeats_for_crash_detection() -> None:
+    from flows.crash_detection import HEARTBEAT_SECONDS
+
+    pod = manifests()["Deployment"]["spec"]["template"]["spec"]
+    worker = next(c for c in pod["containers"] if c["name"] == "worker")
+    env = {variable["name"]: variable.get("value") for variable in worker["env"]}
+    assert env["PREFECT_FLOWS_HEARTBEAT_FREQUENCY"] == str(HEARTBEAT_SECONDS)
+
+
+def test_the_documented_image_installs_the_tune_extra() -> None:
+    import re
+
+    docs = (ROOT / "docs" / "deploying.md").read_text()
+    (dockerfile,) = re.findall(r"```dockerfile\n(.*?)```", docs, re.S)
+    assert re.search(r"pip install [^\n]*kube-elevator\[tune\]", dockerfile)
 
 
 # --- deployed on a real Prefect server, run by a real worker ------------------------------------
