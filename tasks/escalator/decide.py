@@ -74,8 +74,7 @@ class ScalePlan:
     # §6 step 1 and §7.1 step 2: the events count what was asked for, not what was done.
     untaint_requested: int = 0
     taint_requested: int = 0
-    # §7.1 step 1: one node_delete_errors per failed reap in a scale-down, labelled with the
-    # node not in the ASG, or "" when a minimum refused the batch.
+    # §7.1 step 1: a scale-down's failed reaps: the node not in the ASG, or "" (a minimum).
     delete_errors: tuple[str, ...] = ()
 
     @property
@@ -284,19 +283,15 @@ class _Tick:
         """Escalator TryDeleteNodes with the AWS DeleteNodes guards (§7.3, §8)."""
         if self.asg.instances_known:
             # Escalator's AWS DeleteNodes refuses a node whose instance is not in the group
-            # (NodeNotInNodeGroup): it is neither deleted nor counted off the desired capacity.
+            # (NodeNotInNodeGroup): not deleted, not counted off the desired capacity. Escalator
+            # stops at the first; the others are still judged here (listing order is no rule).
             members = self.asg.provider_ids()
-            self.delete_error = None
             for node in candidates:
                 if node.provider_id not in members:
                     self.notes.append(
                         f"node {node.name}, {node.provider_id or 'no providerID'} belongs in a "
                         f"different node group than {self.asg.name}: not deleted")
-                    if self.delete_error is None:
-                        self.delete_error = node.name
-            # Unlike Escalator, whose DeleteNodes stops at the first such node (after terminating
-            # the ones listed before it) and checks the minimums on the whole batch, the others
-            # are still judged, on their own: the outcome does not hang on listing order.
+                    self.delete_error = node.name if self.delete_error is None else self.delete_error
             candidates = [node for node in candidates if node.provider_id in members]
         if not candidates:
             return 0
@@ -309,9 +304,8 @@ class _Tick:
             self.delete_error = ""
             return 0
         self.delete.extend(node.name for node in candidates)
-        # The rest of the tick sees the deletions (Escalator's TargetSize stays what the tick
-        # read): a scale-up after them sets what is left plus its delta, where Escalator's
-        # stale size would add the deleted nodes back, and the ASG-minimum guards count them.
+        # The rest of the tick sees the deletions (Escalator's stale TargetSize would add them
+        # back to a later scale-up, and its ASG-minimum guards would not count them).
         self.asg_desired -= len(candidates)
         return -len(candidates)
 
