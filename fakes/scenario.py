@@ -8,6 +8,7 @@ from __future__ import annotations
 import csv
 import io
 import random
+from collections import Counter
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -208,7 +209,7 @@ def _read_trace(path: Path, source: str, config: LoadedConfig) -> list[TracePod]
     reader = csv.DictReader(io.StringIO(text, newline=""))
     try:
         header = reader.fieldnames or []
-        repeated = sorted({name for name in header if header.count(name) > 1})
+        repeated = sorted(name for name, count in Counter(header).items() if count > 1)
         if repeated:
             raise InputError([f"{path}: line 1: column {', '.join(map(repr, repeated))} "
                               "appears more than once in the header"])
@@ -262,14 +263,12 @@ def load_scenario(path: str | Path) -> LoadedScenario:
         config = load_node_groups(config_path)
     else:
         config = parse_node_groups(scenario.nodegroups, f"{source}: nodegroups")
-    asg_names = {asg.name for asg in scenario.asgs}
-    if len(asg_names) < len(scenario.asgs):
-        repeated = sorted({asg.name for asg in scenario.asgs
-                           if [a.name for a in scenario.asgs].count(asg.name) > 1})
+    given = Counter(asg.name for asg in scenario.asgs)
+    if len(given) < len(scenario.asgs):
         raise InputError([join_location(source, "asgs", f"ASG {name!r} is given more than once")
-                          for name in repeated])
+                          for name, count in sorted(given.items()) if count > 1])
     missing = [group.cloud_provider_group_name for group in config.node_groups
-               if group.cloud_provider_group_name not in asg_names]
+               if group.cloud_provider_group_name not in given]
     if missing:
         raise InputError([join_location(source, "asgs", f"no ASG named {name!r}, which the "
                                                         "node-group config uses")

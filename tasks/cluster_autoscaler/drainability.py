@@ -199,30 +199,31 @@ def blocked_reasons(results: Iterable[NodeDrainability]) -> dict[str, str]:
 # --- utilization ----------------------------------------------------------------------------
 
 
+def gpus_allocatable(node: NodeRecord) -> int:
+    return dict(node.extended_allocatable).get(GPU_RESOURCE, 0)
+
+
+def is_gpu_node(node: NodeRecord) -> bool:
+    """A node whose utilization is its GPUs' (and compared with the GPU threshold)."""
+    return gpus_allocatable(node) > 0
+
+
 def node_utilization(node: NodeRecord, pods: Iterable[PodRecord], now: float = 0.0) -> float:
     """CA §1.3: max(Σcpu requests / allocatable cpu, Σmemory requests / allocatable memory),
     DaemonSet and mirror pods included (CA's --ignore-*-utilization default to false); on a
     GPU node, its GPU requests over its GPUs only (CA's utilization.Calculate). Finished pods
     hold no resources, and CA does not count pods stuck terminating."""
-    cpu = memory = gpus = 0
-    for pod in pods:
-        if pod.phase in TERMINAL_PHASES or long_terminating(pod, now):
-            continue
-        cpu += pod.cpu_request_milli
-        memory += pod.memory_request_bytes
-        gpus += dict(pod.extended_requests).get(GPU_RESOURCE, 0) if pod.extended_requests else 0
-    gpu_allocatable = dict(node.extended_allocatable).get(GPU_RESOURCE, 0)
-    if gpu_allocatable > 0:
-        return gpus / gpu_allocatable
+    live = [pod for pod in pods
+            if pod.phase not in TERMINAL_PHASES and not long_terminating(pod, now)]
+    gpus = gpus_allocatable(node)
+    if gpus > 0:
+        return sum(dict(pod.extended_requests).get(GPU_RESOURCE, 0) for pod in live) / gpus
+    cpu = sum(pod.cpu_request_milli for pod in live)
+    memory = sum(pod.memory_request_bytes for pod in live)
     cpu_share = cpu / node.cpu_allocatable_milli if node.cpu_allocatable_milli > 0 else 0.0
     memory_share = (memory / node.memory_allocatable_bytes
                     if node.memory_allocatable_bytes > 0 else 0.0)
     return max(cpu_share, memory_share)
-
-
-def is_gpu_node(node: NodeRecord) -> bool:
-    """A node whose utilization is its GPUs' (and compared with the GPU threshold)."""
-    return dict(node.extended_allocatable).get(GPU_RESOURCE, 0) > 0
 
 
 def below_threshold(node: NodeRecord, pods: Iterable[PodRecord], threshold: float,

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import re
+from datetime import date
+from typing import Any
 
 _LINE_BREAKS = re.compile(r"\s*[\r\n]+\s*")
 
@@ -21,6 +23,17 @@ class InputError(Exception):
     def __init__(self, problems: list[str]) -> None:
         self.problems = [one_line(problem) for problem in problems]
         super().__init__("\n".join(self.problems))
+
+
+def shown(value: Any, limit: int = 80) -> str:
+    """A value as an error line shows it: short, and never a Python repr that fails."""
+    if isinstance(value, date):  # YAML read an unquoted 2001-12-14 as a date
+        return f"the date {value.isoformat()} (quote it for a string)"
+    try:
+        text = repr(value)
+    except ValueError:  # an int past Python's 4,300-digit conversion limit
+        return "a number of more than 4,300 digits"
+    return text if len(text) <= limit else f"{text[:limit]}... ({len(text):,} characters)"
 
 
 def redacted(url: str) -> str:

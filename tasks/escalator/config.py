@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from datetime import date
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -26,7 +25,7 @@ from pydantic import (
 from tasks.cluster_autoscaler.config import ClusterAutoscalerConfig, validate_cluster_autoscaler
 from tasks.core.documents import load_file
 from tasks.core.duration import duration_or_zero, go_string, parse_go_duration
-from tasks.core.errors import InputError, join_location
+from tasks.core.errors import InputError, join_location, shown
 
 # --- the models ---------------------------------------------------------------------------
 
@@ -250,17 +249,6 @@ def _key_path(location: Iterable[int | str], raw_groups: Any) -> str:
         return head + rest
     return "".join(f"[{p}]" if isinstance(p, int) else (f".{p}" if i else str(p))
                    for i, p in enumerate(parts))
-
-
-def shown(value: Any, limit: int = 80) -> str:
-    """A value as an error line shows it: short, and never a Python repr that fails."""
-    if isinstance(value, date):  # YAML read an unquoted 2001-12-14 as a date
-        return f"the date {value.isoformat()} (quote it for a string)"
-    try:
-        text = repr(value)
-    except ValueError:  # an int past Python's 4,300-digit conversion limit
-        return "a number of more than 4,300 digits"
-    return text if len(text) <= limit else f"{text[:limit]}... ({len(text):,} characters)"
 
 
 def _pydantic_problems(error: ValidationError, source: str, raw_groups: Any) -> list[str]:

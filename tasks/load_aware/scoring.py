@@ -16,7 +16,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from tasks.core.errors import InputError, join_location
+from tasks.core.errors import InputError, join_location, shown
 
 log = logging.getLogger(__name__)
 
@@ -174,14 +174,9 @@ def validation_problems(error: ValidationError, source: str, prefix: str = "") -
             path = f"{prefix}.{path}" if path else prefix
         rule = detail["msg"]
         if detail["type"] != "missing" and "input" in detail:
-            rule = f"{rule}, got {_short(detail['input'])}"
+            rule = f"{rule}, got {shown(detail['input'])}"
         problems.append(join_location(source, path, rule))
     return problems
-
-
-def _short(value: object) -> str:
-    text = repr(value)
-    return text if len(text) <= 80 else text[:77] + "..."
 
 
 def parse_watcher_metrics(payload: bytes | str, source: str) -> WatcherMetrics:

@@ -22,6 +22,7 @@ from flows.pod_cycle import cycle
 from tasks.adapters.kube import KubeClient
 from tasks.adapters.prometheus import StaticMetrics
 from tests.e2e.test_fault_ticks import run_retrying
+from tests.e2e.test_pods_cli import watermark
 
 ROOT = Path(__file__).resolve().parents[2]
 NAMESPACE = "shop"
@@ -53,14 +54,9 @@ class Autoscaler:
 def create_watermark(api: FakeKubeApi) -> None:
     api.register_custom_resource("datadoghq.com", "v1alpha1", "watermarkpodautoscalers",
                                  "WatermarkPodAutoscaler", short_names=("wpa",))
-    api.create("watermarkpodautoscalers", {
-        "apiVersion": "datadoghq.com/v1alpha1", "kind": "WatermarkPodAutoscaler",
-        "metadata": {"name": "web", "namespace": NAMESPACE},
-        "spec": {"scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": "web"},
-                 "minReplicas": 1, "maxReplicas": 20, "algorithm": "average",
-                 "metrics": [{"type": "Resource", "resource": {
-                     "name": "cpu", "metricSelector": {"matchLabels": {"app": "web"}},
-                     "highWatermark": "500m", "lowWatermark": "200m"}}]}})
+    api.create("watermarkpodautoscalers", watermark("web", [{"type": "Resource", "resource": {
+        "name": "cpu", "metricSelector": {"matchLabels": {"app": "web"}},
+        "highWatermark": "500m", "lowWatermark": "200m"}}], algorithm="average", maxReplicas=20))
 
 
 def create_memory_autoscaler(api: FakeKubeApi) -> None:
