@@ -88,8 +88,11 @@ def install() -> Callable[[], None]:
     from botocore.client import BaseClient
     from kubernetes.client import ApiClient
 
+    from tasks.adapters import kube_pages
+
     original_call_api = ApiClient.call_api
     original_make_api_call = BaseClient._make_api_call
+    original_send_page = kube_pages._ConnectionFetch.send
 
     def call_api(self: Any, method: str, url: str, *args: Any, **kwargs: Any) -> Any:
         # The adapter, and `elevator watch`'s pod watch (a stream the adapter does not wrap).
@@ -100,6 +103,16 @@ def install() -> Callable[[], None]:
                                              namespace))
         return original_call_api(self, method, url, *args, **kwargs)
 
+    def send_page(self: Any, token: str | None) -> None:
+        # A list's pages asked on the client's connection (tasks/adapters/kube_pages.py).
+        component = _caller("tasks/adapters/kube.py", "tasks/adapters/kube_watch.py",
+                            "tasks/adapters/kube_pages.py")
+        if component is not None:
+            verb, group, resource, name, namespace = parse_kube_request_in("GET", self.path)
+            KUBE_REQUESTS.append(KubeRequest(component, verb, group, resource, name,
+                                             namespace))
+        original_send_page(self, token)
+
     def make_api_call(self: Any, operation_name: str, api_params: Any) -> Any:
         component = _caller("tasks/adapters/cloud.py")
         if component is not None:
@@ -109,9 +122,11 @@ def install() -> Callable[[], None]:
 
     ApiClient.call_api = call_api  # type: ignore[method-assign]
     BaseClient._make_api_call = make_api_call  # type: ignore[method-assign]
+    kube_pages._ConnectionFetch.send = send_page  # type: ignore[method-assign]
 
     def uninstall() -> None:
         ApiClient.call_api = original_call_api  # type: ignore[method-assign]
+        kube_pages._ConnectionFetch.send = original_send_page  # type: ignore[method-assign]
         BaseClient._make_api_call = original_make_api_call  # type: ignore[method-assign]
 
     return uninstall

@@ -23,6 +23,7 @@ import orjson
 from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
 
+from tasks.adapters.kube_pages import PagedList
 from tasks.core.api_objects import OBJECT_DECODER
 from tasks.core.collector import gc_paused
 from tasks.core.decode import ClusterSnapshot, decode_page
@@ -137,17 +138,10 @@ class KubeClient:
 
     def _pages(self, list_call: Any, *args: Any,
                decode: Callable[[bytes], tuple[str | None, T]], **query: Any) -> Iterator[T]:
-        """The one paging loop: each page of a list, decoded as it arrives (`decode` gives
-        the continue token and the page's result). (Fetching the next page on a thread while
-        decoding this one measured slower: both hold the GIL.)"""
-        token: str | None = None
-        while True:
-            data = _body(list_call(*args, limit=self.page_size, _continue=token,
-                                   _preload_content=False, **query))
-            token, result = decode(data)
-            yield result
-            if not token:
-                return
+        """Each page of a list, decoded as it arrives (`decode` gives the continue token and
+        the page's result); the next page is asked for before this one is decoded
+        (`tasks.adapters.kube_pages`)."""
+        yield from PagedList(list_call, decode, *args, page_size=self.page_size, **query)
 
     def _raw_items(self, list_call: Any, *args: Any, **query: Any) -> list[dict[str, Any]]:
         """Every item of a list as raw JSON (few objects: budgets, custom objects, a target's

@@ -84,6 +84,7 @@ class ClusterCache:
                 self._pdbs_listed, self._pdb_changed, **options),
         }
         self._listed = {kind: threading.Event() for kind in self.loops}
+        self._listed_kinds: set[str] = set()
 
     # --- lifecycle ----------------------------------------------------------------------------
 
@@ -175,10 +176,20 @@ class ClusterCache:
             for index in self._indexes.values():
                 index.rebuild(pods)
             self._changed.notify_all()
-        keep_out_of_collections()
-        self._listed["pods"].set()
+        self._now_listed("pods")
         if self.on_pods_listed is not None:
             self.on_pods_listed(list(pods.values()))
+
+    def _now_listed(self, kind: str) -> None:
+        """Hide what the list built from the collector, then let ticks read it. At the first
+        sync, once for every kind: each collection walks all that the other kinds' lists have
+        built so far (at 150k pods, 0.06 s for the nodes' and 0.09 s for the pods')."""
+        with self._lock:
+            self._listed_kinds.add(kind)
+            every_kind = len(self._listed_kinds) == len(self.loops)
+        if every_kind:
+            keep_out_of_collections()
+        self._listed[kind].set()
 
     def _pod_changed(self, event_type: str, item: msgspec.Raw) -> None:
         pod = _read(pod_record, _decoded(item), "pod")
@@ -206,8 +217,7 @@ class ClusterCache:
         with self._changed:
             self._nodes = nodes
             self._changed.notify_all()
-        keep_out_of_collections()
-        self._listed["nodes"].set()
+        self._now_listed("nodes")
 
     def _node_changed(self, event_type: str, item: msgspec.Raw) -> None:
         node = _read(node_record, _decoded(item), "node")
@@ -226,7 +236,7 @@ class ClusterCache:
         with self._changed:
             self._pdbs = pdbs
             self._changed.notify_all()
-        self._listed["poddisruptionbudgets"].set()
+        self._now_listed("poddisruptionbudgets")
 
     def _pdb_changed(self, event_type: str, item: msgspec.Raw) -> None:
         pdb = _budget(item)

@@ -19,6 +19,7 @@ from typing import Any
 
 import msgspec
 
+from tasks.adapters.kube_pages import PagedList
 from tasks.core.collector import gc_paused
 from tasks.core.timeouts import timeouts
 
@@ -194,19 +195,23 @@ class ListWatch:
 
     def _relist(self) -> None:
         items: list[Any] = []
-        token: str | None = None
         version = ""
-        while True:
-            response: Any = self.list_call(
-                limit=self.page_size, _continue=token, _preload_content=False,
-                _request_timeout=timeouts().pair, **self.query)
-            page_items, token, page_version = self.page_decoder(response.data)
-            items.extend(page_items)
-            version = version or page_version or ""
-            if not token:
-                break
-            if self._stop.is_set():
-                return
+
+        def decode(data: bytes) -> tuple[str | None, tuple[list[Any], str | None]]:
+            page_items, token, page_version = self.page_decoder(data)
+            return token, (page_items, page_version)
+
+        pages = PagedList(self.list_call, decode, page_size=self.page_size,
+                          stopped=self._stop.is_set, **self.query)
+        self._response = pages  # stop() ends a wait for a page at once
+        try:
+            for page_items, page_version in pages:
+                items.extend(page_items)
+                version = version or page_version or ""
+        finally:
+            self._response = None
+        if not pages.complete:  # stopped mid-list
+            return
         self.relists += 1
         self.on_relist(items, version)
         self.resource_version = version

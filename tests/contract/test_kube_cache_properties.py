@@ -98,7 +98,11 @@ def disrupt(kube: FakeKubeApi, how: str) -> Any:
     if how == "none":
         return None
     if how == "dropped":  # the resumed watch's connection closes without an answer
-        kube.faults.add("drop", method="GET", path="/api/v1/pods")
+        dropped = kube.faults.add("drop", method="GET", path="/api/v1/pods")
+        kube.end_watches("pods")
+        # The watch takes the drop, not the fresh list this test compares with.
+        assert kube.faults.wait_fired(dropped, timeout=10)
+        return None
     held = None
     if how == "gone":  # the resumed watch waits until the server has forgotten its version
         held = kube.faults.add("delay", method="GET", path="/api/v1/pods", delay_seconds=120)

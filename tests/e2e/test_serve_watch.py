@@ -407,7 +407,13 @@ def test_serve_runs_the_autoscale_deployment_in_process_from_its_cache(
     assert runs[from_ui.id].state_type.value == "COMPLETED"
     burst = [run for run in runs.values() if BURST_TAG in run.tags]
     assert len(burst) == 1 and burst[0].state_type.value == "COMPLETED"
-    assert all(run.state_type.value == "COMPLETED" for run in runs.values()), runs
+    # Every run that ran completed. The server's scheduler may still add a run of the hourly
+    # schedule while the deployment is paused at stop (the pause deletes those it finds, and
+    # one made a moment before can land after): never run, and never run while paused.
+    left = [(run.name, run.state_name, run.auto_scheduled, run.run_count, run.tags)
+            for run in runs.values() if run.state_type.value != "COMPLETED"]
+    assert all(auto and count == 0 and state == "Scheduled"
+               for _, state, auto, count, _ in left), left
     with api(server) as client:  # paused until the next start: no runs pile up
         assert client.read_deployment_by_name("autoscale/autoscale").paused
 
