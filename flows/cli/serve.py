@@ -217,7 +217,7 @@ class InProcessTicks:
     def _run(self) -> None:
         from prefect.client.orchestration import get_client
 
-        from flows.autoscale import autoscale
+        from flows.autoscale import autoscale, tick_results
         from flows.cli.common import print_tick_results, say_as
         from flows.cli.watch import CACHE_START_SECONDS
         from flows.deployment_runs import DeploymentRuns
@@ -235,11 +235,12 @@ class InProcessTicks:
                         state = runs.execute(runs.start_now(why))
                         states = [] if state is None else [state]
                     for state in states:
-                        results = state.result(raise_on_failure=False)
-                        if isinstance(results, list):
-                            print_tick_results(why, results)
+                        try:
+                            results = tick_results(state)
+                        except BaseException as stopped:  # bad input, a crash, a cancel
+                            say(f"tick ({why}): {state.name}: {stopped}")
                         else:
-                            say(f"tick ({why}): {state.name}: {results}")
+                            print_tick_results(why, results)
 
                 run_cached_ticks(self.kube.api, str(self.kubeconfig) if self.kubeconfig
                                  else None, self.events, tick, self.poll_seconds, self.stop,

@@ -184,15 +184,16 @@ def watch(
 def _watch_and_tick(kube: Any, nodegroups: Path, kubeconfig: Path | None, lease_namespace: str,
                     period: float, events: PendingPodsEvents, stop: threading.Event) -> None:
     """Keep the cache, feed its pod changes to the bursts, and run ticks in this process."""
-    from flows.autoscale import autoscale
+    from flows.autoscale import autoscale, tick_results
     from flows.cli.common import console_logs_without_tracebacks, print_tick_results, say_as
 
     say = say_as("watch")
     kubeconfig_text = str(kubeconfig) if kubeconfig else None
 
     def tick(why: str) -> None:
-        results = autoscale(nodegroups=str(nodegroups), lease_namespace=lease_namespace,
-                            kubeconfig=kubeconfig_text)
+        results = tick_results(autoscale(nodegroups=str(nodegroups),
+                                         lease_namespace=lease_namespace,
+                                         kubeconfig=kubeconfig_text, return_state=True))
         print_tick_results(why, results)
 
     console_logs_without_tracebacks()

@@ -20,7 +20,7 @@ from prefect.client.schemas.filters import FlowRunFilter, FlowRunFilterId
 from fakes.aws import FakeAws, fail_next_calls
 from fakes.cluster import node_for_instance
 from fakes.kube_api.server import FakeKubeApi
-from flows.autoscale import autoscale, live_tick
+from flows.autoscale import TickFailed, autoscale, live_tick, tick_results
 from tasks.adapters.cloud import AsgClient
 from tasks.adapters.kube import KubeClient
 from tasks.core.step import run_as_task
@@ -121,6 +121,31 @@ def test_spec_worked_example_scales_two_to_eight_then_holds_the_lock(cluster_fac
     assert again["locked"] and again["delta"] == 6 and again["status"] == "nothing to do"
     assert cluster.desired() == 8
     assert [r for r in cluster.kube.requests if r.verb not in ("get", "list")] == writes_before
+
+
+def test_a_tick_in_which_a_group_failed_ends_failed_and_keeps_every_result(
+        cluster_factory: Any) -> None:
+    """Escalator goes on to the next group when one fails; the run still tells the truth: it
+    ends Failed, naming the group, so the UI and Prefect's automations see a failed tick."""
+    cluster = cluster_factory(2)
+    for index in range(10):
+        cluster.pod(f"job-{index}")
+    config = yaml.safe_load(cluster.config.read_text())
+    config["node_groups"].append(group_dict(name="ghost", label_value="ghost",
+                                            cloud_provider_group_name="no-such-asg"))
+    cluster.config.write_text(yaml.safe_dump(config))
+    state = autoscale(nodegroups=str(cluster.config), now=at(T0),
+                      kubeconfig=str(cluster.kubeconfig), return_state=True)
+    assert state.is_failed()
+    assert state.message is not None
+    assert state.message.startswith("1 of 2 node groups failed: ghost: ")
+    results = {result["name"]: result for result in tick_results(state)}
+    assert results["batch"]["status"] == "acted" and cluster.desired() == 8  # it went on
+    assert results["ghost"]["status"] == "failed"
+    with pytest.raises(TickFailed) as failed:  # called as a function: the error, with them
+        autoscale(nodegroups=str(cluster.config), now=at(T0 + 60),
+                  kubeconfig=str(cluster.kubeconfig))
+    assert [result["status"] for result in failed.value.results] == ["nothing to do", "failed"]
 
 
 def test_rising_load_untaints_newest_first_then_raises_asg_by_the_rest(

@@ -574,7 +574,9 @@ def test_watch_stops_on_sigterm_while_its_cache_lists_a_big_cluster(
     assert "watching the cluster" not in watch.output()
     pod_lists = [request for request in fake_kube.requests
                  if request.resource == "pods" and request.verb == "list"]
-    assert len(pod_lists) == 2, [request.query for request in pod_lists]  # no third page
+    # No third page. The second page's wait was cut short by the stop: the server records that
+    # request only if it answered before the test looked.
+    assert len(pod_lists) in (1, 2), [request.query for request in pod_lists]
 
 
 def test_launcher_runs_the_registered_commands() -> None:
