@@ -204,8 +204,8 @@ MAX_TRACE_PROBLEMS = 20  # the first bad rows say what is wrong; the rest are co
 def _read_trace(path: Path, source: str, config: LoadedConfig) -> list[TracePod]:
     groups = {group.name for group in config.node_groups}
     pods, problems, bad_rows = [], [], 0
-    # utf-8-sig: a spreadsheet's "CSV UTF-8" starts with a byte-order mark.
-    text = as_text(read_bytes(path, f"{source}: trace {path}"), str(path)).removeprefix("\ufeff")
+    # A spreadsheet's "CSV UTF-8" starts with a byte order mark, which `read_bytes` drops.
+    text = as_text(read_bytes(path, f"{source}: trace {path}"), str(path))
     reader = csv.DictReader(io.StringIO(text, newline=""))
     try:
         header = reader.fieldnames or []

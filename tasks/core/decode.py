@@ -319,12 +319,7 @@ def load_cluster_files(paths: Sequence[str | Path]) -> ClusterSnapshot:
 def _load_cluster_files(paths: Sequence[str | Path]) -> ClusterSnapshot:
     snapshot = ClusterSnapshot()
     for path in paths:
-        try:
-            data = Path(path).read_bytes()
-        except OSError as error:
-            raise InputError([join_location(str(path), "",
-                                            f"cannot read file: {error.strerror}")]) from None
-        decode_list_document(data, str(path), snapshot)
+        decode_list_document(read_bytes(path), str(path), snapshot)
     return snapshot
 
 

@@ -12,6 +12,7 @@ iteratively, and only a document within the limits is constructed into Python ob
 
 from __future__ import annotations
 
+import codecs
 from pathlib import Path
 from typing import Any
 
@@ -26,15 +27,45 @@ MAX_NODES = 1_000_000
 _LOADER: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
+# Byte order marks, longest first (UTF-32 LE's starts as UTF-16 LE's does).
+_BOMS = ((codecs.BOM_UTF32_LE, "utf-32"), (codecs.BOM_UTF32_BE, "utf-32"),
+         (codecs.BOM_UTF8, "utf-8-sig"), (codecs.BOM_UTF16_LE, "utf-16"),
+         (codecs.BOM_UTF16_BE, "utf-16"))
+
+
 def read_bytes(path: str | Path, source: str | None = None) -> bytes:
+    """A file's bytes, as UTF-8 when it starts with a byte order mark (`utf8_from_bom`)."""
     try:
-        return Path(path).read_bytes()
+        data = Path(path).read_bytes()
     except OSError as error:
         raise InputError([join_location(source or str(path), "",
                                         f"cannot read file: {error.strerror}")]) from None
     except ValueError:  # a NUL byte in the path
         raise InputError([join_location(source or repr(str(path)), "",
                                         "cannot read file: the path holds a NUL byte")]) from None
+    return utf8_from_bom(data, source or str(path))
+
+
+def utf8_from_bom(data: bytes, source: str) -> bytes:
+    """A file that starts with a byte order mark, as UTF-8 without it; others unchanged.
+
+    Windows writes them: PowerShell 5's `kubectl get pods -A -o json > pods.json` is UTF-16 with
+    a BOM, and `Out-File -Encoding utf8` or a spreadsheet's "CSV UTF-8" start with UTF-8's.
+    kubectl reads such files (its file reader decodes by the BOM), so do we.
+    """
+    for bom, codec in _BOMS:
+        if data.startswith(bom):
+            if codec == "utf-8-sig":
+                return data[len(bom):]  # its readers check the UTF-8 themselves
+            try:
+                return data.decode(codec).encode("utf-8")
+            except UnicodeError as error:
+                name = codec.upper()
+                raise InputError([join_location(
+                    source, f"byte {getattr(error, 'start', 0)}",
+                    f"not valid {name} after its byte order mark: save the file as UTF-8"),
+                ]) from None
+    return data
 
 
 def as_text(data: bytes, source: str) -> str:

@@ -331,6 +331,37 @@ def test_a_trace_saved_with_a_byte_order_mark_is_read(files: dict[str, Path]) ->
     assert expected[0] == 0
 
 
+@pytest.mark.parametrize(("bom", "codec"), [
+    (b"\xff\xfe", "utf-16-le"),  # PowerShell 5: `kubectl get ... -o json > pods.json`
+    (b"\xfe\xff", "utf-16-be"),
+    (b"\xef\xbb\xbf", "utf-8"),  # `Out-File -Encoding utf8`, editors' "UTF-8 with BOM"
+])
+def test_files_saved_on_windows_with_a_byte_order_mark_are_read(
+        files: dict[str, Path], tmp_path: Path, bom: bytes, codec: str) -> None:
+    """kubectl reads a file by its byte order mark; `elevator plan` on the same cluster, node
+    groups and ASGs saved that way plans exactly as on the UTF-8 originals."""
+    expected = elevator("plan", "--nodegroups", str(files["nodegroups"]), "--cluster",
+                        str(files["cluster"]), "--asg", str(files["asgs"]), "--output", "json",
+                        "--now", "1800000000")
+    assert expected[0] == 0, expected[1]
+    saved = {}
+    for name in ("nodegroups", "cluster", "asgs"):
+        saved[name] = tmp_path / files[name].name
+        saved[name].write_bytes(bom + files[name].read_text("utf-8").encode(codec))
+    assert elevator("plan", "--nodegroups", str(saved["nodegroups"]), "--cluster",
+                    str(saved["cluster"]), "--asg", str(saved["asgs"]), "--output",
+                    "json", "--now", "1800000000") == expected
+
+
+def test_a_byte_order_mark_whose_bytes_break_is_one_error_line(tmp_path: Path) -> None:
+    broken = tmp_path / "nodegroups.yaml"
+    broken.write_bytes(b"\xff\xfe" + "node_groups: []\n".encode("utf-16-le") + b"\x00")
+    code, output = elevator("validate", str(broken))
+    assert code == 2
+    assert f"{broken}: byte " in output and "not valid UTF-16 after its byte order mark" in output
+    assert_clean(code, output, str(broken))
+
+
 def test_tune_checks_its_output_and_dask_before_searching(files: dict[str, Path],
                                                           tmp_path: Path) -> None:
     """The search may take hours: a folder as --output, or a Dask address that is malformed or
