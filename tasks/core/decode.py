@@ -18,11 +18,12 @@ from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import msgspec
+import orjson
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from tasks.core.api_objects import OBJECT_DECODER, RawMetadata, RawObject
 from tasks.core.collector import gc_paused
-from tasks.core.documents import load_json_document, read_bytes
+from tasks.core.documents import load_document, load_json_document, read_bytes
 from tasks.core.errors import InputError, join_location
 from tasks.core.lease_state import LEASE_PREFIX, GroupState, state_from_annotations
 from tasks.core.pdb import PodDisruptionBudget, pdb_from_api
@@ -293,7 +294,7 @@ def decode_page(data: bytes | memoryview, source: str, snapshot: ClusterSnapshot
     except msgspec.ValidationError as error:  # valid JSON, wrong shape (a subclass: first)
         path, rule = _split_json_path(error)
         if not path:  # the document is an array, a string, ...: not a List at all
-            rule = f"expected a Kubernetes List (kubectl get ... -o json): {rule}"
+            rule = f"expected a Kubernetes List (kubectl get ... -o json or -o yaml): {rule}"
         raise InputError([join_location(source, path, rule)]) from None
     except msgspec.DecodeError as error:
         raise InputError([join_location(source, "", f"not valid JSON: {error}")]) from None
@@ -303,10 +304,23 @@ def decode_page(data: bytes | memoryview, source: str, snapshot: ClusterSnapshot
     if not document.kind.endswith("List") or document.items is None:
         shown = document.kind or "no kind"
         raise InputError([join_location(
-            source, "kind", f"expected a Kubernetes List (kubectl get ... -o json), got {shown}")])
+            source, "kind", f"expected a Kubernetes List (kubectl get ... -o json or -o yaml), got {shown}")])
     default_kind = document.kind[:-4] if document.kind != "List" else ""
     decode_items(snapshot, document.items, source, default_kind, first_index)
     return document.metadata.continue_, len(document.items)
+
+
+def _as_json(data: bytes, source: str) -> bytes:
+    """JSON as it is; anything else read as YAML (`kubectl get ... -o yaml`) and re-encoded,
+    within the YAML reader's limits and with its one-line errors."""
+    if data.lstrip()[:1] in (b"{", b"["):
+        return data
+    document = load_document(data, source, "YAML or JSON")
+    try:
+        return orjson.dumps(document)
+    except TypeError as error:  # a YAML value JSON has no form for (a set, a binary)
+        raise InputError([join_location(source, "", f"not a Kubernetes List: {error}")]) \
+            from None
 
 
 def load_cluster_files(paths: Sequence[str | Path]) -> ClusterSnapshot:
@@ -319,7 +333,7 @@ def load_cluster_files(paths: Sequence[str | Path]) -> ClusterSnapshot:
 def _load_cluster_files(paths: Sequence[str | Path]) -> ClusterSnapshot:
     snapshot = ClusterSnapshot()
     for path in paths:
-        decode_list_document(read_bytes(path), str(path), snapshot)
+        decode_list_document(_as_json(read_bytes(path), str(path)), str(path), snapshot)
     return snapshot
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import copy
 import json
+import re
 import signal
 import socket
 import subprocess
@@ -351,6 +352,24 @@ def test_files_saved_on_windows_with_a_byte_order_mark_are_read(
     assert elevator("plan", "--nodegroups", str(saved["nodegroups"]), "--cluster",
                     str(saved["cluster"]), "--asg", str(saved["asgs"]), "--output",
                     "json", "--now", "1800000000") == expected
+
+
+def test_a_snapshot_saved_as_yaml_plans_as_its_json(files: dict[str, Path],
+                                                   tmp_path: Path) -> None:
+    """`kubectl get ... -o yaml` is as common as `-o json`: the same cluster in YAML, its
+    timestamps unquoted as a hand edit leaves them, plans exactly as the JSON."""
+    arguments = ("--nodegroups", str(files["nodegroups"]), "--asg", str(files["asgs"]),
+                 "--output", "json", "--now", "1800000000")
+    expected = elevator("plan", "--cluster", str(files["cluster"]), *arguments)
+    assert expected[0] == 0, expected[1]
+    text = yaml.safe_dump(json.loads(files["cluster"].read_text()))
+    unquoted = re.sub(r"(creationTimestamp): '([^']+)'", r"\1: \2", text)
+    assert unquoted != text
+    as_yaml = tmp_path / "cluster.yaml"
+    as_yaml.write_text(unquoted)
+    assert elevator("plan", "--cluster", str(as_yaml), *arguments) == expected
+    as_yaml.write_text("items: [\n")
+    assert_clean(*elevator("plan", "--cluster", str(as_yaml), *arguments), str(as_yaml))
 
 
 def test_a_byte_order_mark_whose_bytes_break_is_one_error_line(tmp_path: Path) -> None:
