@@ -162,45 +162,58 @@ def test_a_client_behind_a_proxy_lists_through_the_generated_method(tmp_path: Pa
 # --- a real TLS API server ---------------------------------------------------------------------
 
 
-def _certificates(directory: Path) -> tuple[Path, Path, bytes]:
-    """A CA, and a server certificate for 127.0.0.1 that it signed: (cert, key, CA PEM)."""
+def _certificate(subject: str, issuer: Any, issuer_key: Any, serial: int, *,
+                 ip: str | None = None, ca: bool = False) -> tuple[Any, Any]:
     from cryptography import x509
-    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives import hashes
     from cryptography.hazmat.primitives.asymmetric import ec
     from cryptography.x509.oid import NameOID
 
     now = datetime.datetime.now(datetime.UTC)
-    ca_key = ec.generate_private_key(ec.SECP256R1())
-    ca_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "test-ca")])
-    ca = (x509.CertificateBuilder().subject_name(ca_name).issuer_name(ca_name)
-          .public_key(ca_key.public_key()).serial_number(1)
-          .not_valid_before(now - datetime.timedelta(days=1))
-          .not_valid_after(now + datetime.timedelta(days=1))
-          .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
-          .sign(ca_key, hashes.SHA256()))
     key = ec.generate_private_key(ec.SECP256R1())
-    cert = (x509.CertificateBuilder()
-            .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "apiserver")]))
-            .issuer_name(ca_name).public_key(key.public_key()).serial_number(2)
-            .not_valid_before(now - datetime.timedelta(days=1))
-            .not_valid_after(now + datetime.timedelta(days=1))
-            .add_extension(x509.SubjectAlternativeName(
-                [x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]), critical=False)
-            .sign(ca_key, hashes.SHA256()))
-    cert_path, key_path = directory / "server.crt", directory / "server.key"
-    cert_path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
-    key_path.write_bytes(key.private_bytes(serialization.Encoding.PEM,
-                                           serialization.PrivateFormat.PKCS8,
-                                           serialization.NoEncryption()))
-    return cert_path, key_path, ca.public_bytes(serialization.Encoding.PEM)
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, subject)])
+    builder = (x509.CertificateBuilder().subject_name(name)
+               .issuer_name(issuer if issuer is not None else name)
+               .public_key(key.public_key()).serial_number(serial)
+               .not_valid_before(now - datetime.timedelta(days=1))
+               .not_valid_after(now + datetime.timedelta(days=1)))
+    if ca:
+        builder = builder.add_extension(x509.BasicConstraints(ca=True, path_length=None),
+                                        critical=True)
+    if ip is not None:
+        builder = builder.add_extension(x509.SubjectAlternativeName(
+            [x509.IPAddress(ipaddress.ip_address(ip))]), critical=False)
+    return builder.sign(issuer_key if issuer_key is not None else key, hashes.SHA256()), key
+
+
+def _pem(certificate: Any, key: Any) -> tuple[bytes, bytes]:
+    from cryptography.hazmat.primitives import serialization
+
+    return (certificate.public_bytes(serialization.Encoding.PEM),
+            key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                              serialization.NoEncryption()))
+
+
+def _certificates() -> dict[str, bytes]:
+    """A CA, a server certificate for 127.0.0.1 and a client certificate ("elevator") that it
+    signed, as PEM: ca, server, server-key, client, client-key."""
+    ca, ca_key = _certificate("test-ca", None, None, 1, ca=True)
+    server = _certificate("apiserver", ca.subject, ca_key, 2, ip="127.0.0.1")
+    user = _certificate("elevator", ca.subject, ca_key, 3)
+    (server_pem, server_key), (client_pem, client_key) = _pem(*server), _pem(*user)
+    return {"ca": _pem(ca, ca_key)[0], "server": server_pem, "server-key": server_key,
+            "client": client_pem, "client-key": client_key}
 
 
 @pytest.fixture
-def tls_api(tmp_path: Path) -> Iterator[tuple[Path, list[tuple[str, str | None]]]]:
+def tls_api(tmp_path: Path) -> Iterator[tuple[Path, list[tuple[str, str | None, str]]]]:
     """An HTTPS server answering the node list in two pages; yields a kubeconfig that trusts
-    its CA and carries a token, and the (path, Authorization) of each request."""
-    cert, key, ca_pem = _certificates(tmp_path)
-    seen: list[tuple[str, str | None]] = []
+    its CA and carries a token and a client certificate, and for each request its path, its
+    Authorization header and the common name of the client certificate it presented."""
+    pems = _certificates()
+    (tmp_path / "server.crt").write_bytes(pems["server"])
+    (tmp_path / "server.key").write_bytes(pems["server-key"])
+    seen: list[tuple[str, str | None, str]] = []
     pages = {"": {"continue": "page-2", "items": [api_node("n1")]},
              "continue=page-2": {"continue": None, "items": [api_node("n2")]}}
 
@@ -208,7 +221,10 @@ def tls_api(tmp_path: Path) -> Iterator[tuple[Path, list[tuple[str, str | None]]
         protocol_version = "HTTP/1.1"  # keep-alive, as an API server
 
         def do_GET(self) -> None:
-            seen.append((self.path, self.headers.get("Authorization")))
+            peer = self.connection.getpeercert() or {}  # type: ignore[attr-defined]
+            names = [value for rdn in peer.get("subject", ()) for key, value in rdn
+                     if key == "commonName"]
+            seen.append((self.path, self.headers.get("Authorization"), ",".join(names)))
             query = self.path.partition("?")[2]
             token = "continue=page-2" if "continue=page-2" in query else ""
             page = pages[token]
@@ -228,7 +244,9 @@ def tls_api(tmp_path: Path) -> Iterator[tuple[Path, list[tuple[str, str | None]]
 
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
     context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-    context.load_cert_chain(cert, key)
+    context.load_cert_chain(tmp_path / "server.crt", tmp_path / "server.key")
+    context.verify_mode = ssl.CERT_OPTIONAL  # a client certificate, if given, must be the CA's
+    context.load_verify_locations(cadata=pems["ca"].decode())
     server.socket = context.wrap_socket(server.socket, server_side=True)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
@@ -237,8 +255,11 @@ def tls_api(tmp_path: Path) -> Iterator[tuple[Path, list[tuple[str, str | None]]
         "apiVersion": "v1", "kind": "Config", "current-context": "tls",
         "clusters": [{"name": "tls", "cluster": {
             "server": f"https://127.0.0.1:{server.server_address[1]}",
-            "certificate-authority-data": base64.b64encode(ca_pem).decode()}}],
-        "users": [{"name": "tls", "user": {"token": "s3cret-token"}}],
+            "certificate-authority-data": base64.b64encode(pems["ca"]).decode()}}],
+        "users": [{"name": "tls", "user": {
+            "token": "s3cret-token",
+            "client-certificate-data": base64.b64encode(pems["client"]).decode(),
+            "client-key-data": base64.b64encode(pems["client-key"]).decode()}}],
         "contexts": [{"name": "tls", "context": {"cluster": "tls", "user": "tls"}}]}))
     try:
         yield kubeconfig, seen
@@ -247,24 +268,25 @@ def tls_api(tmp_path: Path) -> Iterator[tuple[Path, list[tuple[str, str | None]]
         server.server_close()
 
 
-def test_pages_go_over_the_clients_tls_with_its_token(
-        tls_api: tuple[Path, list[tuple[str, str | None]]]) -> None:
+def test_pages_go_over_the_clients_tls_with_its_credentials(
+        tls_api: tuple[Path, list[tuple[str, str | None, str]]]) -> None:
     """The pages asked on the client's own connection keep what the generated methods do on a
-    real cluster: the CA the kubeconfig trusts, and its bearer token on every request."""
+    real cluster: the CA the kubeconfig trusts, its client certificate (kind, kubeadm) and its
+    bearer token (EKS, in-cluster) on every request."""
     kubeconfig, seen = tls_api
     nodes = KubeClient.from_config(kubeconfig).list_nodes()
     assert [node.name for node in nodes] == ["n1", "n2"]
-    assert [path.partition("?")[0] for path, _ in seen] == ["/api/v1/nodes", "/api/v1/nodes"]
+    assert [path.partition("?")[0] for path, _, _ in seen] == ["/api/v1/nodes"] * 2
     assert "continue=page-2" in seen[1][0]
-    assert [authorization for _, authorization in seen] == ["Bearer s3cret-token"] * 2
+    assert [authorization for _, authorization, _ in seen] == ["Bearer s3cret-token"] * 2
+    assert [certificate for _, _, certificate in seen] == ["elevator"] * 2
 
 
 def test_a_server_whose_certificate_the_kubeconfig_does_not_trust_is_refused(
-        tls_api: tuple[Path, list[tuple[str, str | None]]], tmp_path: Path) -> None:
+        tls_api: tuple[Path, list[tuple[str, str | None, str]]], tmp_path: Path) -> None:
     kubeconfig, seen = tls_api
     config = yaml.safe_load(kubeconfig.read_text())
-    (tmp_path / "other").mkdir()
-    _, _, other_ca = _certificates(tmp_path / "other")
+    other_ca = _certificates()["ca"]
     config["clusters"][0]["cluster"]["certificate-authority-data"] = \
         base64.b64encode(other_ca).decode()
     untrusting = tmp_path / "untrusting"
