@@ -460,6 +460,11 @@ class MemoryCloud:
                 terminated.append(step.instance_id)
             return terminated
 
+    def launch_times(self, provider_ids: Sequence[str]) -> dict[str, float]:
+        """None known: moto's LaunchTime is the wall clock's, which a simulated clock has no
+        use for; the registration lag is observed on live ticks only."""
+        return {}
+
     def _gone(self, provider_ids: Iterable[str]) -> frozenset[str]:
         ids = {instance_id for provider_id in provider_ids
                if (instance_id := _instance_id_or_none(provider_id)) is not None}

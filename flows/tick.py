@@ -34,7 +34,14 @@ from tasks.escalator.utilization import GroupPods
 from tasks.steps.drain import evict_pods
 from tasks.steps.lease import write_lock
 from tasks.steps.load_watcher import read_node_load
-from tasks.steps.node_groups import ActionsDone, Adapters, GroupResult, taint_and_remove, untaint_or_increase
+from tasks.steps.node_groups import (
+    ActionsDone,
+    Adapters,
+    GroupResult,
+    registration_lags,
+    taint_and_remove,
+    untaint_or_increase,
+)
 from tasks.steps.source import (
     TickSource,
     collect_nodes,
@@ -122,6 +129,7 @@ def _tick_group(
         written = run(write_lock, actuator.kube, namespace, group.name, claimed, now)
     except LeaseConflict as conflict:
         return GroupResult(plan, "lost race", message=str(conflict), asg=asg)
+    lags = _registration_lags(run, actuator, plan, nodes, now)
     done = run(taint_and_remove, actuator, plan, asg, nodes, now)
     try:
         done = done.merged(run(untaint_or_increase, actuator, plan, asg))
@@ -133,7 +141,22 @@ def _tick_group(
             released = replace(written, lock=state.lock, claim=uuid.uuid4().hex)
             run(write_lock, actuator.kube, namespace, group.name, released, now)
         raise
-    return GroupResult(plan, "acted", done, asg=asg)
+    return GroupResult(plan, "acted", done, asg=asg, registration_lags_seconds=lags)
+
+
+def _registration_lags(run: Runner, actuator: Adapters, plan: ScalePlan,
+                       nodes: Sequence[NodeRecord], now: float) -> tuple[float, ...]:
+    """On the first unlocked tick after a scale-out (the lock released this tick, as Escalator
+    measures it), the new nodes' registration lags; a failed lookup is logged and skipped."""
+    if plan.lock_released_after_seconds is None:
+        return ()
+    try:
+        return run(registration_lags, actuator, nodes, now - plan.lock_released_after_seconds)
+    except Exception as error:
+        get_logger(__name__).warning(
+            "%s: unable to get instances from the cloud provider to determine the registration "
+            "lag, skipping: %s", plan.name, error)
+        return ()
 
 
 def tick(

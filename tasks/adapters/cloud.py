@@ -175,6 +175,28 @@ class AsgClient:
             raise _cloud_error("failed to describe auto scaling groups", exc) from exc
         return {name: found[name] for name in wanted if name in found}
 
+    def launch_times(self, provider_ids: Sequence[str]) -> dict[str, float]:
+        """EC2's LaunchTime of these nodes' instances (Escalator's `InstantiationTime`, for the
+        node registration lag); a filter (not InstanceIds) so an unknown id is not an error."""
+        by_instance = {instance_id: provider_id for provider_id in provider_ids
+                       if (instance_id := _instance_id_or_none(provider_id)) is not None}
+        ids = list(by_instance)
+        if not ids:
+            return {}
+        launched: dict[str, float] = {}
+        paginator = self.ec2.get_paginator("describe_instances")
+        try:
+            for page in paginator.paginate(Filters=[{"Name": "instance-id", "Values": ids}]):
+                for reservation in page.get("Reservations", []):
+                    for instance in reservation.get("Instances", []):
+                        provider_id = by_instance.get(instance.get("InstanceId", ""))
+                        launch_time = instance.get("LaunchTime")
+                        if provider_id is not None and launch_time is not None:
+                            launched[provider_id] = launch_time.timestamp()
+        except (ClientError, BotoCoreError) as exc:
+            raise _cloud_error("failed to describe instances", exc) from exc
+        return launched
+
     def group(self, name: str) -> AutoScalingGroup:
         """A fresh description of one ASG; CloudError (not retryable) if AWS does not know it."""
         group = self.describe([name]).get(name)

@@ -64,5 +64,10 @@ class CloudActions(Protocol):
 
     def template_sources(self, names: Sequence[str]) -> dict[str, AsgTemplateSource]: ...
 
+    def launch_times(self, provider_ids: Sequence[str]) -> dict[str, float]:
+        """EC2's LaunchTime (Unix seconds) of these nodes' instances, by providerID; those EC2
+        does not know (or whose providerID names no instance) are left out."""
+        ...
+
 
 __all__ = ["CloudActions", "KubeActions"]

@@ -67,6 +67,8 @@ COUNTERS = {
 }
 HISTOGRAMS = {
     "node_group_scale_lock_duration": "seconds the scale lock was held",
+    "node_group_node_registration_lag":
+        "seconds from an instance's launch to its node's registration",
 }
 
 
@@ -99,6 +101,12 @@ class EscalatorMetrics:
 
     def value(self, name: str, **labels: str) -> float | None:
         return self._families[name].samples.get(tuple(sorted(labels.items())))
+
+    def observed(self, name: str, **labels: str) -> list[float]:
+        """A histogram's observations so far."""
+        with self._lock:
+            return list(self._families[name].observations.get(tuple(sorted(labels.items())),
+                                                              ()))
 
     def render(self) -> str:
         """Prometheus text exposition format 0.0.4."""

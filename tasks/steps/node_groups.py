@@ -68,6 +68,9 @@ class GroupResult:
     done: ActionsDone = field(default_factory=ActionsDone)
     message: str = ""
     asg: AutoScalingGroup | None = None  # as described this tick (for the cloud gauges)
+    # Escalator's node registration lag, seconds, on the first unlocked tick after a scale-out
+    # (metrics only: a simulated clock has no launch times, so tick records leave it out).
+    registration_lags_seconds: tuple[float, ...] = ()
 
     def to_json(self) -> dict[str, object]:
         return {**self.plan.to_json(), "status": self.status, "message": self.message,
@@ -97,6 +100,19 @@ def taint_and_remove(adapters: Adapters, plan: ScalePlan, asg: AutoScalingGroup,
             tainted.append(name)
     return ActionsDone(tainted=tuple(tainted), terminated_instances=tuple(terminated),
                        deleted_nodes=tuple(deleted))
+
+
+@step
+def registration_lags(adapters: Adapters, nodes: Sequence[NodeRecord],
+                      scaled_out_at: float) -> tuple[float, ...]:
+    """Escalator's calculateNewNodeMetrics: for each node that registered after the last
+    scale-out, seconds from its instance's launch (EC2's LaunchTime) to its registration."""
+    new = [node for node in nodes if node.created_unix_seconds > scaled_out_at]
+    if not new:
+        return ()
+    launched = adapters.cloud.launch_times([node.provider_id for node in new])
+    return tuple(node.created_unix_seconds - launched[node.provider_id] for node in new
+                 if node.provider_id in launched)
 
 
 @step

@@ -62,6 +62,8 @@ def record_metrics(metrics: EscalatorMetrics, results: Sequence[GroupResult]) ->
         if plan.lock_released_after_seconds is not None:
             metrics.observe("node_group_scale_lock_duration", plan.lock_released_after_seconds,
                             **group)
+        for lag in result.registration_lags_seconds:
+            metrics.observe("node_group_node_registration_lag", lag, **group)
         if result.done.deleted_nodes:
             metrics.add("node_group_pods_evicted", plan.pods_on_deleted_nodes, **group)
         for node in plan.delete_errors:  # reaps the scale-down found it could not do

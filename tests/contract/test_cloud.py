@@ -211,6 +211,24 @@ def test_an_increase_never_lowers_the_group(
     assert calls == [] and cloud.group(name("ahead")).desired_capacity == 6
 
 
+def test_launch_times_are_ec2s_for_the_instances_it_knows(
+    aws: FakeAws, cloud: AsgClient, name: Callable[[str], str]
+) -> None:
+    """The registration lag's other end: EC2's LaunchTime by the node's providerID; an unknown
+    instance or a providerID that names none is left out, not an error."""
+    aws.create_asg(name("launched"), 0, 3, 2)
+    members = [node.provider_id for node in nodes_of(cloud, name("launched"))]
+    described = aws.client("ec2").describe_instances(
+        InstanceIds=[provider_id.rsplit("/", 1)[1] for provider_id in members])
+    expected = {f"aws:///{instance['Placement']['AvailabilityZone']}/{instance['InstanceId']}":
+                instance["LaunchTime"].timestamp()
+                for reservation in described["Reservations"]
+                for instance in reservation["Instances"]}
+    asked = [*members, "aws:///us-east-1a/i-0123456789abcdef0", "gce://project/zone/vm", ""]
+    assert cloud.launch_times(asked) == expected and len(expected) == 2
+    assert cloud.launch_times([]) == {}
+
+
 def test_set_desired_clamps_against_a_fresh_description(
     aws: FakeAws, cloud: AsgClient, name: Callable[[str], str]
 ) -> None:

@@ -4,6 +4,7 @@ real boto3 against moto, real Prefect flow runs (issue "Live ticks", acceptance 
 from __future__ import annotations
 
 import itertools
+import math
 import socket
 import threading
 import time
@@ -24,6 +25,7 @@ from flows.autoscale import TickFailed, autoscale, live_tick, tick_results
 from tasks.adapters.cloud import AsgClient
 from tasks.adapters.kube import KubeClient
 from tasks.core.step import run_as_task
+from tasks.core.timefmt import rfc3339
 from tasks.escalator.config import load_node_groups
 from tasks.steps.node_groups import Adapters
 from tests.builders import group_dict
@@ -146,6 +148,51 @@ def test_a_tick_in_which_a_group_failed_ends_failed_and_keeps_every_result(
         autoscale(nodegroups=str(cluster.config), now=at(T0 + 60),
                   kubeconfig=str(cluster.kubeconfig))
     assert [result["status"] for result in failed.value.results] == ["nothing to do", "failed"]
+
+
+def test_the_first_unlocked_tick_after_a_scale_out_observes_each_new_nodes_registration_lag(
+        cluster_factory: Any, fake_aws: FakeAws) -> None:
+    """Escalator's `node_group_node_registration_lag`: once the lock of a scale-out is released,
+    each node registered since gets the seconds from its instance's EC2 LaunchTime to its
+    creation. On the clock moto launches instances by, the wall clock."""
+    from tasks.escalator.metrics import METRICS
+
+    cluster = cluster_factory(2)
+    old_nodes = set(cluster.node_names)
+    scaled_out_at = float(int(time.time()))
+    for name in old_nodes:  # registered an hour before the scale-out, on the same clock
+        node = cluster.kube.get("nodes", name)
+        cluster.kube.delete("nodes", name)
+        node["metadata"] = {**node["metadata"], "creationTimestamp": rfc3339(scaled_out_at - 3600)}
+        node["metadata"].pop("resourceVersion", None)
+        node["metadata"].pop("uid", None)
+        cluster.kube.create("nodes", node)
+    for index in range(10):
+        cluster.pod(f"job-{index}")
+    assert cluster.tick(scaled_out_at)["delta"] == 6 and cluster.desired() == 8
+    before = METRICS.observed("node_group_node_registration_lag", node_group="batch")
+    new_ids = [instance["InstanceId"] for instance in fake_aws.instances(cluster.asg)
+               if instance["InstanceId"] not in old_nodes]
+    described = fake_aws.client("ec2").describe_instances(InstanceIds=new_ids)
+    launched = {instance["InstanceId"]: instance["LaunchTime"].timestamp()
+                for reservation in described["Reservations"]
+                for instance in reservation["Instances"]}
+    expected = []
+    for offset, instance_id in enumerate(new_ids):  # each kubelet registers 90 + offset s later
+        created = float(int(launched[instance_id]) + 91 + offset)
+        expected.append(created - launched[instance_id])
+        cluster.kube.create("nodes", node_for_instance(
+            {"InstanceId": instance_id}, {"customer": "batch"}, 1000, 4000 * MiB, created))
+    assert cluster.tick(scaled_out_at + 60)["locked"]  # inside the cool-down: not yet
+    assert METRICS.observed("node_group_node_registration_lag", node_group="batch") == before
+    unlocked = cluster.tick(scaled_out_at + 300)
+    assert not unlocked["locked"]
+    observed = METRICS.observed("node_group_node_registration_lag", node_group="batch")
+    assert sorted(observed[len(before):]) == pytest.approx(sorted(expected))
+    assert sorted(math.ceil(lag) for lag in observed[len(before):]) == list(range(91, 97))
+    cluster.tick(scaled_out_at + 360)  # observed once, on the tick that released the lock
+    assert len(METRICS.observed("node_group_node_registration_lag", node_group="batch")) == \
+        len(observed)
 
 
 def test_rising_load_untaints_newest_first_then_raises_asg_by_the_rest(
