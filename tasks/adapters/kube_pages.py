@@ -24,7 +24,6 @@ import http.client
 import socket
 import ssl
 from collections.abc import Callable, Iterator, Mapping
-from importlib.metadata import version
 from typing import Any, Generic, TypeVar
 from urllib.parse import urlencode, urlsplit
 
@@ -45,7 +44,8 @@ LIST_PATHS = {
 }
 _QUERY_NAMES = {"field_selector": "fieldSelector", "label_selector": "labelSelector"}
 _ITEMS_KEY = b'"items":'
-_URLLIB3_2 = int(version("urllib3").split(".")[0]) >= 2  # a request apart from its answer
+# urllib3 2 sends a request apart from reading its answer (`request(preload_content=...)`).
+_URLLIB3_2 = int(str(getattr(urllib3, "__version__", "0")).split(".")[0]) >= 2
 _UNKNOWN = object()  # a page's head the loop cannot read: decode it before asking on
 
 
