@@ -178,7 +178,7 @@ def test_the_first_unlocked_tick_after_a_scale_out_observes_each_new_nodes_regis
                 for reservation in described["Reservations"]
                 for instance in reservation["Instances"]}
     expected = []
-    for offset, instance_id in enumerate(new_ids):  # each kubelet registers 90 + offset s later
+    for offset, instance_id in enumerate(new_ids):  # each registers about 91 + offset s after
         created = float(int(launched[instance_id]) + 91 + offset)
         expected.append(created - launched[instance_id])
         cluster.kube.create("nodes", node_for_instance(
