@@ -4,10 +4,8 @@ The tick itself is `flows/tick.py`'s composition, read from the live API and clo
 on through the same adapters; this module builds those and runs the tick as a flow run, each
 step a recorded task run.
 
-A group whose tick failed does not stop the others (Escalator logs it and goes on to the next
-group), but the run ends Failed, naming the groups: the Prefect UI, and the automations that
-notify on a failed run, see a tick that failed, not a green one. Its state still carries every
-group's result (`TickFailed.results`, read with `tick_results`).
+A group whose tick failed does not stop the others, but the run ends Failed, naming the groups
+(`flows.run_state`).
 """
 
 from __future__ import annotations
@@ -21,9 +19,9 @@ from typing import Any
 
 from prefect import flow, get_run_logger
 from prefect.client.schemas.objects import State
-from prefect.states import Failed
 
 from flows import prefect_compat
+from flows.run_state import Results, failed_run
 from flows.tick import tick
 from tasks.adapters.kube_cache import ClusterCache, process_cache
 from tasks.cluster_autoscaler.config import ClusterAutoscalerConfig
@@ -37,37 +35,6 @@ from tasks.steps.source import CachedSource, LiveSource, TickSource
 
 prefect_compat.install()  # Prefect 3.8.8's heartbeat join costs each flow run up to 1 s
 CACHE_SYNC_SECONDS = 60.0  # how long a tick waits for a starting cache before listing itself
-TickResults = list[dict[str, object]]
-
-
-class TickFailed(Exception):
-    """The tick of one or more node groups failed; `results` holds every group's result."""
-
-    def __init__(self, message: str, results: TickResults) -> None:
-        super().__init__(message)
-        self.results = results
-
-
-def tick_results(state: State[Any]) -> TickResults:
-    """Every group's result of an `autoscale` run (`return_state=True`), whether some failed
-    or none did; raises what stopped the run itself (bad input, a crash)."""
-    result = state.result(raise_on_failure=False)
-    if isinstance(result, TickFailed):
-        return result.results
-    if isinstance(result, BaseException):
-        raise result
-    return result  # type: ignore[no-any-return]
-
-
-def _failed_run(results: Sequence[GroupResult], returned: TickResults) -> State[Any] | None:
-    failed = [result for result in results if result.status == "failed"]
-    if not failed:
-        return None
-    message = (f"{len(failed)} of {len(results)} node groups failed: "
-               + "; ".join(f"{result.plan.name}: "
-                           + " ".join((result.message or result.plan.reason).split())[:300]
-                           for result in failed))
-    return Failed(message=message, data=TickFailed(message, returned))
 
 
 def live_tick(
@@ -117,7 +84,7 @@ def autoscale(
     aws_credentials_block: str | None = None,
     pushgateway: str | None = None,
     load_watcher_url: str | None = None,
-) -> TickResults | State[Any]:
+) -> Results | State[Any]:
     """One Escalator tick for every node group in `nodegroups`.
 
     Args:
@@ -155,5 +122,7 @@ def autoscale(
     for result in results:
         logger.info("%s: %s (delta %+d): %s", result.plan.name, result.status,
                     result.plan.delta, result.plan.reason)
-    returned = [result.to_json() for result in results]
-    return _failed_run(results, returned) or returned
+    returned: Results = [result.to_json() for result in results]
+    failures = [(result.plan.name, result.message or result.plan.reason)
+                for result in results if result.status == "failed"]
+    return failed_run("node groups", failures, len(results), returned) or returned

@@ -16,8 +16,10 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from prefect import flow, get_run_logger
+from prefect.client.schemas.objects import State
 
 from flows.pod_cycle import AutoscalerResult, cycle
+from flows.run_state import Results, failed_run
 from tasks.adapters.prometheus import DEFAULT_RATE_WINDOW, PrometheusMetrics
 from tasks.core.step import run_as_task
 from tasks.pod_autoscalers.wpa import crd as watermark
@@ -173,7 +175,7 @@ def pod_autoscale(
     dry_run: bool = False,
     namespace: str | None = None,
     rate_window: str = DEFAULT_RATE_WINDOW,
-) -> list[dict[str, Any]]:
+) -> Results | State[Any]:
     """One cycle of every WatermarkPodAutoscaler and MemoryAutoscaler in the cluster.
 
     `now` (default: the current time) is the clock of forbidden windows and delays;
@@ -187,4 +189,8 @@ def pod_autoscale(
     results = cycle(run_as_task, kube, metrics, moment, None if dry_run else kube, namespace,
                     get_run_logger())
     controller_metrics().export(results)
-    return [result.to_json() for result in results]
+    returned: Results = [result.to_json() for result in results]
+    # A cycle that raised (not a metric Prometheus lacks, which WPA reports as a condition).
+    failures = [(f"{result.decision.kind} {result.decision.namespace}/{result.decision.name}",
+                 result.error) for result in results if result.error]
+    return failed_run("autoscalers", failures, len(results), returned) or returned

@@ -391,12 +391,13 @@ def _tick_runner(prefect: bool, kubeconfig: Path, nodegroups: Path, aws: FakeAws
                  ) -> Callable[[float], list[dict[str, Any]]]:
     """One tick at `now`: a Prefect flow run, or the same steps called directly."""
     if prefect:
-        from flows.autoscale import SIMULATED_CLOCK, autoscale, tick_results
+        from flows.autoscale import SIMULATED_CLOCK, autoscale
+        from flows.run_state import run_results
 
         os.environ[SIMULATED_CLOCK] = "1"  # the fake cluster lives on the simulated clock
 
         def as_flow_run(now: float) -> list[dict[str, Any]]:
-            return tick_results(autoscale(
+            return run_results(autoscale(
                 nodegroups=str(nodegroups), now=datetime.fromtimestamp(now, UTC),
                 kubeconfig=str(kubeconfig), load_watcher_url=load_watcher_url,
                 return_state=True))

@@ -182,10 +182,11 @@ def run(
 
     heartbeat_environment()
     ensure_crash_detection()  # a tick whose process dies ends Crashed on the server
-    from flows.autoscale import autoscale, tick_results
+    from flows.autoscale import autoscale
+    from flows.run_state import run_results
 
     run_until_stopped(
-        lambda: tick_results(autoscale(nodegroups=str(nodegroups), dry_run=dry_run,
+        lambda: run_results(autoscale(nodegroups=str(nodegroups), dry_run=dry_run,
                                        lease_namespace=lease_namespace,
                                        kubeconfig=str(kubeconfig) if kubeconfig else None,
                                        return_state=True)),

@@ -177,6 +177,15 @@ def plans_table(decisions: Sequence[Decision]) -> Table:
     return table
 
 
+
+def failed_autoscalers(results: Sequence[dict[str, Any]]) -> list[str]:
+    """A line for each autoscaler whose cycle failed (`pods run --once` then exits 1)."""
+    from flows.cli.common import one_line
+
+    return [f"{result.get('kind')} {result.get('namespace')}/{result.get('name')}: failed: "
+            f"{one_line(str(result.get('error') or ''))}"
+            for result in results if result.get("error")]
+
 def register(app: typer.Typer) -> None:
     """Add the `pods` command group (plan, run) to the `elevator` app."""
     from flows.cli.common import OutputFormat, console, parse_now, reports_input_errors, run_until_stopped
@@ -259,6 +268,7 @@ def register(app: typer.Typer) -> None:
 
             check_kubeconfig(kubeconfig)
         from flows.pod_autoscale import controller_metrics, pod_autoscale
+        from flows.run_state import run_results
 
         if metrics_port:
             from prometheus_client import start_http_server
@@ -270,12 +280,13 @@ def register(app: typer.Typer) -> None:
                 raise InputError([f"--metrics-host/--metrics-port: {metrics_host}:"
                                   f"{metrics_port}: {error.strerror or error}"]) from None
         run_until_stopped(
-            lambda: pod_autoscale(prometheus_url=prometheus, dry_run=dry_run,
-                                  namespace=namespace, rate_window=rate_window,
-                                  kubeconfig=str(kubeconfig) if kubeconfig else None),
+            lambda: run_results(pod_autoscale(
+                prometheus_url=prometheus, dry_run=dry_run, namespace=namespace,
+                rate_window=rate_window, kubeconfig=str(kubeconfig) if kubeconfig else None,
+                return_state=True)),
             lambda result: f"{result['kind']} {result['namespace']}/{result['name']}: "
                            f"{result['current_replicas']} → {result['desired_replicas']} "
                            f"{result['reason']}",
-            output, once, period)
+            output, once, period, failed_autoscalers)
 
     app.add_typer(pods, name="pods")

@@ -217,10 +217,11 @@ class InProcessTicks:
     def _run(self) -> None:
         from prefect.client.orchestration import get_client
 
-        from flows.autoscale import autoscale, tick_results
+        from flows.autoscale import autoscale
         from flows.cli.common import print_tick_results, say_as
         from flows.cli.watch import CACHE_START_SECONDS
         from flows.deployment_runs import DeploymentRuns
+        from flows.run_state import run_results
         from flows.ticker import run_cached_ticks
 
         say = say_as("serve")
@@ -236,7 +237,7 @@ class InProcessTicks:
                         states = [] if state is None else [state]
                     for state in states:
                         try:
-                            results = tick_results(state)
+                            results = run_results(state)
                         except BaseException as stopped:  # bad input, a crash, a cancel
                             say(f"tick ({why}): {state.name}: {stopped}")
                         else:

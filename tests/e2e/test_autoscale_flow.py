@@ -21,7 +21,8 @@ from prefect.client.schemas.filters import FlowRunFilter, FlowRunFilterId
 from fakes.aws import FakeAws, fail_next_calls
 from fakes.cluster import node_for_instance
 from fakes.kube_api.server import FakeKubeApi
-from flows.autoscale import TickFailed, autoscale, live_tick, tick_results
+from flows.autoscale import autoscale, live_tick
+from flows.run_state import RunFailed, run_results
 from tasks.adapters.cloud import AsgClient
 from tasks.adapters.kube import KubeClient
 from tasks.core.step import run_as_task
@@ -141,10 +142,10 @@ def test_a_tick_in_which_a_group_failed_ends_failed_and_keeps_every_result(
     assert state.is_failed()
     assert state.message is not None
     assert state.message.startswith("1 of 2 node groups failed: ghost: ")
-    results = {result["name"]: result for result in tick_results(state)}
+    results = {result["name"]: result for result in run_results(state)}
     assert results["batch"]["status"] == "acted" and cluster.desired() == 8  # it went on
     assert results["ghost"]["status"] == "failed"
-    with pytest.raises(TickFailed) as failed:  # called as a function: the error, with them
+    with pytest.raises(RunFailed) as failed:  # called as a function: the error, with them
         autoscale(nodegroups=str(cluster.config), now=at(T0 + 60),
                   kubeconfig=str(cluster.kubeconfig))
     assert [result["status"] for result in failed.value.results] == ["nothing to do", "failed"]

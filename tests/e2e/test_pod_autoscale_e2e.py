@@ -184,19 +184,24 @@ def condition(status: dict[str, Any], kind: str) -> dict[str, Any]:
     return next(c for c in status.get("conditions", []) if c["type"] == kind)
 
 
+def cpu_watermark(namespace: str, name: str) -> dict[str, Any]:
+    """A WPA on Deployment `name`'s CPU (average, watermarks 500m and 200m, 1 to 10 replicas)."""
+    return {
+        "apiVersion": "datadoghq.com/v1alpha1", "kind": "WatermarkPodAutoscaler",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": {"scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": name},
+                 "minReplicas": 1, "maxReplicas": 10, "algorithm": "average",
+                 "metrics": [{"type": "Resource", "resource": {
+                     "name": "cpu", "metricSelector": {"matchLabels": {"app": name}},
+                     "highWatermark": "500m", "lowWatermark": "200m"}}]}}
+
+
 def test_watermark_scales_up_within_the_limit_holds_in_the_window_and_scales_down(
         fake_kube: FakeKubeApi, cluster: KubeClient, pod_metrics: PodMetricsServer,
         source: PrometheusMetrics) -> None:
     namespace = "shop-wpa"
     web = Workload(fake_kube, pod_metrics, namespace, "web", 2)
-    fake_kube.create("watermarkpodautoscalers", {
-        "apiVersion": "datadoghq.com/v1alpha1", "kind": "WatermarkPodAutoscaler",
-        "metadata": {"name": "web", "namespace": namespace},
-        "spec": {"scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": "web"},
-                 "minReplicas": 1, "maxReplicas": 10, "algorithm": "average",
-                 "metrics": [{"type": "Resource", "resource": {
-                     "name": "cpu", "metricSelector": {"matchLabels": {"app": "web"}},
-                     "highWatermark": "500m", "lowWatermark": "200m"}}]}})
+    fake_kube.create("watermarkpodautoscalers", cpu_watermark(namespace, "web"))
     exporter = WatermarkMetrics()
 
     def run_cycle(now: float) -> None:
@@ -416,6 +421,37 @@ def test_the_prefect_flow_runs_a_cycle(prefect_server: None, fake_kube: FakeKube
         "target_name": "web", "namespace": namespace, "dry_run": "false",
         "condition": "able_to_scale"})
     assert sample == 0.0
+
+
+def test_a_cycle_that_failed_ends_the_run_failed_and_keeps_every_result(
+        prefect_server: None, fake_kube: FakeKubeApi, cluster: KubeClient, kubeconfig: Path,
+        pod_metrics: PodMetricsServer) -> None:
+    """One autoscaler's cycle raised (its target's /scale is forbidden): the others are still
+    reported, and the run ends Failed naming it. A metric Prometheus cannot give is not a
+    failure: WPA reports it as a condition."""
+    from flows.pod_autoscale import pod_autoscale
+    from flows.run_state import RunFailed, run_results
+
+    namespace = "shop-failed"
+    Workload(fake_kube, pod_metrics, namespace, "web", 3).stop()  # the invalid ones' target
+    Workload(fake_kube, pod_metrics, namespace, "api", 2).stop()
+    create_invalid(fake_kube, namespace)
+    fake_kube.create("watermarkpodautoscalers", cpu_watermark(namespace, "api"))
+    fake_kube.faults.add("status", method="GET", status=403, count=None,
+                         path=f"/apis/apps/v1/namespaces/{namespace}/deployments/api/scale")
+    arguments = {"prometheus_url": f"http://127.0.0.1:{free_port()}",
+                 "kubeconfig": str(kubeconfig), "namespace": namespace}
+    state = pod_autoscale(**arguments, return_state=True)
+    assert state.is_failed() and state.message is not None
+    assert state.message.startswith(
+        f"1 of {len(INVALID) + 1} autoscalers failed: WatermarkPodAutoscaler {namespace}/api: ")
+    results = {result["name"]: result for result in run_results(state)}
+    assert sorted(results) == sorted([*INVALID, "api"])
+    assert [name for name, result in results.items() if result["error"]] == ["api"]
+    assert_reported_and_left_alone(fake_kube, namespace)  # the others' cycles went on
+    with pytest.raises(RunFailed) as failed:  # called as a function: the error, with them
+        pod_autoscale(**arguments)
+    assert len(failed.value.results) == len(INVALID) + 1
 
 
 # --- the fakes themselves --------------------------------------------------------------------------
