@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import re
+from bisect import bisect_right
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -332,9 +333,47 @@ def load_cluster_files(paths: Sequence[str | Path]) -> ClusterSnapshot:
 
 def _load_cluster_files(paths: Sequence[str | Path]) -> ClusterSnapshot:
     snapshot = ClusterSnapshot()
+    read_from: list[tuple[str, int, int]] = []  # (file, pods before it, nodes before it)
     for path in paths:
+        read_from.append((str(path), len(snapshot.pods), len(snapshot.nodes)))
         decode_list_document(_as_json(read_bytes(path), str(path)), str(path), snapshot)
+    _check_listed_once(snapshot, read_from)
     return snapshot
+
+
+MAX_DUPLICATES_SHOWN = 20
+
+
+def _check_listed_once(snapshot: ClusterSnapshot, read_from: Sequence[tuple[str, int, int]]
+                       ) -> None:
+    """An API server lists each object once; two overlapping `--cluster` files (a pods dump
+    beside a dump that holds the pods too) would count each pod twice and double the usage."""
+    problems: list[str] = []
+    pods, nodes = snapshot.pods, snapshot.nodes
+    if (len({(pod.namespace, pod.name) for pod in pods}) == len(pods)
+            and len({node.name for node in nodes}) == len(nodes)):
+        return  # 0.07 s at 150,000 pods
+    for kind, keys, starts in (
+        ("Pod", [(pod.namespace, pod.name) for pod in pods],
+         [pods_before for _, pods_before, _ in read_from]),
+        ("Node", [("", node.name) for node in nodes],
+         [nodes_before for _, _, nodes_before in read_from]),
+    ):
+        files_of: dict[tuple[str, str], list[str]] = {}
+        for index, key in enumerate(keys):
+            files_of.setdefault(key, []).append(read_from[bisect_right(starts, index) - 1][0])
+        for (namespace, name), files in files_of.items():
+            if len(files) > 1:
+                shown = f"{namespace}/{name}" if namespace else name
+                where = " and ".join(dict.fromkeys(files))
+                problems.append(join_location(files[0], f"{kind} {shown}",
+                                              f"listed {len(files)} times (in {where}): give "
+                                              "each object once"))
+    if problems:
+        more = len(problems) - MAX_DUPLICATES_SHOWN
+        raise InputError(problems[:MAX_DUPLICATES_SHOWN]
+                         + ([f"... and {more} more objects listed more than once"]
+                            if more > 0 else []))
 
 
 # --- ASG descriptions ---------------------------------------------------------------------

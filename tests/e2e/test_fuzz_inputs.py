@@ -372,6 +372,29 @@ def test_a_snapshot_saved_as_yaml_plans_as_its_json(files: dict[str, Path],
     assert_clean(*elevator("plan", "--cluster", str(as_yaml), *arguments), str(as_yaml))
 
 
+def test_an_object_listed_twice_is_named_not_counted_twice(files: dict[str, Path],
+                                                          tmp_path: Path) -> None:
+    """Two overlapping --cluster files (a pods dump beside a dump that holds the pods too)
+    would count each pod twice: the plan doubles the usage and scales up for nothing."""
+    arguments = ("--nodegroups", str(files["nodegroups"]), "--asg", str(files["asgs"]))
+    cluster = json.loads(files["cluster"].read_text())
+    pods = tmp_path / "pods.json"
+    pods.write_text(json.dumps({"kind": "List", "items": [
+        item for item in cluster["items"] if item["kind"] == "Pod"][:25]}))
+    code, output = elevator("plan", "--cluster", str(files["cluster"]), "--cluster", str(pods),
+                            *arguments)
+    assert_clean(code, output, str(files["cluster"]))
+    assert code == 2 and f"(in {files['cluster']} and {pods}): give each object once" in output
+    lines = [line for line in output.splitlines() if line.startswith("error:")]
+    assert len(lines) == 21 and lines[-1] == "error: ... and 5 more objects listed more than once"
+    nodes_twice = tmp_path / "twice.json"
+    node = next(item for item in cluster["items"] if item["kind"] == "Node")
+    nodes_twice.write_text(json.dumps({"kind": "List", "items": [node, node]}))
+    code, output = elevator("plan", "--cluster", str(nodes_twice), *arguments)
+    assert code == 2 and f"Node {node['metadata']['name']}: listed 2 times (in {nodes_twice})" \
+        in " ".join(output.split())
+
+
 def test_a_byte_order_mark_whose_bytes_break_is_one_error_line(tmp_path: Path) -> None:
     broken = tmp_path / "nodegroups.yaml"
     broken.write_bytes(b"\xff\xfe" + "node_groups: []\n".encode("utf-16-le") + b"\x00")
