@@ -175,9 +175,6 @@ def make_flow(dask_address: str | None) -> Any:
         from prefect_dask.task_runners import DaskTaskRunner
 
         runner = DaskTaskRunner(address=dask_address)
-    # The run form's bounds are those of `elevator tune`: parallel=0 spun forever, seeds=0
-    # divided by zero after the whole search.
-    dask_address = dask_address or None  # the form's empty field
     options: dict[str, Any] = {"name": "tune-on-dask" if dask_address else "tune-search",
                                "persist_result": False}
     if runner is not None:
@@ -210,6 +207,8 @@ def tune(scenario: str, trials: int = 60, batch: int = 4, parallel: int = 2, see
     return {"result": result, **result.summary()}
 
 
+# The run form's bounds are those of `elevator tune`: parallel=0 spun forever, seeds=0
+# divided by zero after the whole search.
 @flow(name="tune", persist_result=False)
 def tune_flow(scenario: str, trials: Annotated[int, Field(ge=1, le=100_000)] = 60,
               batch: Annotated[int, Field(ge=1, le=1000)] = 4,

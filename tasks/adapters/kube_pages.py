@@ -30,6 +30,7 @@ from urllib.parse import urlencode, urlsplit
 import msgspec
 import urllib3
 
+from tasks.core.api_objects import RawListMetadata
 from tasks.core.timeouts import timeouts
 
 T = TypeVar("T")
@@ -49,12 +50,8 @@ _URLLIB3_2 = int(str(getattr(urllib3, "__version__", "0")).split(".")[0]) >= 2
 _UNKNOWN = object()  # a page's head the loop cannot read: decode it before asking on
 
 
-class _ListMetadata(msgspec.Struct, gc=False):
-    continue_: str | None = msgspec.field(default=None, name="continue")
-
-
 class _ListHead(msgspec.Struct, gc=False):
-    metadata: _ListMetadata | None = None
+    metadata: RawListMetadata | None = None
 
 
 _HEAD = msgspec.json.Decoder(_ListHead)
