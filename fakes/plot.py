@@ -61,9 +61,9 @@ def plot_front(result: Any, path: str | Path) -> Path:
     figure, axes = plt.subplots(figsize=(8, 5), dpi=110)
     points = [(e.node_seconds, e.pending_pod_seconds, ok) for _, e, ok in result.trials]
     axes.scatter([p[0] for p in points if p[2]], [p[1] for p in points if p[2]], s=12,
-                 color="#9aa5b1", label="trial within the wait limit")
+                 color="#9aa5b1", label="trial within the limits (waits, pods cut short)")
     axes.scatter([p[0] for p in points if not p[2]], [p[1] for p in points if not p[2]], s=12,
-                 color="#f0b8b8", label="trial over the wait limit")
+                 color="#f0b8b8", label="trial over a limit")
     front = [points[i] for i in result.front]
     axes.plot([p[0] for p in front], [p[1] for p in front], "-o", color="#1f77b4", ms=4,
               label="Pareto front")

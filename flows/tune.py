@@ -2,12 +2,19 @@
 
 Every trial replays the scenario in the fast simulation (the same tick and decision code as
 the live flow, in memory) on a few redrawn workloads (`fakes.scenario.perturbed`), so a setting
-is judged on node-seconds against pending pod-seconds, not on one draw. Optuna's NSGA-II keeps
-the trade-off (two objectives) and the constraint (`max_pending_seconds`). Trials go out in
-batches, each batch a task run: on Prefect's default task runner, or on a Dask cluster
-(`DaskTaskRunner`) when the search is big. The chosen setting is the one with the fewest
-node-seconds whose longest wait stays within the limit, and it is judged again, against the
-file as it was, on seeds the search never saw.
+is judged on node-seconds against pending pod-seconds, not on one draw. The constraints are
+judged workload by workload: no pod waits longer than with the file as it is (or than
+`max_pending_seconds`), and no more running pods are cut short. The search has two phases:
+
+1. a local search from the file, one knob at a time (`refine`): most good settings differ from
+   the file in a few knobs, and changes that act only while load falls keep every wait;
+2. Optuna's TPE sampler over all knobs at once (two objectives, the constraint), started from
+   the file and the local search's best, for the Pareto front and what lies farther away.
+
+Trials go out in batches, each batch a task run: on Prefect's default task runner, or on a Dask
+cluster (`DaskTaskRunner`) when the search is big. The chosen setting is the one with the fewest
+node-seconds that stays within the limits on seeds of their own, and it is judged again,
+against the file as it was, on seeds the search never saw.
 """
 
 from __future__ import annotations
@@ -24,16 +31,20 @@ from pydantic import Field
 
 from tasks.escalator.config import NodeGroupConfig
 from tasks.tuning.space import (
+    KNOB_STEPS,
     Evaluation,
+    Knobs,
+    Limits,
     apply_knobs,
     combine,
     current_knobs,
     group_params,
+    limits_of,
+    one_knob_moves,
     pareto_front,
     suggest_group,
 )
 
-Knobs = dict[str, dict[str, object]]  # group -> key -> value
 SEARCH_SEEDS_START = 1
 VALIDATION_SEEDS_START = 501  # to choose among the best trials
 HELD_OUT_SEEDS_START = 1001  # to judge the choice: never seen by the search or the choice
@@ -75,8 +86,11 @@ class TuneResult:
 
     @property
     def front(self) -> list[int]:
+        """The Pareto front's trials, one per point: settings that did exactly the same (a
+        knob that changed nothing) are one row of the table, the first tried."""
         points = [(e.node_seconds, e.pending_pod_seconds) for _, e, _ in self.trials]
-        return pareto_front(points)
+        first = {point: index for index, point in reversed(list(enumerate(points)))}
+        return [index for index in pareto_front(points) if first[points[index]] == index]
 
     def summary(self) -> dict[str, Any]:
         before, after = self.default_held_out, self.tuned_held_out
@@ -100,57 +114,114 @@ def search(scenario_path: str, groups: Sequence[NodeGroupConfig], trials: int, b
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     default = {group.name: current_knobs(group) for group in groups}
     baseline = evaluate(scenario_path, default, seeds)
-    # The limit: the user's, but never looser than what the file as it is achieves.
-    limit = min(max_pending_seconds, max(baseline.max_pending_seconds, 1.0)) \
-        if max_pending_seconds > 0 else max(baseline.max_pending_seconds, 1.0)
+    limits = limits_of(baseline, max_pending_seconds)
+
+    result = TuneResult(tuple(groups))
+    result.trials.append((default, baseline, baseline.within(limits)))
+
+    def run(settings: list[Knobs]) -> list[Evaluation]:
+        """Evaluate settings in batches of `batch`, `batch * parallel` at once, and record them."""
+        evaluations: list[Evaluation] = []
+        for first in range(0, len(settings), batch * parallel):
+            wave = settings[first:first + batch * parallel]
+            chunks = [wave[start:start + batch] for start in range(0, len(wave), batch)]
+            answers = [answer for chunk in run_batches(chunks) for answer in chunk]
+            evaluations.extend(Evaluation.from_json(answer) for answer in answers)
+        for knobs, evaluation in zip(settings, evaluations, strict=True):
+            result.trials.append((knobs, evaluation, evaluation.within(limits)))
+        if on_round is not None:
+            on_round(len(result.trials) - 1)
+        return evaluations
+
+    # First a local search from the file: one knob at a time. Most good settings differ from
+    # the file in a few knobs, and a change that leaves the busiest minutes alone keeps every
+    # wait as it was; a global sampler, moving all knobs at once, rarely lands on one.
+    best, _ = refine(groups, default, baseline, limits, trials * 3 // 4, run)
 
     study = optuna.create_study(
         directions=["minimize", "minimize"],
         sampler=optuna.samplers.TPESampler(seed=seed, multivariate=True,
                                            n_startup_trials=max(8, batch * parallel)))
-    start = [group_params(group) for group in groups]
-    if all(params is not None for params in start):  # from the file as it is
-        study.enqueue_trial({k: v for params in start if params for k, v in params.items()})
-    result = TuneResult(tuple(groups))
-    result.trials.append((default, baseline, baseline.max_pending_seconds <= limit))
-    done = 0
+    for start in (default, best):  # the file as it is, and the local search's best
+        params = [group_params(group) for group in apply_knobs(groups, start)]
+        if all(group is not None for group in params):
+            study.enqueue_trial({k: v for group in params if group for k, v in group.items()})
+    done = len(result.trials) - 1
     while done < trials:
         size = min(batch * parallel, trials - done)
         asked = [study.ask() for _ in range(size)]
         knobs = [_knobs(trial, groups) for trial in asked]
-        batches = [knobs[start:start + batch] for start in range(0, size, batch)]
-        answers = [answer for chunk in run_batches(batches) for answer in chunk]
-        for trial, trial_knobs, answer in zip(asked, knobs, answers, strict=True):
-            evaluation = Evaluation(**answer)
-            # the constraint: a setting whose longest wait passes the limit is infeasible
-            trial.set_constraint("max_pending", evaluation.max_pending_seconds - limit)
+        for trial, evaluation in zip(asked, run(knobs), strict=True):
+            # the constraints: a setting that passes a limit on any seed is infeasible
+            for name, excess in evaluation.excess(limits).items():
+                trial.set_constraint(name, excess)
             study.tell(trial, [evaluation.node_seconds, evaluation.pending_pod_seconds])
-            result.trials.append((trial_knobs, evaluation,
-                                  evaluation.max_pending_seconds <= limit))
         done += size
-        if on_round is not None:
-            on_round(done)
-    result.chosen = choose(scenario_path, result, default, validation)
+    result.chosen = choose(scenario_path, result, default, validation, max_pending_seconds)
     result.default_held_out = evaluate(scenario_path, default, held_out)
     result.tuned_held_out = evaluate(scenario_path, result.chosen, held_out)
     return result
 
 
+def refine(groups: Sequence[NodeGroupConfig], start: Knobs, start_evaluation: Evaluation,
+           limits: Limits, budget: int,
+           run: Callable[[list[Knobs]], list[Evaluation]]) -> tuple[Knobs, Evaluation]:
+    """Coordinate descent: for each group's each knob in turn, try its other steps at once and
+    move to the cheapest within every limit on every seed; again while a pass moves and
+    `budget` trials remain. Returns the cheapest setting reached."""
+    best, best_evaluation = start, start_evaluation
+    seen = {repr(start)}
+    spent, moved = 0, True
+    while moved and spent < budget:
+        moved = False
+        for group in groups:
+            for knob in KNOB_STEPS:
+                moves = [move for move in one_knob_moves(best, groups, group.name, knob)
+                         if repr(move) not in seen][:budget - spent]
+                if not moves:
+                    continue
+                seen.update(repr(move) for move in moves)
+                spent += len(moves)
+                evaluations = run(moves)
+                cheaper = [(evaluation.node_seconds, evaluation.pending_pod_seconds, index)
+                           for index, evaluation in enumerate(evaluations)
+                           if evaluation.within(limits)
+                           and evaluation.node_seconds < best_evaluation.node_seconds]
+                if cheaper:
+                    *_, index = min(cheaper)
+                    best, best_evaluation, moved = moves[index], evaluations[index], True
+                if spent >= budget:
+                    return best, best_evaluation
+    return best, best_evaluation
+
+
 def choose(scenario_path: str, result: TuneResult, default: Knobs,
-           validation: list[int], candidates: int = 20) -> Knobs:
-    """The cheapest setting that keeps the waits, checked on seeds of its own: the few
-    cheapest within the limit are replayed on `validation`, and the cheapest there whose
-    longest wait is no worse than the file's wins (the file itself if none is)."""
-    feasible = sorted(((k, e) for k, e, ok in result.trials if ok and k != default),
-                      key=lambda item: (item[1].node_seconds, item[1].pending_pod_seconds))
-    if not feasible:
+           validation: list[int], max_pending_seconds: float = 0.0,
+           candidates: int = 20) -> Knobs:
+    """The cheapest setting that keeps the waits, checked on seeds of its own: the
+    `candidates` cheapest within the limits are replayed on `validation`, and the cheapest there
+    within the limits on every seed wins (the file itself if none is).
+
+    Settings that did exactly the same on the search seeds (a knob that changed nothing, such
+    as a group without pods) count as one candidate, the one that changes fewest knobs."""
+    def changes(knobs: Knobs) -> int:
+        return sum(str(value) != str(default[group][knob])
+                   for group, values in knobs.items() for knob, value in values.items())
+
+    feasible = sorted(((k, e) for k, e, ok in result.trials if ok and changes(k)),
+                      key=lambda item: (item[1].node_seconds, item[1].pending_pod_seconds,
+                                        changes(item[0])))
+    distinct: dict[Evaluation, Knobs] = {}
+    for knobs, evaluation in feasible:
+        distinct.setdefault(evaluation, knobs)
+    if not distinct:
         return default
     reference = evaluate(scenario_path, default, validation)
+    limits = limits_of(reference, max_pending_seconds)
     checked = [(knobs, evaluate(scenario_path, knobs, validation))
-               for knobs, _ in feasible[:candidates]]
+               for knobs in list(distinct.values())[:candidates]]
     keeping = [(k, e) for k, e in checked
-               if e.max_pending_seconds <= reference.max_pending_seconds
-               and e.node_seconds < reference.node_seconds]
+               if e.within(limits) and e.node_seconds < reference.node_seconds]
     if not keeping:
         return default
     return min(keeping, key=lambda item: item[1].node_seconds)[0]
@@ -186,7 +257,7 @@ def make_flow(dask_address: str | None) -> Any:
 progress: Callable[[int], None] | None = None
 
 
-def tune(scenario: str, trials: int = 60, batch: int = 4, parallel: int = 2, seeds: int = 3,
+def tune(scenario: str, trials: int = 100, batch: int = 4, parallel: int = 2, seeds: int = 8,
          held_out_seeds: int = 5, max_pending_seconds: float = 0.0,
          seed: int = 0) -> dict[str, Any]:
     """The search's body: run as the `tune` flow (`tune_flow`), on Dask by `make_flow`."""
@@ -210,10 +281,10 @@ def tune(scenario: str, trials: int = 60, batch: int = 4, parallel: int = 2, see
 # The run form's bounds are those of `elevator tune`: parallel=0 spun forever, seeds=0
 # divided by zero after the whole search.
 @flow(name="tune", persist_result=False)
-def tune_flow(scenario: str, trials: Annotated[int, Field(ge=1, le=100_000)] = 60,
+def tune_flow(scenario: str, trials: Annotated[int, Field(ge=1, le=100_000)] = 100,
               batch: Annotated[int, Field(ge=1, le=1000)] = 4,
               parallel: Annotated[int, Field(ge=1, le=1000)] = 2,
-              seeds: Annotated[int, Field(ge=1, le=100)] = 3,
+              seeds: Annotated[int, Field(ge=1, le=100)] = 8,
               held_out_seeds: Annotated[int, Field(ge=1, le=100)] = 5,
               max_pending_seconds: Annotated[float, Field(ge=0.0, allow_inf_nan=False)] = 0.0,
               seed: Annotated[int, Field(ge=0)] = 0,

@@ -4,13 +4,16 @@ The parameters are drawn so that every trial is a valid Escalator file by constr
 three thresholds as a lower bound and two positive gaps (lower < upper < scale-up, all > 0),
 the fast removal rate as the slow one plus a gap (slow <= fast), the hard grace period as the
 soft one plus a gap (soft < hard), and positive durations. `validate_node_group` checks each
-trial again anyway (a test samples the space at random).
+trial again anyway (a test samples the space at random). The local search's moves
+(`one_knob_moves`) change one knob to one of a few round values (`KNOB_STEPS`), and keep only
+those the same rules and ranges allow.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from tasks.escalator.config import NodeGroupConfig, validate_node_group
 
@@ -20,8 +23,8 @@ INT_RANGES: tuple[tuple[str, int, int], ...] = (
     ("lower", 1, 60),
     ("upper_gap", 1, 50),
     ("scale_up_gap", 1, 80),
-    ("slow_rate", 1, 5),
-    ("fast_gap", 0, 5),
+    ("slow_rate", 1, 10),
+    ("fast_gap", 0, 15),
 )
 SECOND_RANGES: tuple[tuple[str, int, int, int], ...] = (
     ("soft_grace", 30, 900, 30),
@@ -33,6 +36,21 @@ KNOBS = ("taint_lower_capacity_threshold_percent", "taint_upper_capacity_thresho
          "soft_delete_grace_period", "hard_delete_grace_period", "scale_up_cool_down_period")
 
 Suggest = Callable[[str, int, int, int], int]  # (name, low, high, step) -> value
+Knobs = dict[str, dict[str, object]]  # group -> key -> value
+
+# The values the local search tries, one knob at a time, each inside the ranges above. The
+# knobs that act while load falls come first: they can save nodes without touching the minutes
+# in which pods wait, so they are the likeliest to keep every wait as it was.
+KNOB_STEPS: dict[str, tuple[object, ...]] = {
+    "fast_node_removal_rate": (2, 4, 10, 16),
+    "soft_delete_grace_period": ("30s", "1m", "2m", "5m"),
+    "taint_lower_capacity_threshold_percent": (10, 20, 30, 40, 50),
+    "slow_node_removal_rate": (1, 2, 4, 8),
+    "taint_upper_capacity_threshold_percent": (30, 40, 50, 60, 70, 80),
+    "hard_delete_grace_period": ("5m", "10m", "30m"),
+    "scale_up_threshold_percent": (60, 70, 80, 90, 100),
+    "scale_up_cool_down_period": ("30s", "1m", "2m", "5m"),
+}
 
 
 def go_duration(seconds: int) -> str:
@@ -84,6 +102,25 @@ def group_params(group: NodeGroupConfig) -> dict[str, int] | None:
     return {f"{group.name}.{name}": value for name, value in params.items()}
 
 
+def one_knob_moves(knobs: Knobs, groups: Sequence[NodeGroupConfig], group: str,
+                   knob: str) -> list[Knobs]:
+    """`knobs` with one group's one knob set to each of its other `KNOB_STEPS`, keeping only
+    valid Escalator files that the search's ranges hold (so the optimiser can be told them)."""
+    config = next(config for config in groups if config.name == group)
+    now = group_params(apply_knobs([config], {group: knobs[group]})[0])
+    moves = []
+    for value in KNOB_STEPS[knob]:
+        moved = {name: dict(values) for name, values in knobs.items()}
+        moved[group][knob] = value
+        try:
+            params = group_params(apply_knobs([config], {group: moved[group]})[0])
+        except ValueError:
+            continue
+        if params is not None and params != now:
+            moves.append(moved)
+    return moves
+
+
 def apply_knobs(groups: Sequence[NodeGroupConfig],
                 knobs: Mapping[str, Mapping[str, object]]) -> list[NodeGroupConfig]:
     """The groups with a trial's knobs; ValueError if a group breaks Escalator's rules."""
@@ -102,26 +139,72 @@ def current_knobs(group: NodeGroupConfig) -> dict[str, object]:
 
 
 @dataclass(frozen=True)
+class Limits:
+    """What a trial must keep on each search seed, in the seeds' order."""
+
+    longest_waits: tuple[float, ...]
+    pods_cut_short: tuple[int, ...]
+
+
+@dataclass(frozen=True)
 class Evaluation:
     """A configuration's results over some seeds."""
 
     node_seconds: float  # mean over the seeds
     pending_pod_seconds: float  # mean over the seeds
     max_pending_seconds: float  # the worst seed's longest wait
+    longest_waits: tuple[float, ...] = ()  # each seed's longest wait, in the seeds' order
+    # each seed's pods whose node went while they ran (the simulation's evictions: re-created
+    # pending, their work lost), as a hard grace period shorter than a job kills them
+    pods_cut_short: tuple[int, ...] = ()
 
-    def to_json(self) -> dict[str, float]:
+    def to_json(self) -> dict[str, Any]:
         return {"node_seconds": self.node_seconds,
                 "pending_pod_seconds": self.pending_pod_seconds,
-                "max_pending_seconds": self.max_pending_seconds}
+                "max_pending_seconds": self.max_pending_seconds,
+                "longest_waits": list(self.longest_waits),
+                "pods_cut_short": list(self.pods_cut_short)}
+
+    @classmethod
+    def from_json(cls, document: Mapping[str, Any]) -> Evaluation:
+        return cls(document["node_seconds"], document["pending_pod_seconds"],
+                   document["max_pending_seconds"], tuple(document["longest_waits"]),
+                   tuple(document["pods_cut_short"]))
+
+    def excess(self, limits: Limits) -> dict[str, float]:
+        """How far the worst seed passes each limit (all <= 0: within on every seed).
+
+        Judged seed by seed: on each redrawn workload no pod waits longer, and no more pods are
+        cut short, than the limit there. So a setting cannot trade a longer wait on one
+        workload for a shorter one on another, and the limits hold on seeds it never saw."""
+        return {
+            "max_pending": max(wait - limit for wait, limit in zip(
+                self.longest_waits, limits.longest_waits, strict=True)),
+            "pods_cut_short": float(max(cut - limit for cut, limit in zip(
+                self.pods_cut_short, limits.pods_cut_short, strict=True))),
+        }
+
+    def within(self, limits: Limits) -> bool:
+        return all(value <= 0 for value in self.excess(limits).values())
+
+
+def limits_of(file: Evaluation, max_pending_seconds: float = 0.0) -> Limits:
+    """The limits on each seed: the longest wait is the user's `max_pending_seconds` when given
+    (a user may accept longer waits for fewer nodes, or ask for shorter ones), else the file's
+    own wait there (at least 1 s); no more pods cut short than with the file, ever."""
+    waits = ((max_pending_seconds,) * len(file.longest_waits) if max_pending_seconds > 0
+             else tuple(max(wait, 1.0) for wait in file.longest_waits))
+    return Limits(waits, file.pods_cut_short)
 
 
 def combine(summaries: Sequence[Mapping[str, float]]) -> Evaluation:
     """One evaluation from the simulation summaries of several seeds."""
     count = len(summaries)
+    waits = tuple(s["max_pending_seconds"] for s in summaries)
     return Evaluation(
         sum(s["node_seconds"] for s in summaries) / count,
         sum(s["pending_pod_seconds"] for s in summaries) / count,
-        max(s["max_pending_seconds"] for s in summaries))
+        max(waits), waits, tuple(int(s["evictions"]) for s in summaries))
 
 
 def pareto_front(points: Sequence[tuple[float, float]]) -> list[int]:
@@ -135,5 +218,6 @@ def pareto_front(points: Sequence[tuple[float, float]]) -> list[int]:
     return sorted(front, key=lambda i: points[i])
 
 
-__all__ = ["KNOBS", "Evaluation", "apply_knobs", "combine", "current_knobs", "go_duration",
-           "group_params", "pareto_front", "suggest_group"]
+__all__ = ["KNOBS", "KNOB_STEPS", "Evaluation", "Knobs", "Limits", "apply_knobs", "combine",
+           "current_knobs", "go_duration", "group_params", "limits_of", "one_knob_moves",
+           "pareto_front", "suggest_group"]

@@ -4,6 +4,7 @@ its tuned file is a valid Escalator file; the batches run on a real Dask cluster
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -47,6 +48,44 @@ def test_tune_writes_a_valid_file_the_pareto_plot_and_the_held_out_comparison(
             if value != was.get(key):  # every change is said in a comment
                 assert f"#   {group['name']}.{key}: {was.get(key)} -> {value}" in text
     assert plot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_a_small_search_finds_a_cheaper_file_that_keeps_every_held_out_wait(
+        tmp_path: Path) -> None:
+    """The acceptance's measure at a test's budget: node-seconds cut, on workloads the search
+    never saw, with each one's longest wait no longer, and no more pods cut short, than with
+    the file as it is."""
+    output = tmp_path / "tuned.yaml"
+    done = elevator("tune", SCENARIO, "--trials", "24", "--seeds", "2", "--held-out", "3",
+                    "--output", output, "--format", "json")
+    assert done.returncode == 0, done.stderr[-3000:]
+    summary = json.loads(done.stdout.strip().splitlines()[-1])
+    before, after = summary["default_held_out"], summary["tuned_held_out"]
+    assert summary["node_seconds_saved"] >= 0.15, summary
+    assert len(after["longest_waits"]) == 3
+    for tuned_wait, file_wait in zip(after["longest_waits"], before["longest_waits"],
+                                     strict=True):
+        assert tuned_wait <= file_wait, summary
+    for tuned_cut, file_cut in zip(after["pods_cut_short"], before["pods_cut_short"],
+                                   strict=True):
+        assert tuned_cut <= file_cut, summary
+    changed = [line for line in output.read_text().splitlines() if line.startswith("#   ")]
+    assert 1 <= len(changed) <= 6, changed  # a few knobs, each said in a comment
+
+
+def test_the_table_shows_each_held_out_seeds_wait_and_the_pods_cut_short(
+        tmp_path: Path) -> None:
+    output = tmp_path / "tuned.yaml"
+    done = elevator("tune", SCENARIO, "--trials", "2", "--seeds", "1", "--held-out", "2",
+                    "--output", output)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "pods cut short" in done.stdout and "on held-out seeds" in done.stdout
+    rows = [line for line in done.stdout.splitlines()
+            if re.match(r"│ +(as it is|tuned) │", line)]
+    assert len(rows) == 2, done.stdout
+    for row in rows:  # the worst seed's wait, then each seed's: "160s (140 160)"
+        assert re.search(r"\d+s \(\d+ \d+\)", row), row
+    assert f"tuned node-group file: {output}" in done.stdout
 
 
 def test_tune_refuses_a_scenario_it_cannot_replay_fast(tmp_path: Path) -> None:

@@ -12,11 +12,18 @@ from fakes.scenario import Wave, load_scenario, perturbed
 from tasks.escalator.config import validate_node_group
 from tasks.tuning.space import (
     INT_RANGES,
+    KNOB_STEPS,
+    KNOBS,
     SECOND_RANGES,
+    Evaluation,
+    Limits,
     apply_knobs,
+    combine,
     current_knobs,
     go_duration,
     group_params,
+    limits_of,
+    one_knob_moves,
     pareto_front,
     suggest_group,
 )
@@ -87,3 +94,59 @@ def test_redrawn_workloads_differ_by_seed_and_repeat_by_seed() -> None:
         assert isinstance(before, Wave) and isinstance(after, Wave)
         assert abs(after.at - before.at) <= loaded.scenario.tick_interval
         assert 0.8 * before.count - 1 <= after.count <= 1.2 * before.count + 1
+
+
+def test_a_local_move_changes_one_knob_of_one_group_and_stays_a_valid_file() -> None:
+    groups = [make_group(name="batch"), make_group(name="services")]
+    knobs = {group.name: current_knobs(group) for group in groups}
+    for group in ("batch", "services"):
+        for knob in KNOB_STEPS:
+            moves = one_knob_moves(knobs, groups, group, knob)
+            assert moves, (group, knob)
+            for move in moves:
+                changed = [(name, key) for name, values in move.items()
+                           for key in KNOBS if str(values[key]) != str(knobs[name][key])]
+                assert changed == [(group, knob)]
+                tuned = apply_knobs(groups, move)  # raises if a group breaks Escalator's rules
+                assert all(group_params(config) is not None for config in tuned)
+            # the file's own value is no move; an invalid one is left out, not raised
+            assert len(moves) <= len(KNOB_STEPS[knob])
+
+
+def test_a_local_move_leaves_out_what_breaks_the_rules() -> None:
+    """An upper taint threshold at or above the scale-up threshold (70 %) is no Escalator file."""
+    groups = [make_group()]
+    knobs = {"batch": current_knobs(groups[0])}
+    uppers = {move["batch"]["taint_upper_capacity_threshold_percent"]
+              for move in one_knob_moves(knobs, groups, "batch",
+                                         "taint_upper_capacity_threshold_percent")}
+    assert uppers and max(uppers) < groups[0].scale_up_threshold_percent  # type: ignore[operator]
+
+
+def test_the_limits_are_judged_seed_by_seed() -> None:
+    """A shorter wait on one workload does not pay for a longer one on another."""
+    evaluation = combine([{"node_seconds": 100.0, "pending_pod_seconds": 10.0,
+                           "max_pending_seconds": wait, "evictions": cut}
+                          for wait, cut in ((300.0, 0), (500.0, 2))])
+    assert evaluation.longest_waits == (300.0, 500.0)
+    assert evaluation.pods_cut_short == (0, 2)
+    assert evaluation.max_pending_seconds == 500.0
+    assert evaluation.excess(Limits((500.0, 500.0), (0, 2))) == \
+        {"max_pending": 0.0, "pods_cut_short": 0.0}
+    assert evaluation.within(Limits((500.0, 500.0), (0, 2)))
+    assert evaluation.excess(Limits((400.0, 600.0), (1, 3))) == \
+        {"max_pending": -100.0, "pods_cut_short": -1.0}
+    # the worst seed's wait is no help: the second workload waits 100 s too long
+    assert evaluation.excess(Limits((500.0, 400.0), (0, 2)))["max_pending"] == 100.0
+    assert not evaluation.within(Limits((500.0, 400.0), (0, 2)))
+    # two pods cut short on the first workload and none on the second is not "as many"
+    assert not evaluation.within(Limits((500.0, 500.0), (2, 0)))
+    assert Evaluation.from_json(evaluation.to_json()) == evaluation
+
+
+def test_the_limits_are_the_files_unless_the_user_gives_a_wait() -> None:
+    file = Evaluation(1.0, 1.0, 500.0, (300.0, 500.0, 0.0), (0, 1, 0))
+    assert limits_of(file) == Limits((300.0, 500.0, 1.0), (0, 1, 0))  # no waits: 1 s
+    assert limits_of(file, 400.0) == Limits((400.0, 400.0, 400.0), (0, 1, 0))
+    # longer waits for fewer nodes, if the user says so; never more pods cut short
+    assert limits_of(file, 900.0) == Limits((900.0, 900.0, 900.0), (0, 1, 0))

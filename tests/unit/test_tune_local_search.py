@@ -1,0 +1,75 @@
+"""The tuner's local search, on a stand-in workload whose cost is known: it moves one knob at a
+time to the cheapest step that keeps every seed's wait, stops when a pass moves nothing, and
+spends no more trials than its budget."""
+
+from __future__ import annotations
+
+from flows.tune import refine
+from tasks.core.duration import parse_go_duration
+from tasks.tuning.space import Evaluation, Knobs, Limits, current_knobs
+from tests.builders import make_group
+
+GROUPS = [make_group(name="batch")]
+FILE = {"batch": current_knobs(GROUPS[0])}
+LIMITS = Limits((500.0, 400.0), (0, 0))
+
+
+def stand_in(knobs: Knobs) -> Evaluation:
+    """Faster removal and a shorter soft grace save nodes and keep the waits; a higher
+    scale-up threshold saves more, but makes the second workload's pods wait past its limit;
+    a hard grace period of 5 minutes saves more still, but cuts a running pod short."""
+    batch = knobs["batch"]
+    rate = int(str(batch["fast_node_removal_rate"]))
+    soft = parse_go_duration(str(batch["soft_delete_grace_period"]))
+    hard = parse_go_duration(str(batch["hard_delete_grace_period"]))
+    threshold = int(str(batch["scale_up_threshold_percent"]))
+    node_seconds = (10_000 - 100 * min(rate, 10) - (300 if soft <= 30 else 0) - 20 * threshold
+                    - (500 if hard <= 300 else 0))
+    waits = (450.0, 390.0 + (50.0 if threshold > 70 else 0.0))
+    return Evaluation(node_seconds, 1_000.0, max(waits), waits, (0, 1 if hard <= 300 else 0))
+
+
+def test_the_local_search_moves_to_the_cheapest_setting_that_keeps_every_wait() -> None:
+    tried: list[Knobs] = []
+
+    def run(settings: list[Knobs]) -> list[Evaluation]:
+        tried.extend(settings)
+        return [stand_in(knobs) for knobs in settings]
+
+    best, evaluation = refine(GROUPS, FILE, stand_in(FILE), LIMITS, 500, run)
+    assert best["batch"]["fast_node_removal_rate"] == 10  # 16 saves no more than 10: not taken
+    assert best["batch"]["soft_delete_grace_period"] == "30s"
+    assert best["batch"]["scale_up_threshold_percent"] == 70  # cheaper, but a wait too long
+    assert best["batch"]["hard_delete_grace_period"] == "10m"  # cheaper, but a pod cut short
+    assert evaluation == stand_in(best)
+    changed = {knob for knob, value in best["batch"].items() if value != FILE["batch"][knob]}
+    assert changed == {"fast_node_removal_rate", "soft_delete_grace_period"}
+    # a higher threshold and a shorter hard grace were tried, and refused
+    assert any(int(str(knobs["batch"]["scale_up_threshold_percent"])) > 70 for knobs in tried)
+    assert any(knobs["batch"]["hard_delete_grace_period"] == "5m" for knobs in tried)
+    assert len({repr(knobs) for knobs in tried}) == len(tried)  # no setting tried twice
+
+
+def test_the_local_search_spends_no_more_than_its_budget() -> None:
+    tried: list[Knobs] = []
+
+    def run(settings: list[Knobs]) -> list[Evaluation]:
+        tried.extend(settings)
+        return [stand_in(knobs) for knobs in settings]
+
+    refine(GROUPS, FILE, stand_in(FILE), LIMITS, 3, run)
+    assert len(tried) == 3
+
+
+def test_the_front_shows_settings_that_did_the_same_once() -> None:
+    from flows.tune import TuneResult
+
+    same = Evaluation(100.0, 10.0, 50.0, (50.0,), (0,))
+    result = TuneResult((), trials=[
+        (FILE, Evaluation(120.0, 5.0, 50.0, (50.0,), (0,)), True),
+        ({"batch": {"slow_node_removal_rate": 2}}, same, True),
+        ({"services": {"slow_node_removal_rate": 3}}, same, True),  # changed nothing here
+        ({"batch": {"slow_node_removal_rate": 4}}, Evaluation(130.0, 20.0, 60.0, (60.0,), (0,)),
+         True),
+    ])
+    assert result.front == [1, 0]  # cheapest first; the twin (2) and the beaten (3) left out
