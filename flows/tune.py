@@ -166,7 +166,7 @@ def search(scenario_path: str, groups: Sequence[NodeGroupConfig], trials: int, b
 def refine(groups: Sequence[NodeGroupConfig], start: Knobs, start_evaluation: Evaluation,
            limits: Limits, budget: int,
            run: Callable[[list[Knobs]], list[Evaluation]]) -> tuple[Knobs, Evaluation]:
-    """Coordinate descent: for each group's each knob in turn, try its other steps at once and
+    """Coordinate descent: for each knob of each group in turn, try its other steps at once and
     move to the cheapest within every limit on every seed; again while a pass moves and
     `budget` trials remain. Returns the cheapest setting reached."""
     best, best_evaluation = start, start_evaluation
@@ -174,8 +174,10 @@ def refine(groups: Sequence[NodeGroupConfig], start: Knobs, start_evaluation: Ev
     spent, moved = 0, True
     while moved and spent < budget:
         moved = False
-        for group in groups:
-            for knob in KNOB_STEPS:
+        # knob by knob, each group in turn: with many groups and a small budget, the removal
+        # knobs of every group are tried before the other knobs of the first
+        for knob in KNOB_STEPS:
+            for group in groups:
                 moves = [move for move in one_knob_moves(best, groups, group.name, knob)
                          if repr(move) not in seen][:budget - spent]
                 if not moves:
