@@ -48,7 +48,7 @@ KNOB_STEPS: dict[str, tuple[object, ...]] = {
     "slow_node_removal_rate": (1, 2, 4, 8),
     "taint_upper_capacity_threshold_percent": (30, 40, 50, 60, 70, 80),
     "hard_delete_grace_period": ("5m", "10m", "30m"),
-    "scale_up_threshold_percent": (60, 70, 80, 90, 100),
+    "scale_up_threshold_percent": (60, 70, 80, 90, 100, 120, 150),
     "scale_up_cool_down_period": ("30s", "1m", "2m", "5m"),
 }
 
