@@ -6,7 +6,7 @@ the fast removal rate as the slow one plus a gap (slow <= fast), the hard grace 
 soft one plus a gap (soft < hard), and positive durations. `validate_node_group` checks each
 trial again anyway (a test samples the space at random). The local search's moves
 (`one_knob_moves`) change one knob to one of a few round values (`KNOB_STEPS`), and keep only
-those the same rules and ranges allow.
+those Escalator's rules allow.
 """
 
 from __future__ import annotations
@@ -105,20 +105,29 @@ def group_params(group: NodeGroupConfig) -> dict[str, int] | None:
 def one_knob_moves(knobs: Knobs, groups: Sequence[NodeGroupConfig], group: str,
                    knob: str) -> list[Knobs]:
     """`knobs` with one group's one knob set to each of its other `KNOB_STEPS`, keeping only
-    valid Escalator files that the search's ranges hold (so the optimiser can be told them)."""
+    valid Escalator files. The other knobs keep their values, even where the optimiser's ranges
+    do not reach (a hard grace period of 1h): the search starts from any valid file."""
     config = next(config for config in groups if config.name == group)
-    now = group_params(apply_knobs([config], {group: knobs[group]})[0])
+    now = _behaviour(apply_knobs([config], {group: knobs[group]})[0])
     moves = []
     for value in KNOB_STEPS[knob]:
         moved = {name: dict(values) for name, values in knobs.items()}
         moved[group][knob] = value
         try:
-            params = group_params(apply_knobs([config], {group: moved[group]})[0])
+            changed = apply_knobs([config], {group: moved[group]})[0]
         except ValueError:
             continue
-        if params is not None and params != now:
+        if _behaviour(changed) != now:  # "60s" is no move from "1m"
             moves.append(moved)
     return moves
+
+
+def _behaviour(group: NodeGroupConfig) -> tuple[float, ...]:
+    return (group.taint_lower_capacity_threshold_percent,
+            group.taint_upper_capacity_threshold_percent, group.scale_up_threshold_percent,
+            group.slow_node_removal_rate, group.fast_node_removal_rate,
+            group.soft_delete_grace_seconds, group.hard_delete_grace_seconds,
+            group.scale_up_cool_down_seconds)
 
 
 def apply_knobs(groups: Sequence[NodeGroupConfig],

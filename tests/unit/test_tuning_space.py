@@ -108,9 +108,26 @@ def test_a_local_move_changes_one_knob_of_one_group_and_stays_a_valid_file() -> 
                            for key in KNOBS if str(values[key]) != str(knobs[name][key])]
                 assert changed == [(group, knob)]
                 tuned = apply_knobs(groups, move)  # raises if a group breaks Escalator's rules
-                assert all(group_params(config) is not None for config in tuned)
+                assert all(validate_node_group(config) == [] for config in tuned)
             # the file's own value is no move; an invalid one is left out, not raised
             assert len(moves) <= len(KNOB_STEPS[knob])
+
+
+def test_a_file_beyond_the_optimisers_ranges_still_gets_local_moves() -> None:
+    """A real file may say `hard_delete_grace_period: 1h` and `soft_delete_grace_period: 45s`,
+    which the optimiser's ranges (and 30 s steps) do not reach: the local search still starts
+    from it, moving one knob and keeping the others as they are; the same duration written
+    otherwise ("60s" for "1m") is no move."""
+    groups = [make_group(hard_delete_grace_period="1h", soft_delete_grace_period="45s")]
+    assert group_params(groups[0]) is None
+    knobs = {"batch": current_knobs(groups[0])}
+    moves = one_knob_moves(knobs, groups, "batch", "fast_node_removal_rate")
+    assert [move["batch"]["fast_node_removal_rate"] for move in moves] == [4, 10, 16]
+    assert all(move["batch"]["hard_delete_grace_period"] == "1h" for move in moves)
+    knobs["batch"]["soft_delete_grace_period"] = "60s"
+    softs = [move["batch"]["soft_delete_grace_period"]
+             for move in one_knob_moves(knobs, groups, "batch", "soft_delete_grace_period")]
+    assert softs == ["30s", "2m", "5m"]
 
 
 def test_a_local_move_leaves_out_what_breaks_the_rules() -> None:
