@@ -350,13 +350,25 @@ def _front_picture(result: TuneResult) -> str | None:
 
 
 def tuned_file(path: Path, original: Path, result: TuneResult) -> Path:
-    """The node-group file with the chosen knobs, its comments saying what changed."""
-    import yaml
+    """The node-group file with the chosen knobs, edited in place: the user's comments, key
+    order and other keys stay as written, and comments on top say what changed.
 
-    document = yaml.safe_load(original.read_text())
+    Read as every input is (a byte order mark, UTF-16 from Windows), written as UTF-8."""
+    import io
+
+    from ruamel.yaml import YAML
+
+    from tasks.core.documents import as_text, read_bytes
+
+    source = str(original)
+    editor = YAML()  # round trip: comments, order and quoting kept
+    editor.preserve_quotes = True
+    editor.width = 4096  # no line of the user's is folded anew
+    editor.indent(mapping=2, sequence=4, offset=2)  # Escalator's examples: "  - name: a"
+    document = editor.load(as_text(read_bytes(original, source), source))
     chosen = result.chosen or {}
     lines = [f"# Tuned by `elevator tune` ({len(result.trials)} trials). Changed:"]
-    for group in document.get("node_groups", []):
+    for group in document.get("node_groups") or []:
         for key, value in chosen.get(group["name"], {}).items():
             before = group.get(key)
             if str(before) != str(value):
@@ -367,7 +379,9 @@ def tuned_file(path: Path, original: Path, result: TuneResult) -> Path:
         lines.append(f"# Held-out seeds: node-seconds {before.node_seconds:.0f} -> "
                      f"{after.node_seconds:.0f}, longest wait {before.max_pending_seconds:.0f}s"
                      f" -> {after.max_pending_seconds:.0f}s")
-    path.write_text("\n".join(lines) + "\n" + yaml.safe_dump(document, sort_keys=False))
+    text = io.StringIO()
+    editor.dump(document, text)
+    path.write_text("\n".join(lines) + "\n" + text.getvalue(), encoding="utf-8")
     return path
 
 

@@ -47,7 +47,41 @@ def test_tune_writes_a_valid_file_the_pareto_plot_and_the_held_out_comparison(
         for key, value in group.items():
             if value != was.get(key):  # every change is said in a comment
                 assert f"#   {group['name']}.{key}: {was.get(key)} -> {value}" in text
+    assert_edited_in_place(EXAMPLES / "scenario-nodegroups.yaml", text)
     assert plot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def assert_edited_in_place(original: Path, tuned: str) -> None:
+    """The tuned file is the user's, line for line (their comments too), but for the header
+    and the lines of the knobs that changed."""
+    header = [line for line in tuned.splitlines() if line.startswith("# Tuned by")
+              or line.startswith("#   ") or line.startswith("# Held-out seeds")]
+    body = tuned.splitlines()[len(header):]
+    lines = original.read_text().splitlines()
+    assert len(body) == len(lines)
+    changed = [(was, now) for was, now in zip(lines, body, strict=True) if was != now]
+    assert len(changed) == len(header) - 2, changed  # one line per change said on top
+    for was, now in changed:
+        assert was.split(":")[0] == now.split(":")[0]  # the same key, at the same place
+
+
+def test_a_node_group_file_saved_as_utf16_is_tuned_and_written_as_utf8(tmp_path: Path) -> None:
+    """Found in the field: a node-group file saved by PowerShell 5 (UTF-16 with a byte order
+    mark) was read for the search, and then ended the run in a traceback when the tuned copy
+    was written, after the whole search."""
+    scenario = tmp_path / "scenario.yaml"
+    scenario.write_text((EXAMPLES / "scenario.yaml").read_text())
+    nodegroups = (EXAMPLES / "scenario-nodegroups.yaml").read_text()
+    (tmp_path / "scenario-nodegroups.yaml").write_bytes(nodegroups.encode("utf-16"))
+    output = tmp_path / "tuned.yaml"
+    done = elevator("tune", scenario, "--trials", "3", "--seeds", "1", "--held-out", "1",
+                    "--output", output)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "Traceback" not in done.stderr
+    tuned = output.read_bytes().decode("utf-8")
+    assert "# Node groups for the example scenario (Escalator's format)." in tuned
+    assert_edited_in_place(EXAMPLES / "scenario-nodegroups.yaml", tuned)
+    assert elevator("validate", output).returncode == 0
 
 
 def test_a_small_search_finds_a_cheaper_file_that_keeps_every_held_out_wait(
