@@ -374,6 +374,9 @@ def tuned_file(path: Path, original: Path, result: TuneResult) -> Path:
             if str(before) != str(value):
                 lines.append(f"#   {group['name']}.{key}: {before} -> {value}")
                 group[key] = value
+    if len(lines) == 1:
+        lines[0] = (f"# Tuned by `elevator tune` ({len(result.trials)} trials): no setting tried "
+                    "stayed within the limits with fewer node-seconds; the file is as it was.")
     if result.default_held_out and result.tuned_held_out:
         before, after = result.default_held_out, result.tuned_held_out
         lines.append(f"# Held-out seeds: node-seconds {before.node_seconds:.0f} -> "

@@ -4,10 +4,14 @@ spends no more trials than its budget."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
+import yaml
+
 from flows.tune import refine
 from tasks.core.duration import parse_go_duration
 from tasks.tuning.space import Evaluation, Knobs, Limits, current_knobs
-from tests.builders import make_group
+from tests.builders import group_dict, make_group
 
 GROUPS = [make_group(name="batch")]
 FILE = {"batch": current_knobs(GROUPS[0])}
@@ -73,3 +77,18 @@ def test_the_front_shows_settings_that_did_the_same_once() -> None:
          True),
     ])
     assert result.front == [1, 0]  # cheapest first; the twin (2) and the beaten (3) left out
+
+
+def test_a_search_that_found_nothing_says_so_and_leaves_the_file_as_it_was(
+        tmp_path: Path) -> None:
+    from flows.tune import TuneResult, tuned_file
+
+    original = tmp_path / "nodegroups.yaml"
+    original.write_text(f"# ours\n{yaml.safe_dump({'node_groups': [group_dict()]})}")
+    result = TuneResult(tuple(GROUPS), trials=[(FILE, stand_in(FILE), True)], chosen=FILE)
+    written = tuned_file(tmp_path / "tuned.yaml", original, result).read_text()
+    head, rest = written.split("\n", 1)
+    assert head == ("# Tuned by `elevator tune` (1 trials): no setting tried stayed within the "
+                    "limits with fewer node-seconds; the file is as it was.")
+    assert yaml.safe_load(rest) == yaml.safe_load(original.read_text())
+    assert rest.startswith("# ours\n")
