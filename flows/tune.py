@@ -23,7 +23,7 @@ import dataclasses
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 from prefect import flow, get_run_logger, task
 from prefect.cache_policies import NO_CACHE
@@ -44,6 +44,9 @@ from tasks.tuning.space import (
     pareto_front,
     suggest_group,
 )
+
+if TYPE_CHECKING:
+    from fakes.scenario import LoadedScenario
 
 SEARCH_SEEDS_START = 1
 VALIDATION_SEEDS_START = 501  # to choose among the best trials
@@ -349,23 +352,34 @@ def _front_picture(result: TuneResult) -> str | None:
     return f"![elevator tune: the Pareto front](data:image/png;base64,{encoded})"
 
 
-def tuned_file(path: Path, original: Path, result: TuneResult) -> Path:
-    """The node-group file with the chosen knobs, edited in place: the user's comments, key
-    order and other keys stay as written, and comments on top say what changed.
+def node_group_text(loaded: LoadedScenario) -> str:
+    """The node groups to tune, as the user wrote them: the node-group file, read as every input
+    is (a byte order mark, UTF-16 from Windows); or the mapping inline in the scenario."""
+    import yaml
 
-    Read as every input is (a byte order mark, UTF-16 from Windows), written as UTF-8."""
+    from tasks.core.documents import as_text, read_bytes
+
+    inline = loaded.scenario.nodegroups
+    if isinstance(inline, dict):
+        return (f"# The node groups inline in {loaded.source}: give this file as its "
+                f"`nodegroups`.\n{yaml.safe_dump(inline, sort_keys=False)}")
+    source = str(loaded.config.path)
+    return as_text(read_bytes(source, source), source)
+
+
+def tuned_file(path: Path, original: str, result: TuneResult) -> Path:
+    """The node groups (`node_group_text`) with the chosen knobs, edited in place: the user's
+    comments, key order and other keys stay as written, and comments on top say what changed.
+    Written as UTF-8."""
     import io
 
     from ruamel.yaml import YAML
 
-    from tasks.core.documents import as_text, read_bytes
-
-    source = str(original)
     editor = YAML()  # round trip: comments, order and quoting kept
     editor.preserve_quotes = True
     editor.width = 4096  # no line of the user's is folded anew
     editor.indent(mapping=2, sequence=4, offset=2)  # Escalator's examples: "  - name: a"
-    document = editor.load(as_text(read_bytes(original, source), source))
+    document = editor.load(original)
     chosen = result.chosen or {}
     lines = [f"# Tuned by `elevator tune` ({len(result.trials)} trials). Changed:"]
     for group in document.get("node_groups") or []:
@@ -388,4 +402,5 @@ def tuned_file(path: Path, original: Path, result: TuneResult) -> Path:
     return path
 
 
-__all__ = ["TuneResult", "evaluate", "make_flow", "search", "tune", "tune_flow", "tuned_file"]
+__all__ = ["TuneResult", "evaluate", "make_flow", "node_group_text", "search", "tune",
+           "tune_flow", "tuned_file"]

@@ -122,6 +122,23 @@ def test_the_table_shows_each_held_out_seeds_wait_and_the_pods_cut_short(
     assert f"tuned node-group file: {output}" in done.stdout
 
 
+def test_node_groups_inline_in_the_scenario_are_tuned_into_a_file_of_their_own(
+        tmp_path: Path) -> None:
+    """The Cluster Autoscaler example holds its node groups (and the `cluster_autoscaler`
+    block) inline; the tuned copy is a node-group file that keeps both."""
+    output = tmp_path / "tuned.yaml"
+    done = elevator("tune", EXAMPLES / "scenario-cluster-autoscaler.yaml", "--trials", "3",
+                    "--seeds", "1", "--held-out", "1", "--output", output)
+    assert done.returncode == 0, done.stderr[-3000:]
+    inline = yaml.safe_load((EXAMPLES / "scenario-cluster-autoscaler.yaml").read_text())
+    tuned = yaml.safe_load(output.read_text())
+    assert tuned["cluster_autoscaler"] == inline["nodegroups"]["cluster_autoscaler"]
+    assert [g["name"] for g in tuned["node_groups"]] == \
+        [g["name"] for g in inline["nodegroups"]["node_groups"]]
+    assert "inline in" in output.read_text()
+    assert elevator("validate", output).returncode == 0
+
+
 def test_tune_refuses_a_scenario_it_cannot_replay_fast(tmp_path: Path) -> None:
     scenario = yaml.safe_load((EXAMPLES / "scenario.yaml").read_text())
     scenario["placement"] = "target-load-packing"

@@ -86,7 +86,7 @@ def test_a_search_that_found_nothing_says_so_and_leaves_the_file_as_it_was(
     original = tmp_path / "nodegroups.yaml"
     original.write_text(f"# ours\n{yaml.safe_dump({'node_groups': [group_dict()]})}")
     result = TuneResult(tuple(GROUPS), trials=[(FILE, stand_in(FILE), True)], chosen=FILE)
-    written = tuned_file(tmp_path / "tuned.yaml", original, result).read_text()
+    written = tuned_file(tmp_path / "tuned.yaml", original.read_text(), result).read_text()
     head, rest = written.split("\n", 1)
     assert head == ("# Tuned by `elevator tune` (1 trials): no setting tried stayed within the "
                     "limits with fewer node-seconds; the file is as it was.")
