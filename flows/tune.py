@@ -111,7 +111,8 @@ def search(scenario_path: str, groups: Sequence[NodeGroupConfig], trials: int, b
            max_pending_seconds: float,
            run_batches: Callable[[list[list[Knobs]]], list[list[dict[str, float]]]],
            seed: int = 0, on_round: Callable[[int], None] | None = None) -> TuneResult:
-    """Ask, evaluate in batches, tell; then choose and judge on the held-out seeds."""
+    """The local search from the file (`refine`), then rounds of TPE (ask, evaluate in
+    batches, tell); then choose (`choose`) and judge on the held-out seeds."""
     import optuna
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)
@@ -203,7 +204,7 @@ def refine(groups: Sequence[NodeGroupConfig], start: Knobs, start_evaluation: Ev
 def choose(scenario_path: str, result: TuneResult, default: Knobs,
            validation: list[int], max_pending_seconds: float = 0.0,
            candidates: int = 20) -> Knobs:
-    """The cheapest setting that keeps the waits, checked on seeds of its own: the
+    """The cheapest setting within the limits, checked on seeds of its own: the
     `candidates` cheapest within the limits are replayed on `validation`, and the cheapest there
     within the limits on every seed wins (the file itself if none is).
 

@@ -38,9 +38,10 @@ KNOBS = ("taint_lower_capacity_threshold_percent", "taint_upper_capacity_thresho
 Suggest = Callable[[str, int, int, int], int]  # (name, low, high, step) -> value
 Knobs = dict[str, dict[str, object]]  # group -> key -> value
 
-# The values the local search tries, one knob at a time, each inside the ranges above. The
-# knobs that act while load falls come first: they can save nodes without touching the minutes
-# in which pods wait, so they are the likeliest to keep every wait as it was.
+# The round values the local search tries, one knob at a time (a move may leave the optimiser's
+# ranges above: a fast removal rate of 16 beside a slow one of 1). The knobs that act while load
+# falls come first: they can save nodes without touching the minutes in which pods wait, so
+# they are the likeliest to keep every wait as it was.
 KNOB_STEPS: dict[str, tuple[object, ...]] = {
     "fast_node_removal_rate": (2, 4, 10, 16),
     "soft_delete_grace_period": ("30s", "1m", "2m", "5m"),
@@ -162,10 +163,10 @@ class Evaluation:
     node_seconds: float  # mean over the seeds
     pending_pod_seconds: float  # mean over the seeds
     max_pending_seconds: float  # the worst seed's longest wait
-    longest_waits: tuple[float, ...] = ()  # each seed's longest wait, in the seeds' order
+    longest_waits: tuple[float, ...]  # each seed's longest wait, in the seeds' order
     # each seed's pods whose node went while they ran (the simulation's evictions: re-created
     # pending, their work lost), as a hard grace period shorter than a job kills them
-    pods_cut_short: tuple[int, ...] = ()
+    pods_cut_short: tuple[int, ...]
 
     def to_json(self) -> dict[str, Any]:
         return {"node_seconds": self.node_seconds,
