@@ -92,3 +92,29 @@ def test_a_search_that_found_nothing_says_so_and_leaves_the_file_as_it_was(
                     "limits with fewer node-seconds; the file is as it was.")
     assert yaml.safe_load(rest) == yaml.safe_load(original.read_text())
     assert rest.startswith("# ours\n")
+
+
+def test_a_knob_shared_through_a_yaml_anchor_is_changed_for_the_tuned_group_only(
+        tmp_path: Path) -> None:
+    """Real node-group files share settings with an anchor and merge keys (`<<: *defaults`):
+    the tuned group gets its own value, the other groups keep the shared one."""
+    from flows.tune import TuneResult, tuned_file
+
+    shared = {key: value for key, value in group_dict().items()
+              if key in ("fast_node_removal_rate", "soft_delete_grace_period")}
+    first = {key: value for key, value in group_dict().items() if key not in shared}
+    second = {**first, "name": "services", "label_value": "services"}
+    original = "defaults: &defaults\n" + "".join(f"  {k}: {v}\n" for k, v in shared.items()) \
+        + "node_groups:\n" + "".join(
+            "  - <<: *defaults\n" + "".join(f"    {k}: {v}\n" for k, v in group.items())
+            for group in (first, second))
+    groups = [make_group(), make_group(name="services", label_value="services")]
+    chosen = {group.name: current_knobs(group) for group in groups}
+    chosen["batch"]["fast_node_removal_rate"] = 16
+    result = TuneResult(tuple(groups), trials=[(chosen, stand_in(chosen), True)], chosen=chosen)
+    written = yaml.safe_load(tuned_file(tmp_path / "tuned.yaml", original, result).read_text())
+    by_name = {group["name"]: group for group in written["node_groups"]}
+    assert by_name["batch"]["fast_node_removal_rate"] == 16
+    assert by_name["services"]["fast_node_removal_rate"] == shared["fast_node_removal_rate"]
+    assert written["defaults"] == shared
+    assert "<<: *defaults" in (tmp_path / "tuned.yaml").read_text()
