@@ -177,7 +177,6 @@ def plans_table(decisions: Sequence[Decision]) -> Table:
     return table
 
 
-
 def failed_autoscalers(results: Sequence[dict[str, Any]]) -> list[str]:
     """A line for each autoscaler whose cycle failed (`pods run --once` then exits 1)."""
     from flows.cli.common import one_line
@@ -185,6 +184,7 @@ def failed_autoscalers(results: Sequence[dict[str, Any]]) -> list[str]:
     return [f"{result.get('kind')} {result.get('namespace')}/{result.get('name')}: failed: "
             f"{one_line(str(result.get('error') or ''))}"
             for result in results if result.get("error")]
+
 
 def register(app: typer.Typer) -> None:
     """Add the `pods` command group (plan, run) to the `elevator` app."""

@@ -311,10 +311,15 @@ def decode_page(data: bytes | memoryview, source: str, snapshot: ClusterSnapshot
     return document.metadata.continue_, len(document.items)
 
 
+_LEADING_SPACE = re.compile(rb"[ \t\r\n]*")
+
+
 def _as_json(data: bytes, source: str) -> bytes:
     """JSON as it is; anything else read as YAML (`kubectl get ... -o yaml`) and re-encoded,
     within the YAML reader's limits and with its one-line errors."""
-    if data.lstrip()[:1] in (b"{", b"["):
+    leading = _LEADING_SPACE.match(data)  # lstrip() would copy a whole dump to look
+    start = leading.end() if leading else 0
+    if data[start:start + 1] in (b"{", b"["):
         return data
     document = load_document(data, source, "YAML or JSON")
     try:

@@ -162,11 +162,15 @@ class Evaluation:
 
     node_seconds: float  # mean over the seeds
     pending_pod_seconds: float  # mean over the seeds
-    max_pending_seconds: float  # the worst seed's longest wait
     longest_waits: tuple[float, ...]  # each seed's longest wait, in the seeds' order
     # each seed's pods whose node went while they ran (the simulation's evictions: re-created
     # pending, their work lost), as a hard grace period shorter than a job kills them
     pods_cut_short: tuple[int, ...]
+
+    @property
+    def max_pending_seconds(self) -> float:
+        """The worst seed's longest wait."""
+        return max(self.longest_waits)
 
     def to_json(self) -> dict[str, Any]:
         return {"node_seconds": self.node_seconds,
@@ -178,8 +182,7 @@ class Evaluation:
     @classmethod
     def from_json(cls, document: Mapping[str, Any]) -> Evaluation:
         return cls(document["node_seconds"], document["pending_pod_seconds"],
-                   document["max_pending_seconds"], tuple(document["longest_waits"]),
-                   tuple(document["pods_cut_short"]))
+                   tuple(document["longest_waits"]), tuple(document["pods_cut_short"]))
 
     def excess(self, limits: Limits) -> dict[str, float]:
         """How far the worst seed passes each limit (all <= 0: within on every seed).
@@ -210,11 +213,11 @@ def limits_of(file: Evaluation, max_pending_seconds: float = 0.0) -> Limits:
 def combine(summaries: Sequence[Mapping[str, float]]) -> Evaluation:
     """One evaluation from the simulation summaries of several seeds."""
     count = len(summaries)
-    waits = tuple(s["max_pending_seconds"] for s in summaries)
     return Evaluation(
         sum(s["node_seconds"] for s in summaries) / count,
         sum(s["pending_pod_seconds"] for s in summaries) / count,
-        max(waits), waits, tuple(int(s["evictions"]) for s in summaries))
+        tuple(s["max_pending_seconds"] for s in summaries),
+        tuple(int(s["evictions"]) for s in summaries))
 
 
 def pareto_front(points: Sequence[tuple[float, float]]) -> list[int]:

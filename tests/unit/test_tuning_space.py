@@ -160,7 +160,7 @@ def test_the_limits_are_judged_seed_by_seed() -> None:
 
 
 def test_the_limits_are_the_files_unless_the_user_gives_a_wait() -> None:
-    file = Evaluation(1.0, 1.0, 500.0, (300.0, 500.0, 0.0), (0, 1, 0))
+    file = Evaluation(1.0, 1.0, (300.0, 500.0, 0.0), (0, 1, 0))
     assert limits_of(file) == Limits((300.0, 500.0, 1.0), (0, 1, 0))  # no waits: 1 s
     assert limits_of(file, 400.0) == Limits((400.0, 400.0, 400.0), (0, 1, 0))
     # longer waits for fewer nodes, if the user says so; never more pods cut short
