@@ -36,6 +36,7 @@ from tasks.tuning.space import (
     Knobs,
     Limits,
     apply_knobs,
+    as_written,
     combine,
     current_knobs,
     group_params,
@@ -154,7 +155,7 @@ def search(scenario_path: str, groups: Sequence[NodeGroupConfig], trials: int, b
     while done < trials:
         size = min(batch * parallel, trials - done)
         asked = [study.ask() for _ in range(size)]
-        knobs = [_knobs(trial, groups) for trial in asked]
+        knobs = [as_written(_knobs(trial, groups), default, groups) for trial in asked]
         for trial, evaluation in zip(asked, run(knobs), strict=True):
             # the constraints: a setting that passes a limit on any seed is infeasible
             for name, excess in evaluation.excess(limits).items():

@@ -123,6 +123,26 @@ def one_knob_moves(knobs: Knobs, groups: Sequence[NodeGroupConfig], group: str,
     return moves
 
 
+def as_written(knobs: Knobs, written: Knobs, groups: Sequence[NodeGroupConfig]) -> Knobs:
+    """`knobs`, with each value that behaves as the file's (`written`) in the file's words: a
+    sampled "1m" where the file says "60s" is no change, so it is not counted as one, nor
+    written into the tuned file as "60s -> 1m"."""
+    kept = {name: dict(values) for name, values in knobs.items()}
+    for config in groups:
+        file_values = written[config.name]
+        file_behaviour = _behaviour(apply_knobs([config], {config.name: file_values})[0])
+        for knob, value in knobs.get(config.name, {}).items():
+            if knob not in file_values or value == file_values[knob]:
+                continue
+            try:
+                alone = apply_knobs([config], {config.name: {**file_values, knob: value}})[0]
+            except ValueError:  # this knob alone breaks Escalator's rules: a real change
+                continue
+            if _behaviour(alone) == file_behaviour:
+                kept[config.name][knob] = file_values[knob]
+    return kept
+
+
 def _behaviour(group: NodeGroupConfig) -> tuple[float, ...]:
     return (group.taint_lower_capacity_threshold_percent,
             group.taint_upper_capacity_threshold_percent, group.scale_up_threshold_percent,

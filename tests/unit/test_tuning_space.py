@@ -18,6 +18,7 @@ from tasks.tuning.space import (
     Evaluation,
     Limits,
     apply_knobs,
+    as_written,
     combine,
     current_knobs,
     go_duration,
@@ -126,6 +127,19 @@ def test_a_file_beyond_the_optimisers_ranges_still_gets_local_moves() -> None:
     softs = [move["batch"]["soft_delete_grace_period"]
              for move in one_knob_moves(knobs, groups, "batch", "soft_delete_grace_period")]
     assert softs == ["30s", "2m", "5m"]
+
+
+def test_a_sampled_value_that_behaves_as_the_files_keeps_the_files_words() -> None:
+    """The optimiser writes "1m" for a file's "60s": no change, so the tuned file does not
+    say "60s -> 1m" and the chooser does not count it; real changes are kept as sampled."""
+    groups = [make_group(soft_delete_grace_period="60s", scale_up_cool_down_period="120s")]
+    written = {"batch": current_knobs(groups[0])}
+    sampled = {"batch": {**written["batch"], "soft_delete_grace_period": "1m",
+                         "scale_up_cool_down_period": "1m", "slow_node_removal_rate": 2}}
+    kept = as_written(sampled, written, groups)["batch"]
+    assert kept["soft_delete_grace_period"] == "60s"
+    assert kept["scale_up_cool_down_period"] == "1m" and kept["slow_node_removal_rate"] == 2
+    assert sampled["batch"]["soft_delete_grace_period"] == "1m"  # the caller's is untouched
 
 
 def test_a_local_move_leaves_out_what_breaks_the_rules() -> None:
