@@ -17,6 +17,7 @@ from typing import Any, Protocol, cast
 
 import orjson
 
+from tasks.core.documents import read_bytes
 from tasks.core.errors import InputError, redacted
 
 CPU_SERIES = "container_cpu_usage_seconds_total"
@@ -249,9 +250,7 @@ class StaticMetrics:
         """A metrics file (`elevator pods plan --metrics`); one error line per problem."""
         where = str(path)
         try:
-            document = orjson.loads(Path(path).read_bytes())
-        except OSError as error:
-            raise InputError([f"{where}: cannot read: {error.strerror}"]) from None
+            document = orjson.loads(read_bytes(path))
         except orjson.JSONDecodeError as error:
             raise InputError([f"{where}: not JSON: {error}"]) from None
         except RecursionError:

@@ -13,6 +13,8 @@ iteratively, and only a document within the limits is constructed into Python ob
 from __future__ import annotations
 
 import codecs
+import os
+import stat
 from pathlib import Path
 from typing import Any
 
@@ -34,8 +36,18 @@ _BOMS = ((codecs.BOM_UTF32_LE, "utf-32"), (codecs.BOM_UTF32_BE, "utf-32"),
 
 
 def read_bytes(path: str | Path, source: str | None = None) -> bytes:
-    """A file's bytes, as UTF-8 when it starts with a byte order mark (`utf8_from_bom`)."""
+    """A file's bytes, as UTF-8 when it starts with a byte order mark (`utf8_from_bom`).
+
+    A device is refused before it is read: `/dev/zero` or `/dev/urandom` never ends, and memory
+    would grow until the machine gives out. A pipe is read to its end, as `cat` reads it, so
+    `--snapshot <(kubectl get pods -A -o json)` works."""
     try:
+        mode = os.stat(path).st_mode
+        if stat.S_ISCHR(mode) or stat.S_ISBLK(mode) or stat.S_ISSOCK(mode):
+            kind = ("a character device" if stat.S_ISCHR(mode) else
+                    "a block device" if stat.S_ISBLK(mode) else "a socket")
+            raise InputError([join_location(source or str(path), "",
+                                            f"cannot read file: it is {kind}, not a file")])
         data = Path(path).read_bytes()
     except OSError as error:
         raise InputError([join_location(source or str(path), "",

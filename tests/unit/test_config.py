@@ -199,9 +199,30 @@ def test_json_files_load_too(tmp_path: Path) -> None:
     assert load_node_groups(path).node_groups[0].name == "batch"
 
 
+def test_a_pipe_is_read_to_its_end(tmp_path: Path) -> None:
+    """`--nodegroups <(generate-config)`: the shell hands over a pipe, read as `cat` reads it."""
+    import json
+    import os
+    import threading
+
+    fifo = tmp_path / "node-groups"
+    os.mkfifo(fifo)
+    writer = threading.Thread(target=fifo.write_text,
+                              args=(json.dumps({"node_groups": [group_dict()]}),))
+    writer.start()
+    try:
+        assert load_node_groups(fifo).node_groups[0].name == "batch"
+    finally:
+        if writer.is_alive():  # nothing opened the pipe: let the writer's open return
+            os.close(os.open(fifo, os.O_RDONLY | os.O_NONBLOCK))
+        writer.join(10)
+
+
 def test_unreadable_and_malformed_files(tmp_path: Path) -> None:
     with pytest.raises(InputError, match="cannot read file"):
         load_node_groups(tmp_path / "missing.yaml")
+    with pytest.raises(InputError, match="/dev/zero: cannot read file: it is a character device"):
+        load_node_groups("/dev/zero")  # read to its end, it would fill the memory
     bad = tmp_path / "bad.yaml"
     bad.write_text("node_groups: [\n  - {name: x\n")
     with pytest.raises(InputError, match=r"bad.yaml: line \d+, column \d+: not valid YAML"):
