@@ -383,13 +383,18 @@ def tuned_file(path: Path, original: str, result: TuneResult) -> Path:
     editor.indent(mapping=2, sequence=4, offset=2)  # Escalator's examples: "  - name: a"
     document = editor.load(original)
     chosen = result.chosen or {}
+    # What each group ran with: the file's values, and Escalator's defaults for keys it omits
+    # (a rate left out is 0; writing that 0 in is no change).
+    searched = {config.name: current_knobs(config) for config in result.groups}
     lines = [f"# Tuned by `elevator tune` ({len(result.trials)} trials). Changed:"]
     for group in document.get("node_groups") or []:
+        ran_with = searched.get(group["name"], {})
         for key, value in chosen.get(group["name"], {}).items():
-            before = group.get(key)
-            if str(before) != str(value):
-                lines.append(f"#   {group['name']}.{key}: {before} -> {value}")
-                group[key] = value
+            if str(value) == str(ran_with.get(key)):
+                continue
+            before = group[key] if key in group else f"{ran_with.get(key)} (not set)"
+            lines.append(f"#   {group['name']}.{key}: {before} -> {value}")
+            group[key] = value
     if len(lines) == 1:
         lines[0] = (f"# Tuned by `elevator tune` ({len(result.trials)} trials): no setting tried "
                     "stayed within the limits with fewer node-seconds; the file is as it was.")

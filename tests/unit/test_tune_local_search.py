@@ -118,3 +118,24 @@ def test_a_knob_shared_through_a_yaml_anchor_is_changed_for_the_tuned_group_only
     assert by_name["services"]["fast_node_removal_rate"] == shared["fast_node_removal_rate"]
     assert written["defaults"] == shared
     assert "<<: *defaults" in (tmp_path / "tuned.yaml").read_text()
+
+
+def test_a_knob_the_file_leaves_out_is_written_in_only_when_it_changes(tmp_path: Path) -> None:
+    """A file without `slow_node_removal_rate` runs with Escalator's 0: the tuned file does not
+    list "None -> 0" as a change nor write the 0 in; a real change says the key was not set."""
+    from flows.tune import TuneResult, tuned_file
+
+    left_out = {key: value for key, value in group_dict().items()
+                if key != "slow_node_removal_rate"}
+    original = yaml.safe_dump({"node_groups": [left_out]}, sort_keys=False)
+    groups = [make_group(slow_node_removal_rate=0)]
+    chosen = {"batch": current_knobs(groups[0])}
+    assert chosen["batch"]["slow_node_removal_rate"] == 0
+    result = TuneResult(tuple(groups), trials=[(chosen, stand_in(chosen), True)], chosen=chosen)
+    written = tuned_file(tmp_path / "same.yaml", original, result).read_text()
+    assert "slow_node_removal_rate" not in written and "no setting tried" in written
+
+    chosen["batch"]["slow_node_removal_rate"] = 2
+    written = tuned_file(tmp_path / "tuned.yaml", original, result).read_text()
+    assert "#   batch.slow_node_removal_rate: 0 (not set) -> 2" in written
+    assert yaml.safe_load(written)["node_groups"][0]["slow_node_removal_rate"] == 2
