@@ -97,8 +97,13 @@ class ClusterFiles:
             except InputError as error:
                 problems += error.problems
                 continue
+            list_kind = document.get("kind") if isinstance(document, dict) else None
+            # A PodList's items may leave their kind out (the API's own lists do).
+            item_kind = list_kind[:-4] if isinstance(list_kind, str) \
+                and list_kind.endswith("List") and list_kind != "List" else None
             if isinstance(document, dict) and "items" in document:
-                items = document["items"]
+                # `"items": null`: a namespace without any, in `kubectl cluster-info dump`
+                items = document["items"] if document["items"] is not None else []
                 if not isinstance(items, list):
                     problems.append(f"{path}: items: must be a list of objects")
                     continue
@@ -110,6 +115,8 @@ class ClusterFiles:
                 continue
             for index, item in enumerate(items):
                 where = f"{path}: items[{index}]"
+                if isinstance(item, dict) and item_kind and "kind" not in item:
+                    item = {**item, "kind": item_kind}
                 if not isinstance(item, dict) or not isinstance(item.get("kind"), str):
                     problems.append(f"{where}: not an object with a kind")
                     continue

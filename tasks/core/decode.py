@@ -210,6 +210,10 @@ def pdb_record(item: msgspec.Raw) -> PodDisruptionBudget:
 def add_item(snapshot: ClusterSnapshot, raw: RawObject, kind: str, where: str,
              item: msgspec.Raw | None = None) -> None:
     """Fold one decoded object into the snapshot (`item`: its JSON); other kinds are ignored."""
+    if not kind:  # in a `kind: List`, an item without its kind could be anything: not skipped
+        raise InputError([join_location(
+            where, "kind", "missing: each item of a `kind: List` says its kind, as `kubectl "
+            "get -o json` writes it (a PodList's items may leave it out)")])
     try:
         if kind == "Pod":
             if not raw.metadata.name:  # the API server never serves one; a hand-made file may
@@ -285,11 +289,13 @@ def decode_page(data: bytes | memoryview, source: str, snapshot: ClusterSnapshot
     if typed is not None and (typed.kind == f"{PDB_KIND}List"
                               or any(raw.kind == PDB_KIND for raw in typed.items or ())):
         typed = None  # budgets are read from their own JSON (`pdb_record`): the path below
-    if typed is not None and typed.kind.endswith("List") and typed.items is not None:
+    if typed is not None and typed.kind.endswith("List"):
         default_kind = typed.kind[:-4] if typed.kind != "List" else ""
-        for index, raw in enumerate(typed.items, start=first_index):
+        # `kubectl cluster-info dump` writes `"items": null` for a namespace without any
+        items = typed.items or ()
+        for index, raw in enumerate(items, start=first_index):
             add_item(snapshot, raw, raw.kind or default_kind, f"{source}: items[{index}]")
-        return typed.metadata.continue_, len(typed.items)
+        return typed.metadata.continue_, len(items)
     try:
         document = _ITEMS_DECODER.decode(data)
     except msgspec.ValidationError as error:  # valid JSON, wrong shape (a subclass: first)
@@ -302,13 +308,14 @@ def decode_page(data: bytes | memoryview, source: str, snapshot: ClusterSnapshot
     except UnicodeDecodeError as error:
         raise InputError([join_location(source, f"byte {error.start}",
                                         "not UTF-8: save the file as UTF-8")]) from None
-    if not document.kind.endswith("List") or document.items is None:
+    if not document.kind.endswith("List"):
         shown = document.kind or "no kind"
         raise InputError([join_location(
             source, "kind", f"expected a Kubernetes List (kubectl get ... -o json or -o yaml), got {shown}")])
     default_kind = document.kind[:-4] if document.kind != "List" else ""
-    decode_items(snapshot, document.items, source, default_kind, first_index)
-    return document.metadata.continue_, len(document.items)
+    items = document.items or ()  # null: an empty namespace in `kubectl cluster-info dump`
+    decode_items(snapshot, items, source, default_kind, first_index)
+    return document.metadata.continue_, len(items)
 
 
 _LEADING_SPACE = re.compile(rb"[ \t\r\n]*")

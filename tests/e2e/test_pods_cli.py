@@ -117,6 +117,26 @@ def test_plan_json_for_both_kinds(app: typer.Typer, tmp_path: Path) -> None:
             memory["ready_replicas"]) == ("MemoryAutoscaler", 90.0, 4, 4, 2)
 
 
+def test_plan_reads_the_apis_typed_lists_as_cluster_info_dump_saves_them(
+        app: typer.Typer, tmp_path: Path) -> None:
+    """`kubectl cluster-info dump` saves a PodList and a DeploymentList whose items leave their
+    kind out, and `"items": null` for a namespace without any: the same objects, the same plan."""
+    cluster, metrics = write_files(tmp_path)
+    items = orjson.loads(cluster.read_bytes())["items"]
+    typed = []
+    for kind in sorted({item["kind"] for item in items}):
+        path = tmp_path / f"{kind}.json"
+        path.write_bytes(orjson.dumps({"kind": f"{kind}List", "items": [
+            {key: value for key, value in item.items() if key != "kind"}
+            for item in items if item["kind"] == kind]}))
+        typed += ["--cluster", str(path)]
+    empty = tmp_path / "empty.json"
+    empty.write_bytes(orjson.dumps({"kind": "PodList", "items": None}))
+    together = plan_json(app, "--cluster", str(cluster), "--metrics", str(metrics))
+    apart = plan_json(app, *typed, "--cluster", str(empty), "--metrics", str(metrics))
+    assert apart == together and len(together["autoscalers"]) == 3
+
+
 def test_plan_reports_invalid_objects_and_missing_targets(app: typer.Typer,
                                                           tmp_path: Path) -> None:
     cluster, metrics = write_files(tmp_path, extra=[

@@ -121,6 +121,33 @@ def test_typed_list_items_without_kind_take_the_lists_kind() -> None:
     assert [pod.name for pod in decode_list_document(data, "page").pods] == ["p"]
 
 
+@pytest.mark.parametrize("budget", [False, True])  # a budget takes the slower, JSON path
+def test_an_item_of_a_list_without_its_kind_is_named_not_skipped(
+        tmp_path: Path, budget: bool) -> None:
+    """A bare array of pods wrapped as `kind: List` by hand: each item needs its kind, or its
+    pods would be dropped without a word and the group would look empty."""
+    items: list[dict[str, Any]] = [{"kind": "Pod", "metadata": {"name": "a"}},
+                                   {"metadata": {"name": "b"}}]
+    if budget:
+        items.insert(0, {"kind": "PodDisruptionBudget",
+                         "metadata": {"name": "pdb", "namespace": "a"}})
+    path = cluster_file(tmp_path, items)
+    with pytest.raises(InputError) as caught:
+        load_cluster_files([path])
+    where = 2 if budget else 1
+    assert caught.value.problems[0].startswith(f"{path}: items[{where}]: kind: missing: ")
+
+
+@pytest.mark.parametrize("kind", ["PodList", "NodeList", "PodDisruptionBudgetList", "List"])
+def test_a_list_with_null_items_is_empty(tmp_path: Path, kind: str) -> None:
+    """`kubectl cluster-info dump` writes `"items": null` for a namespace without pods."""
+    pods = cluster_file(tmp_path, [{"kind": "Pod", "metadata": {"name": "p"}}])
+    empty = tmp_path / "empty.json"
+    empty.write_bytes(orjson.dumps({"apiVersion": "v1", "kind": kind, "items": None}))
+    snapshot = load_cluster_files([pods, empty])
+    assert [pod.name for pod in snapshot.pods] == ["p"] and snapshot.nodes == []
+
+
 def test_bad_quantity_names_file_item_and_field(tmp_path: Path) -> None:
     items = [{"kind": "Pod", "metadata": {"name": "ok", "namespace": "a"}},
              {"kind": "Pod", "metadata": {"name": "bad", "namespace": "a"},
