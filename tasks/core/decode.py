@@ -292,10 +292,10 @@ def decode_page(data: bytes | memoryview, source: str, snapshot: ClusterSnapshot
     if typed is not None and typed.kind.endswith("List"):
         default_kind = typed.kind[:-4] if typed.kind != "List" else ""
         # `kubectl cluster-info dump` writes `"items": null` for a namespace without any
-        items = typed.items or ()
-        for index, raw in enumerate(items, start=first_index):
+        objects = typed.items or ()
+        for index, raw in enumerate(objects, start=first_index):
             add_item(snapshot, raw, raw.kind or default_kind, f"{source}: items[{index}]")
-        return typed.metadata.continue_, len(items)
+        return typed.metadata.continue_, len(objects)
     try:
         document = _ITEMS_DECODER.decode(data)
     except msgspec.ValidationError as error:  # valid JSON, wrong shape (a subclass: first)
