@@ -206,3 +206,33 @@ def test_decoder_skips_unknown_fields() -> None:
                                 b'"spec":{"volumes":[{"name":"v"}]},"unknown":1}')
     assert raw.metadata.name == "p"
     assert isinstance(raw, msgspec.Struct)
+
+
+def test_a_big_yaml_snapshot_without_aliases_is_read(tmp_path: Path,
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """`kubectl get pods -A -o yaml` of a few thousand pods holds more than the million values
+    aliases may add; only what aliases add is limited, so a "billion laughs" is still refused.
+    (The limit is lowered to 5,000 here, to keep the file small.)"""
+    import yaml
+
+    from tasks.core import documents
+
+    monkeypatch.setattr(documents, "MAX_NODES", 5_000)
+    count = 100  # about 95 values each
+    items = [{"kind": "Pod", "metadata": {"name": f"p{index}", "namespace": "a",
+                                          "labels": {f"k{n}": "v" for n in range(40)}},
+              "spec": {"containers": [{"name": "c", "resources": {"requests": {"cpu": "10m"}}}]}}
+             for index in range(count)]  # no object shared: safe_dump writes no alias
+    path = tmp_path / "pods.yaml"
+    path.write_text(yaml.safe_dump({"apiVersion": "v1", "kind": "List", "items": items}))
+    assert "&id" not in path.read_text()
+    snapshot = load_cluster_files([path])
+    assert len(snapshot.pods) == count and snapshot.pods[-1].cpu_request_milli == 10
+
+    bomb = tmp_path / "bomb.yaml"
+    bomb.write_text("\n".join(
+        ['l0: &l0 ["lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol"]']
+        + [f"l{n}: &l{n} [{', '.join([f'*l{n - 1}'] * 9)}]" for n in range(1, 5)]
+        + ["kind: List", "items: *l4"]))  # 9 ** 5 = 59,049 values from 50
+    with pytest.raises(InputError, match="its aliases expand to more than 5,000 values"):
+        load_cluster_files([bomb])
