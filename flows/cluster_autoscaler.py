@@ -6,14 +6,15 @@ every group; choose; then for each group grown, Escalator's order: the Lease wit
 first, then the ASG. Scale-down of unneeded nodes (CA §1.3): read the Leases, plan, save each
 group's unneeded timers, taint what goes. Every read, effect and decision is its own task run;
 every Lease write goes through `write_lock` with a fresh claim, so a write whose answer was lost
-is recognised on retry.
+is recognised on retry. Without adapters to act through (`elevator plan`, `--dry-run`) both
+parts decide exactly as they would live, and say so in the groups' notes, changing nothing.
 """
 
 from __future__ import annotations
 
 import uuid
-from collections.abc import Collection, Mapping, Sequence
-from dataclasses import replace
+from collections.abc import Callable, Collection, Mapping, Sequence
+from dataclasses import dataclass, replace
 from logging import getLogger as get_logger
 
 from tasks.cluster_autoscaler.backoff import ProvisioningState, check_provisioning
@@ -39,7 +40,7 @@ from tasks.cluster_autoscaler.unneeded import (
 from tasks.core.errors import LeaseConflict
 from tasks.core.lease_state import GroupState
 from tasks.core.pdb import PodDisruptionBudget
-from tasks.core.records import AutoScalingGroup, NodeRecord, PodRecord
+from tasks.core.records import AsgTemplateSource, AutoScalingGroup, NodeRecord, PodRecord
 from tasks.core.retry import is_retryable
 from tasks.core.step import Runner
 from tasks.escalator.config import NodeGroupConfig
@@ -57,25 +58,50 @@ from tasks.steps.lease import write_lock
 from tasks.steps.node_groups import Adapters
 
 
+@dataclass(frozen=True)
+class ClusterReads:
+    """What the Cluster Autoscaler's parts read beyond the tick's lists: the groups' Leases as
+    the group ticks left them, launch templates (scale from zero) and the priority ConfigMap.
+    Live, from the API and the cloud (`live_reads`); in `elevator plan`, from the files, which
+    hold Leases only (`config_map` None: no ConfigMap to read)."""
+
+    lease_namespace: str
+    group_states: Callable[[Sequence[str]], dict[str, GroupState]]
+    template_sources: Callable[[Sequence[str]], dict[str, AsgTemplateSource]]
+    config_map: Callable[[str, str], dict[str, str] | None] | None
+
+
+def live_reads(run: Runner, adapters: Adapters) -> ClusterReads:
+    """The reads through the live adapters, each a task run with retries."""
+    namespace = adapters.lease_namespace
+    return ClusterReads(
+        namespace,
+        lambda names: run(read_group_states, adapters.kube, namespace, names),
+        lambda asg_names: run(read_template_sources, adapters.cloud, asg_names),
+        lambda where, name: run(read_config_map, adapters.kube, where, name))
+
+
 def claimed(state: GroupState) -> GroupState:
     """The state with a claim token of this write (see `write_lock`)."""
     return replace(state, claim=uuid.uuid4().hex)
 
 
 def scale_up_unschedulable(
-    run: Runner, adapters: Adapters, config: ClusterAutoscalerConfig,
+    run: Runner, adapters: Adapters | None, reads: ClusterReads,
+    config: ClusterAutoscalerConfig,
     groups: Sequence[NodeGroupConfig], pods: Sequence[PodRecord], nodes: Sequence[NodeRecord],
     group_nodes: Mapping[str, Sequence[NodeRecord]], asgs: Mapping[str, AutoScalingGroup],
     helped: Mapping[str, frozenset[str]], desired_now: Mapping[str, int], now: float,
 ) -> ScaleUpOutcome:
     """One CA scale-up over every group; `helped` maps a group that scaled up this tick (its
-    own Escalator rule) to its pods (namespace/name), `desired_now` the ASG sizes ticks set."""
+    own Escalator rule) to its pods (namespace/name), `desired_now` the ASG sizes ticks set.
+    `adapters` None decides only: the notes say what would be done."""
     notes: Notes = {}
     terminated: dict[str, tuple[str, ...]] = {}
-    namespace = adapters.lease_namespace
+    namespace = reads.lease_namespace
     registered = {node.provider_id for node in nodes if node.provider_id}
     live = [g for g in groups if g.cloud_provider_group_name in asgs and not g.dry_mode]
-    states = run(read_group_states, adapters.kube, namespace, [g.name for g in live])
+    states = reads.group_states([g.name for g in live])
     provisioning: dict[str, ProvisioningState] = {}
 
     # 1. Instances that never became Nodes: give up after max_node_provision_time (CA §1.1).
@@ -85,8 +111,8 @@ def scale_up_unschedulable(
         before = ProvisioningState.from_annotations(dict(state.provisioning))
         check = check_provisioning(before, asg.instances, registered, now,
                                    config.max_node_provision_seconds)
-        saved = True
-        if check.state != before:
+        saved = adapters is not None  # deciding only: nothing saved, nothing terminated
+        if check.state != before and adapters is not None:
             new = replace(state, provisioning=tuple(sorted(check.state.to_annotations().items())))
             try:
                 state = run(write_lock, adapters.kube, namespace, group.name, claimed(new), now)
@@ -97,7 +123,7 @@ def scale_up_unschedulable(
         # Terminated only once the back-off is in the Lease: terminated first, a Lease write
         # that failed would leave the next tick seeing the instances gone, which it counts as
         # a success, and the group would never back off.
-        if check.to_terminate and saved:
+        if check.to_terminate and saved and adapters is not None:
             by_id = {i.instance_id: i for i in asg.instances}
             doomed = [unregistered_node(i, by_id[i].provider_id) for i in check.to_terminate]
             try:
@@ -106,9 +132,10 @@ def scale_up_unschedulable(
                 notes.setdefault(group.name, []).append(
                     f"terminating unregistered instances failed: {error}")
         if check.failed:
+            outcome = "terminated" if adapters is not None else "to be terminated"
             notes.setdefault(group.name, []).append(
                 f"instances {', '.join(check.to_terminate)} did not register within "
-                f"{config.max_node_provision_time}: terminated, group backed off for "
+                f"{config.max_node_provision_time}: {outcome}, group backed off for "
                 f"{check.state.backoff_seconds:g}s")
         states[group.name] = state
         provisioning[group.name] = check.state
@@ -118,7 +145,7 @@ def scale_up_unschedulable(
     if not unschedulable:
         return ScaleUpOutcome(terminated=terminated, notes=frozen_notes(notes))
     needs_source = [g.cloud_provider_group_name for g in live if not group_nodes.get(g.name)]
-    sources = run(read_template_sources, adapters.cloud, needs_source) if needs_source else {}
+    sources = reads.template_sources(needs_source) if needs_source else {}
     candidates, upcoming = group_candidates(live, asgs, group_nodes, pods, sources, desired_now,
                                             provisioning, notes)
     pending = not_helped(unschedulable, candidates, helped)
@@ -131,14 +158,27 @@ def scale_up_unschedulable(
         # "name" lives beside the Leases; "namespace/name" anywhere (RBAC must grant that read).
         where, _, name = config.priority_configmap.rpartition("/")
         where = where or namespace
-        data = run(read_config_map, adapters.kube, where, name)
-        priorities = priorities_from(data, f"{where}/{name}", notes.setdefault("cluster", []))
+        if reads.config_map is None:
+            notes.setdefault("cluster", []).append(
+                f"ConfigMap {where}/{name} is not read from files: the priority expander "
+                "passes every option on")
+            priorities = {}
+        else:
+            data = reads.config_map(where, name)
+            priorities = priorities_from(data, f"{where}/{name}",
+                                         notes.setdefault("cluster", []))
     decision = run(plan_unschedulable_scale_up, config, live, pending, pods, nodes, candidates,
                    upcoming, states, priorities, now)
     for group_name, line in decision.notes:
         notes.setdefault(group_name, []).append(line)
     if not decision.growths:
         return ScaleUpOutcome(decision.plan, terminated=terminated, notes=frozen_notes(notes))
+    if adapters is None:  # deciding only: what each group would be grown to
+        for growth in decision.growths:
+            notes.setdefault(growth.group, []).append(
+                grown_note(decision, growth, growth.target))
+        return ScaleUpOutcome(decision.plan, terminated=terminated, notes=frozen_notes(notes),
+                              balanced=decision.split if decision.balanced else None)
 
     # 4. Act like Escalator's scale-up, group by group: the Lease with the scale lock, then
     # the cloud.
@@ -205,7 +245,7 @@ def _grow(run: Runner, adapters: Adapters, asg: AutoScalingGroup, state: GroupSt
 
 
 def scale_down_unneeded(
-    run: Runner, adapters: Adapters, options: ScaleDownOptions,
+    run: Runner, adapters: Adapters | None, reads: ClusterReads, options: ScaleDownOptions,
     groups: Sequence[NodeGroupConfig], group_nodes: Mapping[str, Sequence[NodeRecord]],
     asgs: Mapping[str, AutoScalingGroup], nodes: Sequence[NodeRecord],
     pods_by_node: Mapping[str, Sequence[PodRecord]], pdbs: Sequence[PodDisruptionBudget],
@@ -216,12 +256,12 @@ def scale_down_unneeded(
 
     `leaving_now` are nodes this tick already tainted or deleted: no pod moves onto them.
     A Lease written by someone else since we read it means another tick is acting on the
-    group: its nodes are left alone this time.
+    group: its nodes are left alone this time. `adapters` None decides only: the timers are
+    not saved and the notes say which nodes would be tainted.
     """
-    namespace = adapters.lease_namespace
     live = [g for g in groups
             if g.cloud_provider_group_name in asgs and g.name in escalator and not g.dry_mode]
-    states = run(read_group_states, adapters.kube, namespace, [g.name for g in live])
+    states = reads.group_states([g.name for g in live])
     last_scale_up = max((state.lock.lock_time_unix_seconds for state in states.values()),
                         default=0.0)
     gone = set(leaving_now)
@@ -241,6 +281,11 @@ def scale_down_unneeded(
     for group in live:
         decided = plan.groups[group.name]
         state = states[group.name]
+        if adapters is None:
+            if decided.notes:
+                notes[group.name] = tuple(decided.notes)
+            continue
+        namespace = adapters.lease_namespace
         if decided.unneeded_since != state.unneeded_since:
             try:
                 run(write_lock, adapters.kube, namespace, group.name,
@@ -258,4 +303,4 @@ def scale_down_unneeded(
     return ScaleDownOutcome({k: v for k, v in tainted.items() if v}, notes, plan.paused)
 
 
-__all__ = ["scale_down_unneeded", "scale_up_unschedulable"]
+__all__ = ["ClusterReads", "live_reads", "scale_down_unneeded", "scale_up_unschedulable"]

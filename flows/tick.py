@@ -18,7 +18,12 @@ from dataclasses import replace
 from logging import getLogger as get_logger
 from typing import ParamSpec, TypeVar
 
-from flows.cluster_autoscaler import scale_down_unneeded, scale_up_unschedulable
+from flows.cluster_autoscaler import (
+    ClusterReads,
+    live_reads,
+    scale_down_unneeded,
+    scale_up_unschedulable,
+)
 from tasks.cluster_autoscaler.config import ClusterAutoscalerConfig
 from tasks.cluster_autoscaler.drain import DrainPlan, RemovalInputs, pods_on_nodes, safe_plan
 from tasks.cluster_autoscaler.unneeded import EscalatorTick
@@ -43,6 +48,9 @@ from tasks.steps.node_groups import (
     untaint_or_increase,
 )
 from tasks.steps.source import (
+    CachedSource,
+    LiveSource,
+    SnapshotSource,
     TickSource,
     collect_nodes,
     collect_pdbs,
@@ -228,17 +236,42 @@ def tick(
             results.append(GroupResult(replace(failed, error=str(error),
                                                reason="the tick failed: see the message"),
                                        "failed", message=f"{type(error).__name__}: {error}"))
-    if ca is not None and actuator is not None:
-        results = _scale_up_unschedulable(run, actuator, ca, groups, results, pods, nodes,
-                                          grouped, group_nodes, asgs, now)
+    if ca is not None:  # acted on through `actuator`; without one, decided as live and noted
+        reads = _cluster_reads(run, source, actuator)
+        results = _scale_up_unschedulable(run, actuator, reads, ca, groups, results, pods,
+                                          nodes, grouped, group_nodes, asgs, now)
         if ca.scale_down.enabled and removal is not None:
-            results = _scale_down_unneeded(run, actuator, ca, groups, results, removal,
+            results = _scale_down_unneeded(run, actuator, reads, ca, groups, results, removal,
                                            group_nodes, asgs, now)
     return results
 
 
+def _cluster_reads(run: Runner, source: TickSource, actuator: Adapters | None) -> ClusterReads:
+    """The Cluster Autoscaler's reads: live when there is an API to read (a dry run reads it
+    too), else the files' Leases (`elevator plan`)."""
+    adapters = actuator
+    if adapters is None and isinstance(source, LiveSource | CachedSource):
+        adapters = source.adapters
+    if adapters is not None:
+        return live_reads(run, adapters)
+    namespace = source.lease_namespace if isinstance(source, SnapshotSource) else "kube-system"
+    return ClusterReads(namespace, lambda names: {name: source.read_state(name) for name in names},
+                        lambda asg_names: {}, None)
+
+
+def _done_or_planned(result: GroupResult) -> ActionsDone:
+    """What a group's tick changed; on a dry run, what it would have changed (the CA parts
+    then decide as they would after it)."""
+    if result.status != "dry run":
+        return result.done
+    plan = result.plan
+    return ActionsDone(untainted=plan.untaint, tainted=plan.taint,
+                       asg_desired_set=plan.asg_desired
+                       if plan.asg_desired != plan.asg_desired_before else None)
+
+
 def _scale_down_unneeded(
-    run: Runner, adapters: Adapters, ca: ClusterAutoscalerConfig,
+    run: Runner, adapters: Adapters | None, reads: ClusterReads, ca: ClusterAutoscalerConfig,
     groups: Sequence[NodeGroupConfig], results: list[GroupResult], removal: RemovalInputs,
     group_nodes: Mapping[str, Sequence[NodeRecord]], asgs: Mapping[str, AutoScalingGroup],
     now: float,
@@ -250,14 +283,15 @@ def _scale_down_unneeded(
             acted=result.plan.changes_anything or result.done != ActionsDone(),
             requests=result.plan.utilization.requests,
             capacity=result.plan.utilization.capacity)
-        for result in results if result.status in ("acted", "nothing to do")}
+        for result in results if result.status in ("acted", "nothing to do", "dry run")}
     leaving_now = {name for result in results
                    for name in (*result.plan.taint, *result.plan.delete)}
     # CA disables scale-down for a loop that scaled up: here nodes untainted or asked for.
-    scaled_up = any(result.done.untainted or (result.done.asg_desired_set or 0)
-                    > result.plan.asg_desired_before for result in results)
+    scaled_up = any(done.untainted or (done.asg_desired_set or 0)
+                    > result.plan.asg_desired_before
+                    for result in results for done in [_done_or_planned(result)])
     outcome = _after_groups("scale-down of unneeded nodes", lambda: scale_down_unneeded(
-        run, adapters, ca.scale_down, groups, group_nodes, asgs, removal.nodes,
+        run, adapters, reads, ca.scale_down, groups, group_nodes, asgs, removal.nodes,
         removal.pods_by_node, removal.pdbs, escalator, leaving_now, scaled_up, now))
     if outcome is None:
         return results
@@ -288,7 +322,7 @@ def _annotated(result: GroupResult, notes: Sequence[str], done: ActionsDone) -> 
 
 
 def _scale_up_unschedulable(
-    run: Runner, adapters: Adapters, ca: ClusterAutoscalerConfig,
+    run: Runner, adapters: Adapters | None, reads: ClusterReads, ca: ClusterAutoscalerConfig,
     groups: Sequence[NodeGroupConfig], results: list[GroupResult], pods: Sequence[PodRecord],
     nodes: Sequence[NodeRecord], group_pods: Mapping[str, Sequence[PodRecord]],
     group_nodes: Mapping[str, Sequence[NodeRecord]], asgs: Mapping[str, AutoScalingGroup],
@@ -299,13 +333,15 @@ def _scale_up_unschedulable(
     helped: dict[str, frozenset[str]] = {}
     desired: dict[str, int] = {}
     for result in results:
-        if result.done.asg_desired_set is not None:
-            desired[result.plan.name] = result.done.asg_desired_set
+        done = _done_or_planned(result)
+        if done.asg_desired_set is not None:
+            desired[result.plan.name] = done.asg_desired_set
             if result.plan.cloud_increase > 0:
                 helped[result.plan.name] = frozenset(
                     f"{p.namespace}/{p.name}" for p in group_pods[result.plan.name])
     outcome = _after_groups("scale-up for unschedulable pods", lambda: scale_up_unschedulable(
-        run, adapters, ca, groups, pods, nodes, group_nodes, asgs, helped, desired, now))
+        run, adapters, reads, ca, groups, pods, nodes, group_nodes, asgs, helped, desired,
+        now))
     if outcome is None:
         return results
     merged = []

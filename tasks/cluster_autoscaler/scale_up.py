@@ -105,10 +105,13 @@ def group_candidates(
             template = None
         if template is not None:
             template = with_group_label(template, group)
+        # An ASG known only from the config (`elevator plan` without --asg) is its nodes: its
+        # desired size is their count, so none is on its way.
+        registered = sum(1 for n in members if n.provider_id in asg.provider_ids()) \
+            if asg.instances_known else len(members)
         candidate = GroupCandidate(
             group.name, asg.name, template, desired_now.get(group.name, asg.desired_capacity),
-            asg.max_size, sum(1 for n in members if n.provider_id in asg.provider_ids()),
-            provisioning[group.name].backoff_until)
+            asg.max_size, registered, provisioning[group.name].backoff_until)
         candidates.append(candidate)
         if template is not None:
             upcoming.append((template, candidate.upcoming))

@@ -179,6 +179,30 @@ def test_the_priority_configmap_ranks_the_groups_and_an_edit_is_followed_next_sc
         "scale-up for 1 unschedulable pod(s): +1 node(s), ASG desired 1 (expanders priority: a)"]
 
 
+def test_a_dry_run_decides_the_scale_up_as_the_live_tick_and_changes_nothing(
+        fake_aws: FakeAws, fake_kube: FakeKubeApi, kubeconfig: Path) -> None:
+    """`elevator run --dry-run` and the flow's dry_run read the same ConfigMap and Leases and
+    say what CA's scale-up would do; no ASG, Lease or taint changes until the live tick."""
+    a, b, config = _two_groups_from_zero(fake_aws)
+    adapters = adapters_for(kubeconfig, fake_aws)
+    priority_configmap(fake_kube, {10: [f"^{b}$"], 1: [f"^{a}$"]})
+    pending_pod(fake_kube, "job-0")
+    writes_before = [r for r in fake_kube.requests if r.method != "GET"]
+
+    dry = live_tick(run_plain, adapters, config.node_groups, T0, dry_run=True,
+                    cluster_autoscaler=config.cluster_autoscaler)
+    dry_notes = {result.plan.name: scale_up_notes(result) for result in dry}
+    assert dry_notes == {"a": [], "b": [
+        "scale-up for 1 unschedulable pod(s): +1 node(s), ASG desired 1 (expanders priority: b)"]}
+    assert all(result.status == "dry run" for result in dry)
+    assert (desired(fake_aws, a), desired(fake_aws, b)) == (0, 0)
+    assert [r for r in fake_kube.requests if r.method != "GET"] == writes_before
+
+    live = run_tick(adapters, config, T0)
+    assert {name: scale_up_notes(result) for name, result in live.items()} == dry_notes
+    assert (desired(fake_aws, a), desired(fake_aws, b)) == (0, 1)
+
+
 def test_priorities_may_name_a_configmap_in_another_namespace(
         fake_aws: FakeAws, fake_kube: FakeKubeApi, kubeconfig: Path) -> None:
     a, b, _ = _two_groups_from_zero(fake_aws)

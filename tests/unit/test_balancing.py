@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from flows.cluster_autoscaler import scale_up_unschedulable
+from flows.cluster_autoscaler import live_reads, scale_up_unschedulable
 from tasks.cluster_autoscaler.balancing import (
     IGNORED_LABELS,
     BalancedScaleUp,
@@ -371,8 +371,8 @@ def _step(failing: set[str]) -> tuple[Any, StubKube, StubCloud]:
     config = ClusterAutoscalerConfig(enabled=True, balance_similar_node_groups=True,
                                      random_seed=1)
     group_nodes = {node.labels["customer"]: [node] for node in nodes}
-    outcome = scale_up_unschedulable(run_plain, adapters, config, groups, all_pods, nodes, group_nodes,
-                                        asgs, {}, {}, NOW)
+    outcome = scale_up_unschedulable(run_plain, adapters, live_reads(run_plain, adapters), config,
+                                     groups, all_pods, nodes, group_nodes, asgs, {}, {}, NOW)
     return outcome, kube, cloud
 
 
@@ -404,21 +404,22 @@ def test_when_every_group_fails_the_step_fails_with_no_lock_left() -> None:
 def test_a_similar_group_under_its_scale_lock_is_left_out_of_the_split() -> None:
     groups, nodes, all_pods, asgs = _cluster()
     kube, cloud = StubKube(), StubCloud(set())
+    adapters = Adapters(cast(Any, kube), cast(Any, cloud))
     kube.states[lease_name("b")] = replace(GroupState(), lock=GroupState().lock.lock(1, NOW - 30))
     config = ClusterAutoscalerConfig.model_validate({
         "enabled": True, "balance_similar_node_groups": True, "expander": "priority",
         "priorities": {10: ["^a-asg$"]}})
     group_nodes = {node.labels["customer"]: [node] for node in nodes}
-    outcome = scale_up_unschedulable(run_plain, Adapters(cast(Any, kube), cast(Any, cloud)), config,
-                                        groups, all_pods, nodes, group_nodes, asgs, {}, {}, NOW)
+    outcome = scale_up_unschedulable(run_plain, adapters, live_reads(run_plain, adapters), config,
+                                     groups, all_pods, nodes, group_nodes, asgs, {}, {}, NOW)
     assert outcome.balanced is not None and outcome.balanced.chosen == "a"
     assert ("b", "scale lock held") in outcome.balanced.left_out
     assert dict(outcome.asg_desired_set) == {"a": 3, "c": 2}  # 3 nodes over a and c only
     # the chosen group's own lock makes the whole scale-up wait, as without balancing
     kube.states[lease_name("a")] = kube.states[lease_name("b")]
     cloud.desired.clear()
-    waiting = scale_up_unschedulable(run_plain, Adapters(cast(Any, kube), cast(Any, cloud)), config,
-                                        groups, all_pods, nodes, group_nodes, asgs, {}, {}, NOW)
+    waiting = scale_up_unschedulable(run_plain, adapters, live_reads(run_plain, adapters), config,
+                                     groups, all_pods, nodes, group_nodes, asgs, {}, {}, NOW)
     assert dict(waiting.asg_desired_set) == {} and cloud.desired == {}
     assert "scale-up for unschedulable pods waits: scale lock held" in (waiting.notes or {})["a"]
 
@@ -426,10 +427,11 @@ def test_a_similar_group_under_its_scale_lock_is_left_out_of_the_split() -> None
 def test_without_balancing_the_chosen_group_takes_every_node() -> None:
     groups, nodes, all_pods, asgs = _cluster()
     kube, cloud = StubKube(), StubCloud(set())
+    adapters = Adapters(cast(Any, kube), cast(Any, cloud))
     config = ClusterAutoscalerConfig(enabled=True, random_seed=1)
     group_nodes = {node.labels["customer"]: [node] for node in nodes}
-    outcome = scale_up_unschedulable(run_plain, Adapters(cast(Any, kube), cast(Any, cloud)), config,
-                                        groups, all_pods, nodes, group_nodes, asgs, {}, {}, NOW)
+    outcome = scale_up_unschedulable(run_plain, adapters, live_reads(run_plain, adapters), config,
+                                     groups, all_pods, nodes, group_nodes, asgs, {}, {}, NOW)
     [(group, desired)] = outcome.asg_desired_set.items()
     assert desired == 4 and outcome.balanced is None
     assert any(note.startswith("scale-up for 3 unschedulable pod(s): +3 node(s), ASG desired 4")

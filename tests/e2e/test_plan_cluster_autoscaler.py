@@ -1,0 +1,69 @@
+"""`elevator plan` from files decides the Cluster Autoscaler's scale-up as the live tick does
+(README: plan "decides exactly as `elevator run` would"): the pods the scheduler gave up on get
+their scale-up line in the group's notes, and nothing but the files is read."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+import yaml
+
+from tests.builders import api_node, api_pod, group_dict
+
+NOW = 1795262400.0  # 2026-11-21T12:00:00Z
+
+
+def unschedulable(name: str, cpu: str) -> dict[str, Any]:
+    """A pod without a nodeSelector, which no Escalator group counts: only CA can help it."""
+    pod = api_pod(name, "jobs", cpu=cpu, memory="100Mi", phase="Pending")
+    pod["status"]["conditions"] = [{"type": "PodScheduled", "status": "False",
+                                    "reason": "Unschedulable"}]
+    return pod
+
+
+def plan_notes(tmp_path: Path, **cluster_autoscaler: Any) -> list[str]:
+    config = tmp_path / "ng.yaml"
+    config.write_text(yaml.safe_dump({
+        "node_groups": [group_dict()],
+        "cluster_autoscaler": {"enabled": True, **cluster_autoscaler}}))
+    cluster = tmp_path / "cluster.json"
+    cluster.write_bytes(orjson.dumps({"kind": "List", "items": [
+        api_node("batch-node-0"),  # 1 CPU: half taken, between the taint and scale-up lines
+        api_pod("web-0", cpu="500m", memory="100Mi", node="batch-node-0",
+                node_selector={"customer": "batch"}, scheduled=True),
+        unschedulable("job-0", "800m")]}))
+    done = subprocess.run([sys.executable, "-m", "flows.cli", "plan", "--nodegroups",
+                           str(config), "--cluster", str(cluster), "--now", str(NOW),
+                           "--output", "json"],
+                          capture_output=True, text=True, timeout=120, check=False)
+    assert done.returncode == 0, done.stderr
+    (plan,) = json.loads(done.stdout)["node_groups"]
+    assert plan["delta"] == 0 and plan["actions"]["cloud_increase"] == 0  # Escalator: nothing
+    return list(plan["notes"])
+
+
+def test_plan_shows_the_scale_up_for_the_pods_the_scheduler_gave_up_on(
+        tmp_path: Path) -> None:
+    notes = plan_notes(tmp_path)
+    assert [note for note in notes if "unschedulable" in note] == [
+        "scale-up for 1 unschedulable pod(s): +1 node(s), ASG desired 2 "
+        "(expanders least-waste: batch)"]
+
+
+@pytest.mark.parametrize(("priorities", "where"), [
+    (None, "kube-system/cluster-autoscaler-priority-expander"),  # CA's default name
+    ("tools/priorities", "tools/priorities")])
+def test_plan_says_it_reads_no_priority_configmap(tmp_path: Path, priorities: str | None,
+                                                  where: str) -> None:
+    notes = plan_notes(tmp_path, expander="priority",
+                       **({"priorities": priorities} if priorities else {}))
+    assert (f"ConfigMap {where} is not read from files: the priority expander passes every "
+            "option on") in notes
+    assert any(note.startswith("scale-up for 1 unschedulable pod(s): +1 node(s), ASG desired 2")
+               for note in notes)
