@@ -6,9 +6,12 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from tasks.core.output_files import write_atomically
 
-def plot_simulation(document: dict[str, Any], path: str | Path) -> Path:
-    """Write a PNG with one panel per node group; returns its path."""
+
+def plot_simulation(document: dict[str, Any], path: str | Path, option: str = "--plot") -> Path:
+    """Write a picture (PNG, or the format the name says) with one panel per node group;
+    returns its path."""
     import matplotlib
 
     matplotlib.use("Agg")  # no display: write files only
@@ -45,13 +48,10 @@ def plot_simulation(document: dict[str, Any], path: str | Path) -> Path:
                     f"node-hours, {summary.get('pending_pod_seconds', 0) / 60:.0f} pending "
                     "pod-minutes")
     figure.tight_layout()
-    target = Path(path)
-    figure.savefig(target, dpi=100)
-    plt.close(figure)
-    return target
+    return _saved(figure, Path(path), option, dpi=100)
 
 
-def plot_front(result: Any, path: str | Path) -> Path:
+def plot_front(result: Any, path: str | Path, option: str = "--plot") -> Path:
     """Every trial, the Pareto front, the file as it is and the chosen setting."""
     import matplotlib
 
@@ -78,6 +78,16 @@ def plot_front(result: Any, path: str | Path) -> Path:
     axes.set_title("elevator tune: cost against waiting")
     axes.legend(fontsize=8)
     figure.tight_layout()
-    figure.savefig(path)
+    return _saved(figure, Path(path), option)
+
+
+def _saved(figure: Any, path: Path, option: str, dpi: float | None = None) -> Path:
+    """The figure in the format its file name says, written whole (`write_atomically`)."""
+    import io
+
+    import matplotlib.pyplot as plt
+
+    image = io.BytesIO()
+    figure.savefig(image, format=path.suffix.lstrip(".").lower() or "png", dpi=dpi)
     plt.close(figure)
-    return Path(path)
+    return write_atomically(path, image.getvalue(), option)

@@ -29,6 +29,7 @@ from prefect import flow, get_run_logger, task
 from prefect.cache_policies import NO_CACHE
 from pydantic import Field
 
+from tasks.core.output_files import write_atomically
 from tasks.escalator.config import NodeGroupConfig
 from tasks.tuning.space import (
     KNOB_STEPS,
@@ -241,6 +242,9 @@ def _knobs(trial: Any, groups: Sequence[NodeGroupConfig]) -> Knobs:
     return {group.name: suggest_group(group.name, suggest) for group in groups}
 
 
+MAX_SEED = 2**32 - 1  # Optuna's TPE sampler takes a NumPy seed: 0 .. 2**32 - 1
+
+
 def seeds_from(start: int, count: int) -> list[int]:
     return list(range(start, start + count))
 
@@ -294,7 +298,7 @@ def tune_flow(scenario: str, trials: Annotated[int, Field(ge=1, le=100_000)] = 1
               seeds: Annotated[int, Field(ge=1, le=100)] = 8,
               held_out_seeds: Annotated[int, Field(ge=1, le=100)] = 5,
               max_pending_seconds: Annotated[float, Field(ge=0.0, allow_inf_nan=False)] = 0.0,
-              seed: Annotated[int, Field(ge=0)] = 0,
+              seed: Annotated[int, Field(ge=0, le=MAX_SEED)] = 0,
               dask_address: str | None = None) -> dict[str, Any]:
     """Search the node groups' Escalator knobs on a scenario's workload (a deployment).
 
@@ -372,7 +376,7 @@ def node_group_text(loaded: LoadedScenario) -> str:
 def tuned_file(path: Path, original: str, result: TuneResult) -> Path:
     """The node groups (`node_group_text`) with the chosen knobs, edited in place: the user's
     comments, key order and other keys stay as written, and comments on top say what changed.
-    Written as UTF-8."""
+    Written as UTF-8, whole or not at all (a full disk leaves the previous file)."""
     import io
 
     from ruamel.yaml import YAML
@@ -405,8 +409,8 @@ def tuned_file(path: Path, original: str, result: TuneResult) -> Path:
                      f" -> {after.max_pending_seconds:.0f}s")
     text = io.StringIO()
     editor.dump(document, text)
-    path.write_text("\n".join(lines) + "\n" + text.getvalue(), encoding="utf-8")
-    return path
+    tuned = "\n".join(lines) + "\n" + text.getvalue()
+    return write_atomically(path, tuned.encode("utf-8"), "--output")
 
 
 __all__ = ["TuneResult", "evaluate", "make_flow", "node_group_text", "search", "tune",

@@ -15,10 +15,13 @@ from flows.cli.common import (
     OutputFormat,
     console,
     errors,
+    print_warnings,
     reports_input_errors,
     require_extra,
     wait_for_stop_signal,
 )
+from tasks.core.errors import InputError
+from tasks.core.output_files import unplottable
 
 
 def fake_cluster(
@@ -80,7 +83,10 @@ def simulate(
     from fakes.scenario import load_scenario
     from flows.simulation import simulate as run_simulation
 
+    if plot is not None and (problem := unplottable(plot, "--plot")):
+        raise InputError([problem])  # before the run, which may take minutes
     loaded = load_scenario(scenario)
+    print_warnings(loaded.config)
     total = loaded.scenario.duration
     progress = Progress(TextColumn("simulated"), BarColumn(),
                         TextColumn("{task.completed:.0f}/{task.total:.0f} s"),

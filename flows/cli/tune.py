@@ -11,9 +11,17 @@ import orjson
 import typer
 from rich.table import Table
 
-from flows.cli.common import OutputFormat, console, errors, reports_input_errors, require_extra
+from flows.cli.common import (
+    OutputFormat,
+    console,
+    errors,
+    print_warnings,
+    reports_input_errors,
+    require_extra,
+)
 from tasks.core.duration import positive_duration_option
 from tasks.core.errors import InputError
+from tasks.core.output_files import unplottable, unwritable
 
 
 def tune(
@@ -34,7 +42,8 @@ def tune(
     parallel: Annotated[int, typer.Option(min=1, max=1000, help="Task runs at once.")] = 2,
     dask: Annotated[str | None, typer.Option(help=(
         "Address of a Dask scheduler (tcp://host:8786): run the batches there."))] = None,
-    seed: Annotated[int, typer.Option(min=0, help="The optimiser's seed.")] = 0,
+    seed: Annotated[int, typer.Option(min=0, max=2**32 - 1, help="The optimiser's seed.")] =
+        0,
     output_format: Annotated[OutputFormat, typer.Option("--format",
                                                         help="table or json.")] =
         OutputFormat.table,
@@ -42,10 +51,11 @@ def tune(
     """Search each group's Escalator knobs on a scenario's workload; write the best file."""
     require_extra("tune", "optuna", *(["prefect_dask", "distributed"] if dask else []),
                   *(["matplotlib"] if plot else []))
-    limit = positive_duration_option(max_pending, "--max-pending") if max_pending else 0.0
+    limit = positive_duration_option(max_pending, "--max-pending") \
+        if max_pending is not None else 0.0
     # Checked before the search, which may take hours: where the results go, and the cluster.
-    problems = [problem for path, option in ((output, "--output"), (plot, "--plot"))
-                if path is not None and (problem := unwritable(path, option))]
+    problems = [problem for problem in (
+        unwritable(output, "--output"), unplottable(plot, "--plot") if plot else "") if problem]
     if dask:
         problems.extend(unreachable_dask(dask))
     if problems:
@@ -53,9 +63,8 @@ def tune(
     from fakes.scenario import load_scenario
 
     loaded = load_scenario(scenario)  # bad input fails here, before any flow run
-    if loaded.scenario.placement != "first-fit":
-        raise InputError([f"{scenario}: placement: tuning runs the fast simulation, which "
-                          "places pods first-fit only"])
+    print_warnings(loaded.config)
+    raise_fast_mode_problems(loaded)
     os.environ.setdefault("PREFECT_LOGGING_LEVEL", "WARNING")
     from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
 
@@ -90,16 +99,21 @@ def tune(
                   highlight=False, markup=False)
 
 
-def unwritable(path: Path, option: str) -> str:
-    """Why a file cannot be written at `path` ("" when it can)."""
-    if path.is_dir():
-        return f"{option}: {path} is a directory; give a file name"
-    folder = path.parent if str(path.parent) else Path(".")
-    if not folder.is_dir():
-        return f"{option}: {path}: the folder {folder} does not exist"
-    if not os.access(folder, os.W_OK) or (path.exists() and not os.access(path, os.W_OK)):
-        return f"{option}: {path}: not writable"
-    return ""
+def raise_fast_mode_problems(loaded: Any) -> None:
+    """Tuning runs the fast simulation: what needs the load watcher over HTTP is refused
+    before the search, not by the first trial's flow run."""
+    problems = []
+    if loaded.scenario.placement != "first-fit":
+        problems.append(f"{loaded.source}: placement: tuning runs the fast simulation, which "
+                        "places pods first-fit only")
+    for index, group in enumerate(loaded.config.node_groups):
+        if group.scale_down_selection == "least_loaded":
+            problems.append(
+                f"{loaded.source}: nodegroups.node_groups[{index}].scale_down_selection: "
+                "tuning runs the fast simulation, which selects oldest first only "
+                "(least_loaded reads the load watcher over HTTP)")
+    if problems:
+        raise InputError(problems)
 
 
 DASK_CONNECT_SECONDS = 5.0
