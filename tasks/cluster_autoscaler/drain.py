@@ -66,7 +66,8 @@ def drain_plan(plan: ScalePlan, group: NodeGroupConfig, nodes: Sequence[NodeReco
     A node is deleted only when it has no movable pod (CA terminates empty nodes only).
     Tainted nodes past the soft grace period (Escalator's "may go when empty" point) that still
     hold pods are drained when every pod can move (no blocker, and room on another node),
-    else kept with the reason in the notes.
+    else kept with the reason in the notes. So is a node Escalator would delete now that holds
+    pods it does not count (a force-tainted node with another group's pod, §7.4).
     """
     soft = group.soft_delete_grace_seconds
     pods_by_node = simulation.pods_by_node
@@ -74,8 +75,9 @@ def drain_plan(plan: ScalePlan, group: NodeGroupConfig, nodes: Sequence[NodeReco
     kept = [name for name in plan.delete if name in occupied]
     delete = tuple(name for name in plan.delete if name not in occupied)
     tainted = [node for node in nodes
-               if (stamp := taint_time(node)) is not None and now - stamp > soft
-               and node.name in occupied and node.name not in plan.taint]
+               if node.name in occupied and node.name not in plan.taint
+               and (node.name in kept
+                    or ((stamp := taint_time(node)) is not None and now - stamp > soft))]
     tainted.sort(key=lambda node: (node.name not in kept, node.name))
     notes = list(plan.notes)
     evict: list[PodRecord] = []
@@ -88,8 +90,12 @@ def drain_plan(plan: ScalePlan, group: NodeGroupConfig, nodes: Sequence[NodeReco
                          "terminated once empty")
         else:
             notes.append(f"scale-down skipped {node.name}: {verdict.reason}")
+    reason = plan.reason
+    if kept:  # the decision's "delete N" counted the nodes now kept to be drained first
+        reason = reason.replace(f"delete {len(plan.delete)}", (
+            f"delete {len(delete)}, " if delete else "") + f"drain {len(kept)} before deleting")
     adjusted = replace(plan, delete=delete, asg_desired=plan.asg_desired + len(kept),
-                       notes=tuple(notes))
+                       notes=tuple(notes), reason=reason)
     return DrainPlan(adjusted, tuple(evict))
 
 

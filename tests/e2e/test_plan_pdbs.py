@@ -187,3 +187,19 @@ def test_a_budget_needs_a_name_and_a_namespace(tmp_path: Path) -> None:
         with pytest.raises(InputError) as raised:
             load_cluster_files([path])
         assert raised.value.problems == [f"{path}: items[0]: {problem}"]
+
+
+def test_a_force_tainted_node_holding_a_pod_escalator_does_not_count_is_drained(
+        tmp_path: Path) -> None:
+    """Escalator deletes a force-tainted node its group's pods have left (§7.4), though a pod
+    no group counts may still run there; with `drain` the node is drained first, and the
+    reason says so rather than "delete 1"."""
+    forced = node("batch-node-2")
+    forced["spec"]["taints"] = [{"key": "atlassian.com/escalator-force", "effect": "NoSchedule"}]
+    stray = api_pod("stray-0", "tools", cpu="100m", memory="10Mi", node="batch-node-2",
+                    scheduled=True)  # no nodeSelector: no group counts it
+    config = write_config(tmp_path)
+    plan = plan_json(config, write_list(tmp_path / "c.json", [node(KEPT), forced, stray]))
+    assert plan["actions"]["delete"] == []
+    assert "draining batch-node-2: evicting 1 pod(s); terminated once empty" in plan["notes"]
+    assert "drain 1 before deleting" in plan["reason"] and "delete 1" not in plan["reason"]
