@@ -101,7 +101,19 @@ def _checked(values: list[float], what: str) -> list[float]:
         raise MetricUnavailable(f"no data for {what}")
     if any(math.isnan(v) for v in values):
         raise MetricUnavailable(f"{what} is NaN")
+    if any(math.isinf(v) for v in values):  # a division by zero in the query: no replica count
+        raise MetricUnavailable(f"{what} is infinite")
     return values
+
+
+def _sample_value(sample: Any, promql: str) -> float:
+    """An instant vector sample's value (`{"metric": ..., "value": [time, "1.5"]}`); a sample
+    of another shape is the metric unavailable this cycle, not a crash of the autoscaler."""
+    try:
+        return float(sample["value"][1])
+    except (KeyError, IndexError, TypeError, ValueError):
+        raise MetricUnavailable(f"{promql} answered a sample without a number: "
+                                f"{str(sample)[:200]}") from None
 
 
 class PrometheusMetrics:
@@ -135,6 +147,9 @@ class PrometheusMetrics:
                 promql, params={"time": f"{at:.3f}"} if at is not None else None)
         except PrometheusApiClientException as error:
             raise MetricUnavailable(f"Prometheus refused {promql}: {error}") from None
+        except (KeyError, TypeError, requests.JSONDecodeError):  # the client reads data.result
+            raise MetricUnavailable(f"Prometheus answered {promql} without data.result") \
+                from None
         except requests.RequestException as error:
             raise MetricUnavailable(f"Prometheus at {redacted(self.url)} is unreachable: "
                                     f"{type(error).__name__}") from None
@@ -144,7 +159,7 @@ class PrometheusMetrics:
 
     def external_values(self, namespace: str, query: ExternalQuery) -> list[float]:
         promql = query.to_promql()
-        return _checked([float(sample["value"][1]) for sample in self.query(promql)], promql)
+        return _checked([_sample_value(sample, promql) for sample in self.query(promql)], promql)
 
     def resource_query(self, namespace: str, resource: str) -> str:
         # cAdvisor also reports the pod cgroup (container="") and the pause container: skip both.
@@ -157,10 +172,12 @@ class PrometheusMetrics:
 
     def pod_usage(self, namespace: str, resource: str) -> dict[str, float]:
         usage = {}
-        for sample in self.query(self.resource_query(namespace, resource)):
-            value = float(sample["value"][1])
-            pod = sample.get("metric", {}).get("pod")
-            if pod and not math.isnan(value):
+        promql = self.resource_query(namespace, resource)
+        for sample in self.query(promql):
+            value = _sample_value(sample, promql)
+            labels = sample.get("metric")
+            pod = labels.get("pod") if isinstance(labels, dict) else None
+            if isinstance(pod, str) and pod and math.isfinite(value):
                 usage[pod] = value
         return usage
 
