@@ -12,8 +12,10 @@ poddisruptionbudgets (+status), which evictions honour; the discovery documents 
 custom resources of any group/version/plural (+status) once registered with
 `register_custom_resource` or `install_crd`, as a CustomResourceDefinition would.
 Deliberate simplifications, none of which the code under test should depend on: no
-authentication or admission, no defaulting beyond pod phase and deployment replicas, pod
-deletion is immediate (there is no kubelet to finish a graceful delete), a PUT replaces
+authentication or admission; no defaulting beyond pod phase, deployment replicas and, on create,
+a pod's container and init container requests from their limits (SetDefaults_Pod; the real server
+also defaults update and patch bodies, pod-level `spec.resources`, and canonicalises quantities);
+pod deletion is immediate (there is no kubelet to finish a graceful delete), a PUT replaces
 status too (only `/status` PUT and PATCH are restricted to status), and lists are served
 from the latest state rather than a snapshot at the continue token's resourceVersion (a token
 older than what the server remembers of that kind answers 410 Expired, as one past etcd's

@@ -236,6 +236,76 @@ def add_item(snapshot: ClusterSnapshot, raw: RawObject, kind: str, where: str,
             str(error))]) from None
 
 
+# One step of msgspec's error path: `.field`, `[index]`, or `[...]` (a map's value, key unsaid).
+_PATH_STEP = re.compile(r"\.([^.\[]+)|\[(\d+)\]|(\[\.\.\.\])")
+
+
+def _wrong_type(item: msgspec.Raw, error: msgspec.ValidationError, where: str,
+                default_kind: str) -> str:
+    """A type error as the other item errors read: `<where>: Pod ns/name <path>: <rule>`, the
+    object and the map keys msgspec leaves out (`metadata.labels[...]`) read back from the item's
+    plain JSON. Error path only, so the typed decoder stays the fast one."""
+    path, rule = _split_json_path(error)
+    try:
+        document = msgspec.json.decode(item)
+    except (msgspec.DecodeError, UnicodeDecodeError):
+        return join_location(where, path, rule)
+    metadata = document.get("metadata") if isinstance(document, dict) else None
+    kind, namespace, name = (
+        value if isinstance(value, str) else "" for value in (
+            document.get("kind") if isinstance(document, dict) else None,
+            metadata.get("namespace") if isinstance(metadata, dict) else None,
+            metadata.get("name") if isinstance(metadata, dict) else None))
+    # Named only by a name it has: a bad or missing name leaves the item's index and the path.
+    named = _describe(RawObject(metadata=RawMetadata(name=name, namespace=namespace)),
+                      kind or default_kind).strip() if name else ""
+    return join_location(where, " ".join(part for part in (named, _with_keys(document, path))
+                                          if part), rule)
+
+
+def _with_keys(document: Any, path: str) -> str:
+    """msgspec's path with each `[...]` as `.key`: the first key of that map whose entry alone
+    still fails the decode there (msgspec stops at the first bad entry, in document order)."""
+    shown, reached, node = "", "", document
+    steps = list(_PATH_STEP.finditer(f".{path}"))
+    if "".join(step.group(0) for step in steps) != f".{path}":
+        return path  # a path this reader does not know: as msgspec wrote it
+    for step in steps:
+        field, index, any_key = step.groups()
+        reached += step.group(0)
+        if field is not None and isinstance(node, dict) and field in node:
+            node, shown = node[field], f"{shown}.{field}"
+        elif index is not None and isinstance(node, list) and int(index) < len(node):
+            node, shown = node[int(index)], f"{shown}[{index}]"
+        elif any_key is not None and isinstance(node, dict):
+            key = _failing_key(document, node, reached)
+            if key is None:
+                return path
+            node, shown = node[key], f"{shown}.{key}"
+        else:
+            return path
+    return shown[1:]
+
+
+def _failing_key(document: Any, mapping: dict[str, Any], reached: str) -> str | None:
+    """The key of `mapping` (a map inside `document`) whose entry, left alone in it, makes the
+    decode fail under `reached`; the map is cut down in place and restored."""
+    entries = dict(mapping)
+    try:
+        for key, value in entries.items():
+            mapping.clear()
+            mapping[key] = value
+            try:
+                OBJECT_DECODER.decode(msgspec.json.encode(document))
+            except msgspec.ValidationError as error:
+                if f".{_split_json_path(error)[0]}".startswith(reached):
+                    return key
+        return None
+    finally:
+        mapping.clear()
+        mapping.update(entries)
+
+
 def decode_items(
     snapshot: ClusterSnapshot, items: Iterable[msgspec.Raw], source: str,
     default_kind: str = "", first_index: int = 0,
@@ -246,7 +316,7 @@ def decode_items(
         try:
             raw = OBJECT_DECODER.decode(item)
         except msgspec.ValidationError as error:
-            raise InputError([f"{where}: {_json_path(error)}"]) from None
+            raise InputError([_wrong_type(item, error, where, default_kind)]) from None
         except UnicodeDecodeError:
             raise InputError([f"{where}: not UTF-8: save the file as UTF-8"]) from None
         add_item(snapshot, raw, raw.kind or default_kind, where, item)
@@ -262,12 +332,6 @@ def _split_json_path(error: msgspec.ValidationError) -> tuple[str, str]:
     if not match:
         return "", message
     return match.group(1), message[:match.start()]
-
-
-def _json_path(error: msgspec.ValidationError) -> str:
-    """msgspec's "Expected `str`, got `int` - at `$.metadata.name`" as "metadata.name: ..."."""
-    path, rule = _split_json_path(error)
-    return f"{path}: {rule}" if path else rule
 
 
 def decode_list_document(data: bytes | memoryview, source: str,
