@@ -7,8 +7,10 @@ from __future__ import annotations
 
 import csv
 import io
+import math
 import random
 from collections import Counter
+from dataclasses import replace
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -19,6 +21,7 @@ from pydantic import (
     Field,
     StrictInt,
     ValidationError,
+    ValidationInfo,
     field_validator,
     model_validator,
 )
@@ -64,6 +67,17 @@ CpuQuantity = Annotated[str, BeforeValidator(lambda v: _quantity_check(v, cpu_mi
 MemoryQuantity = Annotated[str, BeforeValidator(lambda v: _quantity_check(v, memory_bytes))]
 
 
+def _csv_number(value: Any) -> Any:
+    """A trace's number as a spreadsheet writes it: Python's `float("1_0")` is 10, a CSV's not."""
+    if isinstance(value, str) and "_" in value:
+        raise ValueError(f"Input should be a valid number, got {value!r}: no underscores in a "
+                         "CSV number")
+    return value
+
+
+CsvSeconds = Annotated[float, BeforeValidator(_csv_number), Field(ge=0, le=MAX_SECONDS)]
+
+
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
@@ -103,10 +117,13 @@ class AsgSpec(_Strict):
 
 
 class Toleration(_Strict):
+    """A pod's toleration; operator and effect as the API server admits them: a typo was taken
+    silently (`operator: Exist` matched as Equal, `effect: Bogus` matched no taint)."""
+
     key: str = ""
-    operator: str = "Equal"
+    operator: Literal["Exists", "Equal"] = "Equal"
     value: str = ""
-    effect: str = ""
+    effect: Literal["", "NoSchedule", "PreferNoSchedule", "NoExecute"] = ""
 
 
 class Wave(_Strict):
@@ -125,20 +142,28 @@ class Wave(_Strict):
 
 
 class TracePod(_Strict):
-    arrival_s: float = Field(ge=0, le=MAX_SECONDS)
+    arrival_s: CsvSeconds
     cpu: CpuQuantity
     memory: MemoryQuantity
-    duration_s: float | None = Field(default=None, ge=0, le=MAX_SECONDS)
+    duration_s: CsvSeconds | None = None
     node_group: str
+
+
+def _path_or_mapping(value: Any) -> Any:
+    """One rule for `nodegroups`, not one line per member of the union (`nodegroups.str: ...`)."""
+    if isinstance(value, str) or (isinstance(value, dict)
+                                  and all(isinstance(key, str) for key in value)):
+        return value
+    raise ValueError("a path or a mapping of node groups")
 
 
 class Scenario(_Strict):
     """A whole simulation; `nodegroups` is a path (relative to the scenario) or inline."""
 
-    nodegroups: str | dict[str, Any]
+    nodegroups: Annotated[str | dict[str, Any], BeforeValidator(_path_or_mapping)]
     asgs: list[AsgSpec] = Field(min_length=1)
+    step: Seconds = 10.0  # before the two checked against it
     tick_interval: Seconds = 60.0
-    step: Seconds = 10.0
     duration: Seconds
     start: float = Field(default=1_800_000_000.0, ge=0, le=253_402_300_799 - MAX_SECONDS)
     seed: StrictInt = Field(default=1, ge=0, le=2**63 - 1)
@@ -160,6 +185,30 @@ class Scenario(_Strict):
             raise ValueError("must be positive")
         return value
 
+    # The loop in flows/simulation.py runs whole steps and ticks every `round(tick / step)`
+    # steps: `step: 20m` with `duration: 10m` ran no step, `tick_interval: 25s` with 10s steps
+    # ticked every 20s. Field validators, so `Scenario.model_validate` alone (the importer's
+    # check) finds them too.
+    @field_validator("tick_interval")
+    @classmethod
+    def whole_steps_per_tick(cls, value: float, info: ValidationInfo) -> float:
+        step = info.data.get("step")
+        if step is None:  # step has its own error
+            return value
+        steps = value / step
+        # Float noise is not a remainder: 0.3s / 0.1s is 2.9999999999999996.
+        if not math.isclose(steps, max(1, round(steps)), rel_tol=1e-9):
+            raise ValueError(f"must be a multiple of step ({_shown_seconds(step)})")
+        return value
+
+    @field_validator("duration")
+    @classmethod
+    def at_least_one_step(cls, value: float, info: ValidationInfo) -> float:
+        step = info.data.get("step")
+        if step is not None and value < step:
+            raise ValueError(f"must be at least one step ({_shown_seconds(step)})")
+        return value
+
     @model_validator(mode="after")
     def bounded_size(self) -> Scenario:
         if self.step < MIN_STEP_SECONDS:
@@ -171,6 +220,24 @@ class Scenario(_Strict):
         if pods > MAX_PODS:
             raise ValueError(f"the workload has {pods:,} pods; at most {MAX_PODS:,}")
         return self
+
+    @property
+    def last_step_seconds(self) -> float:
+        """The offset of the last step `flows/simulation.py` runs (whole steps only)."""
+        return math.floor(self.duration / self.step + 1e-9) * self.step
+
+    def late_waves(self) -> list[tuple[str, str]]:
+        """(key path, note) for waves whose pods would never run: a scenario cut short to look
+        at its start is fine, but it should say what it leaves out."""
+        end = self.last_step_seconds
+        return [(f"workload[{index}].at",
+                 f"{_shown_seconds(wave.at)} is at or after the simulation's last step "
+                 f"({_shown_seconds(end)}), so the wave never runs")
+                for index, wave in enumerate(self.workload) if wave.at >= end]
+
+
+def _shown_seconds(seconds: float) -> str:
+    return f"{seconds:.15g}s"
 
 
 class LoadedScenario:
@@ -201,19 +268,44 @@ def _problems(error: ValidationError, source: str, prefix: str = "") -> list[str
 MAX_TRACE_PROBLEMS = 20  # the first bad rows say what is wrong; the rest are counted
 
 
-def _read_trace(path: Path, source: str, config: LoadedConfig) -> list[TracePod]:
+def _refuse_past_the_cap(text: str, path: Path, wave_pods: int) -> None:
+    """Count the rows before a model is built for any: a row's `TracePod` takes over a
+    kilobyte, so a trace past `MAX_PODS` took 1.4 GB before it was refused."""
+    room = MAX_PODS - wave_pods
+    if text.count("\n") + text.count("\r") <= room:  # fewer lines than room: no exact count
+        return
+    reader = csv.reader(io.StringIO(text, newline=""))
+    next(reader, None)  # the header
+    rows = 0
+    for row in reader:
+        if row:  # DictReader skips blank lines; so does the count
+            rows += 1
+            if rows > room:
+                raise InputError([f"{path}: line {reader.line_num}: row {rows:,} passes the cap "
+                                  f"of {MAX_PODS:,} pods, the workload's waves ({wave_pods:,} "
+                                  "pods) and the trace's rows together"])
+
+
+def _read_trace(path: Path, source: str, config: LoadedConfig,
+                scenario: Scenario) -> tuple[list[TracePod], list[str]]:
+    """The trace's pods, and a warning for rows that arrive too late to run."""
     groups = {group.name for group in config.node_groups}
+    end = scenario.last_step_seconds
     pods, problems, bad_rows = [], [], 0
+    late: list[tuple[int, float]] = []  # (line, arrival_s)
     # A spreadsheet's "CSV UTF-8" starts with a byte order mark, which `read_bytes` drops.
     text = as_text(read_bytes(path, f"{source}: trace {path}"), str(path))
     reader = csv.DictReader(io.StringIO(text, newline=""))
     try:
+        _refuse_past_the_cap(text, path, sum(wave.count for wave in scenario.workload))
         header = reader.fieldnames or []
         repeated = sorted(name for name, count in Counter(header).items() if count > 1)
         if repeated:
             raise InputError([f"{path}: line 1: column {', '.join(map(repr, repeated))} "
                               "appears more than once in the header"])
-        for line, row in enumerate(reader, start=2):
+        for row in reader:
+            # The physical line where the row ended: blank lines and quoted line breaks count.
+            line = reader.line_num
             where = f"{path}: line {line}"
             if None in row:  # DictReader puts fields past the header under None
                 problems.append(f"{where}: {len(header) + len(row[None])} fields, but the "
@@ -231,9 +323,9 @@ def _read_trace(path: Path, source: str, config: LoadedConfig) -> list[TracePod]
                 problems.append(f"{where}: node_group {pod.node_group!r} is not in the "
                                 "node-group config")
                 bad_rows += 1
+            if pod.arrival_s >= end:
+                late.append((line, pod.arrival_s))
             pods.append(pod)
-            if len(pods) > MAX_PODS:
-                raise InputError([f"{path}: more than {MAX_PODS:,} pods"])
     except csv.Error as error:
         raise InputError([f"{path}: not a CSV trace: {error}"]) from None
     if problems:
@@ -241,7 +333,14 @@ def _read_trace(path: Path, source: str, config: LoadedConfig) -> list[TracePod]
         if len(problems) > len(shown):
             shown.append(f"{path}: {bad_rows:,} bad rows in all; the first are above")
         raise InputError(shown)
-    return pods
+    warnings = []
+    if late:
+        line, arrival = late[0]
+        more = f"; nor do {len(late) - 1:,} later rows" if len(late) > 1 else ""
+        warnings.append(f"{path}: line {line}: arrival_s: {_shown_seconds(arrival)} is at or "
+                        f"after the simulation's last step ({_shown_seconds(end)}), so the "
+                        f"pod never runs{more}")
+    return pods, warnings
 
 
 def load_scenario(path: str | Path) -> LoadedScenario:
@@ -273,13 +372,44 @@ def load_scenario(path: str | Path) -> LoadedScenario:
         raise InputError([join_location(source, "asgs", f"no ASG named {name!r}, which the "
                                                         "node-group config uses")
                           for name in missing])
+    unlabelled = _unlabelled_asgs(scenario, config)
+    if unlabelled:
+        raise InputError([join_location(source, key, rule) for key, rule in unlabelled])
     arrivals: list[TracePod | Wave] = list(scenario.workload)
+    # Arrivals too late to run are kept (a scenario cut short to look at its start is fine),
+    # and named among the config's warnings, as unknown keys are.
+    warnings = [join_location(source, key, note) for key, note in scenario.late_waves()]
     if scenario.trace:
-        arrivals += _read_trace(base / scenario.trace, source, config)
+        trace_pods, trace_warnings = _read_trace(base / scenario.trace, source, config, scenario)
+        arrivals += trace_pods
+        warnings += trace_warnings
     if not arrivals:
         raise InputError([join_location(source, "workload", "no workload: give waves or a "
                                                             "trace")])
+    if warnings:
+        config = replace(config, warnings=config.warnings + tuple(warnings))
     return LoadedScenario(scenario, config, source, arrivals)
+
+
+def _unlabelled_asgs(scenario: Scenario, config: LoadedConfig) -> list[tuple[str, str]]:
+    """(key path, rule) for each ASG whose nodes lack its node group's label: the group selects
+    its nodes by `label_key: label_value`, so without it the group never has a node."""
+    index_of = {asg.name: index for index, asg in enumerate(scenario.asgs)}
+    problems = []
+    for group in config.node_groups:
+        index = index_of[group.cloud_provider_group_name]
+        labels = scenario.asgs[index].node_labels
+        wanted = f"{group.label_key}: {group.label_value}"
+        if group.label_key not in labels:
+            found = "lacks"
+        elif labels[group.label_key] != group.label_value:
+            found = f"has {group.label_key}: {labels[group.label_key]}, not"
+        else:
+            continue
+        problems.append((f"asgs[{index}].node_labels",
+                         f"{found} {wanted}, the label of node group {group.name!r}, so the "
+                         "group never has a node"))
+    return problems
 
 
 def perturbed(loaded: LoadedScenario, seed: int, jitter: float = 0.2) -> LoadedScenario:

@@ -1,0 +1,197 @@
+"""Scenario files: a bad one is one error line per problem, naming the file, the key path and the
+rule; an unusual but meaningful one loads (fakes/scenario.py)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from pydantic import ValidationError
+
+import fakes.scenario
+from fakes.scenario import MAX_PODS, LoadedScenario, Scenario, load_scenario
+from tasks.core.errors import InputError
+from tests.builders import group_dict
+
+HEADER = "arrival_s,cpu,memory,duration_s,node_group"
+ROW = "10,1,512Mi,60,batch"
+WAVE = {"name": "burst", "at": "1m", "count": 4, "cpu": "500m", "memory": "256Mi",
+        "node_selector": {"customer": "batch"}}
+
+
+def write_scenario(tmp_path: Path, **overrides: Any) -> Path:
+    """A scenario that loads: one group `batch` on `batch-asg`, ticking every minute for 10m."""
+    scenario: dict[str, Any] = {
+        "tick_interval": "1m", "step": "10s", "duration": "10m",
+        "nodegroups": {"node_groups": [group_dict()]},
+        "asgs": [{"name": "batch-asg", "min": 1, "max": 10, "desired": 1,
+                  "node_labels": {"customer": "batch"}}],
+        "workload": [WAVE],
+    }
+    scenario.update(overrides)
+    path = tmp_path / "scenario.yaml"
+    path.write_text(yaml.safe_dump(scenario))
+    return path
+
+
+def write_trace(tmp_path: Path, text: str, **overrides: Any) -> tuple[Path, Path]:
+    """(scenario, trace) for a trace whose bytes are exactly `text` (no newline translation)."""
+    trace = tmp_path / "t.csv"
+    trace.write_bytes(text.encode())
+    return write_scenario(tmp_path, **{"workload": [], "trace": "t.csv", **overrides}), trace
+
+
+def problems_of(path: Path) -> list[str]:
+    with pytest.raises(InputError) as caught:
+        load_scenario(path)
+    return caught.value.problems
+
+
+# --- 1. trace line numbers are physical lines -------------------------------------------------
+
+@pytest.mark.parametrize(("text", "line"), [
+    (f"{HEADER}\n\n\n\n{ROW}\n20,1,bad,60,batch\n", 6),
+    (f"{HEADER}\r\n{ROW}\r\n\r\n20,1,bad,60,batch\r\n", 4),
+    (f'{HEADER}\n10,1,512Mi,60,"ba\ntch"\n20,1,bad,60,batch\n', 4),  # a quoted line break
+], ids=["blank-lines", "crlf", "quoted-line-break"])
+def test_trace_errors_name_the_physical_line(tmp_path: Path, text: str, line: int) -> None:
+    scenario, trace = write_trace(tmp_path, text)
+    assert problems_of(scenario)[-1] == f"{trace}: line {line}: memory: malformed quantity 'bad'"
+
+
+# --- 2. MAX_PODS holds for waves and trace rows together ---------------------------------------
+
+def test_waves_and_trace_rows_share_the_pod_cap(tmp_path: Path) -> None:
+    wave = {**WAVE, "count": MAX_PODS}
+    scenario, trace = write_trace(tmp_path, f"{HEADER}\n\n{ROW}\n", workload=[wave])
+    assert problems_of(scenario) == [
+        f"{trace}: line 3: row 1 passes the cap of 1,000,000 pods, the workload's waves "
+        "(1,000,000 pods) and the trace's rows together"]
+    wave["count"] = MAX_PODS - 1
+    scenario, _ = write_trace(tmp_path, f"{HEADER}\n{ROW}\n", workload=[wave])
+    assert len(load_scenario(scenario).arrivals) == 2  # the cap itself is allowed
+
+
+def test_a_large_trace_over_the_cap_is_refused_before_any_row_is_modelled(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A model per row took 1.4 GB for a 1,000,001-row trace before it was refused."""
+    scenario, trace = write_trace(tmp_path, f"{HEADER}\n" + f"{ROW}\n" * (MAX_PODS + 1))
+    modelled = []
+    real = fakes.scenario.TracePod.model_validate
+    monkeypatch.setattr(fakes.scenario.TracePod, "model_validate",
+                        lambda *args, **kwargs: modelled.append(1) or real(*args, **kwargs))
+    assert problems_of(scenario) == [
+        f"{trace}: line 1000002: row 1,000,001 passes the cap of 1,000,000 pods, the workload's "
+        "waves (0 pods) and the trace's rows together"]
+    assert modelled == []
+
+
+# --- 3. the clock ------------------------------------------------------------------------------
+
+@pytest.mark.parametrize(("clock", "expected"), [
+    ({"step": "20m", "tick_interval": "20m"}, ["duration: must be at least one step (1200s)"]),
+    ({"duration": 0}, ["duration: must be at least one step (10s)"]),
+    ({"tick_interval": "25s"}, ["tick_interval: must be a multiple of step (10s)"]),
+    ({"tick_interval": "5s"}, ["tick_interval: must be a multiple of step (10s)"]),
+    ({"tick_interval": "1m", "step": "45s"}, ["tick_interval: must be a multiple of step (45s)"]),
+    ({"step": "20m"}, ["tick_interval: must be a multiple of step (1200s)",
+                       "duration: must be at least one step (1200s)"]),
+], ids=["step-past-duration", "duration-0", "tick-25s-step-10s", "tick-below-step",
+        "tick-1m-step-45s", "both"])
+def test_a_clock_the_loop_would_round_is_refused(tmp_path: Path, clock: dict[str, Any],
+                                                 expected: list[str]) -> None:
+    path = write_scenario(tmp_path, workload=[{**WAVE, "at": 0}], **clock)
+    assert problems_of(path) == [f"{path}: {line}" for line in expected]
+    # The model alone says so too: `scenario from-prometheus` checks a scenario with it.
+    with pytest.raises(ValidationError):
+        Scenario.model_validate(yaml.safe_load(path.read_text()))
+
+
+@pytest.mark.parametrize("clock", [
+    {"tick_interval": "10s"}, {"duration": "10s"}, {"tick_interval": "0.3s", "step": "0.1s"},
+    {"duration": "95s"},
+], ids=["tick-equals-step", "duration-one-step", "float-noise-is-whole", "duration-past-a-step"])
+def test_an_unusual_but_whole_clock_loads(tmp_path: Path, clock: dict[str, Any]) -> None:
+    path = write_scenario(tmp_path, workload=[{**WAVE, "at": 0}], **clock)
+    assert load_scenario(path).config.warnings == ()
+
+
+def test_a_wave_after_the_last_step_is_a_warning_and_kept(tmp_path: Path) -> None:
+    """A scenario cut short to look at its start runs; it names the waves it leaves out."""
+    path = write_scenario(tmp_path, duration="95s", workload=[
+        WAVE, {**WAVE, "at": "90s"}, {**WAVE, "at": "15m"}])
+    loaded: LoadedScenario = load_scenario(path)
+    assert loaded.config.warnings == (
+        f"{path}: workload[1].at: 90s is at or after the simulation's last step (90s), so the "
+        "wave never runs",
+        f"{path}: workload[2].at: 900s is at or after the simulation's last step (90s), so the "
+        "wave never runs")
+    assert len(loaded.arrivals) == 3
+
+
+def test_trace_rows_after_the_last_step_are_one_warning(tmp_path: Path) -> None:
+    rows = ["599,1,512Mi,60,batch", "600,1,512Mi,60,batch", "700,1,512Mi,,batch",
+            "650,1,512Mi,60,batch"]
+    scenario, trace = write_trace(tmp_path, "\n".join([HEADER, *rows]) + "\n")
+    loaded = load_scenario(scenario)
+    assert loaded.config.warnings == (
+        f"{trace}: line 3: arrival_s: 600s is at or after the simulation's last step (600s), "
+        "so the pod never runs; nor do 2 later rows",)
+    assert len(loaded.arrivals) == 4
+
+
+# --- 4. an ASG's nodes carry its node group's label --------------------------------------------
+
+@pytest.mark.parametrize(("labels", "rule"), [
+    ({}, "lacks customer: batch"),
+    ({"customer": "web", "pool": "batch"}, "has customer: web, not customer: batch"),
+], ids=["missing", "other-value"])
+@pytest.mark.parametrize("where", ["inline", "file"])
+def test_an_asg_without_its_groups_label_is_refused(tmp_path: Path, labels: dict[str, str],
+                                                    rule: str, where: str) -> None:
+    groups: Any = {"node_groups": [group_dict(name="web", label_value="web",
+                                              cloud_provider_group_name="web-asg"),
+                                   group_dict()]}
+    if where == "file":
+        (tmp_path / "nodegroups.yaml").write_text(yaml.safe_dump(groups))
+        groups = "nodegroups.yaml"
+    path = write_scenario(tmp_path, nodegroups=groups, asgs=[
+        {"name": "web-asg", "min": 0, "max": 2, "desired": 0, "node_labels": {"customer": "web"}},
+        {"name": "batch-asg", "min": 1, "max": 2, "desired": 1, "node_labels": labels}])
+    assert problems_of(path) == [
+        f"{path}: asgs[1].node_labels: {rule}, the label of node group 'batch', so the group "
+        "never has a node"]
+
+
+# --- 5. smaller rules --------------------------------------------------------------------------
+
+def test_tolerations_take_the_operators_and_effects_kubernetes_admits(tmp_path: Path) -> None:
+    bad = {**WAVE, "tolerations": [{"key": "x", "operator": "Exist", "effect": "Bogus"}]}
+    path = write_scenario(tmp_path, workload=[bad])
+    assert problems_of(path) == [
+        f"{path}: workload[0].tolerations[0].operator: Input should be 'Exists' or 'Equal'",
+        f"{path}: workload[0].tolerations[0].effect: Input should be '', 'NoSchedule', "
+        "'PreferNoSchedule' or 'NoExecute'"]
+    good = {**WAVE, "tolerations": [{"key": "x", "operator": "Exists", "effect": "NoExecute"},
+                                    {"key": "y", "value": "1", "effect": "PreferNoSchedule"},
+                                    {"operator": "Exists"}]}
+    assert len(load_scenario(write_scenario(tmp_path, workload=[good])).arrivals) == 1
+
+
+@pytest.mark.parametrize("nodegroups", [5, None, ["a.yaml"], {1: "x"}],
+                         ids=["number", "null", "list", "mapping-with-a-number-key"])
+def test_nodegroups_of_the_wrong_kind_is_one_line(tmp_path: Path, nodegroups: Any) -> None:
+    path = write_scenario(tmp_path, nodegroups=nodegroups)
+    assert problems_of(path) == [f"{path}: nodegroups: a path or a mapping of node groups"]
+
+
+@pytest.mark.parametrize("column", ["arrival_s", "duration_s"])
+def test_trace_numbers_take_no_underscores(tmp_path: Path, column: str) -> None:
+    row = {"arrival_s": "10", "cpu": "1", "memory": "512Mi", "duration_s": "60",
+           "node_group": "batch", column: "1_0"}
+    scenario, trace = write_trace(tmp_path, f"{HEADER}\n{','.join(row.values())}\n")
+    assert problems_of(scenario) == [
+        f"{trace}: line 2: {column}: Input should be a valid number, got '1_0': no underscores "
+        "in a CSV number"]
