@@ -14,6 +14,7 @@ import orjson
 import yaml
 
 from fakes.faults import FaultInjector
+from fakes.kube_api.defaulting import pod_spec_defaulted
 from fakes.kube_api.errors import AlreadyExists, ApiError, BadRequest, Conflict, Invalid, NotFound
 from fakes.kube_api.objects import (
     _DUMP,
@@ -72,39 +73,6 @@ EXPIRED_CONTINUE = (
 # from the `random` module's shared one moves its state under whatever else the embedding
 # process runs (Hypothesis warns when it moves during a test's draws).
 _NAMES = random.Random()
-
-# The container lists whose requests SetDefaults_Pod fills from limits; ephemeral containers are
-# not among them (pkg/apis/core/v1/defaults.go; they may not set resources at all).
-_DEFAULTED_CONTAINER_LISTS = ("containers", "initContainers")
-
-
-def _requests_defaulted(container: Any) -> Any:
-    """The container with each resource its limits name and its requests lack requested at the
-    limit, as SetDefaults_Pod does; new dicts, so an in-process caller's body stays as it was."""
-    resources = container.get("resources") if isinstance(container, dict) else None
-    if not isinstance(resources, dict):
-        return container
-    limits, requests = resources.get("limits"), resources.get("requests")
-    # A body of the wrong shape is one the real server refuses to decode; stored as given here.
-    if not isinstance(limits, dict) or not isinstance(requests, dict | None):
-        return container
-    missing = {name: value for name, value in limits.items() if name not in (requests or {})}
-    if not missing:
-        return container
-    return {**container, "resources": {**resources, "requests": {**(requests or {}), **missing}}}
-
-
-def _pod_spec_defaulted(spec: Any) -> Any:
-    """A created pod's spec with container requests defaulted from limits (SetDefaults_Pod),
-    so a limits-only container is counted at its limits, as on a real cluster."""
-    if not isinstance(spec, dict):
-        return spec
-    spec = dict(spec)
-    for list_name in _DEFAULTED_CONTAINER_LISTS:
-        if isinstance(spec.get(list_name), list):
-            spec[list_name] = [_requests_defaulted(container) for container in spec[list_name]]
-    return spec
-
 
 class KubeStore:
     """The store behind the fake API; `FakeKubeApi.__init__` sets its state up."""
@@ -360,7 +328,7 @@ class KubeStore:
             meta["generation"] = 1
         if rt.plural == "pods":
             if "spec" in obj:
-                obj["spec"] = _pod_spec_defaulted(obj["spec"])
+                obj["spec"] = pod_spec_defaulted(obj["spec"])
             status = obj.get("status")
             status = dict(status) if isinstance(status, dict) else {}
             status.setdefault("phase", "Pending")
