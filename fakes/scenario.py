@@ -125,6 +125,17 @@ class Toleration(_Strict):
     value: str = ""
     effect: Literal["", "NoSchedule", "PreferNoSchedule", "NoExecute"] = ""
 
+    @model_validator(mode="after")
+    def as_the_api_server_validates(self) -> Toleration:
+        # Kubernetes' ValidateTolerations: an empty key matches every taint only with Exists,
+        # and Exists matches any value, so a value beside it is refused.
+        if not self.key and self.operator != "Exists":
+            raise ValueError("operator must be Exists when key is empty (it tolerates every "
+                             "taint)")
+        if self.operator == "Exists" and self.value:
+            raise ValueError("value must be empty when operator is Exists")
+        return self
+
 
 class Wave(_Strict):
     """`count` pods arriving at `at`; without `duration` they run until the end (a service)."""

@@ -180,6 +180,17 @@ def test_tolerations_take_the_operators_and_effects_kubernetes_admits(tmp_path: 
     assert len(load_scenario(write_scenario(tmp_path, workload=[good])).arrivals) == 1
 
 
+@pytest.mark.parametrize(("toleration", "rule"), [
+    ({"operator": "Equal", "value": "x"},
+     "operator must be Exists when key is empty (it tolerates every taint)"),
+    ({"key": "x", "operator": "Exists", "value": "1"},
+     "value must be empty when operator is Exists")])
+def test_a_toleration_kubernetes_refuses_is_refused(tmp_path: Path, toleration: dict[str, str],
+                                                   rule: str) -> None:
+    path = write_scenario(tmp_path, workload=[{**WAVE, "tolerations": [toleration]}])
+    assert problems_of(path) == [f"{path}: workload[0].tolerations[0]: {rule}"]
+
+
 @pytest.mark.parametrize("nodegroups", [5, None, ["a.yaml"], {1: "x"}],
                          ids=["number", "null", "list", "mapping-with-a-number-key"])
 def test_nodegroups_of_the_wrong_kind_is_one_line(tmp_path: Path, nodegroups: Any) -> None:
