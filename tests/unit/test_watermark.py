@@ -816,3 +816,32 @@ def test_check_wpa_validity_messages_are_upstreams(spec: dict[str, Any],
         assert parsed.problems == () and parsed.rules is not None
     else:
         assert message in parsed.problems, parsed.problems
+
+
+# --- §2.3 the status a real API server accepts ----------------------------------------------------
+
+
+def test_every_status_written_holds_the_two_fields_the_crd_requires() -> None:
+    """DataDog's CRD requires currentReplicas and desiredReplicas in status; a new WPA that
+    cannot scale yet (invalid spec, no target, no metric) used to leave them out, and a real
+    API server answered 422, so its conditions never said why it was stuck."""
+    invalid = decide_watermark(parse_watermark(wpa(minReplicas=5, maxReplicas=3)),
+                               scale(4), pods(4), [], NOW)
+    no_target = decide_watermark(parse_watermark(wpa()), "deployments.apps \"x\" not found",
+                                 [], [MetricReading()], NOW)
+    no_metric = decide_watermark(parse_watermark(wpa(metrics=[ext_metric(1000, 500)])),
+                                 scale(4, 3), pods(3), [MetricReading(error="no data")], NOW)
+    for decision in (invalid, no_target, no_metric):
+        assert {"currentReplicas", "desiredReplicas"} <= set(decision.status), decision.reason
+    assert (invalid.status["currentReplicas"], invalid.status["desiredReplicas"]) == (0, 0)
+    # what runs, as upstream's setCurrentReplicasInStatus records it
+    assert (no_metric.status["currentReplicas"], no_metric.status["desiredReplicas"]) == (3, 0)
+
+
+def test_the_status_reports_the_running_count_while_the_arithmetic_uses_the_spec() -> None:
+    """§1: a rollout's surge (spec 15, status 10 running) is no upscale to the arithmetic, and
+    the status's currentReplicas says what runs (upstream's setStatus)."""
+    decision = decide_watermark(parse_watermark(wpa(metrics=[ext_metric(10_000, 5_000)])),
+                                scale(15, 10), pods(10),
+                                [MetricReading(external_milli=(7_000,))], NOW)
+    assert decision.current_replicas == 15 and decision.status["currentReplicas"] == 10

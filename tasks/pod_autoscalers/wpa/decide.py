@@ -121,6 +121,11 @@ class Decision:
 def _status(old: Mapping[str, Any], conditions: Conditions, **fields: Any) -> dict[str, Any]:
     status = {k: v for k, v in old.items() if k not in ("conditions",)}
     status.update({k: v for k, v in fields.items() if v is not None})
+    # DataDog's CRD requires both (status.required); upstream's int32 fields have no omitempty,
+    # so a WPA that never scaled says 0. Without them a real API server answers 422, and the
+    # conditions saying why the WPA is stuck are never recorded.
+    for required in ("currentReplicas", "desiredReplicas"):
+        status.setdefault(required, 0)
     status["conditions"] = conditions.to_json()
     if conditions.last_type:
         status["lastConditionType"] = conditions.last_type
@@ -143,10 +148,11 @@ def _metric_status(proposal: Proposal) -> dict[str, Any]:
 def _hold(parsed: ParsedWatermark, conditions: Conditions, reason: str, *,
           current: int | None = None, valid: bool = True, rules: WatermarkRules | None = None,
           metric_failed: bool = False, dry_run: bool = False,
-          blocked: bool | None = None) -> Decision:
-    """No scaling this cycle; the status records why (and the current count, if known)."""
+          blocked: bool | None = None, running: int | None = None) -> Decision:
+    """No scaling this cycle; the status records why, and the target's running count
+    (`running`, its Scale.Status.Replicas) when known."""
     old = parsed.status
-    status = _status(old, conditions, currentReplicas=current)
+    status = _status(old, conditions, currentReplicas=running)
     return Decision(
         KIND, parsed.namespace, parsed.name, parsed.target_kind, parsed.target_name,
         current, None, None, None, current, False, dry_run, reason, status,
@@ -217,7 +223,7 @@ def decide_watermark(parsed: ParsedWatermark, target: TargetScale | str | None,
         why = "scaling is disabled since the replica count of the target is zero"
         conditions.set(SCALING_ACTIVE, False, "ScalingDisabled", why)
         hold = _hold(parsed, conditions, f"not scaling: {why}", current=0, rules=rules,
-                     dry_run=rules.dry_run, blocked=blocked)
+                     dry_run=rules.dry_run, blocked=blocked, running=target.status_replicas)
         return replace(hold, desired_replicas=0)
     if len(readings) != len(rules.metrics):
         raise ValueError(f"{len(rules.metrics)} metrics but {len(readings)} readings")
@@ -238,7 +244,8 @@ def decide_watermark(parsed: ParsedWatermark, target: TargetScale | str | None,
             conditions.set(SCALING_ACTIVE, False, reason,
                            f"the WPA was unable to compute the replica count: {error}")
             return _hold(parsed, conditions, f"holding: {error}", current=current, rules=rules,
-                         metric_failed=True, dry_run=rules.dry_run)
+                         metric_failed=True, dry_run=rules.dry_run,
+                         running=target.status_replicas)
         if proposal.converge is not None:
             note = proposal.converge
             conditions.set(CONVERGE_TO_WATERMARK, note.status, note.reason, note.message)
@@ -293,7 +300,9 @@ def decide_watermark(parsed: ParsedWatermark, target: TargetScale | str | None,
         reason, desired, rescale = "Current number of replicas must be greater than 0", 1, True
         metric_statuses = None
 
-    status_fields: dict[str, Any] = {"currentReplicas": current}
+    # The status reports what runs (Scale.Status.Replicas, upstream's setStatus); the
+    # arithmetic above used Spec.Replicas (§1).
+    status_fields: dict[str, Any] = {"currentReplicas": target.status_replicas}
     if metric_statuses is not None:
         status_fields["currentMetrics"] = metric_statuses
     if rescale:
@@ -335,7 +344,8 @@ def scale_failed(decision: Decision, error: str, now: float) -> Decision:
     conditions = Conditions.of(decision.status.get("conditions"), now)
     conditions.set(ABLE_TO_SCALE, False, "FailedScale",
                    f"the WPA controller was unable to update the target scale: {error}")
-    status = _status(previous, conditions, currentReplicas=decision.current_replicas)
+    status = _status(previous, conditions, currentReplicas=decision.status.get(
+        "currentReplicas", decision.current_replicas))
     return replace(decision, rescale=False, desired_replicas=decision.current_replicas,
                    reason=f"scale failed: {error}", status=status,
                    status_changed=status != dict(previous))
