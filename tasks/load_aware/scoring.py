@@ -54,6 +54,10 @@ LATEST = "Latest"
 PERCENT_TYPES = frozenset({CPU, MEMORY})
 MIN_PERCENT = 0.0
 MAX_PERCENT = 100.0
+# A real Prometheus answers a busy node's `instance:node_cpu:ratio` with 1.0025 (scrape jitter),
+# an idle one's with -0.0001: within this many points of the range a value is read as the bound
+# (§4 clamps the used load to the capacity anyway); beyond it, it is a broken answer.
+PERCENT_SLACK = 10.0
 
 # §4: memory is scored in MiB; 2**-20 exactly, as Go's `1. / 1024. / 1024.`.
 MEGA_FACTOR = 1.0 / 1024.0 / 1024.0
@@ -89,12 +93,18 @@ class Metric(_WatcherModel):
 
 
 def percent_problem(value: float) -> str | None:
-    """Why `value` is no utilisation percentage (finite, 0..100); None when it is one."""
+    """Why `value` is no utilisation percentage (finite, 0..100 give or take PERCENT_SLACK);
+    None when it is one (`as_percent` then reads it)."""
     if not math.isfinite(value):
         return f"{value!r} is not a finite number"
-    if not MIN_PERCENT <= value <= MAX_PERCENT:
+    if not MIN_PERCENT - PERCENT_SLACK <= value <= MAX_PERCENT + PERCENT_SLACK:
         return f"{value!r} is not a percentage (0..100)"
     return None
+
+
+def as_percent(value: float) -> float:
+    """A value `percent_problem` accepts, within 0..100: 100.25 is a saturated node."""
+    return min(max(value, MIN_PERCENT), MAX_PERCENT)
 
 
 def metric_problem(metric: Metric) -> str | None:
@@ -102,6 +112,12 @@ def metric_problem(metric: Metric) -> str | None:
     if metric.type in PERCENT_TYPES:
         return percent_problem(metric.value)
     return None if math.isfinite(metric.value) else f"{metric.value!r} is not a finite number"
+
+
+def _within_range(metric: Metric) -> Metric:
+    if metric.type not in PERCENT_TYPES or as_percent(metric.value) == metric.value:
+        return metric
+    return metric.model_copy(update={"value": as_percent(metric.value)})
 
 
 class NodeMetadata(_WatcherModel):
@@ -210,6 +226,9 @@ def without_unusable_nodes(document: WatcherMetrics, source: str) -> WatcherMetr
         if problems:
             log.warning("%s: ignoring the metrics of node %s", "; ".join(problems), host)
             kept[host] = node.model_copy(update={"metrics": None})
+        elif node.metrics and (within := [_within_range(m) for m in node.metrics]) != \
+                node.metrics:
+            kept[host] = node.model_copy(update={"metrics": within})
     if kept == nodes:
         return document
     data = document.data.model_copy(update={"node_metrics_map": kept})

@@ -170,26 +170,28 @@ class PrometheusProvider:
                         percent = value * 100
                         problem = percent_problem(percent)
                         if problem is not None:
-                            # A ratio outside 0..1 is Prometheus's bad answer, skipped as NaN
-                            # is: 1e307 × 100 is inf, which Metric refuses (audit item 5).
+                            # A ratio far outside 0..1 is Prometheus's bad answer, skipped as
+                            # NaN is: 1e307 × 100 is inf, which Metric refuses (audit item 5).
+                            # 1.0025, a saturated node, is served as is (§6.1).
                             log.warning("%s: skipping %s=%s: times 100, %s", promql, host,
                                         value, problem)
                             continue
                         hosts.setdefault(host, []).append(Metric(
                             name=series, type=metric_type, operator=operator,
-                            rollup=window.duration, value=percent))
+                            rollup=window.duration, value=percent))  # as is (§6.1)
         return hosts
 
     async def healthy(self) -> bool:
-        """`Health()`: HEAD on the Prometheus address answers 200.
+        """`Health()`: HEAD on Prometheus's health endpoint answers 200.
 
-        Upstream sends it to the default address whatever is configured; we use the
-        configured one.
+        Upstream sends HEAD to the default address's root whatever is configured. A real
+        Prometheus answers HEAD / with 405 (it routes / for GET only), so we ask the configured
+        address's `/-/healthy`, which answers HEAD.
         """
         try:
             async with httpx.AsyncClient(timeout=self._timeout(),
                                          follow_redirects=True) as client:
-                response = await client.head(self.base_url + "/")
+                response = await client.head(self.base_url + "/-/healthy")
         except httpx.HTTPError as error:
             log.warning("health check failed with: %s", error)
             return False

@@ -92,8 +92,10 @@ class FakePrometheus:
         return Response(status_code=self.health_status)
 
     def app(self) -> Starlette:
+        # As a real Prometheus routes them: HEAD / is 405, HEAD /-/healthy the health check.
         return Starlette(routes=[Route("/api/v1/query", self._query, methods=["GET", "POST"]),
-                                 Route("/", self._root, methods=["GET", "HEAD"])])
+                                 Route("/-/healthy", self._root, methods=["GET", "HEAD"]),
+                                 Route("/", self._root, methods=["GET"])])
 
 
 VECTORS = {

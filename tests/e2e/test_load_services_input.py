@@ -90,6 +90,24 @@ def test_load_watcher_skips_out_of_range_samples(caplog: pytest.LogCaptureFixtur
     assert "skipping worker-6=-0.25" in caplog.text
 
 
+def test_a_saturated_nodes_ratio_just_over_one_is_served_as_is(
+        caplog: pytest.LogCaptureFixture) -> None:
+    """A real Prometheus answers a saturated node's CPU ratio with 1.0025 (scrape jitter): it
+    is served as is (§6.1), not skipped, which left the node a STD without an AVG and made it
+    look idle to LoadVariationRiskBalancing."""
+    vectors = {**VECTORS, "avg_over_time(instance:node_cpu:ratio)": [
+        *VECTORS["avg_over_time(instance:node_cpu:ratio)"], ("worker-7", "1.0025")]}
+    prometheus = FakePrometheus(vectors)
+    with serving(prometheus.app()) as prometheus_url:
+        watcher = new_watcher(prometheus_url)
+        with serving(watcher.app()) as url:
+            assert watcher.wait_for_fetches(3)
+            answer = httpx.get(f"{url}/watcher")
+    metrics = answer.json()["data"]["NodeMetricsMap"]["worker-7"]["metrics"]
+    assert [(m["type"], m["operator"], m["value"]) for m in metrics] == [("CPU", "AVG", 100.25)]
+    assert "skipping worker-7" not in caplog.text
+
+
 def test_window_loops_survive_an_unexpected_error(caplog: pytest.LogCaptureFixture) -> None:
     class FlakyProvider:
         """Raises something that is not a ProviderError on each window's first fetch."""

@@ -563,6 +563,16 @@ def test_external_metrics_become_promql() -> None:
         parse_series_key("depth{queue}")
 
 
+def test_the_load_watcher_finds_a_real_prometheus_healthy(prometheus_url: str) -> None:
+    """A real Prometheus answers HEAD / with 405: the health check asks `/-/healthy`, or
+    `/watcher/health` would answer 503 for ever, and no probe on it would pass."""
+    import asyncio
+
+    from tasks.load_aware.watcher import PrometheusProvider
+
+    assert asyncio.run(PrometheusProvider(prometheus_url).healthy())
+
+
 def test_an_unreachable_prometheus_holds_the_autoscaler() -> None:
     from tasks.adapters.prometheus import MetricUnavailable
 

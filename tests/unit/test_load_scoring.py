@@ -409,12 +409,17 @@ def test_malformed_watcher_answer_names_url_and_key_path(payload: str, problem: 
     assert caught.value.problems[0].startswith(problem), caught.value.problems
 
 
-def test_out_of_range_watcher_values_leave_their_node_without_metrics(
+def test_a_value_just_past_0_100_is_the_bound_and_a_broken_one_leaves_the_node_without(
         caplog: pytest.LogCaptureFixture) -> None:
+    """A real Prometheus answers a saturated node's CPU ratio with 1.0025 (scrape jitter): the
+    node is busy, not unknown (§4 clamps the load to the capacity). A value far outside is a
+    broken answer: the node is scored as one without metrics, the minimum."""
     payload = json.dumps({"data": {"NodeMetricsMap": {
         "ok": {"metrics": [cpu(0), memory(100), metric("Storage", "AVG", -7)]},
         "negative": {"metrics": [cpu(25), memory(-0.5)]},
-        "over": {"metrics": [cpu(100.01, "STD")]},
+        "over": {"metrics": [cpu(100.25), cpu(0.2, "STD")]},
+        "below": {"metrics": [cpu(-20)]},
+        "above": {"metrics": [cpu(120, "STD")]},
         "huge": {"metrics": [cpu(-1e308)]},
     }}})
     with caplog.at_level(logging.WARNING, "tasks.load_aware.scoring"):
@@ -422,15 +427,22 @@ def test_out_of_range_watcher_values_leave_their_node_without_metrics(
     # 0 and 100 are percentages; a type the scores do not read only has to be finite.
     ok = node_metrics(doc, "ok")
     assert ok is not None and [m.value for m in ok] == [0, 100, -7]
-    for host in ("negative", "over", "huge"):
-        assert node_metrics(doc, host) is None  # scored as a node without metrics: the minimum
+    assert [m.value for m in node_metrics(doc, "negative") or ()] == [25, 0]
+    assert [m.value for m in node_metrics(doc, "over") or ()] == [100, 0.2]
+    assert tlp(EMPTY_POD, node("over"), doc) == 0  # past the 40 % target: the lowest score
+    assert load_variation_risk_balancing_score(EMPTY_POD, node("over"), doc) == \
+        load_variation_risk_balancing_score(EMPTY_POD, node("full"), parse_watcher_metrics(
+            json.dumps({"data": {"NodeMetricsMap": {"full": {"metrics": [
+                cpu(100), cpu(0.2, "STD")]}}}}), "w"))
+    for host in ("below", "above", "huge"):
+        assert node_metrics(doc, host) is None
         assert tlp(EMPTY_POD, node(host), doc) == 0
         assert load_variation_risk_balancing_score(EMPTY_POD, node(host), doc) == 0
     assert caplog.messages == [
-        "http://w:2020/watcher: data.NodeMetricsMap.negative.metrics[1].value: -0.5 is not a "
-        "percentage (0..100): ignoring the metrics of node negative",
-        "http://w:2020/watcher: data.NodeMetricsMap.over.metrics[0].value: 100.01 is not a "
-        "percentage (0..100): ignoring the metrics of node over",
+        "http://w:2020/watcher: data.NodeMetricsMap.below.metrics[0].value: -20.0 is not a "
+        "percentage (0..100): ignoring the metrics of node below",
+        "http://w:2020/watcher: data.NodeMetricsMap.above.metrics[0].value: 120.0 is not a "
+        "percentage (0..100): ignoring the metrics of node above",
         "http://w:2020/watcher: data.NodeMetricsMap.huge.metrics[0].value: -1e+308 is not a "
         "percentage (0..100): ignoring the metrics of node huge",
     ]
