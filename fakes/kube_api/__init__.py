@@ -7,7 +7,7 @@ through `FakeKubeApi.create/get/list/replace/patch/delete`, with the same semant
 resourceVersion bumps as HTTP writes, so watchers see its changes too.
 
 Served: core/v1 pods (+eviction, +status), nodes (+status), events, configmaps;
-coordination.k8s.io/v1 leases; apps/v1 deployments (+scale, +status); policy/v1
+coordination.k8s.io/v1 leases; apps/v1 deployments, statefulsets and replicasets (+scale, +status); policy/v1
 poddisruptionbudgets (+status), which evictions honour; the discovery documents kubectl needs; and
 custom resources of any group/version/plural (+status) once registered with
 `register_custom_resource` or `install_crd`, as a CustomResourceDefinition would.

@@ -252,7 +252,7 @@ class KubeHttp(KubeStore):
                                f"media types include: {', '.join(_PATCH_TYPES)}")
             with self._lock:
                 if sub == "scale":
-                    return self._json(self._patch_scale(ns, name, kind, body))
+                    return self._json(self._patch_scale(rt, ns, name, kind, body))
                 rec = self._patch(rt, ns, name, kind, body, sub)
                 return self._raw(self._served(rt, rec))
         if content_type not in ("application/json", ""):
@@ -269,7 +269,7 @@ class KubeHttp(KubeStore):
                 return self._raw(self._served(rt, self._create(rt, ns, body)), 201)
             assert name is not None
             if sub == "scale":
-                return self._json(self._update_scale(ns, name, body))
+                return self._json(self._update_scale(rt, ns, name, body))
             rec, created = self._update(rt, ns, name, body, sub)
             return self._raw(self._served(rt, rec), 201 if created else 200)
 

@@ -96,6 +96,15 @@ RESOURCES: dict[str, ResourceType] = {
             "deployments", "deployment", "Deployment", "apps", "v1", True, ("deploy",),
             ("all",), ("scale", "status"), has_generation=True,
         ),
+        # The other targets a pod autoscaler scales through /scale (WPA's scaleTargetRef).
+        ResourceType(
+            "statefulsets", "statefulset", "StatefulSet", "apps", "v1", True, ("sts",),
+            ("all",), ("scale", "status"), has_generation=True,
+        ),
+        ResourceType(
+            "replicasets", "replicaset", "ReplicaSet", "apps", "v1", True, ("rs",),
+            ("all",), ("scale", "status"), has_generation=True,
+        ),
         ResourceType("configmaps", "configmap", "ConfigMap", "", "v1", True, ("cm",)),
         ResourceType(
             "poddisruptionbudgets", "poddisruptionbudget", "PodDisruptionBudget", "policy",
@@ -103,6 +112,9 @@ RESOURCES: dict[str, ResourceType] = {
         ),
     )
 }
+
+# What serves /scale, and whose spec.replicas defaults to 1 on create (apps/v1 defaults).
+SCALABLE_PLURALS = frozenset(rt.plural for rt in RESOURCES.values() if "scale" in rt.subresources)
 
 _GROUP_VERSIONS: dict[str, list[ResourceType]] = {}
 for _rt in RESOURCES.values():

@@ -50,7 +50,15 @@ from fakes.kube_api.policy import (
     eviction_blocked_by,
     pdb_status,
 )
-from fakes.kube_api.resources import RESOURCES, Key, Obj, ObjList, ResourceType, custom_resource_type
+from fakes.kube_api.resources import (
+    RESOURCES,
+    SCALABLE_PLURALS,
+    Key,
+    Obj,
+    ObjList,
+    ResourceType,
+    custom_resource_type,
+)
 from tasks.core.selectors import (
     FieldSelector,
     LabelSelector,
@@ -217,7 +225,7 @@ class KubeStore:
         name = _metadata(body).get("name") or ""
         with self._lock:
             if sub == "scale":
-                return self._update_scale(ns, name, body)
+                return self._update_scale(rt, ns, name, body)
             rec, _ = self._update(rt, ns, name, body, sub)
             return cast(Obj, orjson.loads(self._served(rt, rec)))
 
@@ -230,7 +238,7 @@ class KubeStore:
         ns = self._ns(rt, namespace)
         with self._lock:
             if sub == "scale":
-                return self._patch_scale(ns, name, kind, patch)
+                return self._patch_scale(rt, ns, name, kind, patch)
             rec = self._patch(rt, ns, name, kind, patch, sub)
             return cast(Obj, orjson.loads(self._served(rt, rec)))
 
@@ -333,7 +341,7 @@ class KubeStore:
             status = dict(status) if isinstance(status, dict) else {}
             status.setdefault("phase", "Pending")
             obj["status"] = status
-        elif rt.plural == "deployments":
+        elif rt.plural in SCALABLE_PLURALS:
             spec = obj.get("spec")
             spec = dict(spec) if isinstance(spec, dict) else {}
             spec.setdefault("replicas", 1)
@@ -465,10 +473,11 @@ class KubeStore:
         return items, list_rv, next_token, (remaining if next_token else None)
 
     @staticmethod
-    def _scale(deployment: Obj) -> Obj:
-        meta = _metadata(deployment)
-        spec = deployment.get("spec") or {}
-        status = deployment.get("status") or {}
+    def _scale(workload: Obj) -> Obj:
+        """A Deployment's, StatefulSet's or ReplicaSet's autoscaling/v1 Scale."""
+        meta = _metadata(workload)
+        spec = workload.get("spec") or {}
+        status = workload.get("status") or {}
         return {
             "kind": "Scale",
             "apiVersion": "autoscaling/v1",
@@ -479,8 +488,7 @@ class KubeStore:
                        "selector": format_label_selector(spec.get("selector"))},
         }
 
-    def _update_scale(self, ns: str, name: str, scale: Obj) -> Obj:
-        rt = RESOURCES["deployments"]
+    def _update_scale(self, rt: ResourceType, ns: str, name: str, scale: Obj) -> Obj:
         old = _load(self._get(rt, ns, name))
         meta = _metadata(scale)
         if meta.get("name") not in (None, name):
@@ -496,8 +504,8 @@ class KubeStore:
         new = {**old, "spec": {**(old.get("spec") or {}), "replicas": replicas}}
         return self._scale(_load(self._write(rt, (ns, name), old, new)))
 
-    def _patch_scale(self, ns: str, name: str, kind: str, patch: Any) -> Obj:
-        current = self._scale(_load(self._get(RESOURCES["deployments"], ns, name)))
+    def _patch_scale(self, rt: ResourceType, ns: str, name: str, kind: str, patch: Any) -> Obj:
+        current = self._scale(_load(self._get(rt, ns, name)))
         if kind == "json":
             try:
                 patched = json_patch(current, patch)
@@ -509,7 +517,7 @@ class KubeStore:
             patched = json_merge_patch(current, patch)
         else:
             patched = strategic_merge_patch(current, patch)
-        return self._update_scale(ns, name, patched)
+        return self._update_scale(rt, ns, name, patched)
 
     def _evict(self, ns: str, name: str, body: Obj) -> Obj:
         rt = RESOURCES["pods"]
