@@ -266,7 +266,9 @@ class LoadedScenario:
         return self.scenario.asgs
 
 
-def _problems(error: ValidationError, source: str, prefix: str = "") -> list[str]:
+def scenario_problems(error: ValidationError, source: str, prefix: str = "") -> list[str]:
+    """One `<source>: <key path>: <rule>` line per pydantic error, as `load_scenario` says them
+    (the importer checks its files before writing them with the same words)."""
     problems = []
     for detail in error.errors():
         path = prefix + "".join(f"[{p}]" if isinstance(p, int) else f".{p}"
@@ -327,7 +329,7 @@ def _read_trace(path: Path, source: str, config: LoadedConfig,
                 pod = TracePod.model_validate({k: v for k, v in row.items()
                                                if v not in ("", None)})
             except ValidationError as error:
-                problems += _problems(error, where)
+                problems += scenario_problems(error, where)
                 bad_rows += 1
                 continue
             if pod.node_group not in groups:
@@ -363,7 +365,7 @@ def load_scenario(path: str | Path) -> LoadedScenario:
     try:
         scenario = Scenario.model_validate(document)
     except ValidationError as error:
-        raise InputError(_problems(error, source)) from None
+        raise InputError(scenario_problems(error, source)) from None
     base = Path(path).parent
     if isinstance(scenario.nodegroups, str):
         config_path = base / scenario.nodegroups

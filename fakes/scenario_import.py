@@ -27,7 +27,7 @@ from typing import Any, Protocol
 import yaml
 from pydantic import ValidationError
 
-from fakes.scenario import MAX_PODS, MAX_STEPS, Scenario, TracePod, _problems
+from fakes.scenario import MAX_PODS, MAX_STEPS, Scenario, TracePod, scenario_problems
 from tasks.core.errors import InputError, join_location, shown
 from tasks.escalator.config import NodeGroupConfig
 
@@ -211,7 +211,7 @@ def check_scenario(directory: Path, nodegroups: Path, document: Mapping[str, Any
     try:
         Scenario.model_validate(document)
     except ValidationError as error:
-        raise InputError(_problems(error, source)) from None
+        raise InputError(scenario_problems(error, source)) from None
     users = Counter(group.cloud_provider_group_name for group in groups)
     shared = [join_location(str(nodegroups), "", f"cloud_provider_group_name {name!r} is used "
                             f"by {count} node groups; a scenario has one ASG per group")
@@ -228,7 +228,7 @@ def check_scenario(directory: Path, nodegroups: Path, document: Mapping[str, Any
         try:
             TracePod.model_validate(fields)
         except ValidationError as error:
-            problems += _problems(error, f"{trace}: line {line}")
+            problems += scenario_problems(error, f"{trace}: line {line}")
         if row.node_group not in names:
             problems.append(f"{trace}: line {line}: node_group {row.node_group!r} is not in "
                             "the node-group config")

@@ -14,6 +14,7 @@ os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
 from collections.abc import Iterator
 from pathlib import Path
 
+import kubernetes.client
 import pytest
 
 from fakes.aws import FakeAws
@@ -58,6 +59,13 @@ def fake_kube(tmp_path: Path) -> Iterator[FakeKubeApi]:
 @pytest.fixture
 def kubeconfig(fake_kube: FakeKubeApi, tmp_path: Path) -> Path:
     return fake_kube.write_kubeconfig(tmp_path / "kubeconfig")
+
+
+@pytest.fixture
+def api_client(fake_kube: FakeKubeApi) -> Iterator[kubernetes.client.ApiClient]:
+    """The real client's ApiClient on this test's fake API server."""
+    with fake_kube.api_client() as api:
+        yield api
 
 
 _KINDS = ("unit", "contract", "e2e")

@@ -4,7 +4,6 @@ the real `kubernetes` client over HTTP, and the `KubeClient` calls a drain makes
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -19,12 +18,6 @@ from tasks.core.errors import EvictionBlocked
 Obj = dict[str, Any]
 NS = "shop"
 VIOLATION = "Cannot evict pod as it would violate the pod's disruption budget."
-
-
-@pytest.fixture
-def api_client(fake_kube: FakeKubeApi) -> Iterator[client.ApiClient]:
-    with fake_kube.api_client() as c:
-        yield c
 
 
 @pytest.fixture

@@ -4,7 +4,6 @@ does (kubernetes pkg/apis/core/v1/defaults.go), seen through the real client ove
 from __future__ import annotations
 
 import copy
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -16,18 +15,6 @@ from tasks.adapters.kube import KubeClient
 GiB = 2**30
 MiB = 2**20
 NAMESPACE = "jobs"
-
-
-@pytest.fixture(scope="module")
-def api() -> Iterator[FakeKubeApi]:
-    with FakeKubeApi() as server:
-        yield server
-
-
-@pytest.fixture(scope="module")
-def api_client(api: FakeKubeApi) -> Iterator[client.ApiClient]:
-    with api.api_client() as c:
-        yield c
 
 
 def pod_body(name: str, containers: list[dict[str, Any]],
@@ -47,7 +34,7 @@ def container(name: str, **resources: dict[str, str]) -> dict[str, Any]:
 
 
 def test_limits_only_containers_are_stored_and_counted_at_their_limits(
-        api: FakeKubeApi, api_client: client.ApiClient) -> None:
+        fake_kube: FakeKubeApi, api_client: client.ApiClient) -> None:
     """The reported case: the tick reads 2000 m (the init container's 2 CPU beats the app's 1)
     and 1 GiB, as on a real cluster, not 0 m from requests left empty."""
     body = pod_body(
@@ -80,20 +67,20 @@ def test_limits_only_containers_are_stored_and_counted_at_their_limits(
     pytest.param({"limits": {}}, None, id="empty-limits-no-requests"),
 ])
 def test_requests_are_defaulted_key_by_key(
-        api: FakeKubeApi, api_client: client.ApiClient, request: pytest.FixtureRequest,
+        fake_kube: FakeKubeApi, api_client: client.ApiClient, request: pytest.FixtureRequest,
         resources: dict[str, Any], requests: dict[str, str] | None) -> None:
     """A request given is kept (even 0); only the resources it lacks take the limit."""
     name = f"case-{request.node.callspec.id.lower()}"[:63].rstrip("-")
     core = client.CoreV1Api(api_client)
     core.create_namespaced_pod(NAMESPACE, pod_body(name, [{"name": "c", "image": "i",
                                                            "resources": resources}]))
-    stored = api.get("pods", name, NAMESPACE)["spec"]["containers"][0]["resources"]
+    stored = fake_kube.get("pods", name, NAMESPACE)["spec"]["containers"][0]["resources"]
     assert stored.get("requests") == requests
     assert stored.get("limits") == resources.get("limits")
 
 
 def test_every_container_and_init_container_is_defaulted(
-        api: FakeKubeApi, api_client: client.ApiClient) -> None:
+        fake_kube: FakeKubeApi, api_client: client.ApiClient) -> None:
     """Sidecars (init containers that keep running) and second containers are counted too."""
     body = pod_body(
         "many",
@@ -103,7 +90,7 @@ def test_every_container_and_init_container_is_defaulted(
          {**container("sidecar", limits={"cpu": "100m", "memory": "32Mi"}),
           "restartPolicy": "Always"}])
     client.CoreV1Api(api_client).create_namespaced_pod(NAMESPACE, body)
-    spec = api.get("pods", "many", NAMESPACE)["spec"]
+    spec = fake_kube.get("pods", "many", NAMESPACE)["spec"]
     assert [c.get("resources", {}).get("requests") for c in spec["containers"]] == [
         {"cpu": "500m"}, None, {"memory": "256Mi"}]
     assert [c["resources"]["requests"] for c in spec["initContainers"]] == [
@@ -114,10 +101,10 @@ def test_every_container_and_init_container_is_defaulted(
 
 
 def test_an_in_process_create_is_defaulted_and_leaves_the_callers_body_alone(
-        api: FakeKubeApi) -> None:
+        fake_kube: FakeKubeApi) -> None:
     """The simulator's `FakeKubeApi.create` has the HTTP create's semantics."""
     body = pod_body("in-process", [container("c", limits={"cpu": "1"})])
     sent = copy.deepcopy(body)
-    stored = api.create("pods", body, NAMESPACE)
+    stored = fake_kube.create("pods", body, NAMESPACE)
     assert stored["spec"]["containers"][0]["resources"]["requests"] == {"cpu": "1"}
     assert body == sent

@@ -74,13 +74,20 @@ OUTLIERS = {**VECTORS, "avg_over_time(instance:node_cpu:ratio)": [
 ]}
 
 
-def test_load_watcher_skips_out_of_range_samples(caplog: pytest.LogCaptureFixture) -> None:
-    prometheus = FakePrometheus(OUTLIERS)
+def served_watcher_answer(vectors: dict[str, list[tuple[str, str]]]) -> httpx.Response:
+    """`GET /watcher` from a load watcher over a Prometheus answering `vectors`, once every
+    window has fetched."""
+    prometheus = FakePrometheus(vectors)
     with serving(prometheus.app()) as prometheus_url:
         watcher = new_watcher(prometheus_url)
         with serving(watcher.app()) as url:
             assert watcher.wait_for_fetches(3)
             answer = httpx.get(f"{url}/watcher")
+    return answer
+
+
+def test_load_watcher_skips_out_of_range_samples(caplog: pytest.LogCaptureFixture) -> None:
+    answer = served_watcher_answer(OUTLIERS)
     # The outliers are skipped as NaN is; every other sample is served as before.
     assert answer.status_code == 200
     assert answer.json() == expected_document("15m", 900)
@@ -97,12 +104,7 @@ def test_a_saturated_nodes_ratio_just_over_one_is_served_as_is(
     look idle to LoadVariationRiskBalancing."""
     vectors = {**VECTORS, "avg_over_time(instance:node_cpu:ratio)": [
         *VECTORS["avg_over_time(instance:node_cpu:ratio)"], ("worker-7", "1.0025")]}
-    prometheus = FakePrometheus(vectors)
-    with serving(prometheus.app()) as prometheus_url:
-        watcher = new_watcher(prometheus_url)
-        with serving(watcher.app()) as url:
-            assert watcher.wait_for_fetches(3)
-            answer = httpx.get(f"{url}/watcher")
+    answer = served_watcher_answer(vectors)
     metrics = answer.json()["data"]["NodeMetricsMap"]["worker-7"]["metrics"]
     assert [(m["type"], m["operator"], m["value"]) for m in metrics] == [("CPU", "AVG", 100.25)]
     assert "skipping worker-7" not in caplog.text
