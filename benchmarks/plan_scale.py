@@ -104,7 +104,7 @@ def plan_in_process_seconds(snapshot: Snapshot) -> float:
     from flows.tick import tick
     from tasks.core.decode import load_asg_file, load_cluster_files
     from tasks.core.step import run_plain
-    from tasks.escalator.config import load_node_groups
+    from tasks.node_group_file import load_node_groups
     from tasks.steps.source import SnapshotSource
 
     start = time.perf_counter()

@@ -63,7 +63,7 @@ counts = cache.counts()
 install_process_cache(cache, kubeconfig)
 from flows.autoscale import autoscale, live_tick, make_adapters
 from tasks.core.step import run_plain
-from tasks.escalator.config import load_node_groups
+from tasks.node_group_file import load_node_groups
 groups = load_node_groups(nodegroups).node_groups
 adapters = make_adapters(kubeconfig, "kube-system", None)
 plain = []

@@ -31,7 +31,7 @@ from tasks.core.duration import parse_go_duration
 from tasks.core.errors import InputError, join_location
 from tasks.core.instance_types import INSTANCE_TYPES
 from tasks.core.quantity import cpu_milli, memory_bytes
-from tasks.escalator.config import LoadedConfig, load_node_groups, parse_node_groups
+from tasks.node_group_file import LoadedConfig, load_node_groups, parse_node_groups
 
 # What the kubelet and system daemons keep for themselves (allocatable = capacity - reserve).
 RESERVED_CPU_MILLI = 100

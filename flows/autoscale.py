@@ -28,7 +28,8 @@ from tasks.cluster_autoscaler.config import ClusterAutoscalerConfig
 from tasks.core.errors import InputError, redacted
 from tasks.core.lease_state import DEFAULT_LEASE_NAMESPACE
 from tasks.core.step import Runner, run_as_task
-from tasks.escalator.config import NodeGroupConfig, load_node_groups
+from tasks.escalator.config import NodeGroupConfig
+from tasks.node_group_file import load_node_groups
 from tasks.steps.node_groups import Adapters, GroupResult
 from tasks.steps.report import publish_tick
 from tasks.steps.source import CachedSource, LiveSource, TickSource

@@ -7,7 +7,8 @@ from typing import Any
 
 from tasks.core.api_objects import Taint
 from tasks.core.records import AutoScalingGroup, NodeRecord, PodRecord
-from tasks.escalator.config import NodeGroupConfig, parse_node_groups
+from tasks.escalator.config import NodeGroupConfig
+from tasks.node_group_file import parse_node_groups
 
 MiB = 2**20
 GiB = 2**30

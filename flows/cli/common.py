@@ -19,7 +19,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from tasks.core.errors import InputError
-from tasks.escalator.config import LoadedConfig
+from tasks.node_group_file import LoadedConfig
 
 # Piped output (CI logs, files) gets room for the reason column instead of rich's 80 columns.
 # Both consoles print user text (file paths, group, node and key names, error messages that

@@ -24,8 +24,8 @@ from flows.cli.common import (
 )
 from tasks.core.decode import load_asg_file, load_cluster_files
 from tasks.core.lease_state import DEFAULT_LEASE_NAMESPACE
-from tasks.escalator.config import load_node_groups
 from tasks.escalator.decide import ScalePlan
+from tasks.node_group_file import load_node_groups
 
 
 @reports_input_errors

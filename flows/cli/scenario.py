@@ -44,7 +44,7 @@ def from_prometheus(
     from fakes.scenario_import import BadAnswer, read_trace, write_scenario
     from tasks.adapters.prometheus import MetricUnavailable, PrometheusMetrics
     from tasks.core.instance_types import INSTANCE_TYPES
-    from tasks.escalator.config import load_node_groups
+    from tasks.node_group_file import load_node_groups
 
     # Every option is checked before Prometheus is asked (house rule: bad input, exit 2).
     since, until = parse_now(start, "--start"), parse_now(end, "--end")

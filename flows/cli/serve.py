@@ -150,7 +150,7 @@ def serve(
         ServeMode.in_process,
 ) -> None:
     """Serve the autoscale and plan deployments from this process (no work pool needed)."""
-    from tasks.escalator.config import load_node_groups
+    from tasks.node_group_file import load_node_groups
 
     config = load_node_groups(nodegroups)  # bad input fails here, before anything is registered
     period = positive_duration_option(interval, "--interval")

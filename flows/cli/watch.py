@@ -136,7 +136,7 @@ def watch(
 
     from flows.cli.common import console, wait_for_stop_signal
     from tasks.adapters.kube import KubeClient
-    from tasks.escalator.config import load_node_groups
+    from tasks.node_group_file import load_node_groups
 
     config = load_node_groups(nodegroups)
     in_process = ticks is TickMode.in_process

@@ -1,16 +1,13 @@
-"""Escalator's node-group file: loading, Go durations, and validation that reports every problem.
+"""One Escalator node group: its keys, Go durations, and validation that reports every problem.
 
-The file is Escalator's format unchanged (`node_groups:` list, YAML or JSON, snake_case keys), so
-an existing Escalator config works as is. Validation messages and their order are Escalator's
-(spec/escalator.md §3.2); each is prefixed with the file and the group.
+The keys are Escalator's unchanged (snake_case), so an existing Escalator config works as is.
+Validation messages and their order are Escalator's (spec/escalator.md §3.2). Reading the whole
+file, with its `cluster_autoscaler:` section, is `tasks.node_group_file`, above both systems.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from dataclasses import dataclass, field
-from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Literal
 
 from pydantic import (
     BaseModel,
@@ -19,13 +16,9 @@ from pydantic import (
     Field,
     StrictBool,
     StrictInt,
-    ValidationError,
 )
 
-from tasks.cluster_autoscaler.config import ClusterAutoscalerConfig, validate_cluster_autoscaler
-from tasks.core.documents import load_file
 from tasks.core.duration import duration_or_zero, go_string, parse_go_duration
-from tasks.core.errors import InputError, join_location, shown
 
 # --- the models ---------------------------------------------------------------------------
 
@@ -116,20 +109,6 @@ class NodeGroupConfig(BaseModel):
 
 
 
-def _none_is_default(value: Any) -> Any:
-    return {} if value is None else value
-
-
-class NodeGroupsFile(BaseModel):
-    """The whole file: Escalator reads `node_groups` and ignores any other top-level key."""
-
-    model_config = ConfigDict(extra="allow", frozen=True)
-
-    node_groups: list[NodeGroupConfig] = []
-    cluster_autoscaler: Annotated[ClusterAutoscalerConfig,
-                                  BeforeValidator(_none_is_default)] = ClusterAutoscalerConfig()
-
-
 def validate_node_group(group: NodeGroupConfig) -> list[str]:
     """Escalator's ValidateNodeGroup: every failed check, in Escalator's order and words."""
     problems: list[str] = []
@@ -205,117 +184,6 @@ def validate_node_group(group: NodeGroupConfig) -> list[str]:
     return problems
 
 
-# --- loading ------------------------------------------------------------------------------
-
-@dataclass(frozen=True)
-class LoadedConfig:
-    """A validated node-group file, with the warnings (unknown keys) found while reading it."""
-
-    path: str
-    node_groups: tuple[NodeGroupConfig, ...]
-    warnings: tuple[str, ...] = field(default=())
-    document: NodeGroupsFile | None = None
-
-    @property
-    def cluster_autoscaler(self) -> ClusterAutoscalerConfig:
-        """The cluster-level section (disabled when the file has none)."""
-        return self.document.cluster_autoscaler if self.document is not None \
-            else ClusterAutoscalerConfig()
-
-    def group(self, name: str) -> NodeGroupConfig:
-        for group in self.node_groups:
-            if group.name == name:
-                return group
-        raise KeyError(name)
-
-
-def _group_label(index: int, raw_groups: Any) -> str:
-    name = ""
-    if isinstance(raw_groups, list) and index < len(raw_groups):
-        entry = raw_groups[index]
-        if isinstance(entry, dict):
-            try:
-                name = str(go_string(entry.get("name", "")) or "")
-            except ValueError:  # a name no string can hold: the index alone says where
-                name = ""
-    return f"node_groups[{index}] ({name})" if name else f"node_groups[{index}]"
-
-
-def _key_path(location: Iterable[int | str], raw_groups: Any) -> str:
-    parts = list(location)
-    if len(parts) >= 2 and parts[0] == "node_groups" and isinstance(parts[1], int):
-        head = _group_label(parts[1], raw_groups)
-        rest = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in parts[2:])
-        return head + rest
-    return "".join(f"[{p}]" if isinstance(p, int) else (f".{p}" if i else str(p))
-                   for i, p in enumerate(parts))
-
-
-def _pydantic_problems(error: ValidationError, source: str, raw_groups: Any) -> list[str]:
-    problems = []
-    for detail in error.errors():
-        rule = detail["msg"]
-        if "input" in detail and detail["type"] not in ("missing",):
-            rule = f"{rule}, got {shown(detail['input'])}"
-        problems.append(join_location(source, _key_path(detail["loc"], raw_groups), rule))
-    return problems
-
-
-def _unknown_keys(model: BaseModel, source: str, path: str) -> list[str]:
-    extra = model.model_extra or {}
-    return [join_location(source, f"{path}.{key}" if path else key,
-                          "unknown key, ignored (as Escalator does)") for key in extra]
-
-
-def parse_node_groups(document: Any, source: str) -> LoadedConfig:
-    """Validate a decoded document; raise InputError with every problem at once."""
-    if not isinstance(document, dict):
-        # Escalator: a top level that is not a mapping is a decode error and yields no groups.
-        kind = type(document).__name__ if document is not None else "empty document"
-        raise InputError([join_location(source, "", f"top level must be a mapping with "
-                                                    f"'node_groups', got {kind}")])
-    raw_groups = document.get("node_groups")
-    try:
-        parsed = NodeGroupsFile.model_validate(document)
-    except ValidationError as error:
-        raise InputError(_pydantic_problems(error, source, raw_groups)) from None
-
-    problems: list[str] = []
-    warnings: list[str] = [
-        join_location(source, key, "unknown top-level key, ignored")
-        for key in (parsed.model_extra or {})
-    ]
-    if "node_groups" not in document:
-        problems.append(join_location(source, "node_groups", "missing: no node groups defined"))
-    seen: dict[str, int] = {}
-    for index, group in enumerate(parsed.node_groups):
-        label = _group_label(index, raw_groups)
-        problems.extend(join_location(source, label, message)
-                        for message in validate_node_group(group))
-        if group.name:
-            if group.name in seen:
-                problems.append(join_location(
-                    source, label,
-                    f"duplicate node group name {group.name!r} "
-                    f"(also node_groups[{seen[group.name]}])"))
-            else:
-                seen[group.name] = index
-        warnings.extend(_unknown_keys(group, source, label))
-        warnings.extend(_unknown_keys(group.aws, source, f"{label}.aws"))
-    problems.extend(join_location(source, f"cluster_autoscaler.{path}", message)
-                    for path, message in validate_cluster_autoscaler(parsed.cluster_autoscaler))
-    if problems:
-        raise InputError(problems)
-    return LoadedConfig(path=source, node_groups=tuple(parsed.node_groups),
-                        warnings=tuple(warnings), document=parsed)
-
-
-def load_node_groups(path: str | Path) -> LoadedConfig:
-    """Read a node-group file (YAML or JSON) and validate it."""
-    # JSON is YAML, so one loader reads both, as Escalator's YAML-to-JSON decoder does.
-    return parse_node_groups(load_file(path), str(path))
-
-
 def effective_min_max(group: NodeGroupConfig, asg_min: int, asg_max: int) -> tuple[int, int]:
     """Escalator auto-discovery: re-read min/max from the ASG every tick when both are 0."""
     if group.auto_discover_min_max:
@@ -325,11 +193,7 @@ def effective_min_max(group: NodeGroupConfig, asg_min: int, asg_max: int) -> tup
 
 __all__ = [
     "AwsOptions",
-    "LoadedConfig",
     "NodeGroupConfig",
-    "NodeGroupsFile",
     "effective_min_max",
-    "load_node_groups",
-    "parse_node_groups",
     "validate_node_group",
 ]

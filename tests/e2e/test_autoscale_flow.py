@@ -27,7 +27,7 @@ from tasks.adapters.cloud import AsgClient
 from tasks.adapters.kube import KubeClient
 from tasks.core.step import run_as_task
 from tasks.core.timefmt import rfc3339
-from tasks.escalator.config import load_node_groups
+from tasks.node_group_file import load_node_groups
 from tasks.steps.node_groups import Adapters
 from tests.builders import group_dict
 

@@ -20,7 +20,7 @@ from flows.simulation import simulate
 from tasks.adapters.cloud import AsgClient
 from tasks.adapters.kube import KubeClient
 from tasks.core.step import run_plain
-from tasks.escalator.config import parse_node_groups
+from tasks.node_group_file import parse_node_groups
 from tasks.steps.node_groups import Adapters, GroupResult
 from tests.builders import group_dict
 from tests.e2e.test_cluster_autoscaler_e2e import asg, ca_group, huge_pod, write

@@ -25,7 +25,7 @@ from tasks.adapters.kube import KubeClient
 from tasks.core.lease_state import lease_name
 from tasks.core.step import Step, run_plain
 from tasks.core.timeouts import Timeouts
-from tasks.escalator.config import LoadedConfig, parse_node_groups
+from tasks.node_group_file import LoadedConfig, parse_node_groups
 from tasks.steps.drain import evict_pods
 from tasks.steps.node_groups import Adapters, GroupResult
 from tests import recording

@@ -19,7 +19,7 @@ from fakes.aws import FakeAws
 from fakes.kube_api.server import FakeKubeApi
 from flows.autoscale import autoscale
 from flows.cli.serve import pending_pods_trigger, set_project_directory, tick_concurrency
-from tasks.escalator.config import parse_node_groups
+from tasks.node_group_file import parse_node_groups
 
 PREFECT_YAML = ROOT / "deployments" / "prefect.yaml"
 WORKER_YAML = ROOT / "deployments" / "kubernetes" / "worker.yaml"

@@ -39,7 +39,7 @@ from tasks.core.lease_state import lease_name
 from tasks.core.retry import RETRIES, is_retryable
 from tasks.core.step import Step
 from tasks.core.timeouts import Timeouts
-from tasks.escalator.config import load_node_groups
+from tasks.node_group_file import load_node_groups
 from tasks.steps.node_groups import Adapters, GroupResult
 from tests.builders import group_dict
 
@@ -321,7 +321,7 @@ def test_tick_killed_between_claim_and_cloud_is_completed_by_the_next(
         "from tests.e2e.test_fault_ticks import run_retrying\n"
         "from tasks.steps.node_groups import Adapters\n"
         "from tasks.adapters.cloud import AsgClient\n"
-        "from tasks.escalator.config import load_node_groups\n"
+        "from tasks.node_group_file import load_node_groups\n"
         "from tasks.adapters.kube import KubeClient\n"
         "import boto3\n"
         "kubeconfig, config, endpoint, now = sys.argv[1:]\n"

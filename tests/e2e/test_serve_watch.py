@@ -33,7 +33,6 @@ from flows.cli import serve as serve_module
 from flows.cli import watch as watch_module
 from flows.cli.watch import Changed, PodWatch, Relisted, run_watch
 from tasks.core.records import PodRecord
-from tasks.escalator.config import parse_node_groups
 from tasks.escalator.pending_bursts import (
     PENDING_EVENT,
     Debouncer,
@@ -43,6 +42,7 @@ from tasks.escalator.pending_bursts import (
     group_resource_id,
     is_pending_unscheduled,
 )
+from tasks.node_group_file import parse_node_groups
 from tests.builders import group_dict, make_pod
 from tests.e2e.test_deployments import api
 

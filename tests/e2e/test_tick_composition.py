@@ -29,7 +29,7 @@ from flows.cli import app
 from tasks.adapters.cloud import AsgClient
 from tasks.adapters.kube import KubeClient
 from tasks.core.step import run_plain
-from tasks.escalator.config import load_node_groups
+from tasks.node_group_file import load_node_groups
 from tasks.steps.node_groups import Adapters
 from tests.builders import api_pod, group_dict
 

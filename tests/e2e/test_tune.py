@@ -14,7 +14,7 @@ import pytest
 import yaml
 
 from flows.tune import tune_flow
-from tasks.escalator.config import load_node_groups
+from tasks.node_group_file import load_node_groups
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "deployments" / "examples"
 SCENARIO = str(EXAMPLES / "scenario.yaml")

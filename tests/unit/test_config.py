@@ -9,7 +9,8 @@ import pytest
 
 from tasks.core.duration import parse_go_duration
 from tasks.core.errors import InputError
-from tasks.escalator.config import load_node_groups, parse_node_groups, validate_node_group
+from tasks.escalator.config import validate_node_group
+from tasks.node_group_file import load_node_groups, parse_node_groups
 from tests.builders import group_dict, make_group
 
 

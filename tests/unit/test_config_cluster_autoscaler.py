@@ -15,7 +15,7 @@ from tasks.cluster_autoscaler.config import (
     parse_memory_total,
 )
 from tasks.core.errors import InputError
-from tasks.escalator.config import load_node_groups, parse_node_groups
+from tasks.node_group_file import load_node_groups, parse_node_groups
 from tests.builders import group_dict
 
 GiB = 2**30

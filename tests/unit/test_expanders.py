@@ -60,7 +60,7 @@ from tasks.cluster_autoscaler.templates import (
 from tasks.core.api_objects import OBJECT_DECODER, MatchExpression, NodeSelectorTerm, Taint, Toleration
 from tasks.core.records import AsgInstance, AsgTemplateSource, NodeRecord, PodRecord
 from tasks.core.scheduling import fits_constraints
-from tasks.escalator.config import parse_node_groups
+from tasks.node_group_file import parse_node_groups
 from tests.builders import GiB, MiB, pending_pod, plain_node
 
 NOW = 1_800_000_000.0

@@ -91,6 +91,51 @@ def test_every_import_points_down_and_none_goes_round() -> None:
     assert problems(ROOT) == []
 
 
+def system_folder_cycles(root: Path) -> list[str]:
+    """Cycles between system folders (tasks/<system>): one system may build on another, but
+    never both on each other; what both need goes above them (tasks/node_group_file.py)."""
+    known = modules(root)
+    folder_graph: dict[str, set[str]] = {}
+    for name, path in known.items():
+        if layer(name) != "system" or name.count(".") < 1:
+            continue
+        home = name.split(".")[1]
+        for target in imports_of(name, path, known):
+            if layer(target) == "system" and target.count(".") >= 1 \
+                    and target.split(".")[1] != home:
+                folder_graph.setdefault(home, set()).add(target.split(".")[1])
+    found = []
+    for start, targets in sorted(folder_graph.items()):
+        seen: set[str] = set()
+        stack = list(targets)
+        while stack:
+            current = stack.pop()
+            if current == start:
+                found.append(f"tasks/{start} reaches itself through another system")
+                break
+            if current not in seen:
+                seen.add(current)
+                stack.extend(folder_graph.get(current, ()))
+    return found
+
+
+def test_no_two_systems_import_each_other() -> None:
+    assert system_folder_cycles(ROOT) == []
+
+
+def test_a_cycle_between_system_folders_is_found(tmp_path: Path) -> None:
+    for relative, source in (("tasks/escalator/one.py", "from tasks.cluster_autoscaler.two import x\n"),
+                             ("tasks/cluster_autoscaler/two.py", "x = 1\n"),
+                             ("tasks/cluster_autoscaler/three.py", "from tasks.escalator.four import y\n"),
+                             ("tasks/escalator/four.py", "y = 1\n")):
+        path = tmp_path / relative
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(source)
+    assert system_folder_cycles(tmp_path) == [
+        "tasks/cluster_autoscaler reaches itself through another system",
+        "tasks/escalator reaches itself through another system"]
+
+
 def test_every_system_has_its_folder() -> None:
     for system in SYSTEMS:
         assert (ROOT / "tasks" / system / "__init__.py").is_file(), system

@@ -19,15 +19,10 @@ import orjson
 import pytest
 
 from tasks.core.api_objects import OBJECT_DECODER
+from tasks.core.errors import InputError
 from tasks.core.lease_state import GroupState
 from tasks.core.records import AutoScalingGroup, NodeRecord, PodRecord, Resources, node_record, pod_record
-from tasks.escalator.config import (
-    InputError,
-    NodeGroupConfig,
-    NodeGroupsFile,
-    load_node_groups,
-    validate_node_group,
-)
+from tasks.escalator.config import NodeGroupConfig, validate_node_group
 from tasks.escalator.decide import ScalePlan, calc_scale_up_delta, plan_group
 from tasks.escalator.filter_nodes import node_matches_group, pod_matches_group, pods_by_group
 from tasks.escalator.utilization import (
@@ -35,6 +30,7 @@ from tasks.escalator.utilization import (
     calc_percent_usage,
     group_utilization,
 )
+from tasks.node_group_file import NodeGroupsFile, load_node_groups
 
 NOW = 1_800_000_000.0
 HOUR = 3600.0
