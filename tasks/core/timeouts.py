@@ -5,8 +5,8 @@ A server that accepts the connection and never answers must fail the call, not s
 (`tasks.adapters.prometheus`) and the load watcher (`tasks.load_aware.watcher`,
 `tasks.steps.load_watcher`) all take theirs from here. The
 read timeout bounds each wait for bytes of the answer, not the whole call: a paged list of
-150,000 pods is 300 requests of 500 pods, each well inside it. A watch ends on the server's
-`timeoutSeconds` and reads with that plus the read timeout. A timed-out call is retried by the
+150,000 pods is 300 requests of 500 pods, each well inside it. A watch reads with the watch
+silence limit instead (below): the server ends it sooner. A timed-out call is retried by the
 step's Prefect retries (`tasks.core.retry`), the one retry layer.
 
 `ELEVATOR_CONNECT_TIMEOUT_SECONDS` and `ELEVATOR_READ_TIMEOUT_SECONDS` override the defaults.

@@ -22,7 +22,9 @@ from flows.autoscale import live_tick
 from tasks.adapters.kube import KubeClient
 from tasks.adapters.kube_cache import ClusterCache, KindAge
 from tasks.adapters.kube_watch import ListWatch
+from tasks.core.errors import InputError
 from tasks.core.step import run_plain
+from tasks.core.timeouts import CACHE_FRESHNESS_BOUND_ENV, WATCH_SILENCE_LIMIT_ENV
 from tasks.escalator.metrics import EscalatorMetrics
 from tasks.steps.report import cache_note, record_cache_ages
 from tasks.steps.source import CachedSource, CacheReading, cache_freshness
@@ -85,30 +87,28 @@ def test_the_proxy_freezes_open_connections_and_lets_new_ones_pass(
 
 def test_a_frozen_watch_resumes_from_its_resource_version_without_a_list(
         fake_kube: FakeKubeApi, proxy: FreezingProxy, tmp_path: Path) -> None:
-    core = proxied_client(fake_kube, proxy, tmp_path).core
     for index in range(3):
         fake_kube.create("pods", api_pod(f"before-{index}"), namespace="default")
-    seen: list[str] = []
-    loop = ListWatch(core.list_pod_for_all_namespaces, "pods", lambda items, version: None,
-                     lambda kind, raw: seen.append(orjson.loads(bytes(raw))["metadata"]["name"]),
-                     silence_limit_seconds=2.0, retry_seconds=0.05).start()
-    try:
-        assert fake_kube.wait_for_watchers("pods", 1)
+    with ClusterCache(proxied_client(fake_kube, proxy, tmp_path).api, silence_limit_seconds=2.0,
+                      retry_seconds=0.05) as cache:
+        assert cache.wait_synced(10) and fake_kube.wait_for_watchers("pods", 1)
         fake_kube.create("pods", api_pod("streamed"), namespace="default")
-        wait_until(lambda: "streamed" in seen, 10, "the watch to stream")
+        assert cache.wait_for(lambda: "streamed" in pod_names(cache), 10)
+        loop = cache.loops["pods"]
         frozen_at, watches_before = loop.resource_version, len(watch_requests(fake_kube))
-        assert proxy.freeze() >= 1
+        assert proxy.freeze() >= 3  # the three kinds' watches, at least
         for index in range(3):  # made while the watch is frozen: held by the proxy
             fake_kube.create("pods", api_pod(f"during-{index}"), namespace="default")
-        wait_until(lambda: {"during-0", "during-1", "during-2"} <= set(seen), 30,
-                   "the events made during the freeze, through a new watch")
-    finally:
-        loop.stop()
+        assert cache.wait_for(lambda: {"during-0", "during-1", "during-2"} <= pod_names(cache),
+                              30), "the events made during the freeze never reached the cache"
     assert loop.silences >= 1
     assert loop.relists == 1  # resumed; never listed again
     assert watch_requests(fake_kube)[watches_before] == frozen_at  # the next watch: from there
-    assert seen.count("during-0") == 1
     assert proxy.held_bytes > 0  # the frozen watch's events never came through it
+
+
+def pod_names(cache: ClusterCache) -> set[str]:
+    return {pod.name for pod in cache.pods()}
 
 
 class TrickleServer:
@@ -205,6 +205,22 @@ def test_a_healthy_watch_is_heard_from_well_inside_the_limit() -> None:
         finally:
             loop.stop()
         assert loop.silences == 0 and bookmarks  # the pre-timeout bookmarks came
+
+
+@pytest.mark.parametrize("variable", [WATCH_SILENCE_LIMIT_ENV, CACHE_FRESHNESS_BOUND_ENV])
+def test_the_bounds_come_from_the_environment_checked(
+        variable: str, fake_kube: FakeKubeApi, monkeypatch: pytest.MonkeyPatch) -> None:
+    for bad in ("0", "soon", "-3"):
+        monkeypatch.setenv(variable, bad)
+        with pytest.raises(InputError, match=variable):
+            ClusterCache(fake_kube.api_client())
+    monkeypatch.setenv(variable, "6")
+    cache = ClusterCache(fake_kube.api_client())
+    if variable == WATCH_SILENCE_LIMIT_ENV:
+        assert {(loop.silence_limit_seconds, loop.timeout_seconds)
+                for loop in cache.loops.values()} == {(6.0, 4)}
+    else:
+        assert cache.freshness_bound_seconds == 6.0
 
 
 # --- the cache's age, and the tick that reads it -----------------------------------------------
@@ -324,6 +340,14 @@ def test_a_quiet_watch_gets_a_bookmark_two_seconds_before_its_end(
     lines = [orjson.loads(line) for line in response.read().splitlines()]
     assert [(line["type"], line["object"]["metadata"]["resourceVersion"])
             for line in lines] == [("BOOKMARK", version)]
+
+
+def test_freeze_is_refused_where_nothing_streams() -> None:
+    from fakes.aws_faults import AwsFaultProxy
+    from fakes.faults import FaultSpecError
+
+    with pytest.raises(FaultSpecError, match="'freeze' is not one of"):
+        AwsFaultProxy("http://127.0.0.1:1").faults.add("freeze")
 
 
 def test_the_freeze_fault_silences_open_watches_and_lets_new_ones_pass(
