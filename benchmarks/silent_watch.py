@@ -21,13 +21,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from benchmarks.event_latency import (
-    BurstCluster,
-    InProcessRig,
-    PrefectServer,
-    wait_for_idle,
-    wait_until,
-)
+from benchmarks.event_latency import BurstCluster, InProcessRig, PrefectServer, wait_for_idle
 from fakes.aws import FakeAws
 from fakes.freezing_proxy import FreezingProxy
 from fakes.kube_api.server import FakeKubeApi
@@ -45,8 +39,6 @@ def _quiet(started: float) -> None:
 def _frozen_burst(rig: InProcessRig, proxy: FreezingProxy, kube: FakeKubeApi, number: int,
                   pods: int) -> float:
     """Seconds from a burst created 1 s after every connection froze to the raised ASG."""
-    cluster = rig.cluster
-    before = cluster.desired()
     # A change the pod watch hears right before the freeze: its silence is the longest.
     kube.create("pods", {"metadata": {"name": f"bystander-{number}", "namespace": "jobs"},
                          "spec": {"nodeName": "elsewhere", "containers": [
@@ -54,17 +46,7 @@ def _frozen_burst(rig: InProcessRig, proxy: FreezingProxy, kube: FakeKubeApi, nu
                          "status": {"phase": "Running"}}, namespace="jobs")
     proxy.freeze()
     time.sleep(FREEZE_TO_BURST_SECONDS)
-    started = time.monotonic()
-    names = cluster.burst(pods)
-    try:
-        wait_until(lambda: cluster.desired() > before, FROZEN_TIMEOUT_SECONDS,
-                   f"the ASG to grow past {before} behind frozen watches", interval=0.02)
-    except TimeoutError as error:
-        tail = rig.watch.output()[-4000:] if rig.watch is not None else ""
-        raise TimeoutError(f"{error}\n--- watch:\n{tail}") from None
-    latency = time.monotonic() - started
-    cluster.delete(names)
-    return latency
+    return rig.measure_burst(pods, timeout=FROZEN_TIMEOUT_SECONDS)
 
 
 def measure(healthy_bursts: int = 10, frozen_bursts: int = 3, pods: int = 10

@@ -9,6 +9,7 @@ path is applied on every path: `collect_pods` drops terminal pods whichever sour
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol
@@ -26,6 +27,9 @@ from tasks.escalator.utilization import GroupPods, PodTally
 if TYPE_CHECKING:
     from tasks.adapters.kube_cache import ClusterCache, KindAge
     from tasks.steps.node_groups import Adapters
+
+log = logging.getLogger(__name__)
+
 
 class TickSource(Protocol):
     """What one tick reads: pods, nodes, the groups' ASGs and Leases, and the budgets."""
@@ -215,6 +219,10 @@ def cache_freshness(cache: ClusterCache, wait_seconds: float = REFRESH_WAIT_SECO
     if not stale:
         return CacheReading(ages, cache.freshness_bound_seconds)
     unanswered = cache.refresh(stale, wait_seconds)
+    log.warning("watch cache: %s past the %g s freshness bound: reconnected%s", ", ".join(stale),
+                cache.freshness_bound_seconds,
+                f"; not answered within {wait_seconds:g} s, listed by this tick: "
+                f"{', '.join(unanswered)}" if unanswered else "")
     return CacheReading(cache.freshness(), cache.freshness_bound_seconds, tuple(stale),
                         tuple(unanswered))
 
