@@ -62,7 +62,7 @@ def test_a_burst_behind_frozen_watches_is_acted_on_once_the_silence_limit_passes
     print(f"\nburst behind frozen watches → SetDesiredCapacity: {latency:.2f} s "
           f"(silence limit {SILENCE_LIMIT_SECONDS} s)")
     assert frozen >= 3
-    assert "pods watch: nothing from the server for" in output
+    assert "watch: nothing from the server for" in output
     assert pod_lists(fake_kube) == lists_before  # resumed from its resourceVersion, no list
     # 10 pods of 500m on 2 nodes of 1000m: 250% => scale up by ceil(2 × 180 / 70) = 6.
     assert cluster.desired() == before + 6
