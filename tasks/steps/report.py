@@ -12,6 +12,7 @@ from typing import Any
 from tasks.core.step import step
 from tasks.escalator.metrics import METRICS, EscalatorMetrics, push
 from tasks.steps.node_groups import GroupResult
+from tasks.steps.source import CacheReading
 
 EVENT_PREFIX = "elevator.node-group"
 
@@ -78,6 +79,30 @@ def record_metrics(metrics: EscalatorMetrics, results: Sequence[GroupResult]) ->
             metrics.set("cloud_provider_size", len(result.asg.instances), **labels)
 
 
+def record_cache_ages(metrics: EscalatorMetrics, reading: CacheReading) -> None:
+    """`elevator_watch_cache_age_seconds{kind}`: how old the cache this tick read was."""
+    for age in reading.ages:
+        if age.age_seconds is not None:
+            metrics.set("watch_cache_age_seconds", age.age_seconds, kind=age.kind)
+
+
+def cache_note(reading: CacheReading) -> str:
+    """The artifact's line on the cache the tick decided on: each kind's age and
+    resourceVersion, and what the freshness check did."""
+    kinds = ", ".join(
+        f"{age.kind} {'never' if age.age_seconds is None else f'{age.age_seconds:.1f} s'} "
+        f"(resourceVersion {age.resource_version or '-'})" for age in reading.ages)
+    note = (f"Read from the watch cache; the server last heard from on each kind's watch: "
+            f"{kinds}.")
+    if reading.refreshed:
+        note += (f" Past the {reading.bound_seconds:g} s freshness bound, reconnected before "
+                 f"deciding: {', '.join(reading.refreshed)}.")
+    if reading.listed:
+        note += (f" Not answered in time, listed by this tick instead: "
+                 f"{', '.join(reading.listed)}.")
+    return note
+
+
 def table_rows(results: Sequence[GroupResult]) -> list[dict[str, Any]]:
     """One artifact row per group: the numbers a platform engineer looks at first."""
     rows = []
@@ -120,15 +145,20 @@ def events_for(result: GroupResult) -> list[tuple[str, dict[str, Any]]]:
 
 
 @step
-def publish_tick(results: Sequence[GroupResult], pushgateway: str | None = None) -> None:
-    """The tick's report: metrics (pushed if asked), a table artifact, events."""
+def publish_tick(results: Sequence[GroupResult], pushgateway: str | None = None,
+                 cache: CacheReading | None = None) -> None:
+    """The tick's report: metrics (pushed if asked), a table artifact, events; with `cache`,
+    the age of the watch cache it read, on the artifact and as a metric."""
     from prefect.artifacts import create_table_artifact
     from prefect.events import emit_event
 
     record_metrics(METRICS, results)
+    description = "What this tick decided for each node group, and why."
+    if cache is not None:
+        record_cache_ages(METRICS, cache)
+        description += "\n\n" + cache_note(cache)
     create_table_artifact(
-        key="autoscale-tick", table=table_rows(results),
-        description="What this tick decided for each node group, and why.")
+        key="autoscale-tick", table=table_rows(results), description=description)
     for result in results:
         for name, payload in events_for(result):
             emit_event(event=name, payload=payload, resource={
