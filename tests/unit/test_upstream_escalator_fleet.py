@@ -25,11 +25,16 @@ from tasks.adapters.fleet_request import (
     create_fleet_input,
     fleet_instance_ids,
     instance_ready,
-    is_orphan,
     template_overrides,
 )
 from tasks.core.errors import CloudError
-from tasks.core.lease_state import CLAIM_SETTLE_SECONDS, format_time
+from tasks.core.lease_state import (
+    CLAIM_SETTLE_SECONDS,
+    GroupState,
+    ScaleLock,
+    state_from_annotations,
+    state_to_annotations,
+)
 from tasks.escalator.config import AwsOptions, NodeGroupConfig
 
 SUBNETS = "subnetID-1,subnetID-2"  # aws_test.go mockASG.VPCZoneIdentifier
@@ -191,23 +196,10 @@ def test_all_ready_needs_every_instance_listed() -> None:
     assert all_ready([], [])
 
 
-NOW = 1_800_000_000.0
-
-
-@pytest.mark.parametrize(("tags", "orphan"), [
-    ({"elevator.io/fleet-requested-at": format_time(NOW - 90)}, True),
-    ({"elevator.io/fleet-requested-at": format_time(NOW - 89)}, False),
-    ({"elevator.io/fleet-requested-at": format_time(NOW - 900),
-      "aws:autoscaling:groupName": "asg-1"}, False),
-    ({}, True),
-    ({"elevator.io/fleet-requested-at": "yesterday"}, True),
-], ids=["past the settle time", "within it", "attached", "no time", "a malformed time"])
-def test_is_orphan(tags: dict[str, str], orphan: bool) -> None:
-    """A fleet's instance outside any ASG, launched at least the settle time ago (90 s for the
-    default 1m ready timeout: the claim's 30 s and the timeout)."""
-    settle = NodeGroupConfig(aws=AwsOptions(launch_template_id="lt-1")).claim_settle_seconds
-    assert settle == CLAIM_SETTLE_SECONDS + 60
-    assert is_orphan(tags, NOW, settle) is orphan
+def test_a_fleet_groups_settle_time_is_the_claims_and_the_ready_timeouts() -> None:
+    group = NodeGroupConfig(aws=AwsOptions(launch_template_id="lt-1"))
+    assert group.claim_settle_seconds == CLAIM_SETTLE_SECONDS + 60
+    assert NodeGroupConfig().claim_settle_seconds == CLAIM_SETTLE_SECONDS
 
 
 @pytest.mark.parametrize(("timeout", "seconds"), [
@@ -216,3 +208,39 @@ def test_fleet_instance_ready_timeout(timeout: str, seconds: float) -> None:
     """Spec §3.1: default 1m when empty; unparsable is 0."""
     assert AwsOptions(fleet_instance_ready_timeout=timeout).fleet_instance_ready_seconds == \
         seconds
+
+
+# --- what the Lease keeps of a one-shot group (not upstream's: Escalator keeps it in memory) ---
+
+def test_a_fleets_claim_and_failures_round_trip_through_the_lease() -> None:
+    """Absent when unset, so the Leases of groups without a fleet are written as before."""
+    state = GroupState(fleet_claim="c0ffee", fleet_terminate_tries=2)
+    annotations = state_to_annotations(state)
+    assert annotations["elevator.io/fleet-claim"] == "c0ffee"
+    assert annotations["elevator.io/fleet-terminate-tries"] == "2"
+    assert state_from_annotations(annotations) == state
+    plain = state_to_annotations(GroupState())
+    assert not {"elevator.io/fleet-claim", "elevator.io/fleet-terminate-tries"} & set(plain)
+    with pytest.raises(ValueError, match="fleet-terminate-tries"):
+        state_from_annotations({"elevator.io/fleet-terminate-tries": "three"})
+
+
+@pytest.mark.parametrize(("one_shot", "age", "released"), [
+    (False, 30, True), (True, 30, False), (True, 89, False), (True, 90, True)],
+    ids=["SetDesiredCapacity: 30 s", "fleet: 30 s", "fleet: 89 s", "fleet: 90 s"])
+def test_a_fleets_claim_settles_after_the_ready_timeout_too(one_shot: bool, age: float,
+                                                            released: bool) -> None:
+    """A claimed increase the ASG does not show is released after 30 s; a fleet's tick may
+    first wait for its instances (1m by default), so its claim settles 90 s after."""
+    from tests.builders import make_asg, make_node, make_pod
+    from tests.unit.test_decide import NOW as DECIDE_NOW
+    from tests.unit.test_decide import tick
+
+    nodes = [make_node("n1", created=1), make_node("n2", created=2)]
+    pods = [make_pod(f"p{i}", cpu=1000) for i in range(3)]
+    claimed = GroupState(lock=ScaleLock(True, 3, DECIDE_NOW - age, desired_before=2,
+                                        desired_target=5))
+    options = {"aws": {"launch_template_id": "lt-1"}} if one_shot else {}
+    plan = tick(nodes, pods, state=claimed, asg=make_asg(2), scale_up_cool_down_period="10m",
+                **options)
+    assert plan.lock_held_at_check is not released
