@@ -161,12 +161,21 @@ def earlier_fleet_in_flight(group: NodeGroupConfig, state: GroupState, now: floa
         now - state.lock.lock_time_unix_seconds < group.claim_settle_seconds)
 
 
+def earlier_fleet_message(state: GroupState, in_flight: bool) -> str:
+    if in_flight:
+        return (f"an earlier tick's fleet (claim {state.fleet_claim}) may still be attaching: "
+                "no new fleet within its settle time")
+    return (f"the instances of an earlier tick's fleet (claim {state.fleet_claim}) could not "
+            "be checked: no new fleet until they are")
+
+
 def sweep_earlier_fleet(run: Runner, actuator: Adapters, group: NodeGroupConfig,
                         plan: ScalePlan, state: GroupState, now: float
                         ) -> tuple[ScalePlan, tuple[str, ...]]:
     """An earlier tick's fleet past its settle time: terminate its instances outside the ASG
     and clear its claim with this tick's Lease write (`plan.next_state`); the instances
-    terminated. A failure is logged, and the next tick tries again."""
+    terminated. A failure is logged and the claim kept (no new fleet may replace it: the
+    tick checks `plan.next_state.fleet_claim`); the next tick tries again."""
     if not state.fleet_claim or earlier_fleet_in_flight(group, state, now):
         return plan, ()
     try:
@@ -196,6 +205,6 @@ def tag_node_groups(run: Runner, cloud: CloudActions, groups: Sequence[NodeGroup
                 logger.error("failed to create auto scaling tag for ASG %s: %s", asg.name, error)
 
 
-__all__ = ["FleetOutcome", "earlier_fleet_in_flight", "one_shot_scale_up",
+__all__ = ["FleetOutcome", "earlier_fleet_in_flight", "earlier_fleet_message", "one_shot_scale_up",
            "scale_up_in_one_shot", "stopped_by_failures", "stopped_message",
            "sweep_earlier_fleet", "tag_node_groups"]

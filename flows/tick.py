@@ -26,6 +26,7 @@ from flows.cluster_autoscaler import (
 )
 from flows.fleet import (
     earlier_fleet_in_flight,
+    earlier_fleet_message,
     scale_up_in_one_shot,
     stopped_by_failures,
     stopped_message,
@@ -143,10 +144,10 @@ def _tick_group(
     one_shot = group.aws.one_shot and plan.cloud_increase > 0 and not plan.dry_mode
     if one_shot and stopped_by_failures(group, plan, state):
         return GroupResult(plan, "failed", done, message=stopped_message(group), asg=asg)
-    if one_shot and earlier_fleet_in_flight(group, state, now):
-        return GroupResult(plan, "nothing to do", done, asg=asg, message=(
-            f"an earlier tick's fleet (claim {state.fleet_claim}) may still be attaching: "
-            "no new fleet within its settle time"))
+    if one_shot and plan.next_state.fleet_claim:  # its claim must not be overwritten
+        waiting = earlier_fleet_in_flight(group, state, now)
+        return GroupResult(plan, "nothing to do" if waiting else "failed", done, asg=asg,
+                           message=earlier_fleet_message(state, waiting))
     # Claim the tick: a concurrent tick that read the same Lease version now gets a 409.
     namespace = actuator.lease_namespace
     token = uuid.uuid4().hex

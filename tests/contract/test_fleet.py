@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import pytest
@@ -25,7 +25,7 @@ from tasks.adapters.fleet_request import NO_ASG, NO_SUBNETS, NOT_ALL_STARTED, Fl
 from tasks.adapters.ports import CloudActions
 from tasks.core.errors import CloudError
 from tasks.core.step import run_plain
-from tests.builders import make_group
+from tests.builders import SteppingClock, make_group
 
 NOW = 1_800_000_000.0
 ZONES = ("us-east-1a", "us-east-1b")
@@ -35,21 +35,6 @@ ZONES = ("us-east-1a", "us-east-1b")
 def aws() -> Iterator[FakeAws]:
     with FakeAws() as fake:
         yield fake
-
-
-@dataclass
-class SteppingClock:
-    """A clock whose sleep moves it on at once (`tasks.adapters.fleet.WaitClock`)."""
-
-    now: float = 0.0
-    sleeps: list[float] = field(default_factory=list)
-
-    def monotonic(self) -> float:
-        return self.now
-
-    def sleep(self, seconds: float) -> None:
-        self.sleeps.append(seconds)
-        self.now += seconds
 
 
 @dataclass

@@ -13,8 +13,6 @@ Invariants, after every tick that reported back (faulted or not):
 
 from __future__ import annotations
 
-import os
-import signal
 import subprocess
 import sys
 import uuid
@@ -30,60 +28,38 @@ from fakes.aws import FakeAws, fail_next_calls
 from fakes.aws_faults import AwsFaultProxy
 from fakes.cluster import node_for_instance
 from fakes.kube_api.server import FakeKubeApi
-from flows.autoscale import live_tick
 from tasks.adapters.cloud import AsgClient, client_config
 from tasks.adapters.kube import KubeClient
 from tasks.core.lease_state import lease_name
 from tasks.core.timeouts import Timeouts
-from tasks.node_group_file import load_node_groups
 from tasks.steps.node_groups import Adapters, GroupResult
-from tests.builders import group_dict
-from tests.e2e.test_fault_ticks import run_retrying
+from tests.builders import SteppingClock, group_dict
+from tests.e2e.test_fault_ticks import Group
+from tests.killed_tick import kill_tick_at
 
 T0 = 1_800_000_000.0
 MiB = 2**20
-SHORT = Timeouts(connect_seconds=2, read_seconds=1)
 ZONES = ("us-east-1a", "us-east-1b")
 TRIES = "elevator.io/fleet-terminate-tries"
 FLEET_CLAIM = "elevator.io/fleet-claim"
+ROOMY = Timeouts(connect_seconds=5, read_seconds=30)
 DELTA = 21  # 2 nodes of 1 CPU, 16 CPUs asked: ceil(2 * 800 / 70) - 2, past one attach batch
 
 
 @dataclass
-class SteppingClock:
-    now: float = 0.0
-    sleeps: list[float] = field(default_factory=list)
-
-    def monotonic(self) -> float:
-        return self.now
-
-    def sleep(self, seconds: float) -> None:
-        self.sleeps.append(seconds)
-        self.now += seconds
-
-
-@dataclass
-class FleetGroup:
+class FleetGroup(Group):
     """A one-shot node group: its ASG in moto (through the proxy), its Nodes and pods."""
 
-    aws: FakeAws
-    kube: FakeKubeApi
-    proxy: AwsFaultProxy
-    kubeconfig: Path
-    config: Path
-    asg: str
-    name: str = "batch"
-    min_size: int = 1
-    max_size: int = 30
     clock: SteppingClock = field(default_factory=SteppingClock)
     _adapters: Adapters | None = None
 
-    @property
     def adapters(self) -> Adapters:
-        """One set of clients for the test, so a botocore hook reaches every tick's calls."""
+        """One set of clients for the test, so a botocore hook reaches every tick's calls;
+        the fleet's readiness wait on the stepped clock. No call here is made to hang, so the
+        timeouts are roomy: moto answers slowly on a busy machine."""
         if self._adapters is None:
             session: Any = self.aws.session()
-            config = client_config(SHORT)
+            config = client_config(ROOMY)
             cloud = AsgClient(session.client("autoscaling", endpoint_url=self.proxy.url,
                                              config=config),
                               session.client("ec2", endpoint_url=self.proxy.url, config=config),
@@ -91,18 +67,10 @@ class FleetGroup:
             self._adapters = Adapters(KubeClient.from_config(self.kubeconfig), cloud)
         return self._adapters
 
-    def tick(self, now: float) -> GroupResult:
-        [result] = live_tick(run_retrying, self.adapters, load_node_groups(self.config)
-                             .node_groups, now)
-        return result
-
     def group(self) -> dict[str, Any]:
         answer = self.aws.client("autoscaling").describe_auto_scaling_groups(
             AutoScalingGroupNames=[self.asg])
         return dict(answer["AutoScalingGroups"][0])
-
-    def desired(self) -> int:
-        return int(self.group()["DesiredCapacity"])
 
     def members(self) -> list[str]:
         return [instance["InstanceId"] for instance in self.group()["Instances"]]
@@ -118,25 +86,6 @@ class FleetGroup:
         inside = set(self.members())
         return [i for i in self.fleet_instances() if i not in inside]
 
-    def lease(self) -> dict[str, str]:
-        try:
-            found = self.kube.get("leases", lease_name(self.name), "kube-system")
-        except KeyError:
-            return {}
-        return dict(found["metadata"].get("annotations") or {})
-
-    def pod(self, name: str, node: str | None = None) -> None:
-        spec: dict[str, Any] = {"nodeSelector": {"customer": "batch"}, "containers": [
-            {"name": "c", "image": "i", "resources": {"requests": {"cpu": "1",
-                                                                   "memory": "10Mi"}}}]}
-        status: dict[str, Any] = {"phase": "Pending"}
-        if node is not None:
-            spec["nodeName"] = node
-            status = {"phase": "Running",
-                      "conditions": [{"type": "PodScheduled", "status": "True"}]}
-        self.kube.create("pods", {"metadata": {"name": name, "namespace": "jobs"},
-                                  "spec": spec, "status": status}, namespace="jobs")
-
 
 @pytest.fixture
 def proxy(fake_aws: FakeAws) -> Iterator[AwsFaultProxy]:
@@ -147,8 +96,7 @@ def proxy(fake_aws: FakeAws) -> Iterator[AwsFaultProxy]:
 @pytest.fixture(autouse=True)
 def quick_retries(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("ELEVATOR_RETRY_DELAY_SECONDS", "0")
-    monkeypatch.setenv("ELEVATOR_READ_TIMEOUT_SECONDS", str(SHORT.read_seconds))
-    monkeypatch.setenv("ELEVATOR_CONNECT_TIMEOUT_SECONDS", str(SHORT.connect_seconds))
+    monkeypatch.setenv("ELEVATOR_READ_TIMEOUT_SECONDS", str(ROOMY.read_seconds))
 
 
 def make_fleet_group(aws: FakeAws, kube: FakeKubeApi, proxy: AwsFaultProxy, kubeconfig: Path,
@@ -163,14 +111,14 @@ def make_fleet_group(aws: FakeAws, kube: FakeKubeApi, proxy: AwsFaultProxy, kube
         scale_up_cool_down_period="10m",
         aws={"launch_template_id": template, "launch_template_version": "1",
              "fleet_instance_ready_timeout": "5s", **aws_options})]}))
-    group = FleetGroup(aws, kube, proxy, kubeconfig, config, asg)
+    group = FleetGroup(aws, kube, proxy, kubeconfig, config, asg, 1, 30)
     for index, instance in enumerate(aws.instances(asg)):
         node = f"node-{index}"
         kube.create("nodes", node_for_instance(instance, {"customer": "batch"}, 1000,
                                                4000 * MiB, T0 - 3600 + index * 60, node))
-        group.pod(f"busy-{index}", node)
+        group.pod(f"busy-{index}", "1", node)
     for index in range(14):
-        group.pod(f"waiting-{index}")
+        group.pod(f"waiting-{index}", "1")
     return group
 
 
@@ -238,7 +186,8 @@ def proxy_fault(action: str, operation: str, count: int | None = 1, **extra: Any
 
 
 def attach_fails_after_the_first_batch(group: FleetGroup) -> None:
-    fail_next_calls(group.adapters.cloud.autoscaling, "AttachInstances",  # type: ignore[attr-defined]
+    fail_next_calls(group.adapters().cloud.autoscaling,  # type: ignore[attr-defined]
+                    "AttachInstances",
                     count=10, after=1, code="ValidationError", message="attach refused")
 
 
@@ -322,35 +271,7 @@ def test_a_tick_killed_between_fleet_and_attach_is_cleaned_up_by_a_later_one(
     releases the claimed lock and scales up afresh: nothing left outside, asked once."""
     group = make_fleet_group(fake_aws, fake_kube, proxy, kubeconfig, tmp_path)
     hang = proxy.faults.add("hang", operation="AttachInstances", count=None)
-    script = tmp_path / "tick.py"
-    script.write_text(
-        "import sys\n"
-        "import boto3\n"
-        "from flows.autoscale import live_tick\n"
-        "from tests.e2e.test_fault_ticks import run_retrying\n"
-        "from tasks.steps.node_groups import Adapters\n"
-        "from tasks.adapters.cloud import AsgClient\n"
-        "from tasks.node_group_file import load_node_groups\n"
-        "from tasks.adapters.kube import KubeClient\n"
-        "kubeconfig, config, endpoint, now = sys.argv[1:]\n"
-        "session = boto3.Session(region_name='us-east-1', aws_access_key_id='testing',\n"
-        "                        aws_secret_access_key='testing')\n"
-        "cloud = AsgClient(session.client('autoscaling', endpoint_url=endpoint),\n"
-        "                  session.client('ec2', endpoint_url=endpoint))\n"
-        "live_tick(run_retrying, Adapters(KubeClient.from_config(kubeconfig), cloud),\n"
-        "          load_node_groups(config).node_groups, float(now))\n")
-    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2]),
-           "ELEVATOR_READ_TIMEOUT_SECONDS": "600"}
-    process = subprocess.Popen([sys.executable, str(script), str(kubeconfig), str(group.config),
-                                proxy.url, str(T0)], env=env, stdout=subprocess.PIPE,
-                               stderr=subprocess.PIPE)
-    try:
-        assert proxy.faults.wait_fired(hang, timeout=120), process.communicate(timeout=5)
-        process.send_signal(signal.SIGKILL)
-        process.wait(timeout=30)
-    finally:
-        if process.poll() is None:
-            process.kill()
+    kill_tick_at(proxy.faults, hang, tmp_path, kubeconfig, group.config, proxy.url, T0)
     proxy.faults.clear()
     left = group.outside()
     assert len(left) == DELTA and group.desired() == 2
@@ -358,7 +279,16 @@ def test_a_tick_killed_between_fleet_and_attach_is_cleaned_up_by_a_later_one(
     assert lease[FLEET_CLAIM] and lease["elevator.io/scale-locked"] == "true"
     within = group.tick(T0 + 10)
     assert within.plan.lock_held_at_check and sorted(group.outside()) == sorted(left)
-    later = group.tick(T0 + 60)
+    # Past the settle time, but the instances cannot be read: no new fleet may replace the
+    # claim (its instances would be lost track of); the group's tick fails, saying so.
+    unreadable = proxy.faults.add("status", operation="DescribeInstances", count=None,
+                                  status=503, code="Unavailable")
+    blind = group.tick(T0 + 60)
+    assert blind.status == "failed" and "could not be checked" in blind.message
+    assert unreadable.fired and len(proxy.attempts("CreateFleet")) == 1
+    assert group.lease()[FLEET_CLAIM] == lease[FLEET_CLAIM]
+    proxy.faults.clear()
+    later = group.tick(T0 + 120)
     assert later.status == "acted", later.message
     assert sorted(later.done.fleet_terminated_instances) == sorted(left)
     assert any("never reached the ASG" in note for note in later.plan.notes)
@@ -413,7 +343,7 @@ def test_escalators_example_file_validates_and_scales_up_in_one_shot(
         in validated.stdout
     fake_aws.create_asg("shared-nodes", 1, 30, 2, availability_zones=ZONES,
                         launch_template_id="lt-1a2b3c4d")
-    group = FleetGroup(fake_aws, fake_kube, proxy, kubeconfig, config, "shared-nodes",
+    group = FleetGroup(fake_aws, fake_kube, proxy, kubeconfig, config, "shared-nodes", 1, 30,
                        name="shared")
     for index, instance in enumerate(fake_aws.instances("shared-nodes")):
         fake_kube.create("nodes", node_for_instance(instance, {"customer": "shared"}, 2000,
