@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import time
 import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -372,3 +373,35 @@ def test_escalators_example_file_validates_and_scales_up_in_one_shot(
     types = {i["InstanceType"] for r in fake_aws.client("ec2").describe_instances(
         InstanceIds=list(launched))["Reservations"] for i in r["Instances"]}
     assert len(types) == 1 and types <= {"t2.large", "t3.large"}  # SingleInstanceType
+
+
+@pytest.mark.usefixtures("prefect_server")
+def test_in_a_flow_run_each_fleet_call_is_a_task_run(
+        fake_aws: FakeAws, fake_kube: FakeKubeApi, proxy: AwsFaultProxy, kubeconfig: Path,
+        tmp_path: Path) -> None:
+    """The `autoscale` flow (its own clients, from the environment, on moto): the fleet's
+    steps show as task runs of the tick, like every other step."""
+    from datetime import UTC, datetime
+
+    from prefect import get_client
+    from prefect.client.schemas.filters import FlowRunFilter, FlowRunFilterId
+
+    from flows.autoscale import autoscale
+
+    group = make_fleet_group(fake_aws, fake_kube, proxy, kubeconfig, tmp_path)
+    state = autoscale(nodegroups=str(group.config), now=datetime.fromtimestamp(T0, UTC),
+                      kubeconfig=str(kubeconfig), return_state=True)
+    (result,) = state.result()
+    assert result["status"] == "acted" and len(result["done"]["attached_instances"]) == DELTA
+    assert group.desired() == 2 + DELTA and group.outside() == []
+    steps = {"write-lock", "launch-fleet", "wait-for-instances", "attach-to-asg"}
+    deadline = time.monotonic() + 60  # the server records task runs after the flow run
+    with get_client(sync_client=True) as client:
+        while True:
+            runs = client.read_task_runs(flow_run_filter=FlowRunFilter(
+                id=FlowRunFilterId(any_=[state.state_details.flow_run_id])))
+            names = {run.name.rsplit("-", 1)[0] for run in runs}
+            if steps <= names or time.monotonic() > deadline:
+                break
+            time.sleep(0.1)
+    assert steps <= names, names
