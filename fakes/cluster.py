@@ -19,6 +19,7 @@ import orjson
 
 from fakes.aws import FakeAws
 from fakes.kube_api.server import FakeKubeApi
+from fakes.memory_asg import fleet_template_id
 from fakes.scenario import AsgSpec, TracePod, Wave
 from tasks.cluster_autoscaler.templates import GPU_RESOURCE
 from tasks.core.api_objects import OBJECT_DECODER, RawObject
@@ -145,7 +146,8 @@ class SimulatedCluster:
         for asg in self.asgs:
             self.aws.create_asg(asg.name, asg.min, asg.max, asg.desired,
                                 instance_type=asg.instance_type,
-                                availability_zones=(asg.availability_zone,))
+                                availability_zones=(asg.availability_zone,),
+                                launch_template_id=fleet_template_id(self.groups, asg.name))
             for instance in sorted(self.aws.instances(asg.name), key=lambda i: i["InstanceId"]):
                 self.first_seen[instance["InstanceId"]] = now - asg.boot_delay
         self.reconcile_instances(now)

@@ -17,7 +17,9 @@ faults an operator meets, and so the actions:
   streaming when the rule is set (up to `count`) sends nothing more, its connection held open,
   until the client closes it or the server stops: a watch behind a load balancer that forgot
   the flow. Requests made later pass (the rule is spent as it is set). For a freeze of whole
-  TCP connections, idle ones included, see `fakes.freezing_proxy`.
+  TCP connections, idle ones included, see `fakes.freezing_proxy`;
+* `rewrite`: serve the request, then replace `find` with `replace` in the answer's body (an
+  answer the real server gives and the fake does not: EC2 status checks that fail, say).
 
 Dropping needs the connection itself, which ASGI does not expose: uvicorn's h11 protocol passes
 its request cycle's bound `receive`, whose cycle holds the asyncio transport.
@@ -38,11 +40,11 @@ from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 
 ADMIN_PATH = "/_faults"
-ACTIONS = ("status", "drop", "apply_then_drop", "delay", "hang", "freeze")
+ACTIONS = ("status", "drop", "apply_then_drop", "delay", "hang", "freeze", "rewrite")
 STREAM_ACTIONS = frozenset({"freeze"})  # only for a server whose answers stream
 _MATCH_FIELDS = ("method", "path", "path_prefix", "path_regex", "operation")
 _FIELDS = frozenset({*_MATCH_FIELDS, "action", "count", "status", "code", "message",
-                     "delay_seconds"})
+                     "delay_seconds", "find", "replace"})
 
 
 class FaultSpecError(ValueError):
@@ -75,6 +77,8 @@ class Fault:
     code: str = ""
     message: str = ""
     delay_seconds: float = 0.0
+    find: str = ""
+    replace: str = ""
     fired: int = 0
     _pattern: re.Pattern[str] | None = field(default=None, repr=False)
 
@@ -103,6 +107,8 @@ class Fault:
             shown.update(status=self.status, code=self.code, message=self.message)
         if self.action == "delay":
             shown["delay_seconds"] = self.delay_seconds
+        if self.action == "rewrite":
+            shown.update(find=self.find, replace=self.replace)
         return shown
 
 
@@ -125,7 +131,8 @@ def _check_spec(spec: Mapping[str, Any], match_fields: frozenset[str],
                               or count < 1):
         raise FaultSpecError(f"count: {count!r} must be a positive integer, or null for every "
                              "matching request")
-    for name in ("method", "path", "path_prefix", "path_regex", "operation", "code", "message"):
+    for name in ("method", "path", "path_prefix", "path_regex", "operation", "code", "message",
+                 "find", "replace"):
         if name in spec and not isinstance(spec[name], str):
             raise FaultSpecError(f"{name}: {spec[name]!r} must be a string")
     status = spec.get("status", 500)
@@ -136,6 +143,8 @@ def _check_spec(spec: Mapping[str, Any], match_fields: frozenset[str],
         raise FaultSpecError(f"delay_seconds: {delay!r} must be a number of seconds in 0..3600")
     if action == "delay" and not delay:
         raise FaultSpecError("action delay needs delay_seconds")
+    if action == "rewrite" and not spec.get("find"):
+        raise FaultSpecError("action rewrite needs find (the text to replace)")
     checked = dict(spec)
     checked["method"] = str(spec.get("method", "*")).upper()
     if "path_regex" in spec:
@@ -265,6 +274,8 @@ class FaultInjector:
         if fault.action == "delay":
             await self._wait_released(fault.delay_seconds)
             return await serve(request)
+        if fault.action == "rewrite":
+            return _rewritten(await serve(request), fault)
         if fault.action == "apply_then_drop":
             response = await serve(request)
             await drop_connection(request)
@@ -346,6 +357,17 @@ class FaultInjector:
         except FaultSpecError as error:
             return _json({"error": str(error)}, 400)
         return _json({"faults": [fault.to_json() for fault in added]}, 201)
+
+
+def _rewritten(response: Response, fault: Fault) -> Response:
+    """The answer with `fault.find` replaced in its body (a streamed answer passes as is)."""
+    body = getattr(response, "body", None)
+    if not isinstance(body, bytes):
+        return response
+    headers = {key: value for key, value in response.headers.items()
+               if key.lower() != "content-length"}
+    return Response(body.replace(fault.find.encode(), fault.replace.encode()),
+                    status_code=response.status_code, headers=headers)
 
 
 @dataclass(eq=False)

@@ -26,6 +26,7 @@ from fakes.cluster import (
     node_for_instance,
     pod_body,
 )
+from fakes.memory_asg import fleet_template_id
 from fakes.memory_world import Key, MemoryCloud, MemoryKube, MemoryWorld
 from fakes.scenario import AsgSpec, TracePod, Wave
 from tasks.cluster_autoscaler.config import ClusterAutoscalerConfig
@@ -83,7 +84,8 @@ class MemoryCluster:
         for asg in self.asgs:
             self.world.create_asg(asg.name, asg.min, asg.max, asg.desired,
                                   instance_type=asg.instance_type,
-                                  availability_zones=(asg.availability_zone,))
+                                  availability_zones=(asg.availability_zone,),
+                                  launch_template_id=fleet_template_id(self.groups, asg.name))
             for instance in self.world.asgs[asg.name].instances:
                 self.first_seen[instance.instance_id] = now - asg.boot_delay
         self.reconcile_instances(now)

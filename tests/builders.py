@@ -3,6 +3,7 @@ test states only what matters to it."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from typing import Any
 
 from tasks.core.api_objects import Taint
@@ -143,3 +144,19 @@ def api_pod(name: str, namespace: str = "default", *, cpu: str | None = None,
         status["conditions"] = [{"type": "PodScheduled",
                                  "status": "True" if scheduled else "False"}]
     return {"kind": "Pod", "metadata": metadata, "spec": spec, "status": status}
+
+
+@dataclass
+class SteppingClock:
+    """A clock whose sleep moves it on at once (`tasks.adapters.fleet.WaitClock`): a wait with
+    a deadline runs to its end without taking any time."""
+
+    now: float = 0.0
+    sleeps: list[float] = field(default_factory=list)
+
+    def monotonic(self) -> float:
+        return self.now
+
+    def sleep(self, seconds: float) -> None:
+        self.sleeps.append(seconds)
+        self.now += seconds
