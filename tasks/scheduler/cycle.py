@@ -27,12 +27,18 @@ passes the same filters, the queue in arrival order (with priorities first).
 from __future__ import annotations
 
 import random
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from tasks.core.records import NodeRecord
-from tasks.scheduler.framework import RawScores, filter_node, node_raw_scores, score_feasible
+from tasks.scheduler.framework import (
+    NodeScore,
+    RawScores,
+    filter_node,
+    node_raw_scores,
+    score_feasible,
+)
 from tasks.scheduler.objects import SchedPod
 from tasks.scheduler.profiles import Profile
 from tasks.scheduler.simple_plugins import preferred_terms
@@ -78,6 +84,8 @@ class Scheduler:
         self.next_start_node_index = 0
         self.rng = random.Random(seed)
         self.node_of: dict[Key, str] = {}
+        # pods bound to a node the cache has not seen yet (cache.addPod keeps them the same way)
+        self._waiting: dict[str, dict[Key, SchedPod]] = {}
         self._by_age: list[NodeState] | None = None
         self._filters: dict[tuple[Any, ...], dict[str, tuple[int, bool]]] = {}
         self._raws: dict[tuple[Any, ...], dict[str, tuple[int, RawScores]]] = {}
@@ -94,7 +102,9 @@ class Scheduler:
             seen.add(record.name)
             state = cluster.nodes.get(record.name)
             if state is None:
-                cluster.add_node(record)
+                state = cluster.add_node(record)
+                for key, pod in self._waiting.pop(record.name, {}).items():
+                    state.add_pod(key, pod)
                 self._by_age = None
             elif state.record is not record and state.record != record:
                 cluster.update_node(record)
@@ -109,20 +119,35 @@ class Scheduler:
         return gone
 
     def bind(self, key: Key, pod: SchedPod, node_name: str) -> None:
-        """The pod is on `node_name` (assumed by the scheduler, or bound by another actor)."""
+        """The pod is on `node_name` (assumed by the scheduler, or bound by another actor, as
+        a DaemonSet pod is before its node is in the cache)."""
         self.unbind(key)
+        self.node_of[key] = node_name
         state = self.cluster.nodes.get(node_name)
         if state is not None:
             state.add_pod(key, pod)
-            self.node_of[key] = node_name
+        else:
+            self._waiting.setdefault(node_name, {})[key] = pod
 
     def unbind(self, key: Key) -> None:
         """The pod left its node (finished, evicted, deleted); nothing when it had none."""
         node_name = self.node_of.pop(key, None)
-        if node_name is not None:
-            state = self.cluster.nodes.get(node_name)
-            if state is not None:
-                state.remove_pod(key)
+        if node_name is None:
+            return
+        state = self.cluster.nodes.get(node_name)
+        if state is not None:
+            state.remove_pod(key)
+        else:
+            self._waiting.get(node_name, {}).pop(key, None)
+
+    def sync_pods(self, bound: Mapping[Key, str], pod_of: Callable[[Key], SchedPod]) -> None:
+        """Make the cache's bound pods these (`bound`: pod -> node), as an informer would from
+        a full list; `pod_of` gives a newly bound pod's scheduler view."""
+        for key in [key for key, node in self.node_of.items() if bound.get(key) != node]:
+            self.unbind(key)
+        for key, node_name in bound.items():
+            if self.node_of.get(key) != node_name:
+                self.bind(key, pod_of(key), node_name)
 
     # --- the queue ------------------------------------------------------------------------------
 
@@ -217,6 +242,11 @@ class Scheduler:
 
         return raw
 
+    def scores(self, pod: SchedPod, feasible: Sequence[NodeState]) -> list[NodeScore]:
+        """The feasible nodes' scores, the per-node parts served from the cache."""
+        return score_feasible(pod, feasible, self.cluster.order(), self.profile,
+                              self._raw_scores(pod))
+
     def schedule_one(self, pod: SchedPod) -> str | None:
         """schedulePod: the node for the pod, None when none passes the filters."""
         if self.profile.first_fit:
@@ -227,8 +257,7 @@ class Scheduler:
             return None
         if len(feasible) == 1:
             return feasible[0].name
-        scores = score_feasible(pod, feasible, self.cluster.order(), self.profile,
-                                self._raw_scores(pod))
+        scores = self.scores(pod, feasible)
         best = max(score.total for score in scores)
         winners = [score.name for score in scores if score.total == best]
         if len(winners) == 1:

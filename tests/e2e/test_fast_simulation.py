@@ -29,6 +29,7 @@ from tasks.adapters.ports import CloudActions, KubeActions
 from tasks.core.errors import CloudError, InputError, LeaseConflict
 from tasks.core.lease_state import GroupState, ScaleLock
 from tasks.core.records import NodeRecord, node_record
+from tasks.scheduler.profiles import PROFILE_NAMES
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "deployments" / "examples"
 # The scenario files among deployments/examples/scenario*.yaml (scenario-nodegroups.yaml is the
@@ -80,6 +81,66 @@ def test_simulate_fast_prints_the_memory_modes_json() -> None:
     assert result.exit_code == 0, result.output
     printed = yaml.safe_load(result.stdout.splitlines()[-1])
     assert printed == simulate(load_scenario(path), mode="memory").to_json()
+
+
+def _group(name: str, max_nodes: int) -> dict[str, Any]:
+    return {"name": name, "label_key": "customer", "label_value": name,
+            "cloud_provider_group_name": f"{name}-asg", "min_nodes": 1, "max_nodes": max_nodes,
+            "taint_upper_capacity_threshold_percent": 75,
+            "taint_lower_capacity_threshold_percent": 10, "scale_up_threshold_percent": 90,
+            "slow_node_removal_rate": 1, "fast_node_removal_rate": 2,
+            "soft_delete_grace_period": "30s", "hard_delete_grace_period": "2m",
+            "scale_up_cool_down_period": "1m"}
+
+
+# What the scheduler model reads, in a short run: DaemonSet pods on every node, two zones,
+# services spread by their ReplicaSet (system default spreading), batch jobs of two priorities
+# arriving when there is room for some only, empty new nodes tying, scale-down with a hard
+# grace period shorter than some jobs (evictions, re-created pods queued anew).
+SCHEDULER_SCENARIO: dict[str, Any] = {
+    "seed": 5, "tick_interval": "1m", "step": "10s", "duration": "14m",
+    "nodegroups": {"node_groups": [_group("batch", 5), _group("services", 3)]},
+    "asgs": [
+        {"name": "batch-asg", "min": 1, "max": 5, "desired": 2, "instance_type": "m5.large",
+         "node_labels": {"customer": "batch"}, "boot_delay": "60s",
+         "availability_zone": "us-east-1a",
+         "daemonsets": [{"name": "kube-proxy", "cpu": "100m", "memory": "128Mi"},
+                        {"name": "logs", "cpu": "300m", "memory": "256Mi"}]},
+        {"name": "services-asg", "min": 1, "max": 3, "desired": 2,
+         "instance_type": "m5.xlarge", "node_labels": {"customer": "services"},
+         "boot_delay": "90s", "availability_zone": "us-east-1b",
+         "daemonsets": [{"name": "kube-proxy", "cpu": "100m", "memory": "128Mi"}]}],
+    "workload": [
+        {"name": "api", "at": "0s", "count": 5, "cpu": "700m", "memory": "1Gi",
+         "node_selector": {"customer": "services"}},
+        {"name": "low", "at": "20s", "count": 8, "cpu": "600m", "memory": "512Mi",
+         "duration": "6m", "node_selector": {"customer": "batch"}},
+        {"name": "high", "at": "40s", "count": 4, "cpu": "600m", "memory": "512Mi",
+         "duration": "2m", "priority": 1000, "node_selector": {"customer": "batch"}},
+        {"name": "api-more", "at": "4m", "count": 4, "cpu": "700m", "memory": "1Gi",
+         "node_selector": {"customer": "services"}},
+        {"name": "tail", "at": "6m", "count": 6, "cpu": "300m", "memory": "256Mi",
+         "duration": "5m", "node_selector": {"customer": "batch"}}],
+}
+
+
+@pytest.mark.parametrize("profile", PROFILE_NAMES)
+def test_fast_mode_gives_the_http_modes_records_under_every_profile(tmp_path: Path,
+                                                                     profile: str) -> None:
+    """One scheduler model for both worlds: under each profile the in-memory world binds every
+    pod where the HTTP world does (identical tick records, summary and terminations), with its
+    DaemonSet pods, priorities and tie-break draws."""
+    path = tmp_path / "scheduler.yaml"
+    path.write_text(yaml.safe_dump({**SCHEDULER_SCENARIO, "scheduler": {"profile": profile}}))
+    loaded = load_scenario(path)
+    over_http = simulate(loaded)
+    in_memory = simulate(loaded, mode="memory")
+    assert in_memory.ticks == over_http.ticks
+    assert in_memory.summary == over_http.summary
+    assert in_memory.terminations == over_http.terminations
+    assert over_http.summary["scheduler_profile"] == profile
+    assert over_http.summary["scale_ups"] > 0 and over_http.summary["scale_downs"] > 0
+    assert over_http.summary["evictions"] > 0  # cut short by the hard grace, queued anew
 
 
 # --- contracts: the same calls on the HTTP adapters and the in-memory ones ---------------------
