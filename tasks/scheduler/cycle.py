@@ -26,6 +26,7 @@ passes the same filters, the queue in arrival order (with priorities first).
 
 from __future__ import annotations
 
+import bisect
 import random
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -34,14 +35,16 @@ from typing import Any
 from tasks.core.records import NodeRecord
 from tasks.scheduler.framework import (
     NodeScore,
-    RawScores,
-    filter_node,
-    node_raw_scores,
+    ResourceScores,
+    node_admits,
+    plugin_scores,
+    resource_scores,
     score_feasible,
+    weighted_totals,
 )
+from tasks.scheduler.noderesources import fits_request
 from tasks.scheduler.objects import SchedPod
 from tasks.scheduler.profiles import Profile
-from tasks.scheduler.simple_plugins import preferred_terms
 from tasks.scheduler.state import ClusterState, Key, NodeState
 
 MIN_FEASIBLE_NODES_TO_FIND = 100
@@ -87,8 +90,11 @@ class Scheduler:
         # pods bound to a node the cache has not seen yet (cache.addPod keeps them the same way)
         self._waiting: dict[str, dict[Key, SchedPod]] = {}
         self._by_age: list[NodeState] | None = None
-        self._filters: dict[tuple[Any, ...], dict[str, tuple[int, bool]]] = {}
-        self._raws: dict[tuple[Any, ...], dict[str, tuple[int, RawScores]]] = {}
+        # answers cached: the nodes admitting a pod shape (until a node changes: `_epoch`), and
+        # the resource scores of a pod shape on a node state (the same for every such node)
+        self._epoch = 0
+        self._admits: dict[tuple[Any, ...], tuple[int, list[tuple[int, NodeState]]]] = {}
+        self._resource_scores_cache: dict[tuple[Any, ...], tuple[int, int]] = {}
 
     # --- the cache: nodes and pods --------------------------------------------------------------
 
@@ -98,6 +104,7 @@ class Scheduler:
         whose pods left the cache with them."""
         seen: set[str] = set()
         cluster = self.cluster
+        changed = False
         for record in nodes:
             seen.add(record.name)
             state = cluster.nodes.get(record.name)
@@ -105,16 +112,19 @@ class Scheduler:
                 state = cluster.add_node(record)
                 for key, pod in self._waiting.pop(record.name, {}).items():
                     state.add_pod(key, pod)
-                self._by_age = None
+                changed = True
             elif state.record is not record and state.record != record:
                 cluster.update_node(record)
-                self._by_age = None
+                changed = True
         gone = [name for name in cluster.nodes if name not in seen]
         for name in gone:
             state = cluster.remove_node(name)
             if state is not None:
                 for key in state.pods:
                     self.node_of.pop(key, None)
+            changed = True
+        if changed:
+            self._epoch += 1
             self._by_age = None
         return gone
 
@@ -175,77 +185,76 @@ class Scheduler:
         return decisions
 
     # --- one cycle ------------------------------------------------------------------------------
+    # The filters are split as upstream's plugins are: those that read the node object
+    # (`node_admits`) are answered once per node version and pod shape, in node order; only
+    # NodeResourcesFit, which reads the node's pods, runs per cycle.
 
-    def _fits(self, pod: SchedPod, shape: tuple[Any, ...]) -> Any:
-        cache = self._filters.get(shape)
-        if cache is None:
-            if len(self._filters) > CACHE_ENTRIES_BOUND // 100:
-                self._filters.clear()
-            cache = self._filters[shape] = {}
-
-        def fits(node: NodeState) -> bool:
-            hit = cache.get(node.name)
-            if hit is not None and hit[0] == node.version:
-                return hit[1]
-            answer = filter_node(pod, node)
-            cache[node.name] = (node.version, answer)
-            return answer
-
-        return fits
+    def _admitting(self, pod: SchedPod) -> list[tuple[int, NodeState]]:
+        """(position in the snapshot's order, node) of every node whose object admits pods of
+        this pod's shape (selector, affinity, tolerations)."""
+        shape = (tuple(sorted(pod.node_selector.items())), pod.required_terms, pod.tolerations)
+        hit = self._admits.get(shape)
+        if hit is not None and hit[0] == self._epoch:
+            return hit[1]
+        if len(self._admits) > CACHE_ENTRIES_BOUND // 100:
+            self._admits.clear()
+        admitting = [(position, node) for position, node in enumerate(self.cluster.order())
+                     if node_admits(pod, node)]
+        self._admits[shape] = (self._epoch, admitting)
+        return admitting
 
     def feasible_by_age(self, pod: SchedPod) -> list[NodeState]:
         """Every node that passes the filters, oldest first (first-fit's candidates)."""
         if self._by_age is None:
             self._by_age = sorted(self.cluster.nodes.values(),
                                   key=lambda s: (s.record.created_unix_seconds, s.name))
-        fits = self._fits(pod, pod.filter_shape)
-        return [node for node in self._by_age if fits(node)]
+        admitted = {node.name for _, node in self._admitting(pod)}
+        return [node for node in self._by_age
+                if node.name in admitted and fits_request(pod, node)]
 
     def find_nodes_that_fit(self, pod: SchedPod) -> list[NodeState]:
-        """findNodesThatPassFilters, walked in order from nextStartNodeIndex."""
-        order = self.cluster.order()
-        count = len(order)
+        """findNodesThatPassFilters: the nodes that pass, in the order of a walk of the
+        snapshot from nextStartNodeIndex that stops at numFeasibleNodesToFind; the index then
+        moves past the nodes the walk processed."""
+        count = len(self.cluster.order())
         if count == 0:
             return []
         wanted = num_feasible_nodes_to_find(self.profile.percentage_of_nodes_to_score, count)
-        fits = self._fits(pod, pod.filter_shape)
         start = self.next_start_node_index
-        feasible: list[NodeState] = []
-        processed = 0
-        for offset in range(count):
-            node = order[(start + offset) % count]
-            processed += 1
-            if fits(node):
-                feasible.append(node)
-                if len(feasible) == wanted:
-                    break
+        passing = [(position, node) for position, node in self._admitting(pod)
+                   if fits_request(pod, node)]
+        split = bisect.bisect_left(passing, start, key=lambda item: item[0])
+        walked = passing[split:] + passing[:split]
+        if len(walked) < wanted:
+            processed = count
+        else:
+            walked = walked[:wanted]
+            processed = (walked[-1][0] - start) % count + 1
         self.next_start_node_index = (start + processed) % count
-        return feasible
+        return [node for _, node in walked]
 
-    def _raw_scores(self, pod: SchedPod) -> Any:
-        shape = pod.score_shape
-        cache = self._raws.get(shape)
-        if cache is None:
-            if len(self._raws) > CACHE_ENTRIES_BOUND // 100:
-                self._raws.clear()
-            cache = self._raws[shape] = {}
+    def _resource_scores(self, pod: SchedPod) -> ResourceScores:
+        """`resource_scores` cached by the pod's requests and the node's resource state."""
         profile = self.profile
-        terms = preferred_terms(pod, profile.added_preferred_terms)
+        shape = (pod.cpu_milli, pod.memory_bytes, pod.nonzero_cpu_milli,
+                 pod.nonzero_memory_bytes, pod.extended)
+        cache = self._resource_scores_cache
+        if len(cache) > CACHE_ENTRIES_BOUND:
+            cache.clear()
 
-        def raw(node: NodeState) -> RawScores:
-            hit = cache.get(node.name)
-            if hit is not None and hit[0] == node.version:
-                return hit[1]
-            answer = node_raw_scores(pod, node, profile, terms)
-            cache[node.name] = (node.version, answer)
+        def resources(node: NodeState) -> tuple[int, int]:
+            key = (shape, node.resource_key)
+            answer = cache.get(key)
+            if answer is None:
+                answer = cache[key] = resource_scores(pod, node, profile)
             return answer
 
-        return raw
+        return resources
 
     def scores(self, pod: SchedPod, feasible: Sequence[NodeState]) -> list[NodeScore]:
-        """The feasible nodes' scores, the per-node parts served from the cache."""
+        """The feasible nodes' scores, the resource scores served from the cache."""
         return score_feasible(pod, feasible, self.cluster.order(), self.profile,
-                              self._raw_scores(pod))
+                              self._resource_scores(pod))
 
     def schedule_one(self, pod: SchedPod) -> str | None:
         """schedulePod: the node for the pod, None when none passes the filters."""
@@ -257,9 +266,12 @@ class Scheduler:
             return None
         if len(feasible) == 1:
             return feasible[0].name
-        scores = self.scores(pod, feasible)
-        best = max(score.total for score in scores)
-        winners = [score.name for score in scores if score.total == best]
+        totals = weighted_totals(plugin_scores(pod, feasible, self.cluster.order(),
+                                               self.profile, self._resource_scores(pod)),
+                                 self.profile)
+        best = max(totals)
+        winners = [node.name for node, total in zip(feasible, totals, strict=True)
+                   if total == best]
         if len(winners) == 1:
             return winners[0]
         return winners[self.rng.randrange(len(winners))]

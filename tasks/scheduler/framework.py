@@ -17,7 +17,6 @@ from typing import Any
 from tasks.scheduler import podtopologyspread
 from tasks.scheduler.noderesources import balanced_score, best_effort, fit_score, fits_request
 from tasks.scheduler.objects import (
-    PreferredTerm,
     SchedPod,
     Workloads,
     node_from_api,
@@ -83,65 +82,85 @@ class Scores:
 # --- filters ------------------------------------------------------------------------------------
 
 
-def filter_node(pod: SchedPod, node: NodeState) -> bool:
-    """The filters this model runs, in the default profile's order: NodeUnschedulable,
-    TaintToleration, NodeAffinity, NodeResourcesFit. A not-Ready node is refused as the
-    node.kubernetes.io/not-ready:NoSchedule taint the node lifecycle controller adds would.
-    Left out: NodeName, NodePorts and the volume filters (no simulated pod uses them)."""
+def node_admits(pod: SchedPod, node: NodeState) -> bool:
+    """The filters that read the node's object only (not its pods): NodeUnschedulable,
+    TaintToleration, NodeAffinity. A not-Ready node is refused as the
+    node.kubernetes.io/not-ready:NoSchedule taint the node lifecycle controller adds would."""
     record = node.record
     return (record.ready and schedulable(pod, record)
             and tolerates_do_not_schedule(pod.tolerations, node.taints)
-            and required_affinity_matches(pod, node.labels, node.name)
-            and fits_request(pod, node))
+            and required_affinity_matches(pod, node.labels, node.name))
+
+
+def filter_node(pod: SchedPod, node: NodeState) -> bool:
+    """The filters this model runs, in the default profile's order: NodeUnschedulable,
+    TaintToleration, NodeAffinity (`node_admits`), then NodeResourcesFit. Left out: NodeName,
+    NodePorts and the volume filters (no simulated pod uses them)."""
+    return node_admits(pod, node) and fits_request(pod, node)
 
 
 # --- scores -------------------------------------------------------------------------------------
 
-# (NodeResourcesFit, BalancedAllocation, intolerable PreferNoSchedule taints, preferred
-# affinity weight): what a node scores before normalisation, from the pod and this node alone.
-RawScores = tuple[int, int, int, int]
-
-
-def node_raw_scores(pod: SchedPod, node: NodeState, profile: Profile,
-                    affinity_terms: Sequence[PreferredTerm]) -> RawScores:
-    """The per-node Score calls of the plugins that need no other node."""
+def resource_scores(pod: SchedPod, node: NodeState, profile: Profile) -> tuple[int, int]:
+    """NodeResourcesFit's and BalancedAllocation's Score on one node: they read the node's
+    allocatable and its pods' sums only (`NodeState.resource_key`), so a scheduler may cache
+    them by that state."""
     return (fit_score(pod, node, profile.fit_resources, profile.most_allocated),
-            balanced_score(pod, node, profile.balanced_resources),
-            intolerable_taints(node.taints, prefer_no_schedule_tolerations(pod.tolerations)),
-            preferred_affinity_score(affinity_terms, node.labels, node.name))
+            balanced_score(pod, node, profile.balanced_resources))
+
+
+ResourceScores = Callable[[NodeState], tuple[int, int]]
+
+
+def plugin_scores(pod: SchedPod, feasible: Sequence[NodeState],
+                  all_nodes: Sequence[NodeState], profile: Profile,
+                  resources: ResourceScores | None = None) -> dict[str, list[int]]:
+    """prioritizeNodes' RunPreScorePlugins, RunScorePlugins and NormalizeScore for the nodes
+    that passed the filters: per plugin that ran (PreScore did not skip it), its score on each
+    node, in order. `resources` may serve `resource_scores` from a cache."""
+    if resources is None:
+        def resources(node: NodeState) -> tuple[int, int]:
+            return resource_scores(pod, node, profile)
+    pairs = [resources(node) for node in feasible]
+    columns: dict[str, list[int]] = {NODE_RESOURCES_FIT: [pair[0] for pair in pairs]}
+    if not best_effort(pod, profile.balanced_resources):
+        columns[BALANCED_ALLOCATION] = [pair[1] for pair in pairs]
+    tolerations = prefer_no_schedule_tolerations(pod.tolerations)
+    columns[TAINT_TOLERATION] = default_normalize_score(MAX_NODE_SCORE, True, [
+        intolerable_taints(node.taints, tolerations) if node.taints else 0
+        for node in feasible])
+    affinity_terms = preferred_terms(pod, profile.added_preferred_terms)
+    if affinity_terms:  # PreScore skips a pod without preferred terms
+        columns[NODE_AFFINITY] = default_normalize_score(MAX_NODE_SCORE, False, [
+            preferred_affinity_score(affinity_terms, node.labels, node.name)
+            for node in feasible])
+    spread = podtopologyspread.pre_score(pod, feasible, all_nodes)
+    if spread is not None:
+        columns[POD_TOPOLOGY_SPREAD] = podtopologyspread.normalize(
+            spread, [node.name for node in feasible],
+            [podtopologyspread.score(spread, pod, node) for node in feasible])
+    return columns
+
+
+def weighted_totals(columns: Mapping[str, Sequence[int]], profile: Profile) -> list[int]:
+    """Each node's total: the sum over plugins of score x the plugin's weight."""
+    totals: list[int] | None = None
+    for plugin, values in columns.items():
+        weight = profile.weights.get(plugin, 0)
+        if totals is None:
+            totals = [weight * value for value in values]
+        else:
+            totals = [total + weight * value for total, value in zip(totals, values, strict=True)]
+    return totals or []
 
 
 def score_feasible(pod: SchedPod, feasible: Sequence[NodeState], all_nodes: Sequence[NodeState],
-                   profile: Profile,
-                   raw: Callable[[NodeState], RawScores] | None = None) -> list[NodeScore]:
-    """prioritizeNodes for the nodes that passed the filters: PreScore (skips), Score,
-    NormalizeScore and the weights. `raw` may serve `node_raw_scores` from a cache."""
-    weights = profile.weights
-    affinity_terms = preferred_terms(pod, profile.added_preferred_terms)
-    if raw is None:
-        def raw(node: NodeState) -> RawScores:
-            return node_raw_scores(pod, node, profile, affinity_terms)
-    raws = [raw(node) for node in feasible]
-    names = [node.name for node in feasible]
-    per_plugin: dict[str, list[int]] = {NODE_RESOURCES_FIT: [r[0] for r in raws]}
-    if not best_effort(pod, profile.balanced_resources):
-        per_plugin[BALANCED_ALLOCATION] = [r[1] for r in raws]
-    per_plugin[TAINT_TOLERATION] = default_normalize_score(
-        MAX_NODE_SCORE, True, [r[2] for r in raws])
-    if affinity_terms:  # PreScore skips a pod without preferred terms
-        per_plugin[NODE_AFFINITY] = default_normalize_score(
-            MAX_NODE_SCORE, False, [r[3] for r in raws])
-    spread = podtopologyspread.pre_score(pod, feasible, all_nodes)
-    if spread is not None:
-        per_plugin[POD_TOPOLOGY_SPREAD] = podtopologyspread.normalize(
-            spread, names, [podtopologyspread.score(spread, pod, node) for node in feasible])
-    totals = [0] * len(feasible)
-    for plugin, values in per_plugin.items():
-        weight = weights.get(plugin, 0)
-        totals = [total + weight * value for total, value in zip(totals, values, strict=True)]
-    return [NodeScore(name, {plugin: values[index] for plugin, values in per_plugin.items()},
-                      totals[index])
-            for index, name in enumerate(names)]
+                   profile: Profile, resources: ResourceScores | None = None) -> list[NodeScore]:
+    """The nodes' scores per plugin and weighted totals (`plugin_scores`, `weighted_totals`)."""
+    columns = plugin_scores(pod, feasible, all_nodes, profile, resources)
+    totals = weighted_totals(columns, profile)
+    return [NodeScore(node.name, {plugin: values[index] for plugin, values in columns.items()},
+                      totals[index]) for index, node in enumerate(feasible)]
 
 
 def unmodelled_plugins(pod: SchedPod, pods: Iterable[SchedPod],
@@ -211,11 +230,14 @@ def score_nodes(pod: Mapping[str, Any],
 
 __all__ = [
     "NodeScore",
-    "RawScores",
+    "ResourceScores",
     "Scores",
     "filter_node",
-    "node_raw_scores",
+    "node_admits",
+    "plugin_scores",
+    "resource_scores",
     "score_feasible",
     "score_nodes",
     "unmodelled_plugins",
+    "weighted_totals",
 ]

@@ -35,7 +35,8 @@ class NodeState:
     __slots__ = ("allocatable_cpu_milli", "allocatable_extended", "allocatable_memory_bytes",
                  "allowed_pods", "label_counts", "labels", "name", "nonzero_cpu_milli",
                  "nonzero_memory_bytes", "pods", "record", "requested_cpu_milli",
-                 "requested_extended", "requested_memory_bytes", "taints", "version")
+                 "requested_extended", "requested_memory_bytes", "resource_key", "taints",
+                 "version")
 
     def __init__(self, record: NodeRecord) -> None:
         self.pods: dict[Key, SchedPod] = {}
@@ -56,6 +57,16 @@ class NodeState:
         self.allocatable_extended: Mapping[str, int] = dict(record.extended_allocatable)
         self.allowed_pods = record.max_pods
         self.version += 1
+        self._key_resources()
+
+    def _key_resources(self) -> None:
+        """`resource_key`: all the resource scores read of the node, as a hashable value."""
+        self.resource_key = (
+            self.allocatable_cpu_milli, self.allocatable_memory_bytes, self.requested_cpu_milli,
+            self.requested_memory_bytes, self.nonzero_cpu_milli, self.nonzero_memory_bytes,
+            tuple(sorted(self.allocatable_extended.items())) if self.allocatable_extended
+            else (),
+            tuple(sorted(self.requested_extended.items())) if self.requested_extended else ())
 
     @property
     def pod_count(self) -> int:
@@ -88,6 +99,7 @@ class NodeState:
             else:
                 self.label_counts.pop(label_key, None)
         self.version += 1
+        self._key_resources()
 
     def count_matching(self, selector: LabelSelector | None, namespace: str) -> int:
         """countPodsMatchSelector: this node's pods in `namespace`, not terminating, that the
