@@ -32,6 +32,7 @@ from tasks.core.errors import InputError, join_location
 from tasks.core.instance_types import INSTANCE_TYPES
 from tasks.core.quantity import cpu_milli, memory_bytes
 from tasks.node_group_file import LoadedConfig, load_node_groups, parse_node_groups
+from tasks.scheduler.profiles import DEFAULT_PROFILE, ProfileName
 
 # What the kubelet and system daemons keep for themselves (allocatable = capacity - reserve).
 RESERVED_CPU_MILLI = 100
@@ -209,7 +210,7 @@ class SchedulerSpec(_Strict):
     kube-scheduler v1.35's default profile (spreading, LeastAllocated), `most-allocated` the same
     packing nodes (MostAllocated), `first-fit` the oldest node that fits (earlier simulations)."""
 
-    profile: Literal["default", "most-allocated", "first-fit"] = "default"
+    profile: ProfileName = DEFAULT_PROFILE
 
 
 class Scenario(_Strict):

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Literal
 
 from tasks.scheduler.noderesources import DEFAULT_RESOURCES, ResourceSpec, validate_resources
 from tasks.scheduler.objects import PreferredTerm
@@ -84,8 +85,9 @@ PROFILES: Mapping[str, Profile] = {
     "most-allocated": Profile("most-allocated", MOST_ALLOCATED),
     "first-fit": Profile("first-fit", FIRST_FIT),
 }
-PROFILE_NAMES = tuple(PROFILES)
-DEFAULT_PROFILE = "default"
+ProfileName = Literal["default", "most-allocated", "first-fit"]
+PROFILE_NAMES: tuple[ProfileName, ...] = ("default", "most-allocated", "first-fit")
+DEFAULT_PROFILE: ProfileName = "default"
 
 
 def profile_named(name: str) -> Profile:
@@ -111,5 +113,6 @@ __all__ = [
     "PROFILE_NAMES",
     "TAINT_TOLERATION",
     "Profile",
+    "ProfileName",
     "profile_named",
 ]

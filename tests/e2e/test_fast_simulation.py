@@ -7,6 +7,7 @@ the in-memory adapters, and compare the answers.
 
 from __future__ import annotations
 
+import re
 import uuid
 from pathlib import Path
 from typing import Any
@@ -20,7 +21,7 @@ from fakes.cluster import _decoded, node_for_instance
 from fakes.kube_api.errors import Conflict
 from fakes.kube_api.server import FakeKubeApi
 from fakes.memory_world import MemoryCloud, MemoryKube, MemoryWorld
-from fakes.scenario import load_scenario
+from fakes.scenario import load_scenario, with_profile
 from flows.cli import app
 from flows.simulation import simulate
 from tasks.adapters.cloud import AsgClient
@@ -141,6 +142,26 @@ def test_fast_mode_gives_the_http_modes_records_under_every_profile(tmp_path: Pa
     assert over_http.summary["scheduler_profile"] == profile
     assert over_http.summary["scale_ups"] > 0 and over_http.summary["scale_downs"] > 0
     assert over_http.summary["evictions"] > 0  # cut short by the hard grace, queued anew
+
+
+def test_simulate_reports_the_profile_it_ran_under() -> None:
+    """`--profile` overrides the scenario's `scheduler.profile`; the summary names the profile
+    in the JSON and in the table (whose caption names the kube-scheduler version modelled)."""
+    path = EXAMPLES / "scenario.yaml"
+    result = CliRunner().invoke(app, ["simulate", str(path), "--fast", "--profile",
+                                      "most-allocated", "--output", "json"])
+    assert result.exit_code == 0, result.output
+    printed = yaml.safe_load(result.stdout.splitlines()[-1])
+    assert printed["summary"]["scheduler_profile"] == "most-allocated"
+    assert printed == simulate(with_profile(load_scenario(path), "most-allocated"),
+                               mode="memory").to_json()
+    table = CliRunner().invoke(app, ["simulate", str(path), "--fast"], terminal_width=200)
+    assert table.exit_code == 0, table.output
+    assert re.search(r"scheduler profile +│ +default", table.stdout), table.stdout
+    caption = " ".join(table.stdout.split())  # the caption wraps to the table's width
+    assert "pods placed by the default profile of the kube-scheduler v1.35 model" in caption
+    refused = CliRunner().invoke(app, ["simulate", str(path), "--profile", "spread-out"])
+    assert refused.exit_code == 2 and "Traceback" not in refused.output
 
 
 # --- contracts: the same calls on the HTTP adapters and the in-memory ones ---------------------
