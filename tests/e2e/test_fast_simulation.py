@@ -144,6 +144,49 @@ def test_fast_mode_gives_the_http_modes_records_under_every_profile(tmp_path: Pa
     assert over_http.summary["evictions"] > 0  # cut short by the hard grace, queued anew
 
 
+def test_a_later_pod_of_higher_priority_binds_first_where_daemonsets_left_room() -> None:
+    """The simulated node runs its DaemonSet pod from the moment it joins (400m of an m5.large's
+    1900m); when the 1500m blocker finishes, room for one of the two waiting 900m pods is left
+    (it would be two without the DaemonSet), and the later one of higher priority takes it.
+    The DaemonSet pod is not the group's workload (Escalator counts no DaemonSet pod)."""
+    from fakes.cluster import simulated_scheduler
+    from fakes.scenario import AsgSpec, DaemonSetSpec, Wave
+    from flows.simulation_memory import MemoryCluster
+    from tasks.node_group_file import parse_node_groups
+    from tests.builders import group_dict
+
+    selector = {"customer": "batch"}
+    asg = AsgSpec(name="batch-asg", min=1, max=1, desired=1, node_labels=selector,
+                  daemonsets=[DaemonSetSpec(name="logs", cpu="400m", memory="128Mi")])
+    groups = parse_node_groups({"node_groups": [group_dict(min_nodes=1, max_nodes=2)]},
+                               "test").node_groups
+    cluster = MemoryCluster(MemoryWorld(), [asg], groups,
+                            scheduler=simulated_scheduler("default", 1))
+    start = 1_800_000_000.0
+    cluster.create_asgs(start)
+
+    def wave(name: str, cpu: str, priority: int = 0, duration: float | None = None) -> Wave:
+        return Wave(at=0, count=1, cpu=cpu, memory="256Mi", duration=duration,
+                    node_selector=selector, name=name, priority=priority)
+
+    for offset, name, arrival in [(0, "blocker-0000", wave("blocker", "1500m", duration=60)),
+                                  (10, "low-0000", wave("low", "900m")),
+                                  (20, "high-0000", wave("high", "900m", priority=100))]:
+        cluster.arrive(name, arrival, selector, start + offset)
+        cluster.advance(start + offset)
+    assert [key for key, pod in cluster.world.pods.items() if pod.owned_by_daemonset] == [
+        ("kube-system", "logs-batch-asg-001")]
+    assert cluster.pods[("workload", "low-0000")].bound_at is None
+    cluster.advance(start + 60)  # the blocker is done
+    assert cluster.pods[("workload", "high-0000")].node == "batch-asg-001"
+    assert cluster.pods[("workload", "low-0000")].bound_at is None
+    assert cluster.requested()["batch"] == [1800, 2 * 256 * 2**20]  # the workload's only
+    cluster.world.remove_node("batch-asg-001")  # deleted (by an autoscaler, say)
+    cluster.advance(start + 70)
+    assert not [pod for pod in cluster.world.pods.values() if pod.owned_by_daemonset]  # PodGC
+    assert cluster.pods[("workload", "high-0000")].bound_at is None  # evicted, pending again
+
+
 def test_simulate_reports_the_profile_it_ran_under() -> None:
     """`--profile` overrides the scenario's `scheduler.profile`; the summary names the profile
     in the JSON and in the table (whose caption names the kube-scheduler version modelled)."""
