@@ -317,8 +317,9 @@ class SimulatedCluster:
                     self._evict(life, now)
                     pod = msgspec.structs.replace(pod, node_name="")
             if pod.node_name:
-                if key in self.sched_pods:
-                    bound[key] = pod.node_name
+                if key not in self.sched_pods:  # a pod someone else created: it counts too
+                    self.sched_pods[key] = sched_pod(raw, SIMULATED_WORKLOADS)
+                bound[key] = pod.node_name
             elif pod.phase == "Pending" and life is not None:
                 pending.append(queued(key, self.sched_pods[key], life))
                 records[key] = pod

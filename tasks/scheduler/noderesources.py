@@ -18,11 +18,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
+from tasks.core.api_objects import CPU, MEMORY
 from tasks.scheduler.objects import SchedPod
 
 MAX_NODE_SCORE = 100
-CPU = "cpu"
-MEMORY = "memory"
 EPHEMERAL_STORAGE = "ephemeral-storage"
 
 
