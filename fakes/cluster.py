@@ -123,10 +123,12 @@ def daemonset_pod_body(daemonset: DaemonSetSpec, node_name: str, now: float) -> 
     """The pod the DaemonSet controller creates for a node: pinned to it by node affinity on
     `metadata.name`, owned by the DaemonSet, running from the node's first moment (the
     simulator binds it at once rather than through the scheduler)."""
+    # Names and label values as the API server admits them: at most 253 and 63 characters.
+    name = f"{daemonset.name[:252 - len(node_name)].rstrip('.-')}-{node_name}"
     return {
-        "metadata": {"name": f"{daemonset.name}-{node_name}", "namespace": DAEMONSET_NAMESPACE,
+        "metadata": {"name": name, "namespace": DAEMONSET_NAMESPACE,
                      "creationTimestamp": rfc3339(now),
-                     "labels": {DAEMONSET_LABEL: daemonset.name},
+                     "labels": {DAEMONSET_LABEL: daemonset.name[:63].rstrip(".-")},
                      "ownerReferences": [{"apiVersion": "apps/v1", "kind": "DaemonSet",
                                           "name": daemonset.name,
                                           "uid": f"uid-ds-{daemonset.name}",
