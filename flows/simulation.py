@@ -153,8 +153,8 @@ def fast_mode_problems(loaded: LoadedScenario, prefect: bool = False) -> list[st
     if loaded.scenario.placement != "first-fit":
         problems.append(join_location(
             loaded.source, "placement", f"{loaded.scenario.placement!r} needs the load "
-            "watcher and the scheduler extender over HTTP: the fast mode places first-fit "
-            "only (run without --fast)"))
+            "watcher and the scheduler extender over HTTP, which the fast mode does not run "
+            "(run without --fast)"))
     for index, group in enumerate(loaded.config.node_groups):
         if group.scale_down_selection == "least_loaded":
             problems.append(join_location(
@@ -175,8 +175,8 @@ def simulate(loaded: LoadedScenario, prefect: bool = False,
 
     `mode="http"` (the default) runs the world over the fake API server and moto, the tick
     through the real clients; `mode="memory"` runs the same tick on the in-memory world
-    (`fakes.memory_world`), with identical tick records, for first-fit scenarios without
-    `--prefect` (`fast_mode_problems` says why not, as an InputError).
+    (`fakes.memory_world`), with identical tick records, for scenarios without load-aware
+    placement or `--prefect` (`fast_mode_problems` says why not, as an InputError).
     """
     scenario = loaded.scenario
     groups = loaded.config.node_groups

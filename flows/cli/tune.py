@@ -113,7 +113,7 @@ def raise_fast_mode_problems(loaded: Any) -> None:
     problems = []
     if loaded.scenario.placement != "first-fit":
         problems.append(f"{loaded.source}: placement: tuning runs the fast simulation, which "
-                        "places pods first-fit only")
+                        "runs no load watcher for load-aware placement")
     for index, group in enumerate(loaded.config.node_groups):
         if group.scale_down_selection == "least_loaded":
             problems.append(
