@@ -160,3 +160,18 @@ def test_cached_scores_agree_with_score_nodes_on_the_same_cluster() -> None:
         bound.append({**obj, "spec": {**obj["spec"], "nodeName": target},
                       "status": {"phase": "Running"}})
     assert len(bound) >= 10
+
+
+def test_topology_weights_take_gos_log_which_differs_from_cs_in_the_last_bit() -> None:
+    """PodTopologySpread weighs a constraint by Go's log(domains + 2) (src/math/log.go, as
+    log_amd64.s computes it): within one ulp of the C library's everywhere, and not equal to it
+    for about 1 % of integers (3 among them), which can tip a score rounded at .5."""
+    import math
+
+    from tasks.core.gomath import go_log
+
+    assert go_log(1.0) == 0.0
+    differing = [n for n in range(1, 10_001) if go_log(float(n)) != math.log(float(n))]
+    assert all(abs(go_log(float(n)) - math.log(float(n))) <= math.ulp(math.log(float(n)))
+               for n in differing)
+    assert 3 in differing and 50 <= len(differing) <= 200
