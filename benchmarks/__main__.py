@@ -98,7 +98,8 @@ def quality_figures() -> list[Figure]:
         summary = simulate(load_scenario(examples / name)).summary
         ratio = summary["node_seconds"] / summary["lower_bound_node_seconds"]
         figures.append(Figure(
-            f"simulated quality, {name} (default config): node-seconds / lower bound",
+            f"simulated quality, {name} (default config, {summary['scheduler_profile']} "
+            "scheduler profile): node-seconds / lower bound",
             f"{ratio:.2f} ({summary['node_seconds']:.0f} / "
             f"{summary['lower_bound_node_seconds']:.0f}); pending pod-seconds "
             f"{summary['pending_pod_seconds']:.0f}",
@@ -128,7 +129,8 @@ def fast_simulation_figures() -> list[Figure]:
     measured = measure(repeats=3)
     return [Figure(
         f"elevator simulate --fast: 24 simulated hours, two groups, {measured['pods']:,} pods, "
-        f"{measured['ticks']} ticks (python -m benchmarks.fast_simulation), best of 3",
+        f"{measured['ticks']} ticks, {measured['summary']['scheduler_profile']} scheduler "
+        "profile (python -m benchmarks.fast_simulation), best of 3",
         f"{measured['seconds']:.2f} s", "≤ 5 s", "", measured["seconds"] <= 5.0)]
 
 
