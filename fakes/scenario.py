@@ -82,6 +82,18 @@ class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
 
+DNS_LABEL = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
+
+
+class DaemonSetSpec(_Strict):
+    """A DaemonSet whose pod runs on every node of the ASG from the moment it joins: its
+    requests take room the workload cannot use (Escalator counts no DaemonSet pod, §5.3)."""
+
+    name: str = Field(min_length=1, max_length=63, pattern=DNS_LABEL)
+    cpu: CpuQuantity
+    memory: MemoryQuantity
+
+
 class AsgSpec(_Strict):
     """A simulated Auto Scaling Group and the Nodes its instances become."""
 
@@ -93,6 +105,7 @@ class AsgSpec(_Strict):
     node_labels: dict[str, str] = {}
     boot_delay: Seconds = 60.0
     availability_zone: str = "us-east-1a"
+    daemonsets: list[DaemonSetSpec] = []
 
     @field_validator("instance_type")
     @classmethod
@@ -109,11 +122,32 @@ class AsgSpec(_Strict):
                              f"max {self.max}")
         return self
 
+    @model_validator(mode="after")
+    def daemonsets_fit_a_node(self) -> AsgSpec:
+        names = Counter(daemonset.name for daemonset in self.daemonsets)
+        repeated = sorted(name for name, count in names.items() if count > 1)
+        if repeated:
+            raise ValueError(f"daemonsets: {', '.join(map(repr, repeated))} given more than "
+                             "once")
+        cpu, memory = self.daemonset_requests
+        cpu_room, memory_room = self.allocatable
+        if cpu > cpu_room or memory > memory_room:
+            raise ValueError(f"daemonsets request {cpu}m CPU and {memory} bytes of memory, "
+                             f"more than a {self.instance_type} node offers ({cpu_room}m, "
+                             f"{memory_room} bytes): their pods would never run")
+        return self
+
     @property
     def allocatable(self) -> tuple[int, int]:
         """(milli-CPU, bytes) a node of this group offers to pods."""
         vcpu, gib = INSTANCE_TYPES[self.instance_type]
         return vcpu * 1000 - RESERVED_CPU_MILLI, gib * 2**30 - RESERVED_MEMORY_BYTES
+
+    @property
+    def daemonset_requests(self) -> tuple[int, int]:
+        """(milli-CPU, bytes) the DaemonSet pods take on each node of this group."""
+        return (sum(cpu_milli(d.cpu) for d in self.daemonsets),
+                sum(memory_bytes(d.memory) for d in self.daemonsets))
 
 
 class Toleration(_Strict):
