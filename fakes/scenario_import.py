@@ -62,8 +62,8 @@ class BadAnswer(Exception):
 
 
 class NodeLabelsMissing(Exception):
-    """kube-state-metrics runs (its series are there) but exports none of these node label
-    keys: without them no node is known to be a group's (`missing_labels_problem` says so)."""
+    """kube-state-metrics runs (its series are there) but exports none of the node groups'
+    label keys: no node is known to be a group's (`missing_labels_problem` says so)."""
 
     def __init__(self, keys: list[str], label_names_seen: set[str]) -> None:
         self.keys = keys
@@ -96,6 +96,9 @@ class GroupHistory:
     nodes_at_start: int
     node_type: NodeType
     per_node_pods: tuple[PerNodePod, ...] = ()
+    # Set when no node carried the group's label key in the window, while other groups' keys
+    # were there: a group without nodes, or a key kube-state-metrics does not export.
+    unlabelled_key: str = ""
 
 
 @dataclass
@@ -237,18 +240,21 @@ class _Nodes:
     instance_type_of_node: dict[str, str]
     sizes: dict[str, NodeSize]
     at_start: dict[str, int]
+    missing_keys: list[str]
 
 
 def _read_nodes(prometheus: InstantQueries, start: float, end: float, window: str,
                 groups: Sequence[NodeGroupConfig], pods_seen: bool) -> _Nodes:
     """The nodes' groups, from their labels; NodeLabelsMissing when kube-state-metrics ran (a
-    pod or a node of it is in the window) but exported no group's label key."""
+    pod or a node of it is in the window) but exported none of the groups' label keys. A key
+    missing beside others is not an error: the group may have had no node."""
     labels_of = _samples(prometheus, f"max_over_time(kube_node_labels[{window}])", end)
     sizes = node_sizes(_samples(prometheus, "max_over_time(kube_node_status_allocatable"
                                 f'{{resource=~"cpu|memory|nvidia_com_gpu"}}[{window}])', end))
     names_seen = {name for labels, _ in labels_of for name in labels}
-    missing = missing_label_keys(names_seen, [group.label_key for group in groups])
-    if missing and (labels_of or sizes or pods_seen):
+    keys = [group.label_key for group in groups]
+    missing = missing_label_keys(names_seen, keys)
+    if missing and len(missing) == len(set(keys)) and (labels_of or sizes or pods_seen):
         raise NodeLabelsMissing(missing, names_seen)
     group_of_node: dict[str, str] = {}
     instance_type_of_node: dict[str, str] = {}
@@ -265,7 +271,7 @@ def _read_nodes(prometheus: InstantQueries, start: float, end: float, window: st
     for labels, _ in _samples(prometheus, "kube_node_labels", start):
         if labels.get("node", "") in group_of_node:
             at_start[group_of_node[labels.get("node", "")]] += 1
-    return _Nodes(group_of_node, instance_type_of_node, sizes, dict(at_start))
+    return _Nodes(group_of_node, instance_type_of_node, sizes, dict(at_start), missing)
 
 
 def _per_node_name(labels: Mapping[str, str], node: str) -> str:
@@ -341,7 +347,8 @@ def read_history(prometheus: InstantQueries, start: float, end: float,
                                  if node in nodes.instance_type_of_node],
                                 [nodes.sizes[node] for node in members if node in nodes.sizes],
                                 instance_type),
-            per_node_pods=overhead.get(group.name, ()))
+            per_node_pods=overhead.get(group.name, ()),
+            unlabelled_key=group.label_key if group.label_key in nodes.missing_keys else "")
     return history
 
 

@@ -45,7 +45,11 @@ def from_prometheus(
     from fakes.scenario import MAX_SECONDS
     from fakes.scenario_import import BadAnswer, NodeLabelsMissing, read_history
     from fakes.scenario_import_files import write_scenario
-    from fakes.scenario_import_nodes import missing_labels_problem
+    from fakes.scenario_import_nodes import (
+        allowlist_flag,
+        ksm_label_name,
+        missing_labels_problem,
+    )
     from tasks.adapters.prometheus import MetricUnavailable, PrometheusMetrics
     from tasks.core.instance_types import INSTANCE_TYPES
     from tasks.node_group_file import load_node_groups
@@ -90,7 +94,10 @@ def from_prometheus(
                      f"{sum(pod.cpu_milli for pod in pods)}m CPU, "
                      f"{sum(pod.memory_bytes for pod in pods) / 2**20:.0f} MiB") if pods else ""
         nodes = f"{seen.nodes_at_start} node{'s' * (seen.nodes_at_start != 1)}"
-        lines.append(f"  {name}: {nodes} at the start; "
+        unlabelled = (f"; no node carried {ksm_label_name(seen.unlabelled_key)} (if "
+                      "kube-state-metrics does not export it: "
+                      f"{allowlist_flag([seen.unlabelled_key])})") if seen.unlabelled_key else ""
+        lines.append(f"  {name}: {nodes} at the start{unlabelled}; "
                      f"{seen.node_type.instance_type} {seen.node_type.source}{each_node}")
     console.print("\n".join(lines), highlight=False, markup=False, soft_wrap=True)
 

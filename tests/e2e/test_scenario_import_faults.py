@@ -332,3 +332,24 @@ def test_without_an_allocatable_or_a_label_the_option_gives_the_instance_type(
            "in kube_node_status_allocatable" in done.stdout
     (asg,) = load_scenario(output / "scenario.yaml").scenario.asgs
     assert asg.instance_type == "c5.large" and asg.daemonsets == []
+
+
+def test_a_groups_key_no_node_carried_is_said_beside_the_groups_that_had_nodes(
+        prometheus: tuple[FakePrometheus, str], tmp_path: Path) -> None:
+    """Another group's key on its own is no error (the group may have had no node in the
+    window), but the output says it is missing and the flag that would export it."""
+    _, url = prometheus
+    nodegroups = tmp_path / "two-keys.yaml"
+    nodegroups.write_text(yaml.safe_dump({"node_groups": [
+        group_dict(min_nodes=1, max_nodes=10),
+        group_dict(name="gpu", label_key="nodeGroup", label_value="gpu",
+                   cloud_provider_group_name="gpu-asg", min_nodes=0, max_nodes=4)]}))
+    output = tmp_path / "two"
+    done = from_prometheus(url, nodegroups, output)
+    assert done.returncode == 0, done.stderr
+    assert "  batch: 1 node at the start; m5.large" in done.stdout
+    assert ("  gpu: 0 nodes at the start; no node carried label_node_group (if "
+            "kube-state-metrics does not export it: "
+            "--metric-labels-allowlist=nodes=[nodeGroup]); m5.large") in done.stdout
+    assert [asg.desired for asg in load_scenario(output / "scenario.yaml").scenario.asgs] == \
+        [1, 0]
