@@ -22,6 +22,7 @@ summed, as KSM's `node` label moves a pending pod's series to a new one once it 
 from __future__ import annotations
 
 import math
+import re
 from collections import Counter, defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -46,6 +47,8 @@ Requests = tuple[int, int]  # milli-CPU, bytes
 
 # A quantity fits an int64 once scaled (apimachinery's Quantity; tasks.core.quantity).
 _QUANTITY_LIMIT = 2**63
+
+_NOT_IN_A_LABEL = re.compile(r"[^a-z0-9-]+")
 
 # Owners whose pods are on every node rather than workload: a DaemonSet's, and a static pod's
 # mirror, which the kubelet owns by its Node.
@@ -282,17 +285,31 @@ def _per_node_name(labels: Mapping[str, str], node: str) -> str:
     return labels.get("pod", "").removesuffix(f"-{node}") or labels.get("pod", "")
 
 
-def _per_node_pods(found: Mapping[str, dict[tuple[str, str], Requests]]
+def _dns_label(text: str) -> str:
+    """A name as a scenario's DaemonSet takes it (an RFC 1123 label, at most 63 characters):
+    an object name may hold dots, a label not."""
+    label = _NOT_IN_A_LABEL.sub("-", text.lower())[:63].strip("-")
+    return label or "daemonset"
+
+
+def per_node_pods(found: Mapping[str, dict[tuple[str, str], Requests]]
                    ) -> dict[str, tuple[PerNodePod, ...]]:
     """Each group's per-node pods by name; a name used in two namespaces gets its namespace
-    (`name.namespace`), so each stays one entry."""
+    (`name-namespace`), and a name still taken a number, so each stays one entry."""
     grouped = {}
     for group, pods in found.items():
         names = Counter(name for _, name in pods)
-        grouped[group] = tuple(sorted(
-            (PerNodePod(name if names[name] == 1 else f"{name}.{namespace}", cpu, memory)
-             for (namespace, name), (cpu, memory) in pods.items()),
-            key=lambda pod: pod.name))
+        taken: set[str] = set()
+        entries = []
+        for (namespace, name), (cpu, memory) in sorted(pods.items()):
+            label = _dns_label(name if names[name] == 1 else f"{name}-{namespace}")
+            unique, number = label, 1
+            while unique in taken:
+                number += 1
+                unique = f"{label[:60].rstrip('-')}-{number}"
+            taken.add(unique)
+            entries.append(PerNodePod(unique, cpu, memory))
+        grouped[group] = tuple(sorted(entries, key=lambda pod: pod.name))
     return grouped
 
 
@@ -337,20 +354,23 @@ def read_history(prometheus: InstantQueries, start: float, end: float,
             duration_s=None if finished is None or finished > end
             else round(max(0.0, finished - began), 3),
             node_group=group_name))
-    overhead = _per_node_pods(per_node)
+    overhead = per_node_pods(per_node)
     history = ClusterHistory(rows)
     for group in groups:
         members = [node for node, name in nodes.group_of_node.items() if name == group.name]
+        on_each = overhead.get(group.name, ())
+        held = NodeSize(sum(pod.cpu_milli for pod in on_each),
+                        sum(pod.memory_bytes for pod in on_each))
         history.groups[group.name] = GroupHistory(
             nodes_at_start=nodes.at_start.get(group.name, 0),
             node_type=node_type([nodes.instance_type_of_node[node] for node in members
                                  if node in nodes.instance_type_of_node],
                                 [nodes.sizes[node] for node in members if node in nodes.sizes],
-                                instance_type),
-            per_node_pods=overhead.get(group.name, ()),
+                                instance_type, held),
+            per_node_pods=on_each,
             unlabelled_key=group.label_key if group.label_key in nodes.missing_keys else "")
     return history
 
 
 __all__ = ["BadAnswer", "ClusterHistory", "GroupHistory", "NodeLabelsMissing", "PerNodePod",
-           "TraceRow", "read_history", "scheduler_request"]
+           "TraceRow", "per_node_pods", "read_history", "scheduler_request"]

@@ -92,17 +92,28 @@ def simulated_size(instance_type: str) -> NodeSize:
     return NodeSize(cpu, memory, instance_gpus(instance_type))
 
 
-def nearest_instance_type(size: NodeSize) -> str:
-    """The known instance type whose simulated node is nearest the size: the same GPUs where a
-    type has them, then the least sum of the cpu and memory ratios' distance from 1 (in logs,
-    so twice and half count alike); ties go to the name first in order."""
+def holds(instance_type: str, per_node: NodeSize) -> bool:
+    """Whether a simulated node of the type has room for the pods every node runs (the
+    scenario refuses DaemonSets a node cannot hold)."""
+    offered = simulated_size(instance_type)
+    return (offered.cpu_milli >= per_node.cpu_milli
+            and offered.memory_bytes >= per_node.memory_bytes)
+
+
+def nearest_instance_type(size: NodeSize, per_node: NodeSize = NodeSize(0, 0)) -> str:
+    """The known instance type whose simulated node is nearest the size: among those that hold
+    `per_node` and have the same GPUs (where any type does), the least sum of the cpu and
+    memory ratios' distance from 1 (in logs, so twice and half count alike); ties go to the
+    name first in order."""
     def distance(instance_type: str) -> float:
         offered = simulated_size(instance_type)
         return (abs(math.log(offered.cpu_milli / max(size.cpu_milli, 1)))
                 + abs(math.log(offered.memory_bytes / max(size.memory_bytes, 1))))
 
-    candidates = [name for name in sorted(INSTANCE_TYPES) if instance_gpus(name) == size.gpus]
-    return min(candidates or sorted(INSTANCE_TYPES), key=distance)
+    known = [name for name in sorted(INSTANCE_TYPES) if holds(name, per_node)] \
+        or sorted(INSTANCE_TYPES)
+    candidates = [name for name in known if instance_gpus(name) == size.gpus]
+    return min(candidates or known, key=distance)
 
 
 @dataclass(frozen=True)
@@ -114,10 +125,12 @@ class NodeType:
     source: str
 
 
-def node_type(labelled: Sequence[str], sizes: Sequence[NodeSize], fallback: str) -> NodeType:
+def node_type(labelled: Sequence[str], sizes: Sequence[NodeSize], fallback: str,
+              per_node: NodeSize = NodeSize(0, 0)) -> NodeType:
     """The instance type of a group whose nodes had these instance-type label values and
-    allocatables: the label's most common value when the simulator knows the type; else the
-    known type nearest the nodes' typical allocatable; else `fallback` (`--instance-type`)."""
+    allocatables, and ran pods of `per_node` on each: the label's most common value when the
+    simulator knows the type and its node holds those pods; else the known type nearest the
+    nodes' typical allocatable that holds them; else `fallback` (`--instance-type`)."""
     typical = typical_size(sizes)
     seen = ""
     if typical is not None:
@@ -127,13 +140,16 @@ def node_type(labelled: Sequence[str], sizes: Sequence[NodeSize], fallback: str)
     if labelled:
         counts = Counter(labelled)
         named = max(counts, key=lambda each: (counts[each], each))
-        if named in INSTANCE_TYPES:
+        if named in INSTANCE_TYPES and holds(named, per_node):
             return NodeType(named, f"from {INSTANCE_TYPE_KEYS[0]}{seen}")
-        unknown = (f"{INSTANCE_TYPE_KEYS[0]} {named!r} is not a type the simulator knows")
+        unknown = (f"{INSTANCE_TYPE_KEYS[0]} {named!r} is not a type the simulator knows"
+                   if named not in INSTANCE_TYPES else
+                   f"{INSTANCE_TYPE_KEYS[0]} {named!r}: its simulated node "
+                   f"({simulated_size(named)}) cannot hold the DaemonSet pods ({per_node})")
     else:
         unknown = f"{INSTANCE_TYPE_KEYS[0]} not exported"
     if typical is not None:
-        nearest = nearest_instance_type(typical[0])
+        nearest = nearest_instance_type(typical[0], per_node)
         return NodeType(nearest, f"nearest to the nodes' kube_node_status_allocatable{seen} "
                                  f"(simulated: {simulated_size(nearest)}); {unknown}")
     return NodeType(fallback, f"from --instance-type: no node of the group in "
@@ -154,6 +170,6 @@ def node_sizes(samples: Iterable[tuple[Mapping[str, str], float]]) -> dict[str, 
             for node, values in found.items() if "cpu" in values and "memory" in values}
 
 
-__all__ = ["INSTANCE_TYPE_KEYS", "NodeSize", "NodeType", "allowlist_flag", "ksm_label_name",
+__all__ = ["INSTANCE_TYPE_KEYS", "NodeSize", "NodeType", "allowlist_flag", "holds", "ksm_label_name",
            "missing_label_keys", "missing_labels_problem", "nearest_instance_type", "node_sizes",
            "node_type", "simulated_size", "typical_size"]

@@ -5,9 +5,11 @@ from __future__ import annotations
 
 import pytest
 
-from fakes.scenario_import import scheduler_request
+from fakes.scenario import DaemonSetSpec
+from fakes.scenario_import import PerNodePod, per_node_pods, scheduler_request
 from fakes.scenario_import_nodes import (
     NodeSize,
+    holds,
     ksm_label_name,
     missing_label_keys,
     missing_labels_problem,
@@ -155,3 +157,32 @@ def test_a_pods_request_is_what_kube_scheduler_counts(
         containers: dict[str, tuple[int, int]], inits: dict[str, tuple[int, int]],
         sidecars: set[str], overhead: tuple[int, int], counted: tuple[int, int]) -> None:
     assert scheduler_request(containers, inits, sidecars, overhead) == counted
+
+
+def test_per_node_pods_get_names_a_scenario_takes_each_once() -> None:
+    found = {"batch": {("monitoring", "agent"): (50, MiB), ("security", "agent"): (60, MiB),
+                       ("kube-system", "kube-proxy"): (100, 0),
+                       ("logging", "fluent-bit.v2"): (100, 2 * MiB),
+                       ("a", "x" * 70): (1, 1), ("b", "x" * 70 + "-b"): (2, 2)}}
+    pods = per_node_pods(found)["batch"]
+    names = [pod.name for pod in pods]
+    assert names == sorted(names) and len(set(names)) == len(names)
+    assert PerNodePod("agent-monitoring", 50, MiB) in pods
+    assert PerNodePod("agent-security", 60, MiB) in pods
+    assert PerNodePod("kube-proxy", 100, 0) in pods
+    assert PerNodePod("fluent-bit-v2", 100, 2 * MiB) in pods  # a label holds no dot
+    long = [pod.name for pod in pods if pod.name.startswith("x")]
+    assert long == ["x" * 60 + "-2", "x" * 63]  # cut to 63 characters, then numbered
+    for name in names:  # what the scenario's DaemonSetSpec takes
+        DaemonSetSpec(name=name, cpu="0", memory="0")
+
+
+def test_a_type_too_small_for_the_daemonsets_is_passed_over() -> None:
+    daemonsets = NodeSize(2500, GiB)  # more CPU than a simulated m5.large offers (1900m)
+    assert not holds("m5.large", daemonsets) and holds("c5.xlarge", daemonsets)
+    assert nearest_instance_type(NodeSize(1930, 7 * GiB), daemonsets) == "c5.xlarge"
+    chosen = node_type(["m5.large"], [NodeSize(1930, 7 * GiB)], "m5.large", daemonsets)
+    assert chosen.instance_type == "c5.xlarge"  # the nearest that holds them
+    assert chosen.source.endswith("node.kubernetes.io/instance-type 'm5.large': its simulated "
+                                  "node (1900m CPU, 7.5 GiB) cannot hold the DaemonSet pods "
+                                  "(2500m CPU, 1.0 GiB)")
