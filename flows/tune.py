@@ -12,8 +12,11 @@ judged workload by workload: no pod waits longer than with the file as it is (or
    the file and the local search's best, for the Pareto front and what lies farther away.
 
 Trials go out in batches, each batch a task run: on Prefect's default task runner, or on a Dask
-cluster (`DaskTaskRunner`) when the search is big. The chosen setting is the one with the fewest
-node-seconds that stays within the limits on seeds of their own, and it is judged again,
+cluster (`DaskTaskRunner`) when the search is big. The scenario is read and checked once, here;
+the batches carry the loaded workload (its node groups, ASGs and every arrival), not its path:
+a Dask worker is another machine, with no such file. On Dask the workload is scattered to every
+worker once (`share_workload`), and each batch names it. The chosen setting is the one with the
+fewest node-seconds that stays within the limits on seeds of their own, and it is judged again,
 against the file as it was, on seeds the search never saw.
 """
 
@@ -59,14 +62,13 @@ HELD_OUT_SEEDS_START = 1001  # to judge the choice: never seen by the search or 
 Profiles = Sequence[str] | None  # scheduler profiles to judge under (None: the scenario's)
 
 
-def evaluate_by_profile(scenario_path: str, knobs: Mapping[str, Mapping[str, object]],
+def evaluate_by_profile(loaded: LoadedScenario, knobs: Mapping[str, Mapping[str, object]],
                         seeds: Sequence[int], profiles: Profiles = None) -> dict[str, Evaluation]:
     """One configuration over the seeds' workloads under each scheduler profile (fast
     simulation, no Prefect per tick)."""
-    from fakes.scenario import LoadedScenario, load_scenario, perturbed, with_profile
+    from fakes.scenario import LoadedScenario, perturbed, with_profile
     from flows.simulation import simulate
 
-    loaded = load_scenario(scenario_path)
     groups = apply_knobs(loaded.config.node_groups, knobs)
     config = dataclasses.replace(loaded.config, node_groups=tuple(groups))
     judged = {}
@@ -81,12 +83,12 @@ def evaluate_by_profile(scenario_path: str, knobs: Mapping[str, Mapping[str, obj
     return judged
 
 
-def evaluate(scenario_path: str, knobs: Mapping[str, Mapping[str, object]],
+def evaluate(loaded: LoadedScenario, knobs: Mapping[str, Mapping[str, object]],
              seeds: Sequence[int], profiles: Profiles = None) -> Evaluation:
     """One configuration over the seeds' workloads, under each profile: every (profile, seed)
     is one workload, so the limits hold under each profile on each seed, and the node-seconds
     are the mean over them (the sum over profiles, up to a constant)."""
-    return merged(evaluate_by_profile(scenario_path, knobs, seeds, profiles).values())
+    return merged(evaluate_by_profile(loaded, knobs, seeds, profiles).values())
 
 
 def merged(evaluations: Iterable[Evaluation]) -> Evaluation:
@@ -99,10 +101,30 @@ def merged(evaluations: Iterable[Evaluation]) -> Evaluation:
 
 
 @task(name="evaluate-trials", cache_policy=NO_CACHE, persist_result=False)
-def evaluate_batch(scenario_path: str, batch: list[Knobs], seeds: list[int],
+def evaluate_batch(workload: LoadedScenario, batch: list[Knobs], seeds: list[int],
                    profiles: list[str] | None = None) -> list[dict[str, float]]:
-    """A batch of trials, one after the other (a batch is one task run: worth a round trip)."""
-    return [evaluate(scenario_path, knobs, seeds, profiles).to_json() for knobs in batch]
+    """A batch of trials, one after the other (a batch is one task run: worth a round trip).
+    `workload` is the loaded scenario itself; on Dask, the future `share_workload` scattered,
+    which Dask resolves to the copy already on the worker."""
+    return [evaluate(workload, knobs, seeds, profiles).to_json() for knobs in batch]
+
+
+def share_workload(loaded: LoadedScenario) -> Any:
+    """What the batches pass as their workload: on the flow's Dask task runner, a future of the
+    loaded scenario scattered to every worker once (`broadcast`; a worker that joins later
+    fetches it from a peer), so a batch carries a key, not a trace of a million rows; on any
+    other task runner the object itself, which stays in this process."""
+    from prefect.context import FlowRunContext
+
+    context = FlowRunContext.get()
+    try:
+        from prefect_dask.task_runners import DaskTaskRunner
+    except ImportError:  # without the `tune` extra's Dask there is no Dask runner
+        return loaded
+    if context is None or not isinstance(context.task_runner, DaskTaskRunner):
+        return loaded
+    return context.task_runner.client.scatter(  # type: ignore[no-untyped-call]
+        loaded, broadcast=True, hash=False)
 
 
 @dataclass
@@ -148,7 +170,7 @@ def saved_share(before: Evaluation, after: Evaluation) -> float | None:
     return None if before.node_seconds == 0 else 1 - after.node_seconds / before.node_seconds
 
 
-def search(scenario_path: str, groups: Sequence[NodeGroupConfig], trials: int, batch: int,
+def search(loaded: LoadedScenario, groups: Sequence[NodeGroupConfig], trials: int, batch: int,
            parallel: int, seeds: list[int], held_out: list[int], validation: list[int],
            max_pending_seconds: float,
            run_batches: Callable[[list[list[Knobs]]], list[list[dict[str, float]]]],
@@ -162,7 +184,7 @@ def search(scenario_path: str, groups: Sequence[NodeGroupConfig], trials: int, b
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     default = {group.name: current_knobs(group) for group in groups}
-    baseline = evaluate(scenario_path, default, seeds, profiles)
+    baseline = evaluate(loaded, default, seeds, profiles)
     limits = limits_of(baseline, max_pending_seconds)
 
     result = TuneResult(tuple(groups), profiles=tuple(profiles))
@@ -206,10 +228,10 @@ def search(scenario_path: str, groups: Sequence[NodeGroupConfig], trials: int, b
                 trial.set_constraint(name, excess)
             study.tell(trial, [evaluation.node_seconds, evaluation.pending_pod_seconds])
         done += size
-    result.chosen = choose(scenario_path, result, default, validation, max_pending_seconds,
+    result.chosen = choose(loaded, result, default, validation, max_pending_seconds,
                            profiles=profiles)
-    file_by_profile = evaluate_by_profile(scenario_path, default, held_out, profiles)
-    tuned_by_profile = evaluate_by_profile(scenario_path, result.chosen, held_out, profiles)
+    file_by_profile = evaluate_by_profile(loaded, default, held_out, profiles)
+    tuned_by_profile = evaluate_by_profile(loaded, result.chosen, held_out, profiles)
     result.default_held_out = merged(file_by_profile.values())
     result.tuned_held_out = merged(tuned_by_profile.values())
     result.profiles = tuple(file_by_profile)
@@ -252,7 +274,7 @@ def refine(groups: Sequence[NodeGroupConfig], start: Knobs, start_evaluation: Ev
     return best, best_evaluation
 
 
-def choose(scenario_path: str, result: TuneResult, default: Knobs,
+def choose(loaded: LoadedScenario, result: TuneResult, default: Knobs,
            validation: list[int], max_pending_seconds: float = 0.0,
            candidates: int = 20, profiles: Sequence[str] = ()) -> Knobs:
     """The cheapest setting within the limits, checked on seeds of its own: the
@@ -273,9 +295,9 @@ def choose(scenario_path: str, result: TuneResult, default: Knobs,
         distinct.setdefault(evaluation, knobs)
     if not distinct:
         return default
-    reference = evaluate(scenario_path, default, validation, profiles)
+    reference = evaluate(loaded, default, validation, profiles)
     limits = limits_of(reference, max_pending_seconds)
-    checked = [(knobs, evaluate(scenario_path, knobs, validation, profiles))
+    checked = [(knobs, evaluate(loaded, knobs, validation, profiles))
                for knobs in list(distinct.values())[:candidates]]
     keeping = [(k, e) for k, e in checked
                if e.within(limits) and e.node_seconds < reference.node_seconds]
@@ -323,18 +345,19 @@ def tune(scenario: str, trials: int = 100, batch: int = 4, parallel: int = 2, se
     """The search's body: run as the `tune` flow (`tune_flow`), on Dask by `make_flow`."""
     from fakes.scenario import load_scenario
 
-    loaded = load_scenario(scenario)
+    loaded = load_scenario(scenario)  # here, where the path means something; once
+    workload = share_workload(loaded)
     search_seeds = seeds_from(SEARCH_SEEDS_START, seeds)
     held_out = seeds_from(HELD_OUT_SEEDS_START, held_out_seeds)
     judged = list(profiles or [loaded.scenario.scheduler.profile])
 
     def run_batches(batches: list[list[Knobs]]) -> list[list[dict[str, float]]]:
-        futures = [evaluate_batch.submit(scenario, chunk, search_seeds, judged)
+        futures = [evaluate_batch.submit(workload, chunk, search_seeds, judged)
                    for chunk in batches]
         return [future.result() for future in futures]
 
     validation = seeds_from(VALIDATION_SEEDS_START, seeds)
-    result = search(scenario, loaded.config.node_groups, trials, batch, parallel, search_seeds,
+    result = search(loaded, loaded.config.node_groups, trials, batch, parallel, search_seeds,
                     held_out, validation, max_pending_seconds, run_batches, seed, progress,
                     profiles=judged)
     _publish(result)
@@ -357,7 +380,8 @@ def tune_flow(scenario: str, trials: Annotated[int, Field(ge=1, le=100_000)] = 1
     """Search the node groups' Escalator knobs on a scenario's workload (a deployment).
 
     Args:
-        scenario: Path of the scenario file on the worker (its node-group file is the start).
+        scenario: Path of the scenario file where the flow runs (its node-group file is the
+            start); read once there, and its workload sent to the task runs.
         trials: How many settings to try.
         batch: Trials per task run.
         parallel: Task runs at once.
