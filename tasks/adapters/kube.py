@@ -27,7 +27,7 @@ from tasks.adapters.kube_pages import PagedList
 from tasks.core.api_objects import OBJECT_DECODER
 from tasks.core.collector import gc_paused
 from tasks.core.decode import ClusterSnapshot, decode_page
-from tasks.core.documents import value_problem
+from tasks.core.documents import load_document, read_bytes
 from tasks.core.errors import EvictionBlocked, InputError, LeaseConflict, NodeChanged
 from tasks.core.lease_state import (
     HOLDER_IDENTITY,
@@ -450,32 +450,13 @@ def _named(entries: Any, kind: str, name: Any, source: str, key: str) -> dict[st
 
 def check_kubeconfig(path: str | Path) -> None:
     """The kubeconfig's current context, its cluster and user, checked before the client reads
-    them: the client's own errors are tracebacks or name no key (issue 14)."""
-    import yaml
-
+    them: the client's own errors are tracebacks or name no key (issue 14). Read as every user
+    file is (`tasks/core/documents.py`): a device, a recursive alias or a document nested too
+    deep is refused here, before the client's own YAML reader would walk it."""
     source = str(path)
-    try:
-        text = Path(path).read_bytes().decode("utf-8")
-    except FileNotFoundError:
-        raise InputError([f"{source}: no such kubeconfig file"]) from None
-    except OSError as error:
-        raise InputError([f"{source}: cannot read the kubeconfig: "
-                          f"{error.strerror or error}"]) from None
-    except UnicodeDecodeError as error:
-        raise InputError([f"{source}: not UTF-8 text (byte {error.object[error.start]:#04x} "
-                          f"at offset {error.start})"]) from None
-    try:
-        document = yaml.safe_load(text)
-    except yaml.YAMLError as error:
-        mark = getattr(error, "problem_mark", None)
-        where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark else ""
-        problem = getattr(error, "problem", None) or str(error)
-        raise InputError([f"{source}: not valid YAML: {where}{' '.join(problem.split())}"]) \
-            from None
-    except RecursionError:
-        raise InputError([f"{source}: not valid YAML: nested too deeply"]) from None
-    except (ValueError, TypeError, OverflowError, KeyError, AttributeError) as error:
-        raise value_problem(error, source, "YAML") from None  # 2001-02-30, !!int abc
+    if not Path(path).exists():
+        raise InputError([f"{source}: no such kubeconfig file"])
+    document = load_document(read_bytes(path), source, "YAML")
     if not isinstance(document, dict):
         raise InputError([f"{source}: a kubeconfig is a mapping with clusters, contexts, users "
                           "and current-context"])

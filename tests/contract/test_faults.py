@@ -373,7 +373,7 @@ def test_run_with_an_unusable_kubeconfig_is_one_error_line(case: str, tmp_path: 
         path.write_text(yaml.safe_dump(document))
     elif case == "not-yaml":
         path.write_text("clusters: [\n")
-        expected = "not valid YAML: line 2, column 1"
+        expected = "line 2, column 1: not valid YAML"
     elif case == "impossible-date":  # parses, but builds no value
         path.write_text("current-context: 2001-02-30\n")
         expected = "not valid YAML: a value cannot be read (day is out of range for month)"
