@@ -361,7 +361,8 @@ KUBECONFIGS = {
 }
 
 
-@pytest.mark.parametrize("case", [*KUBECONFIGS, "missing", "not-yaml", "impossible-date"])
+@pytest.mark.parametrize("case", [*KUBECONFIGS, "missing", "not-yaml", "impossible-date",
+                                  "recursive-alias"])
 def test_run_with_an_unusable_kubeconfig_is_one_error_line(case: str, tmp_path: Path) -> None:
     """Issue 14 item 7: one line naming the file and the problem, exit 2, no traceback."""
     nodegroups = tmp_path / "ng.yaml"
@@ -377,6 +378,9 @@ def test_run_with_an_unusable_kubeconfig_is_one_error_line(case: str, tmp_path: 
     elif case == "impossible-date":  # parses, but builds no value
         path.write_text("current-context: 2001-02-30\n")
         expected = "not valid YAML: a value cannot be read (day is out of range for month)"
+    elif case == "recursive-alias":  # read by the client's own YAML loader after the check
+        path.write_text("current-context: a\ncontexts: &c [{name: a, context: *c}]\n")
+        expected = "line 2, column 11: a YAML alias inside the node its anchor names"
     result = elevator("run", "--nodegroups", nodegroups, "--kubeconfig", path, "--once")
     assert result.returncode == 2, result.stderr
     assert result.stderr.strip() == f"error: {path}: {expected}" or \
