@@ -231,14 +231,19 @@ def load_json_document(data: bytes, source: str) -> Any:
         document = orjson.loads(data)
     except orjson.JSONDecodeError:
         return load_document(data, source, "JSON")
-    depth, stack = 0, [(document, 1)]
+    check_depth(document, source)
+    return document
+
+
+def check_depth(document: Any, source: str) -> None:
+    """A decoded JSON document (orjson's limit is 1,024 levels) within `MAX_DEPTH`, walked
+    iteratively; for JSON that comes from elsewhere than a file (a request's body)."""
+    stack = [(document, 1)]
     while stack:
         value, level = stack.pop()
-        depth = max(depth, level)
-        if depth > MAX_DEPTH:
+        if level > MAX_DEPTH:
             raise too_deep(source)
         if isinstance(value, dict):
             stack.extend((child, level + 1) for child in value.values())
         elif isinstance(value, list):
             stack.extend((child, level + 1) for child in value)
-    return document
