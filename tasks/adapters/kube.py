@@ -105,6 +105,8 @@ class KubeClient:
         configuration = client.Configuration()
         if kubeconfig is not None:
             check_kubeconfig(kubeconfig)
+        elif not os.environ.get("KUBERNETES_SERVICE_HOST"):
+            check_default_kubeconfigs()
         source = str(kubeconfig) if kubeconfig is not None else (
             "in-cluster config" if os.environ.get("KUBERNETES_SERVICE_HOST") else
             os.environ.get("KUBECONFIG") or "~/.kube/config")
@@ -118,8 +120,7 @@ class KubeClient:
                 config.load_kube_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
         except Exception as error:  # ConfigException, YAML, OSError, or a shape it cannot read
             raise InputError([f"{source}: cannot load the Kubernetes config: "
-                              f"{' '.join(str(error).split()) or type(error).__name__}"]) \
-                from None
+                              f"{_short(str(error)) or type(error).__name__}"]) from None
         # urllib3 retries a dropped GET, PUT or DELETE up to 3 times on its own by default:
         # a PUT whose answer was lost would be sent again unseen. The step's Prefect retries
         # (tasks/core/retry.py) are the one retry layer; they re-read before writing again.
@@ -446,6 +447,27 @@ def _named(entries: Any, kind: str, name: Any, source: str, key: str) -> dict[st
         if entry.get("name") == name:
             return cast(dict[str, Any], entry[kind[:-1]])
     raise InputError([f"{source}: {key}: {name!r} names no entry of {kind}"])
+
+
+_MESSAGE_CHARACTERS = 300
+
+
+def _short(text: str) -> str:
+    """The client's message on one line, cut short: it may quote a whole section of the file."""
+    text = " ".join(text.split())
+    if len(text) <= _MESSAGE_CHARACTERS:
+        return text
+    return f"{text[:_MESSAGE_CHARACTERS]}... ({len(text):,} characters)"
+
+
+def check_default_kubeconfigs() -> None:
+    """The files the client merges without `--kubeconfig` ($KUBECONFIG's, else ~/.kube/config),
+    within every user file's limits before its own YAML reader walks them: a billion laughs
+    there ran it out of memory writing its error message."""
+    for name in (os.environ.get("KUBECONFIG") or "~/.kube/config").split(os.pathsep):
+        path = Path(name).expanduser()
+        if name and path.is_file():
+            load_document(read_bytes(path), str(path), "YAML")
 
 
 def check_kubeconfig(path: str | Path) -> None:

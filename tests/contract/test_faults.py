@@ -38,6 +38,7 @@ from tasks.adapters.kube import KubeClient
 from tasks.core.errors import CloudError, InputError
 from tasks.core.timeouts import READ_TIMEOUT_ENV, Timeouts, timeouts
 from tests.builders import group_dict
+from tests.hostile_shapes import billion_laughs
 
 MiB = 2**20
 CONFIG_MAP = "/api/v1/namespaces/default/configmaps/settings"
@@ -386,6 +387,19 @@ def test_run_with_an_unusable_kubeconfig_is_one_error_line(case: str, tmp_path: 
     assert result.stderr.strip() == f"error: {path}: {expected}" or \
         result.stderr.strip().startswith(f"error: {path}: {expected}")
     assert len(result.stderr.strip().splitlines()) == 1
+
+
+def test_a_default_kubeconfig_is_read_within_the_same_limits(tmp_path: Path) -> None:
+    """Without --kubeconfig the client reads $KUBECONFIG itself: a billion laughs there ran it
+    out of memory writing its error message (a MemoryError traceback, issue 27)."""
+    nodegroups = tmp_path / "ng.yaml"
+    nodegroups.write_text(yaml.safe_dump({"node_groups": [group_dict()]}))
+    path = tmp_path / "kubeconfig.yaml"
+    path.write_text(yaml.safe_dump({"current-context": "a", "users": billion_laughs()}))
+    result = elevator("run", "--nodegroups", nodegroups, "--once", env={"KUBECONFIG": str(path)})
+    assert result.returncode == 2, result.stderr
+    assert result.stderr.strip() == f"error: {path}: its aliases expand to more than 1,000,000 " \
+        "values"
 
 
 def test_fake_cluster_takes_faults_from_another_process(tmp_path: Path) -> None:
