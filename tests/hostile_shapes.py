@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import copy
 import json
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import yaml
@@ -33,6 +33,21 @@ def key_paths(document: Any, prefix: KeyPath = (), items_per_list: int = 3) -> I
     elif isinstance(document, list):
         for index, value in enumerate(document[:items_per_list]):
             yield from key_paths(value, (*prefix, index), items_per_list)
+
+
+def object_first_key_path(document: Any, choose: Callable[[Sequence[Any]], Any]) -> KeyPath:
+    """A key path inside one object of the file, drawn by `choose` (`random.choice`, or a
+    hypothesis draw): the object first (each item of a List as likely), then how deep (an
+    object's own keys, `metadata` or `spec`, as likely as a leaf), then the path."""
+    items = document.get("items") if isinstance(document, dict) else None
+    root: KeyPath = ("items", choose(range(len(items)))) if isinstance(items, list) and items \
+        else ()
+    target = document
+    for key in root:
+        target = target[key]
+    paths = list(key_paths(target))
+    depth = choose(sorted({len(path) for path in paths}))
+    return (*root, *choose([path for path in paths if len(path) == depth]))
 
 
 def replaced(document: Any, path: KeyPath, value: Any) -> Any:

@@ -24,6 +24,7 @@ from tests.hostile_shapes import (
     billion_laughs,
     deep_text,
     key_paths,
+    object_first_key_path,
     recursive_alias,
     replaced,
     with_text,
@@ -107,18 +108,7 @@ def test_hostile_shapes_anywhere_in_every_reader(reader: str, files: dict[str, P
 
 @st.composite
 def object_key_paths(draw: st.DrawFn, parsed: Any) -> tuple[str | int, ...]:
-    """A key path inside one object of the file: the object first (each kind as likely), then
-    how deep (an object's own keys, `metadata` or `spec`, as likely as a leaf), then the path."""
-    items = parsed.get("items") if isinstance(parsed, dict) else None
-    root: tuple[str | int, ...] = ()
-    if isinstance(items, list) and items:
-        root = ("items", draw(st.integers(0, len(items) - 1)))
-    target = parsed
-    for key in root:
-        target = target[key]
-    paths = list(key_paths(target))
-    depth = draw(st.integers(0, max(len(path) for path in paths)))
-    return (*root, *draw(st.sampled_from([path for path in paths if len(path) == depth])))
+    return object_first_key_path(parsed, lambda options: draw(st.sampled_from(options)))
 
 
 @pytest.mark.parametrize("reader", list(READERS))
