@@ -146,12 +146,12 @@ def _check_shape(root: yaml.Node, source: str) -> None:
     height: dict[int, int] = {}  # of each finished node: its levels, itself included
     size: dict[int, int] = {}  # of each finished node: its values once aliases are expanded
     open_nodes: set[int] = set()
-    stack: list[tuple[yaml.Node, int, bool]] = [(root, 1, False)]
+    # (node, its level, its children once they are pushed: None before)
+    stack: list[tuple[yaml.Node, int, list[yaml.Node] | None]] = [(root, 1, None)]
     while stack:
-        node, level, children_done = stack.pop()
+        node, level, children = stack.pop()
         key = id(node)
-        if children_done:
-            children = _children(node)
+        if children is not None:  # every child finished
             open_nodes.discard(key)
             height[key] = 1 + max((height[id(child)] for child in children), default=0)
             size[key] = 1 + sum(size[id(child)] for child in children)
@@ -169,11 +169,15 @@ def _check_shape(root: yaml.Node, source: str) -> None:
             raise InputError([join_location(source, _at(node.start_mark), SELF_REFERENCE)])
         if level > MAX_DEPTH:
             raise too_deep(source, _at(node.start_mark))
+        if isinstance(node, yaml.ScalarNode):  # most nodes: finished at once
+            height[key] = size[key] = 1
+            continue
         if isinstance(node, yaml.MappingNode):
             _check_unique_keys(node, source)
         open_nodes.add(key)
-        stack.append((node, level, True))
-        stack.extend((child, level + 1, False) for child in _children(node))
+        children = _children(node)
+        stack.append((node, level, children))
+        stack.extend((child, level + 1, None) for child in children)
 
 
 def _check_unique_keys(node: yaml.MappingNode, source: str) -> None:
