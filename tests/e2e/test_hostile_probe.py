@@ -231,8 +231,13 @@ def run_one(command: Sequence[str], seconds: float, scratch: Path) -> tuple[int 
 def probe(per_reader: int = 25, seed: int = 27, parallel: int = 2,
           readers: Sequence[str] | None = None) -> list[Outcome]:
     """Write the hostile files and run every reader on its own; the outcomes, one per file."""
+    with tempfile.TemporaryDirectory(prefix="elevator-hostile-") as scratch:
+        return _probe(Path(scratch), per_reader, seed, parallel, readers)
+
+
+def _probe(folder: Path, per_reader: int, seed: int, parallel: int,
+           readers: Sequence[str] | None) -> list[Outcome]:
     rng = random.Random(seed)
-    folder = Path(tempfile.mkdtemp(prefix="elevator-hostile-"))
     files = base_files(folder)
     jobs: list[tuple[str, str, list[str], float]] = []
     for name in readers or READERS:
