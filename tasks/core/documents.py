@@ -12,10 +12,11 @@ Every error is one line naming the file, the place and the rule.
 libyaml composes the node graph without recursion in Python (and refuses past 1,000 levels
 itself); the checks then walk that graph iteratively, and only a document within the limits is
 constructed into Python objects. JSON read by orjson (which refuses past 1,024 levels) is
-checked by the same walk. The one reader that does not build a document, a snapshot decoded
-item by item with msgspec (`tasks/core/decode.py`), reads only fixed-depth structs and skips
-the rest; msgspec refuses a value it skips past Python's recursion limit (about 1,000 levels)
-with RecursionError, which `depth_limited` turns into the same error line.
+walked for its depth before it is returned (`check_depth`). The one reader that does not build
+a document, a snapshot decoded item by item with msgspec (`tasks/core/decode.py`), reads only
+fixed-depth structs and skips the rest; msgspec refuses a value it skips past Python's
+recursion limit (about 1,000 levels) with RecursionError, which `depth_limited` turns into the
+same error line.
 """
 
 from __future__ import annotations
