@@ -1,11 +1,14 @@
 """The objects of `elevator pods plan --cluster` files, checked at the edge (issue 14).
 
 The API server guarantees the types of what it serves; a hand-edited file does not. Each object
-the pod-autoscaler cycle reads (Pods, the scale targets, DatadogMonitors) is checked here
-against the fields the cycle reads, so `replicas: "x"`, a selector given as a string or
-`startTime: yesterday` is one error line naming the file, the item and the key path, instead
-of a traceback deep in the cycle. The autoscaler objects themselves are validated by their
-own parsers (their problems become the decision's reason, as in the live cycle).
+the pod-autoscaler cycle reads (the autoscalers, Pods, the scale targets, DatadogMonitors) is
+checked here, strictly, against the types the API server (or the CRD's schema) would enforce on
+the fields the cycle reads, so `replicas: "x"`, a selector given as a string, `startTime:
+yesterday` or a WatermarkPodAutoscaler whose `metadata` is a string is one error line naming
+the file, the item, the key path and the rule, instead of a traceback deep in the cycle. What
+the API server would accept but the controller refuses (maxReplicas below minReplicas, an
+unknown algorithm) is left to the autoscalers' own parsers: their problems become the
+decision's reason, as in the live cycle.
 """
 
 from __future__ import annotations
@@ -18,7 +21,10 @@ from pydantic import ValidationError as PydanticValidationError
 
 from tasks.core.quantity import parse_quantity
 from tasks.core.timefmt import parse_time
-from tasks.pod_autoscalers.wpa.crd import LabelSelector
+from tasks.pod_autoscalers.memory import KIND as MEMORY_KIND
+from tasks.pod_autoscalers.memory import MemoryAutoscalerSpec
+from tasks.pod_autoscalers.wpa.crd import KIND as WPA_KIND
+from tasks.pod_autoscalers.wpa.crd import LabelSelector, WatermarkPodAutoscalerSpec
 
 SCALABLE_KINDS = ("Deployment", "StatefulSet", "ReplicaSet")
 
@@ -115,19 +121,55 @@ class _Monitor(_Model):
     status: _MonitorStatus = _MonitorStatus()
 
 
+class _AutoscalerStatus(_Model):
+    """What the cycle reads back from an autoscaler's status (its own last write)."""
+
+    conditions: list[_Condition] = []
+    lastScaleTime: Time | None = None
+    scalingEventsCount: Annotated[StrictInt, Field(ge=0)] | None = None
+    currentReplicas: Annotated[StrictInt, Field(ge=0, le=INT32_MAX)] | None = None
+    desiredReplicas: Annotated[StrictInt, Field(ge=0, le=INT32_MAX)] | None = None
+
+
+class _Watermark(_Model):
+    metadata: _Metadata
+    spec: WatermarkPodAutoscalerSpec = WatermarkPodAutoscalerSpec()  # the CRD's own model
+    status: _AutoscalerStatus = _AutoscalerStatus()
+
+
+class _MemoryAutoscaler(_Model):
+    metadata: _Metadata
+    spec: MemoryAutoscalerSpec = MemoryAutoscalerSpec()
+    status: _AutoscalerStatus = _AutoscalerStatus()
+
+
 _MODELS: dict[str, type[_Model]] = {"Pod": _Pod, "DatadogMonitor": _Monitor,
+                                    WPA_KIND: _Watermark, MEMORY_KIND: _MemoryAutoscaler,
                                     **{kind: _Workload for kind in SCALABLE_KINDS}}
 
 
+def _key_path(location: tuple[int | str, ...]) -> str:
+    """pydantic's location as the API writes a key path: `spec.metrics[0].type`."""
+    return "".join(f"[{part}]" if isinstance(part, int) else f".{part}"
+                   for part in location).removeprefix(".")
+
+
+def _rule(message: str) -> str:
+    """pydantic's message without the names of our classes (`... or instance of _Metadata`)."""
+    return message.removeprefix("Value error, ").split(" or instance of ")[0]
+
+
 def object_problems(obj: Mapping[str, Any], where: str) -> list[str]:
-    """Why the cycle could not read this object as the API server would serve it (none: ok)."""
+    """Why the cycle could not read this object as the API server would serve it (none: ok).
+
+    Strict: `"5"` for an integer or `"true"` for a boolean is a wrong type, as the API server
+    refuses it, not a value to coerce."""
     model = _MODELS.get(str(obj.get("kind")))
     if model is None:
         return []
     try:
-        model.model_validate(obj)
+        model.model_validate(obj, strict=True)
     except PydanticValidationError as error:
-        return [f"{where}: " + ".".join(str(part) for part in detail["loc"]) + ": "
-                + str(detail["msg"]).removeprefix("Value error, ")
+        return [f"{where}: {_key_path(detail['loc'])}: " + _rule(detail["msg"])
                 for detail in error.errors()]
     return []

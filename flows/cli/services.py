@@ -229,6 +229,9 @@ def scheduler_extender(
 
         try:
             kube = KubeClient.from_config(kubeconfig)
+        except InputError as error:  # `check_kubeconfig`'s lines name the file already
+            raise InputError([f"--kubeconfig: {problem}" for problem in error.problems]) \
+                from None
         except Exception as error:  # the client raises ConfigException, OSError, YAML errors
             raise InputError([f"--kubeconfig: {kubeconfig}: {error}"]) from None
         watch = KubeWatch(extender, kube.api)

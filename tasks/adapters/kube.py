@@ -28,7 +28,7 @@ from tasks.adapters.kube_pages import PagedList
 from tasks.core.api_objects import OBJECT_DECODER
 from tasks.core.collector import gc_paused
 from tasks.core.decode import ClusterSnapshot, decode_page
-from tasks.core.documents import value_problem
+from tasks.core.documents import load_document, read_bytes
 from tasks.core.errors import EvictionBlocked, InputError, LeaseConflict, NodeChanged
 from tasks.core.lease_state import (
     HOLDER_IDENTITY,
@@ -107,6 +107,8 @@ class KubeClient:
         configuration = client.Configuration()
         if kubeconfig is not None:
             check_kubeconfig(kubeconfig)
+        elif not os.environ.get("KUBERNETES_SERVICE_HOST"):
+            check_default_kubeconfigs()
         source = str(kubeconfig) if kubeconfig is not None else (
             "in-cluster config" if os.environ.get("KUBERNETES_SERVICE_HOST") else
             os.environ.get("KUBECONFIG") or "~/.kube/config")
@@ -120,8 +122,7 @@ class KubeClient:
                 config.load_kube_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
         except Exception as error:  # ConfigException, YAML, OSError, or a shape it cannot read
             raise InputError([f"{source}: cannot load the Kubernetes config: "
-                              f"{' '.join(str(error).split()) or type(error).__name__}"]) \
-                from None
+                              f"{_short(str(error)) or type(error).__name__}"]) from None
         # urllib3 retries a dropped GET, PUT or DELETE up to 3 times on its own by default:
         # a PUT whose answer was lost would be sent again unseen. The step's Prefect retries
         # (tasks/core/retry.py) are the one retry layer; they re-read before writing again.
@@ -450,34 +451,36 @@ def _named(entries: Any, kind: str, name: Any, source: str, key: str) -> dict[st
     raise InputError([f"{source}: {key}: {name!r} names no entry of {kind}"])
 
 
+_MESSAGE_CHARACTERS = 300
+
+
+def _short(text: str) -> str:
+    """The client's message on one line, cut short: it may quote a whole section of the file."""
+    text = " ".join(text.split())
+    if len(text) <= _MESSAGE_CHARACTERS:
+        return text
+    return f"{text[:_MESSAGE_CHARACTERS]}... ({len(text):,} characters)"
+
+
+def check_default_kubeconfigs() -> None:
+    """The files the client merges without `--kubeconfig` ($KUBECONFIG's, else ~/.kube/config),
+    within every user file's limits before its own YAML reader walks them: a billion laughs
+    there ran it out of memory writing its error message."""
+    for name in (os.environ.get("KUBECONFIG") or "~/.kube/config").split(os.pathsep):
+        path = Path(name).expanduser()
+        if name and path.is_file():
+            load_document(read_bytes(path), str(path), "YAML")
+
+
 def check_kubeconfig(path: str | Path) -> None:
     """The kubeconfig's current context, its cluster and user, checked before the client reads
-    them: the client's own errors are tracebacks or name no key (issue 14)."""
-    import yaml
-
+    them: the client's own errors are tracebacks or name no key (issue 14). Read as every user
+    file is (`tasks/core/documents.py`): a device, a recursive alias or a document nested too
+    deep is refused here, before the client's own YAML reader would walk it."""
     source = str(path)
-    try:
-        text = Path(path).read_bytes().decode("utf-8")
-    except FileNotFoundError:
-        raise InputError([f"{source}: no such kubeconfig file"]) from None
-    except OSError as error:
-        raise InputError([f"{source}: cannot read the kubeconfig: "
-                          f"{error.strerror or error}"]) from None
-    except UnicodeDecodeError as error:
-        raise InputError([f"{source}: not UTF-8 text (byte {error.object[error.start]:#04x} "
-                          f"at offset {error.start})"]) from None
-    try:
-        document = yaml.safe_load(text)
-    except yaml.YAMLError as error:
-        mark = getattr(error, "problem_mark", None)
-        where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark else ""
-        problem = getattr(error, "problem", None) or str(error)
-        raise InputError([f"{source}: not valid YAML: {where}{' '.join(problem.split())}"]) \
-            from None
-    except RecursionError:
-        raise InputError([f"{source}: not valid YAML: nested too deeply"]) from None
-    except (ValueError, TypeError, OverflowError, KeyError, AttributeError) as error:
-        raise value_problem(error, source, "YAML") from None  # 2001-02-30, !!int abc
+    if not Path(path).exists():
+        raise InputError([f"{source}: no such kubeconfig file"])
+    document = load_document(read_bytes(path), source, "YAML")
     if not isinstance(document, dict):
         raise InputError([f"{source}: a kubeconfig is a mapping with clusters, contexts, users "
                           "and current-context"])

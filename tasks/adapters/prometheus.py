@@ -15,9 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol, cast
 
-import orjson
-
-from tasks.core.documents import read_bytes
+from tasks.core.documents import load_json_document, read_bytes
 from tasks.core.errors import InputError, redacted
 
 CPU_SERIES = "container_cpu_usage_seconds_total"
@@ -229,7 +227,13 @@ _AGGREGATE: dict[str, Callable[[Sequence[float]], float]] = {
 
 
 def _finite(value: Any) -> bool:
-    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+    """A real number a float holds: not a bool, NaN, infinite, or an integer past 1e308."""
+    if not isinstance(value, int | float) or isinstance(value, bool):
+        return False
+    try:
+        return math.isfinite(value)
+    except OverflowError:  # an integer too large for a float (JSON allows any length)
+        return False
 
 
 class StaticMetrics:
@@ -266,12 +270,7 @@ class StaticMetrics:
     def load(cls, path: str | Path) -> StaticMetrics:
         """A metrics file (`elevator pods plan --metrics`); one error line per problem."""
         where = str(path)
-        try:
-            document = orjson.loads(read_bytes(path))
-        except orjson.JSONDecodeError as error:
-            raise InputError([f"{where}: not JSON: {error}"]) from None
-        except RecursionError:
-            raise InputError([f"{where}: nested too deeply"]) from None
+        document = load_json_document(read_bytes(path), where)  # every file reader's limits
         if not isinstance(document, dict):
             raise InputError([f"{where}: must be an object with `external` and `pods`"])
         unknown = sorted(set(document) - {"external", "pods"})

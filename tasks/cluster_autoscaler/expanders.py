@@ -18,10 +18,10 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-import yaml
-
 from tasks.cluster_autoscaler.config import PRIORITY_CONFIGMAP, ClusterAutoscalerConfig, parse_priorities
 from tasks.cluster_autoscaler.templates import GPU_RESOURCE, TemplateNode
+from tasks.core.documents import load_document
+from tasks.core.errors import InputError
 from tasks.core.quantity import GiB, MiB
 from tasks.core.records import PodRecord
 
@@ -236,10 +236,11 @@ def priorities_from_configmap(data: Mapping[str, str],
         raise ValueError(f"ConfigMap {source}: no 'priorities' key")
     if not text.strip():
         raise ValueError(f"ConfigMap {source}: 'priorities' is empty")
-    try:
-        document: Any = yaml.safe_load(text)
-    except yaml.YAMLError as error:
-        raise ValueError(f"ConfigMap {source}: 'priorities' is not YAML: {error}") from None
+    try:  # the limits of every user file: a recursive alias, nesting past 100 levels
+        document: Any = load_document(text.encode("utf-8", "replace"),
+                                      f"ConfigMap {source}: 'priorities'", "YAML")
+    except InputError as error:
+        raise ValueError(str(error)) from None
     return parse_priorities(document)
 
 

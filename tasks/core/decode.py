@@ -24,7 +24,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from tasks.core.api_objects import OBJECT_DECODER, RawMetadata, RawObject
 from tasks.core.collector import gc_paused
-from tasks.core.documents import load_document, load_json_document, read_bytes
+from tasks.core.documents import depth_limited, load_document, load_json_document, read_bytes
 from tasks.core.errors import InputError, join_location
 from tasks.core.lease_state import LEASE_PREFIX, GroupState, state_from_annotations
 from tasks.core.pdb import PodDisruptionBudget, pdb_from_api
@@ -344,7 +344,17 @@ def decode_list_document(data: bytes | memoryview, source: str,
 
 def decode_page(data: bytes | memoryview, source: str, snapshot: ClusterSnapshot,
                 first_index: int = 0) -> tuple[str, int]:
-    """One list answer into `snapshot`; returns its `continue` token and its item count."""
+    """One list answer into `snapshot`; returns its `continue` token and its item count.
+
+    Nothing is scanned before the decode (a 200 MB snapshot would cost a second pass): the
+    structs have a fixed depth, and msgspec refuses a value it skips when it nests past Python's
+    recursion limit, which `depth_limited` reports as every reader's depth error."""
+    with depth_limited(source):
+        return _decode_page(data, source, snapshot, first_index)
+
+
+def _decode_page(data: bytes | memoryview, source: str, snapshot: ClusterSnapshot,
+                 first_index: int) -> tuple[str, int]:
     typed = None
     if len(data) <= _ONE_CALL_LIMIT_BYTES:
         # The path below says what is wrong (msgspec raises UnicodeDecodeError on some bad bytes).

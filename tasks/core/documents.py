@@ -1,13 +1,22 @@
 """Reading a file the user gave us, safely: bytes to a YAML or JSON document (issue 14).
 
-Every reader of a user's file (node groups, scenarios, `pods plan` objects, metrics, ASG
-descriptions) goes through here, so one set of limits holds everywhere: the bytes must be
-UTF-8; a document may nest at most `MAX_DEPTH` levels, and its YAML aliases may add at most
-`MAX_NODES` values to it when expanded (a "billion laughs" of nine nested aliases is refused
-before anything walks it); and every error is one line naming the file and the place.
+Every reader of a user's file (node groups, scenarios, snapshots, `pods plan` objects and
+metrics, ASG descriptions, kubeconfigs, the load watcher's state) goes through here, so one set
+of limits holds everywhere: the bytes must be UTF-8; a document may nest at most `MAX_DEPTH`
+levels (the deepest real Kubernetes object we hold nests 15: a pod's managedFields); a YAML alias
+may not sit inside the node its anchor names (`node_groups: &a [*a]` would be a list that
+contains itself, which no walk ends); and aliases may add at most `MAX_NODES` values when
+expanded (a "billion laughs" of nine nested aliases is refused before anything walks it).
+Every error is one line naming the file, the place and the rule.
 
-libyaml composes the node graph without recursion in Python; the checks then walk that graph
-iteratively, and only a document within the limits is constructed into Python objects.
+libyaml composes the node graph without recursion in Python (and refuses past 1,000 levels
+itself); the checks then walk that graph iteratively, and only a document within the limits is
+constructed into Python objects. JSON read by orjson (which refuses past 1,024 levels) is
+walked for its depth before it is returned (`check_depth`). The one reader that does not build
+a document, a snapshot decoded item by item with msgspec (`tasks/core/decode.py`), reads only
+fixed-depth structs and skips the rest; msgspec refuses a value it skips past Python's
+recursion limit (about 1,000 levels) with RecursionError, which `depth_limited` turns into the
+same error line.
 """
 
 from __future__ import annotations
@@ -15,6 +24,8 @@ from __future__ import annotations
 import codecs
 import os
 import stat
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +36,11 @@ from tasks.core.errors import InputError, join_location
 
 MAX_DEPTH = 100
 MAX_NODES = 1_000_000
+TOO_DEEP = f"nested deeper than {MAX_DEPTH} levels"
+SELF_REFERENCE = ("a YAML alias inside the node its anchor names: a document cannot contain "
+                  "itself")
+# libyaml's own limit (1,000 levels), met before ours when a file nests that deep.
+_LIBYAML_TOO_DEEP = "maximum nesting depth"
 
 _LOADER: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
@@ -90,44 +106,79 @@ def as_text(data: bytes, source: str) -> str:
             f"not UTF-8 (0x{data[error.start]:02x}): save the file as UTF-8")]) from None
 
 
+def too_deep(source: str, where: str = "") -> InputError:
+    return InputError([join_location(source, where, TOO_DEEP)])
+
+
+@contextmanager
+def depth_limited(source: str) -> Iterator[None]:
+    """msgspec's decoders (and the pure-Python YAML loader) refuse nesting past Python's
+    recursion limit with RecursionError: the same error line as every other reader's."""
+    try:
+        yield
+    except RecursionError:
+        raise too_deep(source) from None
+
+
+def _at(mark: Any) -> str:
+    return f"line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+
+
 def _yaml_problem(error: yaml.YAMLError, source: str, kind: str) -> InputError:
-    mark = getattr(error, "problem_mark", None)
-    where = f"line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+    where = _at(getattr(error, "problem_mark", None))
     reason = getattr(error, "problem", None) or str(error)
+    if _LIBYAML_TOO_DEEP in reason:
+        return too_deep(source, where)
     return InputError([join_location(source, where, f"not valid {kind}: {reason}")])
 
 
+def _children(node: yaml.Node) -> list[yaml.Node]:
+    if isinstance(node, yaml.SequenceNode):
+        return list(node.value)
+    if isinstance(node, yaml.MappingNode):
+        return [part for pair in node.value for part in pair]
+    return []
+
+
 def _check_shape(root: yaml.Node, source: str) -> None:
-    """Depth, and the size aliases add when expanded, of the node graph, without recursion."""
-    depth: dict[int, int] = {}
-    size: dict[int, int] = {}
-    stack: list[tuple[yaml.Node, bool]] = [(root, False)]
+    """Self-reference, depth, and the size aliases add when expanded, of the node graph, without
+    recursion. A node shared through aliases is walked once; a node met again while it is still
+    open (on the path from the root) holds an alias to itself."""
+    height: dict[int, int] = {}  # of each finished node: its levels, itself included
+    size: dict[int, int] = {}  # of each finished node: its values once aliases are expanded
+    open_nodes: set[int] = set()
+    # (node, its level, its children once they are pushed: None before)
+    stack: list[tuple[yaml.Node, int, list[yaml.Node] | None]] = [(root, 1, None)]
     while stack:
-        node, children_done = stack.pop()
+        node, level, children = stack.pop()
         key = id(node)
-        if key in size:
+        if children is not None:  # every child finished
+            open_nodes.discard(key)
+            height[key] = 1 + max((height[id(child)] for child in children), default=0)
+            size[key] = 1 + sum(size[id(child)] for child in children)
+            # What aliases add: the expanded size beyond the nodes the file itself holds. A big
+            # file without aliases (`-o yaml` of 150,000 pods) is bounded by its bytes already.
+            if size[key] - len(size) > MAX_NODES:
+                raise InputError([join_location(source, "", f"its aliases expand to more than "
+                                                            f"{MAX_NODES:,} values")])
             continue
-        children: list[yaml.Node] = []
-        if isinstance(node, yaml.SequenceNode):
-            children = list(node.value)
-        elif isinstance(node, yaml.MappingNode):
-            children = [part for pair in node.value for part in pair]
-            if not children_done:
-                _check_unique_keys(node, source)
-        if not children_done:
-            stack.append((node, True))
-            stack.extend((child, False) for child in children if id(child) not in size)
+        if key in height:  # an alias to a finished node: as deep as it is, here too
+            if level + height[key] - 1 > MAX_DEPTH:
+                raise too_deep(source, _at(node.start_mark))
             continue
-        depth[key] = 1 + max((depth[id(child)] for child in children), default=0)
-        size[key] = 1 + sum(size[id(child)] for child in children)
-        if depth[key] > MAX_DEPTH:
-            raise InputError([join_location(source, "", f"nested deeper than {MAX_DEPTH} "
-                                                        "levels")])
-        # What aliases add: the expanded size beyond the nodes the file itself holds. A big
-        # file without aliases (`-o yaml` of 150,000 pods) is bounded by its bytes already.
-        if size[key] - len(size) > MAX_NODES:
-            raise InputError([join_location(source, "", f"its aliases expand to more than "
-                                                        f"{MAX_NODES:,} values")])
+        if key in open_nodes:
+            raise InputError([join_location(source, _at(node.start_mark), SELF_REFERENCE)])
+        if level > MAX_DEPTH:
+            raise too_deep(source, _at(node.start_mark))
+        if isinstance(node, yaml.ScalarNode):  # most nodes: finished at once
+            height[key] = size[key] = 1
+            continue
+        if isinstance(node, yaml.MappingNode):
+            _check_unique_keys(node, source)
+        open_nodes.add(key)
+        children = _children(node)
+        stack.append((node, level, children))
+        stack.extend((child, level + 1, None) for child in children)
 
 
 def _check_unique_keys(node: yaml.MappingNode, source: str) -> None:
@@ -139,9 +190,8 @@ def _check_unique_keys(node: yaml.MappingNode, source: str) -> None:
             continue
         first = seen.setdefault((key.tag, key.value), key)
         if first is not key:
-            mark = key.start_mark
             raise InputError([join_location(
-                source, f"line {mark.line + 1}, column {mark.column + 1}",
+                source, _at(key.start_mark),
                 f"duplicate key {key.value!r} (first on line {first.start_mark.line + 1})")])
 
 
@@ -170,8 +220,7 @@ def load_document(data: bytes, source: str, kind: str = "YAML or JSON") -> Any:
     except (ValueError, TypeError, OverflowError, KeyError, AttributeError) as error:
         raise value_problem(error, source, kind) from None
     except RecursionError:  # the pure-Python loader, where libyaml is missing
-        raise InputError([join_location(source, "", f"nested deeper than {MAX_DEPTH} "
-                                                    "levels")]) from None
+        raise too_deep(source) from None
     finally:
         loader.dispose()
 
@@ -187,15 +236,19 @@ def load_json_document(data: bytes, source: str) -> Any:
         document = orjson.loads(data)
     except orjson.JSONDecodeError:
         return load_document(data, source, "JSON")
-    depth, stack = 0, [(document, 1)]
+    check_depth(document, source)
+    return document
+
+
+def check_depth(document: Any, source: str) -> None:
+    """A decoded JSON document (orjson's limit is 1,024 levels) within `MAX_DEPTH`, walked
+    iteratively; for JSON that comes from elsewhere than a file (a request's body)."""
+    stack = [(document, 1)]
     while stack:
         value, level = stack.pop()
-        depth = max(depth, level)
-        if depth > MAX_DEPTH:
-            raise InputError([join_location(source, "", f"nested deeper than {MAX_DEPTH} "
-                                                        "levels")])
+        if level > MAX_DEPTH:
+            raise too_deep(source)
         if isinstance(value, dict):
             stack.extend((child, level + 1) for child in value.values())
         elif isinstance(value, list):
             stack.extend((child, level + 1) for child in value)
-    return document

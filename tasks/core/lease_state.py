@@ -40,6 +40,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import TypeVar
 
+from tasks.core.errors import shown
 from tasks.core.records import Resources
 
 LEASE_PREFIX = "elevator-"
@@ -169,7 +170,10 @@ def read_annotation(annotations: Mapping[str, str], key: str, parse: Callable[[s
     try:
         return parse(raw)
     except (ValueError, TypeError, KeyError, AttributeError) as error:
-        raise ValueError(f"annotation {key}: cannot read {raw!r} ({error})") from None
+        raise ValueError(f"annotation {key}: cannot read {shown(raw)} ({error})") from None
+    except RecursionError:  # json.loads of a value nested past Python's recursion limit
+        raise ValueError(f"annotation {key}: cannot read {shown(raw)} (nested too deeply)") \
+            from None
 
 
 def annotation_time(raw: str) -> float:

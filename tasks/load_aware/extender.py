@@ -31,6 +31,7 @@ from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import Route
 
 from tasks.adapters.kube_watch import ListWatch
+from tasks.core.documents import check_depth
 from tasks.core.errors import InputError, join_location
 from tasks.core.quantity import cpu_milli, memory_bytes
 from tasks.load_aware.scoring import (
@@ -231,6 +232,7 @@ def parse_extender_args(body: bytes, source: str) -> ExtenderArgs:
         document = orjson.loads(body)
     except orjson.JSONDecodeError as error:
         raise InputError([join_location(source, "", f"not JSON: {error}")]) from None
+    check_depth(document, source)  # `Nodes` is echoed back whole: json.dumps recurses
     if not isinstance(document, dict):
         raise InputError([join_location(source, "", "ExtenderArgs must be a JSON object")])
     fields = {key.lower(): value for key, value in document.items()}

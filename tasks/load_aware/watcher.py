@@ -29,6 +29,7 @@ from starlette.requests import Request
 from starlette.responses import PlainTextResponse, Response
 from starlette.routing import Route
 
+from tasks.core.documents import load_json_document, read_bytes
 from tasks.core.errors import InputError, join_location
 from tasks.core.timeouts import timeouts
 from tasks.load_aware.scoring import (
@@ -307,12 +308,13 @@ class LoadWatcher:
         """Seed each window's cache with the persisted latest result (missing file: nothing)."""
         if self.state_file is None or not self.state_file.exists():
             return
+        source = str(self.state_file)
+        # Read as every user file is: a device is refused, the depth and the bytes checked.
+        document = load_json_document(read_bytes(self.state_file), source)
         try:
-            state = _STATE.validate_json(self.state_file.read_bytes())
+            state = _STATE.validate_python(document)
         except ValidationError as error:
-            raise InputError(validation_problems(error, str(self.state_file))) from None
-        except OSError as error:
-            raise InputError([join_location(str(self.state_file), "", str(error))]) from None
+            raise InputError(validation_problems(error, source)) from None
         for window, document in state.items():
             if window not in WINDOW_SECONDS:
                 raise InputError([join_location(str(self.state_file), window,

@@ -38,6 +38,7 @@ from tasks.adapters.kube import KubeClient
 from tasks.core.errors import CloudError, InputError
 from tasks.core.timeouts import READ_TIMEOUT_ENV, Timeouts, timeouts
 from tests.builders import group_dict
+from tests.hostile_shapes import billion_laughs
 
 MiB = 2**20
 CONFIG_MAP = "/api/v1/namespaces/default/configmaps/settings"
@@ -361,7 +362,8 @@ KUBECONFIGS = {
 }
 
 
-@pytest.mark.parametrize("case", [*KUBECONFIGS, "missing", "not-yaml", "impossible-date"])
+@pytest.mark.parametrize("case", [*KUBECONFIGS, "missing", "not-yaml", "impossible-date",
+                                  "recursive-alias"])
 def test_run_with_an_unusable_kubeconfig_is_one_error_line(case: str, tmp_path: Path) -> None:
     """Issue 14 item 7: one line naming the file and the problem, exit 2, no traceback."""
     nodegroups = tmp_path / "ng.yaml"
@@ -373,15 +375,31 @@ def test_run_with_an_unusable_kubeconfig_is_one_error_line(case: str, tmp_path: 
         path.write_text(yaml.safe_dump(document))
     elif case == "not-yaml":
         path.write_text("clusters: [\n")
-        expected = "not valid YAML: line 2, column 1"
+        expected = "line 2, column 1: not valid YAML"
     elif case == "impossible-date":  # parses, but builds no value
         path.write_text("current-context: 2001-02-30\n")
         expected = "not valid YAML: a value cannot be read (day is out of range for month)"
+    elif case == "recursive-alias":  # read by the client's own YAML loader after the check
+        path.write_text("current-context: a\ncontexts: &c [{name: a, context: *c}]\n")
+        expected = "line 2, column 11: a YAML alias inside the node its anchor names"
     result = elevator("run", "--nodegroups", nodegroups, "--kubeconfig", path, "--once")
     assert result.returncode == 2, result.stderr
     assert result.stderr.strip() == f"error: {path}: {expected}" or \
         result.stderr.strip().startswith(f"error: {path}: {expected}")
     assert len(result.stderr.strip().splitlines()) == 1
+
+
+def test_a_default_kubeconfig_is_read_within_the_same_limits(tmp_path: Path) -> None:
+    """Without --kubeconfig the client reads $KUBECONFIG itself: a billion laughs there ran it
+    out of memory writing its error message (a MemoryError traceback, issue 27)."""
+    nodegroups = tmp_path / "ng.yaml"
+    nodegroups.write_text(yaml.safe_dump({"node_groups": [group_dict()]}))
+    path = tmp_path / "kubeconfig.yaml"
+    path.write_text(yaml.safe_dump({"current-context": "a", "users": billion_laughs()}))
+    result = elevator("run", "--nodegroups", nodegroups, "--once", env={"KUBECONFIG": str(path)})
+    assert result.returncode == 2, result.stderr
+    assert result.stderr.strip() == f"error: {path}: its aliases expand to more than 1,000,000 " \
+        "values"
 
 
 def test_fake_cluster_takes_faults_from_another_process(tmp_path: Path) -> None:

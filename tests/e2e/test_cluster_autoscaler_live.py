@@ -221,7 +221,9 @@ def test_priorities_may_name_a_configmap_in_another_namespace(
 
 
 @pytest.mark.parametrize(("priorities", "problem"), [
-    ("10: [unclosed", f"ConfigMap {LEASES}/{CONFIGMAP}: 'priorities' is not YAML"),
+    ("10: [unclosed", f"ConfigMap {LEASES}/{CONFIGMAP}: 'priorities': line 2, column 1: "
+                      "not valid YAML"),
+    ("&ranks {10: *ranks}", "a YAML alias inside the node its anchor names"),
     ("10: ['(']", "priority 10: regex '(' does not compile"),
     ("- just\n- a list\n", "must be a mapping of priority to a list of regexes"),
 ])

@@ -5,19 +5,19 @@ First one case per class of input that broke a command before (a table named aft
 then hypothesis over every file reader (`validate`, `plan --nodegroups/--cluster/--asg`,
 `simulate` and its trace, `pods plan --cluster/--metrics`) and the value options, with
 mutations of the shipped examples: bytes flipped, truncated, nested deep, YAML aliases, and a
-random key path given a value of the wrong type or size.
+random key path given a value of the wrong type or size. Issue 27's shapes anywhere in a file
+are in `test_fuzz_shapes.py`.
 """
 
 from __future__ import annotations
 
-import copy
 import json
 import re
 import signal
 import socket
 import subprocess
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +30,7 @@ from typer.testing import CliRunner
 from flows.cli import app
 from tasks.core.duration import parse_go_duration
 from tests.e2e.test_pods_cli import write_files
+from tests.hostile_shapes import key_paths, replaced
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "deployments" / "examples"
 SECONDS_PER_RUN = 20
@@ -76,8 +77,12 @@ def assert_clean(code: int, output: str, source: str | None = None) -> None:
 
 @pytest.fixture(scope="module")
 def files(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
-    """Copies of the shipped examples (scenarios with their node groups and trace beside)."""
-    folder = tmp_path_factory.mktemp("examples")
+    return copy_examples(tmp_path_factory.mktemp("examples"))
+
+
+def copy_examples(folder: Path) -> dict[str, Path]:
+    """Copies of the shipped examples (scenarios with their node groups and trace beside) and
+    of `pods plan`'s files, by the name of the option that reads them."""
     for example in EXAMPLES.iterdir():
         (folder / example.name).write_bytes(example.read_bytes())
     pods_folder = folder / "pods"
@@ -134,6 +139,11 @@ BYTE_CLASSES: dict[str, Callable[[bytes], bytes]] = {
     "timestamp-tag-on-text": lambda data: b"x: !!timestamp abc\n",
     "int-of-5000-digits": lambda data: b"x: " + b"9" * 5000 + b"\n",
     "duplicate-key": lambda data: b"x: 1\nx: 2\n",
+    # An alias inside the node its anchor names: a document that contains itself (issue 27).
+    "alias-inside-its-anchor": lambda data: b"node_groups: &a [*a]\n",
+    "alias-to-the-root": lambda data: b"&a {items: [*a]}\n",
+    "alias-through-a-mapping": lambda data: b"a: &a {b: [1, {c: *a}]}\n",
+    "deep-json-500": lambda data: b"[" * 500 + b"]" * 500,  # past ours, within the decoders'
 }
 
 
@@ -204,6 +214,8 @@ SNAPSHOT_CLASSES: dict[str, Callable[[Any], None]] = {
     "lease-capacity-infinite": _lease({"elevator.io/node-capacity":
                                        '{"cpu_milli": 1e400, "memory_bytes": 1}'}),
     "allocatable-of-5000-digits": _set_allocatable("9" * 5000),
+    "lease-capacity-nested-10000-deep": _lease({"elevator.io/node-capacity":
+                                                "[" * 10_000 + "]" * 10_000}),
 }
 
 
@@ -234,6 +246,18 @@ POD_OBJECT_CLASSES: dict[str, tuple[str, Callable[[Any], None]]] = {
     "start-time-yesterday": ("Pod", lambda o: o["status"].update(startTime="yesterday")),
     "pod-without-metadata": ("Pod", lambda o: o.pop("metadata")),
     "replicas-beyond-int32": ("Deployment", lambda o: o["spec"].update(replicas=10**30)),
+    # The autoscalers themselves (issue 27): the API server and the CRD schema refuse these.
+    "wpa-metadata-a-string": ("WatermarkPodAutoscaler", lambda o: o.update(metadata="x")),
+    "memory-metadata-a-string": ("MemoryAutoscaler", lambda o: o.update(metadata="x")),
+    "wpa-spec-a-list": ("WatermarkPodAutoscaler", lambda o: o.update(spec=[])),
+    "memory-annotations-a-list": ("MemoryAutoscaler",
+                                  lambda o: o["metadata"].update(annotations=["a"])),
+    "wpa-labels-a-string": ("WatermarkPodAutoscaler",
+                            lambda o: o["metadata"].update(labels="a=b")),
+    "wpa-min-replicas-a-string": ("WatermarkPodAutoscaler",
+                                  lambda o: o["spec"].update(minReplicas="5")),
+    "memory-conditions-a-number": ("MemoryAutoscaler",
+                                   lambda o: o.update(status={"conditions": 5})),
 }
 
 
@@ -246,6 +270,7 @@ def test_pods_plan_objects_of_the_wrong_type_are_one_error_line(
                             str(files["metrics"]), "--now", "0")
     assert code == 2, output
     assert_clean(code, output, str(bad))
+    assert f"({target}): " in output  # the item, then the key path
 
 
 SCENARIO_CLASSES = {
@@ -457,27 +482,6 @@ def _documents() -> st.SearchStrategy[Any]:
         max_leaves=8)
 
 
-def _paths(document: Any, prefix: tuple[Any, ...] = ()) -> Iterator[tuple[Any, ...]]:
-    yield prefix
-    if isinstance(document, dict):
-        for key, value in document.items():
-            yield from _paths(value, (*prefix, key))
-    elif isinstance(document, list):
-        for index, value in enumerate(document[:3]):
-            yield from _paths(value, (*prefix, index))
-
-
-def _replaced(document: Any, path: tuple[Any, ...], value: Any) -> Any:
-    if not path:
-        return value
-    copied = copy.deepcopy(document)
-    parent = copied
-    for key in path[:-1]:
-        parent = parent[key]
-    parent[path[-1]] = value
-    return copied
-
-
 @st.composite
 def mutations(draw: st.DrawFn, data: bytes, parsed: Any) -> bytes:
     """Bytes changed at random, or a random key path given a random value."""
@@ -490,14 +494,14 @@ def mutations(draw: st.DrawFn, data: bytes, parsed: Any) -> bytes:
     if how == "insert":
         at = draw(st.integers(0, len(data)))
         return data[:at] + draw(st.binary(min_size=1, max_size=8)) + data[at:]
-    paths = list(_paths(parsed))
+    paths = list(key_paths(parsed))
     path = draw(st.sampled_from(paths))
     value = draw(_documents())
-    replaced = _replaced(parsed, path, value)
+    changed = replaced(parsed, path, value)
     try:
-        return json.dumps(replaced).encode()
+        return json.dumps(changed).encode()
     except ValueError:  # NaN and infinities are not JSON: YAML spells them
-        return yaml.safe_dump(replaced).encode()
+        return yaml.safe_dump(changed).encode()
 
 
 @pytest.mark.parametrize("reader", list(READERS))

@@ -518,6 +518,24 @@ def test_malformed_state_file_exits_2(tmp_path: Path) -> None:
     assert f"error: {state}: 15m.window.end: Input should be a valid integer" in result.stderr
 
 
+@pytest.mark.parametrize(("state", "problem"), [
+    ("/dev/zero", "cannot read file: it is a character device, not a file"),  # read forever
+    ("recursive", "a YAML alias inside the node its anchor names"),
+    ("deep", "nested deeper than 100 levels"),
+])
+def test_a_hostile_state_file_exits_2(state: str, problem: str, tmp_path: Path) -> None:
+    """The state file is read as every user file is (issue 27)."""
+    path = Path(state) if state.startswith("/") else tmp_path / "state.json"
+    if state == "recursive":
+        path.write_text("15m: &a {data: [*a]}\n")
+    elif state == "deep":
+        path.write_text('{"15m": ' + "[" * 5000 + "]" * 5000 + "}")
+    result = CliRunner().invoke(cli(), ["load-watcher", "--prometheus", "http://p:9090",
+                                        "--state", str(path)])
+    assert result.exit_code == 2
+    assert result.stderr.startswith(f"error: {path}: ") and problem in result.stderr
+
+
 def test_a_busy_port_exits_2() -> None:
     with ServiceThread(Starlette(), name="busy") as busy:
         result = CliRunner().invoke(cli(), [

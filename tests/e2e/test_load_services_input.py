@@ -5,6 +5,7 @@ outside their range, extreme options, non-quantities, and clients that stall mid
 from __future__ import annotations
 
 import asyncio
+import json
 import re
 import socket
 import threading
@@ -204,6 +205,20 @@ def test_extender_refuses_a_quantity_that_is_not_a_string_or_number(quantity: An
     assert answer.text.splitlines() == [
         "/prioritize body: Pod.spec.containers[0].resources.requests.cpu: a quantity must be "
         f"a string or a number, got {quantity!r}"]
+
+
+@pytest.mark.parametrize("levels", [101, 1_000])
+def test_extender_refuses_a_body_nested_too_deep(levels: int) -> None:
+    """/filter echoes `Nodes` back whole: 1,000 levels, which orjson reads, made json.dumps
+    raise RecursionError (a 500 and a traceback); refused at the edge, as files are."""
+    extender = SchedulerExtender(WatcherCollector("http://127.0.0.1:1"))
+    node = {**NODES["items"][0], "extra": "deep"}
+    body = json.dumps({"Pod": pod_object("web"), "Nodes": {"items": [node]}})
+    with serving(extender.app()) as url:
+        answer = httpx.post(f"{url}/filter", content=body.replace(
+            '"deep"', "[" * levels + "]" * levels))
+    assert answer.status_code == 400, answer.text
+    assert answer.text.splitlines() == ["/filter body: nested deeper than 100 levels"]
 
 
 @pytest.mark.parametrize(("args", "problem"), [
