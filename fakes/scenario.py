@@ -26,7 +26,7 @@ from pydantic import (
     model_validator,
 )
 
-from tasks.core.documents import as_text, load_file, read_bytes
+from tasks.core.documents import as_text, load_file, names_a_file, read_bytes
 from tasks.core.duration import parse_go_duration
 from tasks.core.errors import InputError, join_location
 from tasks.core.instance_types import INSTANCE_TYPES
@@ -416,7 +416,7 @@ def load_scenario(path: str | Path) -> LoadedScenario:
     base = Path(path).parent
     if isinstance(scenario.nodegroups, str):
         config_path = base / scenario.nodegroups
-        if not scenario.nodegroups.strip() or not config_path.is_file():
+        if not scenario.nodegroups.strip() or not names_a_file(config_path):
             raise InputError([join_location(source, "nodegroups", (
                 f"{scenario.nodegroups!r} names no file (a path from the scenario's folder)"))])
         config = load_node_groups(config_path)

@@ -150,12 +150,13 @@ def serve(
         ServeMode.in_process,
 ) -> None:
     """Serve the autoscale and plan deployments from this process (no work pool needed)."""
+    from tasks.core.documents import names_a_file
     from tasks.node_group_file import load_node_groups
 
     config = load_node_groups(nodegroups)  # bad input fails here, before anything is registered
     period = positive_duration_option(interval, "--interval")
     poll_seconds = positive_duration_option(poll, "--poll")
-    if kubeconfig is not None and not kubeconfig.is_file():
+    if kubeconfig is not None and not names_a_file(kubeconfig):
         raise InputError([f"--kubeconfig: {kubeconfig}: no such file"])
     if pushgateway is not None:
         from flows.cli.services import http_url

@@ -28,7 +28,7 @@ from tasks.adapters.kube_pages import PagedList
 from tasks.core.api_objects import OBJECT_DECODER
 from tasks.core.collector import gc_paused
 from tasks.core.decode import ClusterSnapshot, decode_page
-from tasks.core.documents import load_document, read_bytes
+from tasks.core.documents import load_document, names_a_file, read_bytes
 from tasks.core.errors import EvictionBlocked, InputError, LeaseConflict, NodeChanged
 from tasks.core.lease_state import (
     HOLDER_IDENTITY,
@@ -468,7 +468,7 @@ def check_default_kubeconfigs() -> None:
     there ran it out of memory writing its error message."""
     for name in (os.environ.get("KUBECONFIG") or "~/.kube/config").split(os.pathsep):
         path = Path(name).expanduser()
-        if name and path.is_file():
+        if name and names_a_file(path):
             load_document(read_bytes(path), str(path), "YAML")
 
 
@@ -478,7 +478,7 @@ def check_kubeconfig(path: str | Path) -> None:
     file is (`tasks/core/documents.py`): a device, a recursive alias or a document nested too
     deep is refused here, before the client's own YAML reader would walk it."""
     source = str(path)
-    if not Path(path).exists():
+    if not names_a_file(path):
         raise InputError([f"{source}: no such kubeconfig file"])
     document = load_document(read_bytes(path), source, "YAML")
     if not isinstance(document, dict):

@@ -51,6 +51,15 @@ _BOMS = ((codecs.BOM_UTF32_LE, "utf-32"), (codecs.BOM_UTF32_BE, "utf-32"),
          (codecs.BOM_UTF16_BE, "utf-16"))
 
 
+def names_a_file(path: str | Path) -> bool:
+    """Is there a regular file at `path`? A name the file system refuses (too long, a NUL byte)
+    names none: `Path.is_file` raises for those, where a user's file names a file or does not."""
+    try:
+        return Path(path).is_file()
+    except (OSError, ValueError):
+        return False
+
+
 def read_bytes(path: str | Path, source: str | None = None) -> bytes:
     """A file's bytes, as UTF-8 when it starts with a byte order mark (`utf8_from_bom`).
 

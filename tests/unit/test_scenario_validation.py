@@ -249,3 +249,14 @@ def test_daemonsets_that_leave_no_room_or_repeat_a_name_are_refused(tmp_path: Pa
     asg["daemonsets"] = [{"name": "a", "cpu": "100m", "memory": "128Mi"}]
     loaded = load_scenario(write_scenario(tmp_path, asgs=[asg]))
     assert loaded.asgs[0].daemonset_requests == (100, 128 * 2**20)
+
+
+@pytest.mark.parametrize("name", ["9" * 5000, "no-such-file.yaml", "."],
+                         ids=["longer-than-a-file-name", "missing", "a-folder"])
+def test_a_nodegroups_path_that_names_no_file_is_one_error(tmp_path: Path, name: str) -> None:
+    """A name the file system refuses (ENAMETOOLONG) is no file either, not an OSError."""
+    path = write_scenario(tmp_path, nodegroups=name)
+    with pytest.raises(InputError) as raised:
+        load_scenario(path)
+    assert raised.value.problems == [
+        f"{path}: nodegroups: {name!r} names no file (a path from the scenario's folder)"]
