@@ -1,4 +1,4 @@
-"""`deployments/prefect.yaml` and `deployments/kubernetes/worker.yaml` (issue "Run it the way
+"""`deployments/prefect.yaml` and `deployments/kubernetes/overlays/worker/worker.yaml` (issue "Run it the way
 Prefect users run things", items 1 and 6): their structure, and the real thing: `prefect deploy
 --all` against a `prefect server start`, a process worker, and a `plan` run with custom
 parameters against the fake cluster."""
@@ -22,8 +22,8 @@ from flows.cli.serve import pending_pods_trigger, set_project_directory, tick_co
 from tasks.node_group_file import parse_node_groups
 
 PREFECT_YAML = ROOT / "deployments" / "prefect.yaml"
-WORKER_YAML = ROOT / "deployments" / "kubernetes" / "worker.yaml"
-RBAC_YAML = ROOT / "deployments" / "kubernetes" / "rbac.yaml"
+WORKER_YAML = ROOT / "deployments" / "kubernetes" / "overlays" / "worker" / "worker.yaml"
+RBAC_YAML = ROOT / "deployments" / "kubernetes" / "base" / "rbac.yaml"
 SERVICE_ACCOUNT = ("kube-system", "kube-elevator")
 
 
@@ -39,6 +39,10 @@ def deployment(name: str) -> dict[str, Any]:
 
 def manifests() -> dict[str, dict[str, Any]]:
     return {doc["kind"]: doc for doc in yaml.safe_load_all(WORKER_YAML.read_text()) if doc}
+
+
+API_VERSIONS = {"ConfigMap": "v1", "Deployment": "apps/v1", "PodDisruptionBudget": "policy/v1",
+                "NetworkPolicy": "networking.k8s.io/v1"}
 
 
 # --- prefect.yaml -------------------------------------------------------------------------------
@@ -94,9 +98,9 @@ def test_the_pull_step_works_from_wherever_the_project_is_installed(
 
 def test_worker_manifests_are_well_formed() -> None:
     found = manifests()
-    assert set(found) == {"ConfigMap", "Deployment"}
+    assert set(found) == set(API_VERSIONS)
     for kind, doc in found.items():
-        assert doc["apiVersion"] == {"ConfigMap": "v1", "Deployment": "apps/v1"}[kind]
+        assert doc["apiVersion"] == API_VERSIONS[kind]
         assert doc["metadata"]["name"] and doc["metadata"]["namespace"] == "kube-system"
     spec = found["Deployment"]["spec"]
     template = spec["template"]
@@ -146,7 +150,7 @@ def test_the_worker_runs_as_the_rbac_service_account() -> None:
     deployment_doc = manifests()["Deployment"]
     pod = deployment_doc["spec"]["template"]["spec"]
     assert (deployment_doc["metadata"]["namespace"], pod["serviceAccountName"]) == SERVICE_ACCOUNT
-    assert RBAC_YAML.is_file(), "the worker's RBAC (deployments/kubernetes/rbac.yaml) is gone"
+    assert RBAC_YAML.is_file(), "the worker's RBAC (deployments/kubernetes/base/rbac.yaml) is gone"
     accounts = {(doc["metadata"]["namespace"], doc["metadata"]["name"])
                 for doc in yaml.safe_load_all(RBAC_YAML.read_text())
                 if doc and doc["kind"] == "ServiceAccount"}
