@@ -188,12 +188,22 @@ def test_the_worker_s_runs_send_heartbeats_for_crash_detection() -> None:
     assert env["PREFECT_FLOWS_HEARTBEAT_FREQUENCY"] == str(HEARTBEAT_SECONDS)
 
 
-def test_the_documented_image_installs_the_tune_extra() -> None:
+def test_the_deployment_guide_starts_from_the_image_recipe_then_the_kustomize_base() -> None:
+    """docs/deploying.md: the Dockerfile (with the tune extra, for the `tune` deployment), then
+    an overlay of deployments/kubernetes, in the first commands it shows."""
     import re
 
     docs = (ROOT / "docs" / "deploying.md").read_text()
-    (dockerfile,) = re.findall(r"```dockerfile\n(.*?)```", docs, re.S)
-    assert re.search(r"pip install [^\n]*kube-elevator\[tune\]", dockerfile)
+    first = re.search(r"```sh\n(.*?)```", docs, re.S)
+    assert first is not None
+    commands = [line.split("#")[0].strip() for line in first.group(1).splitlines()]
+    build = next(i for i, c in enumerate(commands) if c.startswith("docker build"))
+    apply = next(i for i, c in enumerate(commands) if c.startswith("kubectl apply -k"))
+    assert build < apply
+    overlay = commands[apply].split()[-1]
+    assert (ROOT / overlay / "kustomization.yaml").is_file()
+    recipe = (ROOT / "Dockerfile").read_text()
+    assert re.search(r"install\.sh \S+ requirements/tune\.txt tune", recipe)
 
 
 # --- deployed on a real Prefect server, run by a real worker ------------------------------------
