@@ -76,6 +76,7 @@ lock: $(BIN)/uv
 	$(COMPILE) pyproject.toml --extra tune -c requirements/test.txt -o requirements/tune.txt
 	$(COMPILE) requirements/checkov.in -o requirements/checkov.txt
 	$(COMPILE) requirements/uv.in -o requirements/uv.txt
+	$(COMPILE) requirements/build.in -o requirements/build.txt
 
 clean:
 	rm -rf $(VENV) $(CHECKOV_VENV) .mypy_cache .ruff_cache
