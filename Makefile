@@ -23,16 +23,18 @@ $(BIN)/uv: requirements/uv.txt | $(BIN)/python
 	touch $(BIN)/uv
 
 # `sync`: the venv holds the lock's packages at the lock's versions (hashes checked) and nothing
-# else; then the project itself, editable, resolving nothing.
+# else; then the project itself, editable, resolving nothing. Bytecode is compiled here, as pip
+# does: where PYTHONDONTWRITEBYTECODE is set, every Prefect server the tests start would
+# otherwise compile its modules afresh, past its startup timeout on a busy machine.
 $(STAMP): pyproject.toml requirements/test.txt $(BIN)/uv
-	$(BIN)/uv pip sync --quiet --python $(BIN)/python --require-hashes requirements/test.txt \
-		requirements/uv.txt
+	$(BIN)/uv pip sync --quiet --compile-bytecode --python $(BIN)/python --require-hashes \
+		requirements/test.txt requirements/uv.txt
 	$(BIN)/uv pip install --quiet --python $(BIN)/python --no-deps -e .
 	touch $(STAMP)
 
 $(CHECKOV_STAMP): requirements/checkov.txt $(BIN)/uv
 	$(BIN)/uv venv --quiet --allow-existing --python $(PYTHON) $(CHECKOV_VENV)
-	$(BIN)/uv pip sync --quiet --python $(CHECKOV_VENV)/bin/python --require-hashes \
+	$(BIN)/uv pip sync --quiet --compile-bytecode --python $(CHECKOV_VENV)/bin/python --require-hashes \
 		requirements/checkov.txt
 	touch $(CHECKOV_STAMP)
 
