@@ -22,8 +22,8 @@ import pytest
 
 from tests import recording
 
-NODE_RBAC = recording.ROOT / "deployments" / "kubernetes" / "rbac.yaml"
-POD_RBAC = recording.ROOT / "deployments" / "kubernetes" / "pod-autoscaler-rbac.yaml"
+NODE_RBAC = recording.ROOT / "deployments" / "kubernetes" / "base" / "rbac.yaml"
+POD_RBAC = recording.ROOT / "deployments" / "kubernetes" / "base" / "pod-autoscaler-rbac.yaml"
 IAM_POLICY = recording.ROOT / "deployments" / "aws" / "iam-policy.json"
 # The end-to-end tests whose requests use every node-autoscaler grant between them.
 NODE_AUTOSCALER_WORKLOAD = (
@@ -209,7 +209,7 @@ def _pod_autoscaler_cycle(fake_kube: Any, kubeconfig: Path, tmp_path: Path) -> N
                                        "WatermarkPodAutoscaler", short_names=("wpa",))
     fake_kube.register_custom_resource("datadoghq.com", "v1alpha1", "datadogmonitors",
                                        "DatadogMonitor")
-    fake_kube.install_crd(recording.ROOT / "deployments/kubernetes/memoryautoscaler-crd.yaml")
+    fake_kube.install_crd(recording.ROOT / "deployments/kubernetes/base/memoryautoscaler-crd.yaml")
     labels = {"app": "web"}
     fake_kube.create("deployments", {
         "metadata": {"name": "web", "namespace": "shop"},

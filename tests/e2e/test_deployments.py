@@ -1,4 +1,4 @@
-"""`deployments/prefect.yaml` and `deployments/kubernetes/worker.yaml` (issue "Run it the way
+"""`deployments/prefect.yaml` and `deployments/kubernetes/overlays/worker/worker.yaml` (issue "Run it the way
 Prefect users run things", items 1 and 6): their structure, and the real thing: `prefect deploy
 --all` against a `prefect server start`, a process worker, and a `plan` run with custom
 parameters against the fake cluster."""
@@ -22,8 +22,8 @@ from flows.cli.serve import pending_pods_trigger, set_project_directory, tick_co
 from tasks.node_group_file import parse_node_groups
 
 PREFECT_YAML = ROOT / "deployments" / "prefect.yaml"
-WORKER_YAML = ROOT / "deployments" / "kubernetes" / "worker.yaml"
-RBAC_YAML = ROOT / "deployments" / "kubernetes" / "rbac.yaml"
+WORKER_YAML = ROOT / "deployments" / "kubernetes" / "overlays" / "worker" / "worker.yaml"
+RBAC_YAML = ROOT / "deployments" / "kubernetes" / "base" / "rbac.yaml"
 SERVICE_ACCOUNT = ("kube-system", "kube-elevator")
 
 
@@ -39,6 +39,10 @@ def deployment(name: str) -> dict[str, Any]:
 
 def manifests() -> dict[str, dict[str, Any]]:
     return {doc["kind"]: doc for doc in yaml.safe_load_all(WORKER_YAML.read_text()) if doc}
+
+
+API_VERSIONS = {"ConfigMap": "v1", "Deployment": "apps/v1", "PodDisruptionBudget": "policy/v1",
+                "NetworkPolicy": "networking.k8s.io/v1"}
 
 
 # --- prefect.yaml -------------------------------------------------------------------------------
@@ -94,9 +98,9 @@ def test_the_pull_step_works_from_wherever_the_project_is_installed(
 
 def test_worker_manifests_are_well_formed() -> None:
     found = manifests()
-    assert set(found) == {"ConfigMap", "Deployment"}
+    assert set(found) == set(API_VERSIONS)
     for kind, doc in found.items():
-        assert doc["apiVersion"] == {"ConfigMap": "v1", "Deployment": "apps/v1"}[kind]
+        assert doc["apiVersion"] == API_VERSIONS[kind]
         assert doc["metadata"]["name"] and doc["metadata"]["namespace"] == "kube-system"
     spec = found["Deployment"]["spec"]
     template = spec["template"]
@@ -146,7 +150,7 @@ def test_the_worker_runs_as_the_rbac_service_account() -> None:
     deployment_doc = manifests()["Deployment"]
     pod = deployment_doc["spec"]["template"]["spec"]
     assert (deployment_doc["metadata"]["namespace"], pod["serviceAccountName"]) == SERVICE_ACCOUNT
-    assert RBAC_YAML.is_file(), "the worker's RBAC (deployments/kubernetes/rbac.yaml) is gone"
+    assert RBAC_YAML.is_file(), "the worker's RBAC (deployments/kubernetes/base/rbac.yaml) is gone"
     accounts = {(doc["metadata"]["namespace"], doc["metadata"]["name"])
                 for doc in yaml.safe_load_all(RBAC_YAML.read_text())
                 if doc and doc["kind"] == "ServiceAccount"}
@@ -184,12 +188,22 @@ def test_the_worker_s_runs_send_heartbeats_for_crash_detection() -> None:
     assert env["PREFECT_FLOWS_HEARTBEAT_FREQUENCY"] == str(HEARTBEAT_SECONDS)
 
 
-def test_the_documented_image_installs_the_tune_extra() -> None:
+def test_the_deployment_guide_starts_from_the_image_recipe_then_the_kustomize_base() -> None:
+    """docs/deploying.md: the Dockerfile (with the tune extra, for the `tune` deployment), then
+    an overlay of deployments/kubernetes, in the first commands it shows."""
     import re
 
     docs = (ROOT / "docs" / "deploying.md").read_text()
-    (dockerfile,) = re.findall(r"```dockerfile\n(.*?)```", docs, re.S)
-    assert re.search(r"pip install [^\n]*kube-elevator\[tune\]", dockerfile)
+    first = re.search(r"```sh\n(.*?)```", docs, re.S)
+    assert first is not None
+    commands = [line.split("#")[0].strip() for line in first.group(1).splitlines()]
+    build = next(i for i, c in enumerate(commands) if c.startswith("docker build"))
+    apply = next(i for i, c in enumerate(commands) if c.startswith("kubectl apply -k"))
+    assert build < apply
+    overlay = commands[apply].split()[-1]
+    assert (ROOT / overlay / "kustomization.yaml").is_file()
+    recipe = (ROOT / "Dockerfile").read_text()
+    assert re.search(r"install\.sh \S+ requirements/tune\.txt tune", recipe)
 
 
 # --- deployed on a real Prefect server, run by a real worker ------------------------------------

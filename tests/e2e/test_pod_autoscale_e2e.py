@@ -109,7 +109,7 @@ def source(prometheus_url: str) -> PrometheusMetrics:
 def cluster(fake_kube: FakeKubeApi, kubeconfig: Path) -> KubeClient:
     fake_kube.register_custom_resource("datadoghq.com", "v1alpha1", "watermarkpodautoscalers",
                                        "WatermarkPodAutoscaler", short_names=("wpa",))
-    fake_kube.install_crd(REPO / "deployments/kubernetes/memoryautoscaler-crd.yaml")
+    fake_kube.install_crd(REPO / "deployments/kubernetes/base/memoryautoscaler-crd.yaml")
     return KubeClient.from_config(kubeconfig)
 
 
@@ -461,10 +461,10 @@ def test_fake_api_serves_custom_resources_like_built_in_ones(fake_kube: FakeKube
     from kubernetes import client, watch
     from kubernetes.client.exceptions import ApiException
 
-    served = fake_kube.install_crd(REPO / "deployments/kubernetes/memoryautoscaler-crd.yaml")
+    served = fake_kube.install_crd(REPO / "deployments/kubernetes/base/memoryautoscaler-crd.yaml")
     assert [(rt.api_version, rt.plural, rt.subresources) for rt in served] == [
         ("elevator.io/v1alpha1", "memoryautoscalers", ("status",))]
-    assert fake_kube.install_crd(REPO / "deployments/kubernetes/memoryautoscaler-crd.yaml")
+    assert fake_kube.install_crd(REPO / "deployments/kubernetes/base/memoryautoscaler-crd.yaml")
     with pytest.raises(ValueError, match="already served"):
         fake_kube.register_custom_resource("other.io", "v1", "memoryautoscalers", "Other")
     with fake_kube.api_client() as api_client:

@@ -60,7 +60,7 @@ def create_watermark(api: FakeKubeApi) -> None:
 
 
 def create_memory_autoscaler(api: FakeKubeApi) -> None:
-    api.install_crd(ROOT / "deployments/kubernetes/memoryautoscaler-crd.yaml")
+    api.install_crd(ROOT / "deployments/kubernetes/base/memoryautoscaler-crd.yaml")
     api.create("memoryautoscalers", {
         "apiVersion": "elevator.io/v1alpha1", "kind": "MemoryAutoscaler",
         "metadata": {"name": "web", "namespace": NAMESPACE},

@@ -217,7 +217,7 @@ def test_pods_plan_decides_as_the_live_cycle(app: typer.Typer, tmp_path: Path,
     fake_kube.register_custom_resource("datadoghq.com", "v1alpha1", "watermarkpodautoscalers",
                                        "WatermarkPodAutoscaler", short_names=("wpa",))
     fake_kube.install_crd(Path(__file__).resolve().parents[2]
-                          / "deployments/kubernetes/memoryautoscaler-crd.yaml")
+                          / "deployments/kubernetes/base/memoryautoscaler-crd.yaml")
     finished = pod("web-6f7d9-old", "web", {"app": "web"}, phase="Succeeded")
     cluster, metrics = write_files(tmp_path, [finished])
     plural = {"Deployment": "deployments", "Pod": "pods",

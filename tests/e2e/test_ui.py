@@ -3,8 +3,9 @@
 form, and see it complete on a process worker against the fake cluster.
 
 Debian's Chromium, headless, driven by Playwright's Python package (never `playwright install`).
-The filled-in form is saved as docs/run-form.png when that file is missing or when
-ELEVATOR_UPDATE_SCREENSHOTS=1, so a test run does not rewrite a committed image each time.
+The form, filled in with neutral paths (/etc/elevator/...), is saved as docs/run-form.png when
+that file is missing or when ELEVATOR_UPDATE_SCREENSHOTS=1, so a test run does not rewrite a
+committed image each time; the run is then sent with the test's own paths.
 """
 
 from __future__ import annotations
@@ -28,6 +29,9 @@ CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic"
                  "--no-first-run", "--disable-background-networking",
                  "--disable-component-update", "--disable-sync"]
 SCREENSHOT = ROOT / "docs" / "run-form.png"
+# What the form shows in the picture: a deployment's paths (the run itself gets the test's).
+SHOWN_NODEGROUPS = "/etc/elevator/nodegroups.yaml"
+SHOWN_KUBECONFIG = "/etc/elevator/kubeconfig"
 
 pytestmark = [
     pytest.mark.skipif(not CHROMIUM.exists(),
@@ -121,14 +125,19 @@ def test_a_custom_run_of_plan_from_the_ui_form_completes(
         run_name.fill("plan-from-the-form")
         sync_api.expect(run_name).to_have_value("plan-from-the-form")
         nodegroups = parameter(page, "nodegroups").locator("textarea")
-        nodegroups.fill(str(cluster.nodegroups))
-        sync_api.expect(nodegroups).to_have_value(str(cluster.nodegroups))
         kubeconfig = parameter(page, "kubeconfig (Optional)")
         kubeconfig.get_by_role("button", name="str", exact=True).click()
-        kubeconfig.locator("textarea").fill(str(cluster.kubeconfig))
+        # The picture shows the paths a deployment would use, not this run's temporary folder.
+        for field, path in ((nodegroups, SHOWN_NODEGROUPS),
+                            (kubeconfig.locator("textarea"), SHOWN_KUBECONFIG)):
+            field.fill(path)
+            sync_api.expect(field).to_have_value(path)
         shot = directory / "run-form.png"
         page.screenshot(path=str(shot), full_page=True)
+        nodegroups.fill(str(cluster.nodegroups))
+        kubeconfig.locator("textarea").fill(str(cluster.kubeconfig))
         # The form holds what was typed before it is sent (a busy machine renders slowly).
+        sync_api.expect(nodegroups).to_have_value(str(cluster.nodegroups))
         sync_api.expect(kubeconfig.locator("textarea")).to_have_value(str(cluster.kubeconfig))
         run_id = submit(page, server, "plan-from-the-form").id
         page.goto(f"{server.url}/runs/flow-run/{run_id}", wait_until="networkidle")
