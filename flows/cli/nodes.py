@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Annotated, Any
@@ -20,9 +20,28 @@ from flows.cli.common import (
     parse_now,
     print_warnings,
     reports_input_errors,
+    run_cycle,
     run_until_stopped,
 )
+from flows.cli.liveness import (
+    DEFAULT_HEALTH_ADDRESS,
+    DEFAULT_LEADER_LEASE,
+    HealthAddress,
+    HealthPages,
+    LeaderElect,
+    LeaderLeaseName,
+    LeaseDuration,
+    Liveness,
+    MaxFailingTime,
+    MaxInactivity,
+    RenewDeadline,
+    RetryPeriod,
+    elector_for,
+    kept_alive,
+    liveness_options,
+)
 from tasks.core.decode import load_asg_file, load_cluster_files
+from tasks.core.health import DEFAULT_MAX_FAILING_TIME, DEFAULT_MAX_INACTIVITY
 from tasks.core.lease_state import DEFAULT_LEASE_NAMESPACE
 from tasks.escalator.decide import ScalePlan
 from tasks.node_group_file import load_node_groups
@@ -164,20 +183,34 @@ def run(
     lease_namespace: Annotated[str, typer.Option(
         help="Namespace of the elevator-<group> Leases.")] = DEFAULT_LEASE_NAMESPACE,
     output: Annotated[OutputFormat, typer.Option(help="table or json.")] = OutputFormat.table,
+    health_address: HealthAddress = DEFAULT_HEALTH_ADDRESS,
+    max_inactivity: MaxInactivity = DEFAULT_MAX_INACTIVITY,
+    max_failing_time: MaxFailingTime = DEFAULT_MAX_FAILING_TIME,
+    leader_elect: LeaderElect = False,
+    leader_elect_lease_name: LeaderLeaseName = DEFAULT_LEADER_LEASE,
+    leader_elect_lease_duration: LeaseDuration = "15s",
+    leader_elect_renew_deadline: RenewDeadline = "10s",
+    leader_elect_retry_period: RetryPeriod = "2s",
 ) -> None:
     """Run the autoscale flow against a cluster, as Prefect flow runs (ephemeral server by default).
 
     With --once, the exit status is 1 when the tick or any node group failed (a line each on
-    stderr), 2 on bad input. AWS endpoint and region come from boto3's usual settings (AWS_ENDPOINT_URL,
-    AWS_DEFAULT_REGION), so the same command drives moto.
+    stderr), 2 on bad input. The health endpoint (with /metrics) and leader election are the
+    loop's (without --once). AWS endpoint and region come from boto3's usual settings
+    (AWS_ENDPOINT_URL, AWS_DEFAULT_REGION), so the same command drives moto.
     """
     from tasks.core.duration import positive_duration_option
+    from tasks.core.lease_state import lease_name
 
-    load_node_groups(nodegroups)  # bad input fails here, before any flow run
+    config = load_node_groups(nodegroups)  # bad input fails here, before any flow run
     period = positive_duration_option(interval, "--interval")
+    liveness = liveness_options(
+        health_address, max_inactivity, max_failing_time, leader_elect, leader_elect_lease_name,
+        leader_elect_lease_duration, leader_elect_renew_deadline, leader_elect_retry_period,
+        [lease_name(group.name) for group in config.node_groups])
     from tasks.adapters.kube import KubeClient
 
-    KubeClient.from_config(kubeconfig)  # so does a kubeconfig the client cannot use
+    kube = KubeClient.from_config(kubeconfig)  # so does a kubeconfig the client cannot use
     from flows.crash_detection import ensure_crash_detection, heartbeat_environment
 
     heartbeat_environment()
@@ -185,14 +218,39 @@ def run(
     from flows.autoscale import autoscale
     from flows.run_state import run_results
 
-    run_until_stopped(
-        lambda: run_results(autoscale(nodegroups=str(nodegroups), dry_run=dry_run,
-                                       lease_namespace=lease_namespace,
-                                       kubeconfig=str(kubeconfig) if kubeconfig else None,
-                                       return_state=True)),
-        lambda result: f"{result['name']}: {result['status']} (delta {result['delta']:+d}) "
-                       f"{result['reason']}",
-        output, once, period, failed_groups)
+    def cycle() -> list[dict[str, Any]]:
+        return run_results(autoscale(nodegroups=str(nodegroups), dry_run=dry_run,
+                                     lease_namespace=lease_namespace,
+                                     kubeconfig=str(kubeconfig) if kubeconfig else None,
+                                     return_state=True))
+
+    def line(result: dict[str, Any]) -> str:
+        return (f"{result['name']}: {result['status']} (delta {result['delta']:+d}) "
+                f"{result['reason']}")
+
+    if once:
+        run_until_stopped(cycle, line, output, once, period, failed_groups)
+    else:
+        _run_ticks(lambda: not run_cycle(cycle, line, output, False, failed_groups), period,
+                   liveness, kube.api, lease_namespace)
+
+
+def _run_ticks(tick: Callable[[], bool], period: float, liveness: Liveness, api_client: Any,
+               lease_namespace: str) -> None:
+    """`run --interval`: a tick every `period` through the ticker (under leader election, while
+    this process leads), with the health endpoint, until SIGTERM or SIGINT."""
+    from flows.cli.common import console_logs_without_tracebacks, say_as, wait_for_stop_signal
+    from flows.prefect_compat import one_client_for_runs
+    from flows.ticker import TickLoop, run_ticks
+
+    stop = wait_for_stop_signal()
+    console_logs_without_tracebacks()
+    elector = elector_for(liveness, api_client, lease_namespace, say_as("run"))
+    loop = TickLoop(lambda _why: tick(), period,
+                    may_act=elector.may_act if elector is not None else None)
+    pages = HealthPages(lambda: loop.health, lambda: True, liveness.limits, loop.clock, elector)
+    with kept_alive(liveness, pages, elector), one_client_for_runs():
+        run_ticks(loop, stop)
 
 
 def failed_groups(results: Sequence[dict[str, Any]]) -> list[str]:

@@ -25,6 +25,7 @@ import os
 import signal
 import sys
 import threading
+import time
 from datetime import timedelta
 from enum import StrEnum
 from pathlib import Path
@@ -33,8 +34,25 @@ from uuid import UUID
 
 import typer
 
+from flows.cli.common import say_as
+from flows.cli.liveness import (
+    DEFAULT_HEALTH_ADDRESS,
+    DEFAULT_LEADER_LEASE,
+    HealthAddress,
+    HealthPages,
+    LeaderLeaseName,
+    LeaseDuration,
+    MaxFailingTime,
+    MaxInactivity,
+    RenewDeadline,
+    RetryPeriod,
+    elector_for,
+    kept_alive,
+    liveness_options,
+)
 from tasks.core.duration import positive_duration_option
 from tasks.core.errors import InputError
+from tasks.core.health import DEFAULT_MAX_FAILING_TIME, DEFAULT_MAX_INACTIVITY, LoopHealth
 from tasks.core.lease_state import DEFAULT_LEASE_NAMESPACE
 from tasks.escalator.pending_bursts import PENDING_EVENT, RESOURCE_PREFIX
 
@@ -46,6 +64,8 @@ if TYPE_CHECKING:
     from prefect.events.schemas.deployment_triggers import DeploymentEventTrigger
     from prefect.runner import Runner
 
+    from flows.deployment_runs import DeploymentRuns
+    from flows.leader import LeaderElector
     from tasks.adapters.kube import KubeClient
     from tasks.escalator.config import NodeGroupConfig
 
@@ -148,11 +168,27 @@ def serve(
              "this process (scheduled, from the UI, and on a burst of pending pods); runs: "
              "every run a process of its own, triggered by elevator watch --ticks events.")] =
         ServeMode.in_process,
+    health_address: HealthAddress = DEFAULT_HEALTH_ADDRESS,
+    max_inactivity: MaxInactivity = DEFAULT_MAX_INACTIVITY,
+    max_failing_time: MaxFailingTime = DEFAULT_MAX_FAILING_TIME,
+    leader_elect: Annotated[bool, typer.Option(
+        help="in-process: elect one leader among the replicas on a Lease; it runs the ticks, "
+             "the others keep their cache warm and take over when its lease runs out. (With "
+             "--ticks runs the Prefect server gives each run to one process.)")] = True,
+    leader_elect_lease_name: LeaderLeaseName = DEFAULT_LEADER_LEASE,
+    leader_elect_lease_duration: LeaseDuration = "15s",
+    leader_elect_renew_deadline: RenewDeadline = "10s",
+    leader_elect_retry_period: RetryPeriod = "2s",
 ) -> None:
     """Serve the autoscale and plan deployments from this process (no work pool needed)."""
+    from tasks.core.lease_state import lease_name
     from tasks.node_group_file import load_node_groups
 
     config = load_node_groups(nodegroups)  # bad input fails here, before anything is registered
+    liveness = liveness_options(
+        health_address, max_inactivity, max_failing_time, leader_elect, leader_elect_lease_name,
+        leader_elect_lease_duration, leader_elect_renew_deadline, leader_elect_retry_period,
+        [lease_name(group.name) for group in config.node_groups])
     period = positive_duration_option(interval, "--interval")
     poll_seconds = positive_duration_option(poll, "--poll")
     if kubeconfig is not None and not kubeconfig.is_file():
@@ -171,16 +207,25 @@ def serve(
 
     ensure_crash_detection()  # a tick whose process dies ends Crashed, its slot freed
     runner = Runner(name="kube-elevator", query_seconds=poll_seconds, limit=None)
+    served = LoopHealth(time.monotonic())  # --ticks runs: the serving loop's own liveness
     in_process = ticks is ServeMode.in_process
     scheduled, manual = served_deployments(nodegroups, period, kubeconfig, lease_namespace,
                                            pushgateway, triggered=not in_process)
     here = None
+    elector = None
     if in_process:
         kube = _kube_client(kubeconfig)  # an unreadable kubeconfig fails before registering
         deployment_id = scheduled.apply()  # registered, its schedule on; runs go on here
         assert isinstance(deployment_id, UUID)  # `apply` is async-dispatched: sync here
+        elector = elector_for(liveness, kube.api, lease_namespace, say_as("serve"))
         here = InProcessTicks(deployment_id, config.node_groups, kube, kubeconfig,
-                              poll_seconds)
+                              poll_seconds, elector)
+        loop = here.loop
+        pages = HealthPages(lambda: loop.health, lambda: loop.ready(), liveness.limits,
+                            loop.clock, elector)
+    else:
+        pages = HealthPages(lambda: served, lambda: True, liveness.limits, time.monotonic,
+                            role="serving")
     runner.add_deployment(manual)
     if not in_process:
         runner.add_deployment(scheduled)
@@ -188,7 +233,9 @@ def serve(
                   + (" in this process" if in_process else "") + f", autoscale/{manual.name}",
                   highlight=False)
     sys.stdout.flush()
-    asyncio.run(run_until_signal(runner, in_process=here))
+    with kept_alive(liveness, pages, elector):
+        asyncio.run(run_until_signal(runner, in_process=here,
+                                     served=None if in_process else served))
     console.print("serve: stopped", highlight=False)
 
 
@@ -196,8 +243,10 @@ class InProcessTicks:
     """The `autoscale` deployment's runs, run in a thread of this process from a watch cache."""
 
     def __init__(self, deployment_id: UUID, node_groups: Sequence[NodeGroupConfig],
-                 kube: KubeClient, kubeconfig: Path | None, poll_seconds: float) -> None:
+                 kube: KubeClient, kubeconfig: Path | None, poll_seconds: float,
+                 elector: LeaderElector | None = None) -> None:
         from flows.cli.watch import IN_PROCESS_SETTLE_SECONDS
+        from flows.ticker import TickLoop
         from tasks.escalator.pending_bursts import (
             DEFAULT_DEBOUNCE_SECONDS,
             Debouncer,
@@ -212,47 +261,59 @@ class InProcessTicks:
                                                                IN_PROCESS_SETTLE_SECONDS))
         self.stop = threading.Event()
         self.error: Exception | None = None
+        self.elector = elector
+        self.runs: DeploymentRuns | None = None
+        self.loop = TickLoop(self._tick, poll_seconds,
+                             may_act=elector.may_act if elector is not None else None)
         self.thread = threading.Thread(target=self._run, name="in-process-ticks", daemon=True)
+
+    def _tick(self, why: str) -> bool | None:
+        """Every --poll the runs whose time has come; on a burst (or on taking the lead) a run
+        of its own, due now, run at once. True when every run ran ended Completed, None when
+        none ran (a quiet poll keeps the last run's verdict)."""
+        from flows.cli.common import print_tick_results, say_as
+        from flows.run_state import run_results
+
+        runs = self.runs
+        assert runs is not None
+        if why == "schedule":
+            states = runs.run_due()
+        else:
+            state = runs.execute(runs.start_now(why))
+            states = [] if state is None else [state]
+        for state in states:
+            try:
+                results = run_results(state)
+            except BaseException as stopped:  # bad input, a crash, a cancel
+                say_as("serve")(f"tick ({why}): {state.name}: {stopped}")
+            else:
+                print_tick_results(why, results)
+        return all(state.is_completed() for state in states) if states else None
 
     def _run(self) -> None:
         from prefect.client.orchestration import get_client
 
         from flows.autoscale import autoscale
-        from flows.cli.common import print_tick_results, say_as
+        from flows.cli.common import say_as
         from flows.cli.watch import CACHE_START_SECONDS
         from flows.deployment_runs import DeploymentRuns
-        from flows.run_state import run_results
         from flows.ticker import run_cached_ticks
 
         say = say_as("serve")
         try:
             with get_client(sync_client=True) as client:
-                runs = DeploymentRuns(autoscale, self.deployment_id, client)
-
-                def tick(why: str) -> None:
-                    if why == "schedule":  # every --poll: the runs whose time has come
-                        states = runs.run_due()
-                    else:  # a burst: a run of its own, due now, run at once
-                        state = runs.execute(runs.start_now(why))
-                        states = [] if state is None else [state]
-                    for state in states:
-                        try:
-                            results = run_results(state)
-                        except BaseException as stopped:  # bad input, a crash, a cancel
-                            say(f"tick ({why}): {state.name}: {stopped}")
-                        else:
-                            print_tick_results(why, results)
-
+                self.runs = DeploymentRuns(autoscale, self.deployment_id, client)
                 run_cached_ticks(self.kube.api, str(self.kubeconfig) if self.kubeconfig
-                                 else None, self.events, tick, self.poll_seconds, self.stop,
-                                 say, CACHE_START_SECONDS)
+                                 else None, self.events, self.loop, self.stop, say,
+                                 CACHE_START_SECONDS)
         except Exception as error:  # reported; serve then stops with exit code 1
             self.error = error
             say(f"the ticks stopped: {type(error).__name__}: {error}")
 
 
 async def run_until_signal(runner: Runner, grace_seconds: float = STOP_GRACE_SECONDS,
-                           in_process: InProcessTicks | None = None) -> None:
+                           in_process: InProcessTicks | None = None,
+                           served: LoopHealth | None = None) -> None:
     """Run `runner` until SIGTERM or SIGINT, then stop it gently.
 
     Prefect's own SIGTERM handler calls `sys.exit` inside the runner's event loop (3.8.8): the
@@ -268,6 +329,8 @@ async def run_until_signal(runner: Runner, grace_seconds: float = STOP_GRACE_SEC
     for signum in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(signum, signalled.set)
     waiting = {started, asyncio.ensure_future(signalled.wait())}
+    if served is not None:
+        waiting.add(asyncio.ensure_future(_turning(served)))
     if in_process is not None:
         in_process.thread.start()
         waiting.add(asyncio.ensure_future(_ended(in_process.thread)))
@@ -285,7 +348,8 @@ async def run_until_signal(runner: Runner, grace_seconds: float = STOP_GRACE_SEC
         in_process.stop.set()  # no new tick; the one in flight finishes
         while in_process.thread.is_alive() and loop.time() < deadline:
             await asyncio.sleep(0.1)
-        await asyncio.to_thread(_pause, in_process.deployment_id)
+        if in_process.elector is None:
+            await asyncio.to_thread(_pause, in_process.deployment_id)
     processes = getattr(runner, "_process_manager", None)
     while processes is not None and processes.flow_run_ids() and loop.time() < deadline:
         await asyncio.sleep(0.1)
@@ -303,6 +367,12 @@ def _kube_client(kubeconfig: Path | None) -> KubeClient:
         return KubeClient.from_config(kubeconfig)
     except Exception as error:  # the client raises ConfigException, OSError, YAML errors
         raise InputError([f"--kubeconfig: {kubeconfig}: {error}"]) from None
+
+
+async def _turning(served: LoopHealth) -> None:
+    while True:
+        served.finished(time.monotonic(), time.time(), True)
+        await asyncio.sleep(1.0)
 
 
 async def _ended(thread: threading.Thread) -> None:
