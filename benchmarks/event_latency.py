@@ -51,6 +51,9 @@ LAUNCHER = (
     "app()\n"
 )
 _names = itertools.count()
+# The health endpoint's default port is fixed (8085, the Cluster Autoscaler's): processes started
+# side by side (tests run in parallel) take a free one each.
+FREE_HEALTH_PORT = ("--health-address", "127.0.0.1:0")
 
 
 def free_port() -> int:
@@ -263,10 +266,12 @@ class EventRig:
         env = self.server.env(**cluster.aws.env())
         self.serve = Child(elevator("serve", "--nodegroups", str(cluster.nodegroups),
                                     "--kubeconfig", str(cluster.kubeconfig),
-                                    "--interval", self.interval, "--ticks", "runs"), env,
+                                    "--interval", self.interval, "--ticks", "runs",
+                                    *FREE_HEALTH_PORT), env,
                            self.logs / "serve.log")
         self.watch = Child(elevator("watch", "--nodegroups", str(cluster.nodegroups),
-                                    "--kubeconfig", str(cluster.kubeconfig), "--ticks", "events"),
+                                    "--kubeconfig", str(cluster.kubeconfig), "--ticks", "events",
+                                    *FREE_HEALTH_PORT),
                            env, self.logs / "watch.log")
         self.serve.wait_for("serving autoscale/autoscale", 120)
         self.watch.wait_for("watching pending pods", 60)
@@ -321,12 +326,13 @@ class InProcessRig(EventRig):
         cluster = self.cluster
         self.watch = Child(elevator("watch", "--nodegroups", str(cluster.nodegroups),
                                     "--kubeconfig", str(cluster.kubeconfig),
-                                    "--interval", self.interval),
+                                    "--interval", self.interval, *FREE_HEALTH_PORT),
                            self.server.env(**cluster.aws.env()), self.logs / "watch.log")
         self.watch.wait_for("watching the cluster", 120)
         if not cluster.kube.wait_for_watchers("pods", 1, timeout=30):
             raise TimeoutError("elevator watch did not open its pod watch")
-        self.watch.wait_for("tick (schedule)", 120)  # the first tick, at start, has ended
+        # the first tick, as it takes the lead at start, has ended
+        self.watch.wait_for("tick (leading)", 120)
         return self
 
 
@@ -339,7 +345,8 @@ class ServeRig(EventRig):
         cluster = self.cluster
         self.serve = Child(elevator("serve", "--nodegroups", str(cluster.nodegroups),
                                     "--kubeconfig", str(cluster.kubeconfig),
-                                    "--interval", self.interval, "--poll", "1s"),
+                                    "--interval", self.interval, "--poll", "1s",
+                                    *FREE_HEALTH_PORT),
                            self.server.env(**cluster.aws.env()), self.logs / "serve.log")
         self.serve.wait_for("serve: watching the cluster", 120)
         if not cluster.kube.wait_for_watchers("pods", 1, timeout=30):

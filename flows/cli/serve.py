@@ -268,10 +268,11 @@ class InProcessTicks:
         self.thread = threading.Thread(target=self._run, name="in-process-ticks", daemon=True)
 
     def _tick(self, why: str) -> bool | None:
-        """Every --poll the runs whose time has come; on a burst (or on taking the lead) a run
-        of its own, due now, run at once. True when every run ran ended Completed, None when
-        none ran (a quiet poll keeps the last run's verdict)."""
+        """Every --poll the runs whose time has come; on a burst (or on taking the lead, with
+        the schedule resumed) a run of its own, due now, run at once. True when every run ran
+        ended Completed, None when none ran (a quiet poll keeps the last run's verdict)."""
         from flows.cli.common import print_tick_results, say_as
+        from flows.deployment_runs import BURST_TAG, LEADING_TAG
         from flows.run_state import run_results
 
         runs = self.runs
@@ -279,7 +280,10 @@ class InProcessTicks:
         if why == "schedule":
             states = runs.run_due()
         else:
-            state = runs.execute(runs.start_now(why))
+            if why == "leading":
+                runs.resume()
+            state = runs.execute(runs.start_now(
+                why, LEADING_TAG if why == "leading" else BURST_TAG))
             states = [] if state is None else [state]
         for state in states:
             try:
@@ -348,7 +352,7 @@ async def run_until_signal(runner: Runner, grace_seconds: float = STOP_GRACE_SEC
         in_process.stop.set()  # no new tick; the one in flight finishes
         while in_process.thread.is_alive() and loop.time() < deadline:
             await asyncio.sleep(0.1)
-        if in_process.elector is None:
+        if in_process.loop.acting:  # a follower leaves it to the leader
             await asyncio.to_thread(_pause, in_process.deployment_id)
     processes = getattr(runner, "_process_manager", None)
     while processes is not None and processes.flow_run_ids() and loop.time() < deadline:

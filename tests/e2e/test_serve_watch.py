@@ -18,6 +18,7 @@ import typer
 from typer.testing import CliRunner
 
 from benchmarks.event_latency import (
+    FREE_HEALTH_PORT,
     BurstCluster,
     Child,
     EventRig,
@@ -531,7 +532,7 @@ def test_serve_stops_on_sigterm_letting_the_run_in_flight_finish(
     cluster = BurstCluster(fake_kube, fake_aws, tmp_path)
     serve = Child(elevator("serve", "--nodegroups", str(cluster.nodegroups), "--kubeconfig",
                            str(cluster.kubeconfig), "--interval", "1h", "--poll", "1s",
-                           "--ticks", "runs"),
+                           "--ticks", "runs", *FREE_HEALTH_PORT),
                   server.env(**fake_aws.env()), tmp_path / "serve.log")
     try:
         serve.wait_for("serving autoscale/autoscale", 120)
@@ -565,7 +566,7 @@ def test_watch_stops_on_sigterm_while_its_cache_lists_a_big_cluster(
     later_pages = fake_kube.faults.add("delay", count=None, method="GET", path="/api/v1/pods",
                                        delay_seconds=0.001)
     watch = Child(elevator("watch", "--nodegroups", str(cluster.nodegroups), "--kubeconfig",
-                           str(cluster.kubeconfig), "--interval", "1h"),
+                           str(cluster.kubeconfig), "--interval", "1h", *FREE_HEALTH_PORT),
                   server.env(**fake_aws.env()), tmp_path / "watch.log")
     try:
         assert fake_kube.faults.wait_fired(second_page, timeout=120), watch.output()[-3000:]
