@@ -1,5 +1,5 @@
 """Issue 26 §2 and §3 with real processes: `elevator watch` and `run --interval` against the fake
-API, moto and a real `prefect server start`: the health check fails while the API hangs and
+API, moto and the session's Prefect server: the health check fails while the API hangs and
 passes again after; `/metrics` parsed by prometheus_client and scraped by a real Prometheus; two
 replicas with `--leader-elect`, where the follower says it follows, takes over a frozen
 (SIGSTOP) leader and a killed (kill -9) one, and no tick of the two ever claims a node group
@@ -8,9 +8,11 @@ while the other leads (the fake API's request log, by User-Agent, in the order i
 from __future__ import annotations
 
 import contextlib
+import os
 import re
 import shutil
 import signal
+import sys
 import time
 import urllib.error
 import urllib.parse
@@ -30,7 +32,6 @@ from benchmarks.event_latency import (
     FREE_HEALTH_PORT,
     BurstCluster,
     Child,
-    PrefectServer,
     elevator,
     free_port,
     wait_until,
@@ -49,10 +50,12 @@ SHORT_ELECTION = ("--leader-elect-lease-duration", "4s", "--leader-elect-renew-d
                   "--leader-elect-retry-period", "1s")
 
 
-@pytest.fixture(scope="module")
-def server() -> Iterator[PrefectServer]:
-    with PrefectServer() as running:
-        yield running
+@pytest.fixture
+def env(prefect_server: None, fake_aws: FakeAws) -> dict[str, str]:
+    """A child's environment: the session's Prefect server (started anyway), moto."""
+    from prefect.settings import PREFECT_API_URL
+
+    return {**os.environ, **fake_aws.env(), "PREFECT_API_URL": str(PREFECT_API_URL.value())}
 
 
 def health_url(child: Child) -> str:
@@ -76,6 +79,8 @@ def fetch(url: str) -> tuple[int, str]:
             return response.status, response.read().decode()
     except urllib.error.HTTPError as error:
         return error.code, error.read().decode()
+    except OSError as error:  # not listening (yet)
+        return 0, str(error)
 
 
 def samples(text: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
@@ -83,20 +88,19 @@ def samples(text: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
             for family in text_string_to_metric_families(text) for sample in family.samples}
 
 
-def watch(cluster: BurstCluster, server: PrefectServer, log: Path, *options: str) -> Child:
+def watch(cluster: BurstCluster, env: dict[str, str], log: Path, *options: str) -> Child:
     return Child(elevator("watch", "--nodegroups", str(cluster.nodegroups), "--kubeconfig",
-                          str(cluster.kubeconfig), *FREE_HEALTH_PORT, *options),
-                 server.env(**cluster.aws.env()), log)
+                          str(cluster.kubeconfig), *FREE_HEALTH_PORT, *options), env, log)
 
 
 # --- the health check follows the ticks -------------------------------------------------------
 
 
 def test_the_health_check_fails_while_the_api_hangs_and_passes_again_after(
-        server: PrefectServer, fake_kube: FakeKubeApi, fake_aws: FakeAws,
+        env: dict[str, str], fake_kube: FakeKubeApi, fake_aws: FakeAws,
         tmp_path: Path) -> None:
     cluster = BurstCluster(fake_kube, fake_aws, tmp_path)
-    child = watch(cluster, server, tmp_path / "watch.log", "--no-leader-elect", "--interval",
+    child = watch(cluster, env, tmp_path / "watch.log", "--no-leader-elect", "--interval",
                   "1s", "--max-inactivity", "8s", "--max-failing-time", "8s")
     try:
         url = health_url(child)
@@ -152,8 +156,10 @@ def scraping(binary: str, target: str, home: Path) -> Iterator[str]:
     process = Child([binary, f"--config.file={config}", f"--storage.tsdb.path={home / 'data'}",
                      f"--web.listen-address=127.0.0.1:{port}", "--log.level=warn"], {},
                     home / "prometheus.log")
+    url = f"http://127.0.0.1:{port}"
     try:
-        yield f"http://127.0.0.1:{port}"
+        wait_until(lambda: fetch(f"{url}/-/ready")[0] == 200, 60, "Prometheus to be ready")
+        yield url
     finally:
         process.stop()
 
@@ -167,12 +173,12 @@ def query(prometheus: str, expression: str) -> list[dict[str, Any]]:
 
 
 def test_a_real_prometheus_scrapes_run_intervals_metrics(
-        server: PrefectServer, fake_kube: FakeKubeApi, fake_aws: FakeAws, tmp_path: Path,
+        env: dict[str, str], fake_kube: FakeKubeApi, fake_aws: FakeAws, tmp_path: Path,
         prometheus_binary: str) -> None:
     cluster = BurstCluster(fake_kube, fake_aws, tmp_path)
-    run = Child([*elevator("run"), "--nodegroups", str(cluster.nodegroups), "--kubeconfig",
-                 str(cluster.kubeconfig), "--interval", "2s", *FREE_HEALTH_PORT],
-                server.env(**cluster.aws.env()), tmp_path / "run.log")
+    run = Child([sys.executable, "-m", "flows.cli", "run", "--nodegroups",
+                 str(cluster.nodegroups), "--kubeconfig", str(cluster.kubeconfig), "--interval",
+                 "2s", *FREE_HEALTH_PORT], env, tmp_path / "run.log")
     try:
         url = health_url(run)
         assert fetch(f"{url}/ready")[0] == 200  # no cache to wait for
@@ -219,10 +225,10 @@ def role(url: str) -> str:
 
 
 def test_a_follower_takes_over_a_frozen_leader_and_a_killed_one_never_both_acting(
-        server: PrefectServer, fake_kube: FakeKubeApi, fake_aws: FakeAws,
+        env: dict[str, str], fake_kube: FakeKubeApi, fake_aws: FakeAws,
         tmp_path: Path) -> None:
     cluster = BurstCluster(fake_kube, fake_aws, tmp_path)
-    children = [watch(cluster, server, tmp_path / f"{name}.log", "--interval", "1h",
+    children = [watch(cluster, env, tmp_path / f"{name}.log", "--interval", "1h",
                       *SHORT_ELECTION) for name in ("a", "b")]
     try:
         urls = {id(child): health_url(child) for child in children}
