@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import itertools
 import os
+import re
 import shutil
 import socket
 import statistics
@@ -25,6 +26,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import urllib.error
 import urllib.request
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -116,6 +118,35 @@ class Child:
                 self.process.wait()
         self._out.close()
         return self.process.returncode
+
+
+def health_url(child: Child) -> str:
+    """The base URL the process says it serves its health endpoint on."""
+    child.wait_for("health: http://", 120)
+    match = re.search(r"health: (http://\S+)/health-check", child.output())
+    if match is None:
+        raise RuntimeError(f"no health address in {child.log.name}")
+    return match.group(1)
+
+
+def identity(child: Child) -> str:
+    """The process's identity in the leader election (and in its User-Agent)."""
+    child.wait_for("electing a leader on the Lease", 120)
+    match = re.search(r"electing a leader on the Lease \S+ as (\S+)", child.output())
+    if match is None:
+        raise RuntimeError(f"no election identity in {child.log.name}")
+    return match.group(1)
+
+
+def fetch(url: str) -> tuple[int, str]:
+    """(status, body) of a GET; (0, why) when nothing answers (not listening yet)."""
+    try:
+        with urllib.request.urlopen(url, timeout=10) as response:
+            return response.status, response.read().decode()
+    except urllib.error.HTTPError as error:
+        return error.code, error.read().decode()
+    except OSError as error:  # not listening (yet)
+        return 0, str(error)
 
 
 class PrefectServer:

@@ -12,17 +12,20 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import inspect
 import sys
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any, TypeVar, cast
 
 import typer
 
 from tasks.core.duration import positive_duration_option
 from tasks.core.errors import InputError
 from tasks.core.health import (
+    DEFAULT_MAX_FAILING_TIME,
+    DEFAULT_MAX_INACTIVITY,
     HealthLimits,
     LoopHealth,
     health_answer,
@@ -39,29 +42,6 @@ DEFAULT_LEADER_LEASE = "elevator-leader"
 TEXT = "text/plain; charset=utf-8"
 EXPOSITION = "text/plain; version=0.0.4; charset=utf-8"
 
-HealthAddress = Annotated[str, typer.Option(
-    help="Serve /health-check, /ready and /metrics here (HOST:PORT; port 0 picks a free port; "
-         "\"\" turns it off). In a pod: 0.0.0.0:8085.")]
-MaxInactivity = Annotated[str, typer.Option(
-    help="/health-check fails when no tick finished for this long (Go duration).")]
-MaxFailingTime = Annotated[str, typer.Option(
-    help="/health-check fails when no tick succeeded for this long (Go duration).")]
-LeaderElect = Annotated[bool, typer.Option(
-    help="Elect one leader among the replicas on a Lease: it ticks; the others wait (serve and "
-         "watch: their cache warm) and take over when its lease runs out.")]
-LeaderLeaseName = Annotated[str, typer.Option(
-    help="Name of the leader-election Lease, in --lease-namespace.")]
-LeaseDuration = Annotated[str, typer.Option(
-    "--leader-elect-lease-duration",
-    help="How long followers wait, from the last renewal they saw, to take over (client-go's).")]
-RenewDeadline = Annotated[str, typer.Option(
-    "--leader-elect-renew-deadline",
-    help="How long the leader tries to renew before it stops leading (client-go's).")]
-RetryPeriod = Annotated[str, typer.Option(
-    "--leader-elect-retry-period",
-    help="Time between tries to acquire or renew the Lease (client-go's).")]
-
-
 @dataclass(frozen=True)
 class Liveness:
     """The options, checked."""
@@ -72,11 +52,78 @@ class Liveness:
     lease_name: str
     times: ElectionTimes
 
+    def check_lease_name(self, group_leases: Sequence[str]) -> None:
+        """A node group's Lease (elevator-<group>) cannot be the election's too."""
+        if self.leader_elect and self.lease_name in group_leases:
+            raise InputError([f"--leader-elect-lease-name: {self.lease_name!r} is a node "
+                              "group's Lease (elevator-<group>): choose another name"])
+
+
+def _options(leader_elect: bool, leader_help: str) -> list[tuple[str, Any, Any]]:
+    """(parameter, annotation, default) of each option, in `--help`'s order."""
+    return [
+        ("health_address", Annotated[str, typer.Option(
+            help="Serve /health-check, /ready and /metrics here (HOST:PORT; port 0 picks a free "
+                 "port; \"\" turns it off). In a pod: 0.0.0.0:8085.")], DEFAULT_HEALTH_ADDRESS),
+        ("max_inactivity", Annotated[str, typer.Option(
+            help="/health-check fails when no tick finished for this long (Go duration).")],
+         DEFAULT_MAX_INACTIVITY),
+        ("max_failing_time", Annotated[str, typer.Option(
+            help="/health-check fails when no tick succeeded for this long (Go duration).")],
+         DEFAULT_MAX_FAILING_TIME),
+        ("leader_elect", Annotated[bool, typer.Option(help=leader_help)], leader_elect),
+        ("leader_elect_lease_name", Annotated[str, typer.Option(
+            help="Name of the leader-election Lease, in --lease-namespace.")],
+         DEFAULT_LEADER_LEASE),
+        ("leader_elect_lease_duration", Annotated[str, typer.Option(
+            help="How long followers wait, from the last renewal they saw, to take over "
+                 "(client-go's).")], "15s"),
+        ("leader_elect_renew_deadline", Annotated[str, typer.Option(
+            help="How long the leader tries to renew before it stops leading (client-go's).")],
+         "10s"),
+        ("leader_elect_retry_period", Annotated[str, typer.Option(
+            help="Time between tries to acquire or renew the Lease (client-go's).")], "2s"),
+    ]
+
+
+LEADER_HELP = ("Elect one leader among the replicas on a Lease: it ticks; the others wait (serve "
+               "and watch: their cache warm) and take over when its lease runs out.")
+C = TypeVar("C", bound=Callable[..., Any])
+
+
+def with_liveness_options(leader_elect: bool, leader_help: str = LEADER_HELP
+                          ) -> Callable[[C], C]:
+    """Give a command the health endpoint's and the election's options, checked: it receives
+    them as `liveness` (a `Liveness`), and bad values exit 2 with every problem named."""
+
+    def decorate(command: C) -> C:
+        options = _options(leader_elect, leader_help)
+        names = [name for name, _, _ in options]
+
+        @functools.wraps(command)
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            values = [kwargs.pop(name) for name in names]
+            return command(*args, liveness=liveness_options(*values), **kwargs)
+
+        # Evaluated: the signature given here is what typer reads, as it is.
+        signature = inspect.signature(command, eval_str=True)
+        kept = [p for p in signature.parameters.values() if p.name != "liveness"]
+        wrapper.__signature__ = signature.replace(parameters=[  # type: ignore[attr-defined]
+            *kept, *(inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=default,
+                                       annotation=annotation)
+                     for name, annotation, default in options)])
+        wrapper.__annotations__ = {
+            **{p.name: p.annotation for p in kept},
+            **{name: annotation for name, annotation, _ in options},
+            "return": signature.return_annotation}
+        return cast(C, wrapper)
+
+    return decorate
+
 
 def liveness_options(health_address: str, max_inactivity: str, max_failing_time: str,
                      leader_elect: bool, lease_name: str, lease_duration: str,
-                     renew_deadline: str, retry_period: str,
-                     group_leases: Sequence[str] = ()) -> Liveness:
+                     renew_deadline: str, retry_period: str) -> Liveness:
     """The options as values; every problem an InputError line naming its option."""
     from tasks.adapters.http_server import listen_address
 
@@ -102,9 +149,6 @@ def liveness_options(health_address: str, max_inactivity: str, max_failing_time:
                      f"--leader-elect-retry-period: {problem}" for problem in times.problems()]
     if not lease_name:
         problems.append("--leader-elect-lease-name: must not be empty")
-    elif lease_name in group_leases:
-        problems.append(f"--leader-elect-lease-name: {lease_name!r} is a node group's Lease "
-                        "(elevator-<group>): choose another name")
     if problems:
         raise InputError(problems)
     return Liveness(address, HealthLimits(inactivity, failing), leader_elect, lease_name, times)

@@ -23,25 +23,8 @@ from flows.cli.common import (
     run_cycle,
     run_until_stopped,
 )
-from flows.cli.liveness import (
-    DEFAULT_HEALTH_ADDRESS,
-    DEFAULT_LEADER_LEASE,
-    HealthAddress,
-    HealthPages,
-    LeaderElect,
-    LeaderLeaseName,
-    LeaseDuration,
-    Liveness,
-    MaxFailingTime,
-    MaxInactivity,
-    RenewDeadline,
-    RetryPeriod,
-    elector_for,
-    kept_alive,
-    liveness_options,
-)
+from flows.cli.liveness import HealthPages, Liveness, elector_for, kept_alive, with_liveness_options
 from tasks.core.decode import load_asg_file, load_cluster_files
-from tasks.core.health import DEFAULT_MAX_FAILING_TIME, DEFAULT_MAX_INACTIVITY
 from tasks.core.lease_state import DEFAULT_LEASE_NAMESPACE
 from tasks.escalator.decide import ScalePlan
 from tasks.node_group_file import load_node_groups
@@ -172,6 +155,7 @@ def plan(
 
 
 @reports_input_errors
+@with_liveness_options(leader_elect=False)
 def run(
     nodegroups: Annotated[Path, typer.Option(help="Escalator node-group file.")],
     kubeconfig: Annotated[Path | None, typer.Option(
@@ -183,14 +167,7 @@ def run(
     lease_namespace: Annotated[str, typer.Option(
         help="Namespace of the elevator-<group> Leases.")] = DEFAULT_LEASE_NAMESPACE,
     output: Annotated[OutputFormat, typer.Option(help="table or json.")] = OutputFormat.table,
-    health_address: HealthAddress = DEFAULT_HEALTH_ADDRESS,
-    max_inactivity: MaxInactivity = DEFAULT_MAX_INACTIVITY,
-    max_failing_time: MaxFailingTime = DEFAULT_MAX_FAILING_TIME,
-    leader_elect: LeaderElect = False,
-    leader_elect_lease_name: LeaderLeaseName = DEFAULT_LEADER_LEASE,
-    leader_elect_lease_duration: LeaseDuration = "15s",
-    leader_elect_renew_deadline: RenewDeadline = "10s",
-    leader_elect_retry_period: RetryPeriod = "2s",
+    *, liveness: Liveness,
 ) -> None:
     """Run the autoscale flow against a cluster, as Prefect flow runs (ephemeral server by default).
 
@@ -204,10 +181,7 @@ def run(
 
     config = load_node_groups(nodegroups)  # bad input fails here, before any flow run
     period = positive_duration_option(interval, "--interval")
-    liveness = liveness_options(
-        health_address, max_inactivity, max_failing_time, leader_elect, leader_elect_lease_name,
-        leader_elect_lease_duration, leader_elect_renew_deadline, leader_elect_retry_period,
-        [lease_name(group.name) for group in config.node_groups])
+    liveness.check_lease_name([lease_name(group.name) for group in config.node_groups])
     from tasks.adapters.kube import KubeClient
 
     kube = KubeClient.from_config(kubeconfig)  # so does a kubeconfig the client cannot use

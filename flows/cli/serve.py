@@ -35,24 +35,10 @@ from uuid import UUID
 import typer
 
 from flows.cli.common import say_as
-from flows.cli.liveness import (
-    DEFAULT_HEALTH_ADDRESS,
-    DEFAULT_LEADER_LEASE,
-    HealthAddress,
-    HealthPages,
-    LeaderLeaseName,
-    LeaseDuration,
-    MaxFailingTime,
-    MaxInactivity,
-    RenewDeadline,
-    RetryPeriod,
-    elector_for,
-    kept_alive,
-    liveness_options,
-)
+from flows.cli.liveness import HealthPages, Liveness, elector_for, kept_alive, with_liveness_options
 from tasks.core.duration import positive_duration_option
 from tasks.core.errors import InputError
-from tasks.core.health import DEFAULT_MAX_FAILING_TIME, DEFAULT_MAX_INACTIVITY, LoopHealth
+from tasks.core.health import LoopHealth
 from tasks.core.lease_state import DEFAULT_LEASE_NAMESPACE
 from tasks.escalator.pending_bursts import PENDING_EVENT, RESOURCE_PREFIX
 
@@ -78,6 +64,9 @@ DEFAULT_POLL = "2s"
 # Kubernetes' default 30 s terminationGracePeriodSeconds.
 STOP_GRACE_SECONDS = 20.0
 PROJECT_DIRECTORY = Path(__file__).resolve().parents[2]  # the folder holding `flows/`
+SERVE_LEADER_HELP = ("in-process: elect one leader among the replicas on a Lease; it runs the "
+                     "ticks, the others keep their cache warm and take over when its lease runs "
+                     "out. (With --ticks runs the Prefect server gives each run to one process.)")
 
 
 def set_project_directory() -> dict[str, str]:
@@ -168,27 +157,14 @@ def serve(
              "this process (scheduled, from the UI, and on a burst of pending pods); runs: "
              "every run a process of its own, triggered by elevator watch --ticks events.")] =
         ServeMode.in_process,
-    health_address: HealthAddress = DEFAULT_HEALTH_ADDRESS,
-    max_inactivity: MaxInactivity = DEFAULT_MAX_INACTIVITY,
-    max_failing_time: MaxFailingTime = DEFAULT_MAX_FAILING_TIME,
-    leader_elect: Annotated[bool, typer.Option(
-        help="in-process: elect one leader among the replicas on a Lease; it runs the ticks, "
-             "the others keep their cache warm and take over when its lease runs out. (With "
-             "--ticks runs the Prefect server gives each run to one process.)")] = True,
-    leader_elect_lease_name: LeaderLeaseName = DEFAULT_LEADER_LEASE,
-    leader_elect_lease_duration: LeaseDuration = "15s",
-    leader_elect_renew_deadline: RenewDeadline = "10s",
-    leader_elect_retry_period: RetryPeriod = "2s",
+    *, liveness: Liveness,
 ) -> None:
     """Serve the autoscale and plan deployments from this process (no work pool needed)."""
     from tasks.core.lease_state import lease_name
     from tasks.node_group_file import load_node_groups
 
     config = load_node_groups(nodegroups)  # bad input fails here, before anything is registered
-    liveness = liveness_options(
-        health_address, max_inactivity, max_failing_time, leader_elect, leader_elect_lease_name,
-        leader_elect_lease_duration, leader_elect_renew_deadline, leader_elect_retry_period,
-        [lease_name(group.name) for group in config.node_groups])
+    liveness.check_lease_name([lease_name(group.name) for group in config.node_groups])
     period = positive_duration_option(interval, "--interval")
     poll_seconds = positive_duration_option(poll, "--poll")
     if kubeconfig is not None and not kubeconfig.is_file():
@@ -397,4 +373,5 @@ def register(app: typer.Typer) -> None:
     """Add `serve` to the `elevator` app."""
     from flows.cli.common import reports_input_errors
 
-    app.command("serve")(reports_input_errors(serve))
+    app.command("serve")(reports_input_errors(with_liveness_options(
+        leader_elect=True, leader_help=SERVE_LEADER_HELP)(serve)))

@@ -23,28 +23,18 @@ import typer
 
 from flows.cli.common import say_as
 from flows.cli.liveness import (
-    DEFAULT_HEALTH_ADDRESS,
-    DEFAULT_LEADER_LEASE,
-    HealthAddress,
     HealthPages,
-    LeaderElect,
-    LeaderLeaseName,
-    LeaseDuration,
     Liveness,
-    MaxFailingTime,
-    MaxInactivity,
-    RenewDeadline,
-    RetryPeriod,
     elector_for,
     kept_alive,
-    liveness_options,
+    with_liveness_options,
 )
 from flows.ticker import Changed, Relisted, TickLoop, run_cached_ticks, run_watch
 from tasks.adapters.kube_watch import PAGE_SIZE, RETRY_SECONDS, WATCH_TIMEOUT_SECONDS, ListWatch
 from tasks.core.api_objects import OBJECT_DECODER
 from tasks.core.duration import positive_duration_option
 from tasks.core.errors import InputError
-from tasks.core.health import DEFAULT_MAX_FAILING_TIME, DEFAULT_MAX_INACTIVITY, LoopHealth
+from tasks.core.health import LoopHealth
 from tasks.core.lease_state import DEFAULT_LEASE_NAMESPACE
 from tasks.core.records import PodRecord, pod_record
 from tasks.escalator.pending_bursts import (
@@ -153,14 +143,7 @@ def watch(
         help="A group's burst closes once no new pending pod has come for this long "
              f"(default {IN_PROCESS_SETTLE_SECONDS:g}s in-process, "
              f"{DEFAULT_SETTLE_SECONDS:g}s with events).")] = None,
-    health_address: HealthAddress = DEFAULT_HEALTH_ADDRESS,
-    max_inactivity: MaxInactivity = DEFAULT_MAX_INACTIVITY,
-    max_failing_time: MaxFailingTime = DEFAULT_MAX_FAILING_TIME,
-    leader_elect: LeaderElect = True,
-    leader_elect_lease_name: LeaderLeaseName = DEFAULT_LEADER_LEASE,
-    leader_elect_lease_duration: LeaseDuration = "15s",
-    leader_elect_renew_deadline: RenewDeadline = "10s",
-    leader_elect_retry_period: RetryPeriod = "2s",
+    *, liveness: Liveness,
 ) -> None:
     """Watch the cluster: run ticks on pending pods here, or send events for a trigger."""
     from prefect.settings import get_current_settings
@@ -171,10 +154,7 @@ def watch(
     from tasks.node_group_file import load_node_groups
 
     config = load_node_groups(nodegroups)
-    liveness = liveness_options(
-        health_address, max_inactivity, max_failing_time, leader_elect, leader_elect_lease_name,
-        leader_elect_lease_duration, leader_elect_renew_deadline, leader_elect_retry_period,
-        [lease_name(group.name) for group in config.node_groups])
+    liveness.check_lease_name([lease_name(group.name) for group in config.node_groups])
     in_process = ticks is TickMode.in_process
     default_settle = IN_PROCESS_SETTLE_SECONDS if in_process else DEFAULT_SETTLE_SECONDS
     debouncer = Debouncer(positive_duration_option(debounce, "--debounce"),
@@ -270,4 +250,4 @@ def register(app: typer.Typer) -> None:
     """Add `watch` to the `elevator` app."""
     from flows.cli.common import reports_input_errors
 
-    app.command("watch")(reports_input_errors(watch))
+    app.command("watch")(reports_input_errors(with_liveness_options(leader_elect=True)(watch)))

@@ -3,7 +3,7 @@
 Each check drives the requests it checks, so it holds alone, under `-k`, in any order and on a
 machine without Prometheus: the node autoscaler's requests come from a child pytest run of the
 end-to-end tests that exercise every grant (live ticks with the Cluster Autoscaler ideas, CA's
-scale-down with drain, a terminate whose answer is lost, `elevator watch`), the pod
+scale-down with drain, a terminate whose answer is lost, `elevator watch`, leader election), the pod
 autoscaler's from one cycle run here against the fake API with metrics from a file. Every
 request must be allowed, and every grant used.
 """
@@ -34,6 +34,8 @@ NODE_AUTOSCALER_WORKLOAD = (
     "tests/e2e/test_serve_watch.py::test_the_watch_resumes_from_the_last_resource_version",  # watch
     # the in-process ticks' cache: list and watch pods, nodes and budgets
     "tests/contract/test_kube_cache.py::test_a_tick_reading_the_cache_decides_as_one_that_lists",
+    # leader election: the leader Lease read, created, updated and released
+    "tests/contract/test_leader_election.py",
 )
 
 

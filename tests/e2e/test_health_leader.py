@@ -9,12 +9,10 @@ from __future__ import annotations
 
 import contextlib
 import os
-import re
 import shutil
 import signal
 import sys
 import time
-import urllib.error
 import urllib.parse
 import urllib.request
 from collections.abc import Iterator, Sequence
@@ -33,7 +31,10 @@ from benchmarks.event_latency import (
     BurstCluster,
     Child,
     elevator,
+    fetch,
     free_port,
+    health_url,
+    identity,
     wait_until,
 )
 from fakes.aws import FakeAws
@@ -56,31 +57,6 @@ def env(prefect_server: None, fake_aws: FakeAws) -> dict[str, str]:
     from prefect.settings import PREFECT_API_URL
 
     return {**os.environ, **fake_aws.env(), "PREFECT_API_URL": str(PREFECT_API_URL.value())}
-
-
-def health_url(child: Child) -> str:
-    """The base URL the process says it serves its health endpoint on."""
-    child.wait_for("health: http://", 120)
-    match = re.search(r"health: (http://\S+)/health-check", child.output())
-    assert match, child.output()[-2000:]
-    return match.group(1)
-
-
-def identity(child: Child) -> str:
-    child.wait_for("electing a leader on the Lease", 120)
-    match = re.search(r"electing a leader on the Lease \S+ as (\S+)", child.output())
-    assert match
-    return match.group(1)
-
-
-def fetch(url: str) -> tuple[int, str]:
-    try:
-        with urllib.request.urlopen(url, timeout=10) as response:
-            return response.status, response.read().decode()
-    except urllib.error.HTTPError as error:
-        return error.code, error.read().decode()
-    except OSError as error:  # not listening (yet)
-        return 0, str(error)
 
 
 def samples(text: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
@@ -309,4 +285,6 @@ def test_a_bad_health_address_or_election_times_exit_2(tmp_path: Path) -> None:
     assert "--max-inactivity: '0s' must be positive" in answer.output
     assert "the lease duration (15s) must be longer than the renew deadline (20s)" in answer.output
     # a group named `leader` has the Lease elevator-leader: the election needs another name
+    answer = CliRunner().invoke(app, ["--nodegroups", str(nodegroups)])
+    assert answer.exit_code == 2, answer.output
     assert "--leader-elect-lease-name: 'elevator-leader' is a node group's Lease" in answer.output

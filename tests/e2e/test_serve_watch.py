@@ -26,6 +26,8 @@ from benchmarks.event_latency import (
     PrefectServer,
     ServeRig,
     elevator,
+    fetch,
+    health_url,
     wait_until,
 )
 from fakes.aws import FakeAws
@@ -46,6 +48,7 @@ from tasks.escalator.pending_bursts import (
 from tasks.node_group_file import parse_node_groups
 from tests.builders import group_dict, make_pod
 from tests.e2e.test_deployments import api
+from tests.e2e.test_health_leader import samples
 
 GROUPS = parse_node_groups({"node_groups": [
     group_dict(),
@@ -399,6 +402,14 @@ def test_serve_runs_the_autoscale_deployment_in_process_from_its_cache(
             "COMPLETED", "FAILED", "CRASHED", "CANCELLED"), 90, "the run from the UI to end")
         assert done, rig.serve.output()[-3000:]
         assert pod_lists_served(fake_kube) == pod_lists  # every tick read the cache
+        # Its health endpoint: it leads (an election of one), its cache has synced, and
+        # /metrics shows Escalator's metrics of the ticks it ran.
+        url = health_url(rig.serve)
+        assert fetch(f"{url}/health-check") == (200, "leading\n")
+        assert fetch(f"{url}/ready")[0] == 200
+        metrics = samples(fetch(f"{url}/metrics")[1])
+        assert metrics[("escalator_node_group_nodes", (("node_group", "batch"),))] == 2
+        assert metrics[("elevator_ticks_total", (("outcome", "succeeded"),))] >= 2
         codes = rig.stop()
     print(f"\npod creation → SetDesiredCapacity, elevator serve in-process: {latency:.2f} s")
     # 10 pods of 500m on 2 nodes of 1000m: 250% => scale up by ceil(2 × 180 / 70) = 6.
