@@ -40,14 +40,20 @@ class TickLoop:
     when a tick finished and when one succeeded (`tick` returns True when its flow runs ended
     Completed, False when not, None when it ran none; a tick that raises failed), and whether
     it runs the ticks at all. `ready` says whether the process is ready (its cache synced).
+
+    `warm_up` runs once, the first time the loop finds it follows: a follower's first tick,
+    when it takes over, would otherwise pay for a process's first flow run (seconds: the flow
+    engine, the clients, the cloud's service models), after the lease duration it already waited.
     """
 
     def __init__(self, tick: Callable[[str], bool | None], interval: float,
                  clock: Callable[[], float] = time.monotonic,
                  wall_clock: Callable[[], float] = time.time,
-                 may_act: Callable[[], bool] | None = None) -> None:
+                 may_act: Callable[[], bool] | None = None,
+                 warm_up: Callable[[], None] | None = None) -> None:
         self.tick = tick
         self.interval = interval
+        self.warm_up = warm_up
         self.clock = clock
         self.wall_clock = wall_clock
         self.may_act = may_act
@@ -73,6 +79,7 @@ class TickLoop:
                 leads, won = self._leads()
                 if not leads:
                     self._requested.clear()  # a follower does not tick
+                    self._warm()
                     continue
                 if won:  # a new leader ticks at once: the pods it followed may be waiting
                     requested, self._why = True, "leading"
@@ -89,6 +96,14 @@ class TickLoop:
             self.health.finished(self.clock(), self.wall_clock(), outcome)
             self.ticks += 1
             next_at = self.clock() + self.interval
+
+    def _warm(self) -> None:
+        warm_up, self.warm_up = self.warm_up, None
+        if warm_up is not None:
+            try:
+                warm_up()
+            except Exception as error:  # the takeover tick pays for it instead
+                log.warning("warming up failed: %s: %s", type(error).__name__, error)
 
     def _leads(self) -> tuple[bool, bool]:
         """(leads now, just won): asks the election; on a change, starts or stops the health

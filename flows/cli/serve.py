@@ -240,7 +240,8 @@ class InProcessTicks:
         self.elector = elector
         self.runs: DeploymentRuns | None = None
         self.loop = TickLoop(self._tick, poll_seconds,
-                             may_act=elector.may_act if elector is not None else None)
+                             may_act=elector.may_act if elector is not None else None,
+                             warm_up=self._warm_up)
         self.thread = threading.Thread(target=self._run, name="in-process-ticks", daemon=True)
 
     def _tick(self, why: str) -> bool | None:
@@ -269,6 +270,19 @@ class InProcessTicks:
             else:
                 print_tick_results(why, results)
         return all(state.is_completed() for state in states) if states else None
+
+    def _warm_up(self) -> None:
+        """A follower's dry run of the flow (not of the deployment: it claims no run and
+        changes nothing), so its takeover run is not this process's first."""
+        from flows.autoscale import autoscale
+        from flows.cli.common import say_as
+
+        assert self.runs is not None
+        parameters = self.runs.client.read_deployment(self.deployment_id).parameters
+        started = time.monotonic()
+        autoscale(**{**parameters, "dry_run": True, "pushgateway": None}, return_state=True)
+        say_as("serve")(f"warmed up for a takeover by a dry run "
+                        f"({time.monotonic() - started:.1f}s)")
 
     def _run(self) -> None:
         from prefect.client.orchestration import get_client

@@ -236,8 +236,16 @@ def _watch_and_tick(kube: Any, nodegroups: Path, kubeconfig: Path | None, lease_
         print_tick_results(why, run_results(state))
         return bool(state.is_completed())
 
+    def warm_up() -> None:
+        """A follower's dry-run tick: it decides, changes nothing, claims nothing."""
+        started = time.monotonic()
+        autoscale(nodegroups=str(nodegroups), lease_namespace=lease_namespace,
+                  kubeconfig=kubeconfig_text, dry_run=True, return_state=True)
+        say(f"warmed up for a takeover by a dry run ({time.monotonic() - started:.1f}s)")
+
     console_logs_without_tracebacks()
-    loop = TickLoop(tick, period, may_act=elector.may_act if elector is not None else None)
+    loop = TickLoop(tick, period, may_act=elector.may_act if elector is not None else None,
+                    warm_up=warm_up)
     pages = HealthPages(lambda: loop.health, lambda: loop.ready(), liveness.limits, loop.clock,
                         elector)
     with kept_alive(liveness, pages, elector):

@@ -341,8 +341,12 @@ def test_a_burst_of_pending_pods_raises_the_asg_through_the_event(
     before = cluster.desired()
     with EventRig(server, cluster, tmp_path) as rig:
         latency = rig.measure_burst(pods=10, timeout=90)
-        assert rig.watch is not None
+        assert rig.watch is not None and rig.serve is not None
         rig.watch.wait_for(f"batch: 10 pending pods → {PENDING_EVENT}", 10)
+        # The watch leads (it sends the events); serve --ticks runs checks its serving loop.
+        assert fetch(f"{health_url(rig.watch)}/health-check") == (200, "leading\n")
+        assert fetch(f"{health_url(rig.watch)}/ready")[0] == 200
+        assert fetch(f"{health_url(rig.serve)}/health-check") == (200, "serving\n")
     print(f"\npod creation → SetDesiredCapacity: {latency:.2f} s "
           f"(median of 10: python -m benchmarks.event_latency)")
     # 10 pods of 500m on 2 nodes of 1000m: 250% => scale up by ceil(2 × 180 / 70) = 6.
@@ -402,8 +406,7 @@ def test_serve_runs_the_autoscale_deployment_in_process_from_its_cache(
             "COMPLETED", "FAILED", "CRASHED", "CANCELLED"), 90, "the run from the UI to end")
         assert done, rig.serve.output()[-3000:]
         assert pod_lists_served(fake_kube) == pod_lists  # every tick read the cache
-        # Its health endpoint: it leads (an election of one), its cache has synced, and
-        # /metrics shows Escalator's metrics of the ticks it ran.
+        # Its health endpoint: it leads (an election of one), and /metrics has its ticks.
         url = health_url(rig.serve)
         assert fetch(f"{url}/health-check") == (200, "leading\n")
         assert fetch(f"{url}/ready")[0] == 200

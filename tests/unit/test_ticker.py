@@ -64,9 +64,12 @@ def test_without_an_election_it_ticks_and_records_each_outcome(stop: threading.E
 def test_it_ticks_only_while_it_leads(stop: threading.Event) -> None:
     ticks = Ticks()
     leads = threading.Event()
-    loop = TickLoop(ticks, interval=3600.0, may_act=leads.is_set)
+    warmed: list[str] = []
+    loop = TickLoop(ticks, interval=3600.0, may_act=leads.is_set,
+                    warm_up=lambda: warmed.append("dry run"))
     assert not loop.health.state().monitoring  # a follower is not held to the ticks' limits
     thread = started(loop, stop)
+    wait_until(lambda: warmed, 5, "a follower's warm-up")
     assert acting.may_act() is False  # the claims ask the same election
     loop.request("batch: 10 pending pods")  # a follower drops it: the leader saw them too
     wait_until(lambda: not loop._requested.is_set(), 5, "the request to be dropped")
@@ -79,6 +82,7 @@ def test_it_ticks_only_while_it_leads(stop: threading.Event) -> None:
     loop.request("batch: 1 pending pod")
     wait_until(lambda: not loop._requested.is_set(), 5, "the request to be dropped")
     assert ticks.whys == ["leading"]
+    assert warmed == ["dry run"]  # once, not again as it follows again
     stop.set()
     thread.join(timeout=5)
     assert acting.may_act()  # no election installed once the ticks ended
