@@ -78,14 +78,24 @@ def test_the_first_candidate_creates_the_lease_as_client_go_writes_it(
     assert not a.may_act()
 
 
-def test_a_follower_takes_over_a_lease_not_renewed_for_its_duration(
-        fake_kube: FakeKubeApi, api_client: kubernetes.client.ApiClient,
-        second_client: kubernetes.client.ApiClient) -> None:
+Pair = tuple[Clock, LeaderElector, LeaderElector]
+
+
+@pytest.fixture
+def leader_and_follower(api_client: kubernetes.client.ApiClient,
+                        second_client: kubernetes.client.ApiClient) -> Pair:
+    """`a` created the Lease; `b` read it just after, and waits."""
     clock = Clock()
     a, b = candidate(api_client, "a", clock), candidate(second_client, "b", clock)
     assert a.try_acquire_or_renew(10.0)
     assert not b.try_acquire_or_renew(10.0)  # held, and just seen
     assert b.status().holder == "a" and not b.may_act()
+    return clock, a, b
+
+
+def test_a_follower_takes_over_a_lease_not_renewed_for_its_duration(
+        fake_kube: FakeKubeApi, leader_and_follower: Pair) -> None:
+    clock, a, b = leader_and_follower
     clock.now += 10
     assert a.try_acquire_or_renew(10.0)  # a renews: b's clock for it starts again
     clock.now += 10
@@ -122,13 +132,9 @@ def test_a_renewal_refused_for_its_resource_version_reads_and_gives_way(
     assert spec(fake_kube)["holderIdentity"] == "operator" and not a.may_act()
 
 
-def test_a_released_lease_is_taken_at_once(
-        fake_kube: FakeKubeApi, api_client: kubernetes.client.ApiClient,
-        second_client: kubernetes.client.ApiClient) -> None:
-    clock = Clock()
-    a, b = candidate(api_client, "a", clock), candidate(second_client, "b", clock)
-    assert a.try_acquire_or_renew(10.0)
-    assert not b.try_acquire_or_renew(10.0)
+def test_a_released_lease_is_taken_at_once(fake_kube: FakeKubeApi,
+                                           leader_and_follower: Pair) -> None:
+    _, a, b = leader_and_follower
     assert a.release()
     assert spec(fake_kube)["holderIdentity"] == "" and spec(fake_kube)["leaseDurationSeconds"] == 1
     assert not a.may_act()
