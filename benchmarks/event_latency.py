@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import itertools
 import os
+import re
 import shutil
 import socket
 import statistics
@@ -25,6 +26,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import urllib.error
 import urllib.request
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -51,6 +53,9 @@ LAUNCHER = (
     "app()\n"
 )
 _names = itertools.count()
+# The health endpoint's default port is fixed (8085, the Cluster Autoscaler's): processes started
+# side by side (tests run in parallel) take a free one each.
+FREE_HEALTH_PORT = ("--health-address", "127.0.0.1:0")
 
 
 def free_port() -> int:
@@ -113,6 +118,35 @@ class Child:
                 self.process.wait()
         self._out.close()
         return self.process.returncode
+
+
+def health_url(child: Child) -> str:
+    """The base URL the process says it serves its health endpoint on."""
+    child.wait_for("health: http://", 120)
+    match = re.search(r"health: (http://\S+)/health-check", child.output())
+    if match is None:
+        raise RuntimeError(f"no health address in {child.log.name}")
+    return match.group(1)
+
+
+def identity(child: Child) -> str:
+    """The process's identity in the leader election (and in its User-Agent)."""
+    child.wait_for("electing a leader on the Lease", 120)
+    match = re.search(r"electing a leader on the Lease \S+ as (\S+)", child.output())
+    if match is None:
+        raise RuntimeError(f"no election identity in {child.log.name}")
+    return match.group(1)
+
+
+def fetch(url: str) -> tuple[int, str]:
+    """(status, body) of a GET; (0, why) when nothing answers (not listening yet)."""
+    try:
+        with urllib.request.urlopen(url, timeout=10) as response:
+            return response.status, response.read().decode()
+    except urllib.error.HTTPError as error:
+        return error.code, error.read().decode()
+    except OSError as error:  # not listening (yet)
+        return 0, str(error)
 
 
 class PrefectServer:
@@ -268,10 +302,12 @@ class EventRig:
         env = self.env()
         self.serve = Child(elevator("serve", "--nodegroups", str(cluster.nodegroups),
                                     "--kubeconfig", str(cluster.kubeconfig),
-                                    "--interval", self.interval, "--ticks", "runs"), env,
+                                    "--interval", self.interval, "--ticks", "runs",
+                                    *FREE_HEALTH_PORT), env,
                            self.logs / "serve.log")
         self.watch = Child(elevator("watch", "--nodegroups", str(cluster.nodegroups),
-                                    "--kubeconfig", str(cluster.kubeconfig), "--ticks", "events"),
+                                    "--kubeconfig", str(cluster.kubeconfig), "--ticks", "events",
+                                    *FREE_HEALTH_PORT),
                            env, self.logs / "watch.log")
         self.serve.wait_for("serving autoscale/autoscale", 120)
         self.watch.wait_for("watching pending pods", 60)
@@ -326,12 +362,13 @@ class InProcessRig(EventRig):
         cluster = self.cluster
         self.watch = Child(elevator("watch", "--nodegroups", str(cluster.nodegroups),
                                     "--kubeconfig", str(cluster.kubeconfig),
-                                    "--interval", self.interval),
+                                    "--interval", self.interval, *FREE_HEALTH_PORT),
                            self.env(), self.logs / "watch.log")
         self.watch.wait_for("watching the cluster", 120)
         if not cluster.kube.wait_for_watchers("pods", 1, timeout=30):
             raise TimeoutError("elevator watch did not open its pod watch")
-        self.watch.wait_for("tick (schedule)", 120)  # the first tick, at start, has ended
+        # the first tick, as it takes the lead at start, has ended
+        self.watch.wait_for("tick (leading)", 120)
         return self
 
 
@@ -344,7 +381,8 @@ class ServeRig(EventRig):
         cluster = self.cluster
         self.serve = Child(elevator("serve", "--nodegroups", str(cluster.nodegroups),
                                     "--kubeconfig", str(cluster.kubeconfig),
-                                    "--interval", self.interval, "--poll", "1s"),
+                                    "--interval", self.interval, "--poll", "1s",
+                                    *FREE_HEALTH_PORT),
                            self.env(), self.logs / "serve.log")
         self.serve.wait_for("serve: watching the cluster", 120)
         if not cluster.kube.wait_for_watchers("pods", 1, timeout=30):

@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from prefect.client.schemas.objects import State
 
 BURST_TAG = "pending-pods"
+LEADING_TAG = "leading"  # the run a replica starts as it takes the lead
 
 
 def utc_now() -> datetime:
@@ -39,15 +40,19 @@ class DeploymentRuns:
         self.client = client
         self.clock = clock
 
-    def start_now(self, why: str) -> UUID:
-        """A run of the deployment, due now: a burst of pending pods should not wait for the
-        schedule. It carries the deployment's parameters, like a run from the UI."""
+    def start_now(self, why: str, tag: str = BURST_TAG) -> UUID:
+        """A run of the deployment, due now: a burst of pending pods (or a replica that just
+        took the lead) should not wait for the schedule. It carries the deployment's
+        parameters, like a run from the UI."""
         from prefect.states import Scheduled
 
         run = self.client.create_flow_run_from_deployment(
-            self.deployment_id, state=Scheduled(scheduled_time=self.clock()),
-            tags=[BURST_TAG])
+            self.deployment_id, state=Scheduled(scheduled_time=self.clock()), tags=[tag])
         return run.id
+
+    def resume(self) -> None:
+        """The schedule on again: the replica that led before paused it as it stopped."""
+        self.client.resume_deployment(self.deployment_id)
 
     def due(self) -> list[UUID]:
         """Runs whose time has come, oldest first. Of the schedule's own runs only the newest:

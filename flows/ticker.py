@@ -21,6 +21,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from tasks.core.health import LoopHealth
 from tasks.core.records import PodRecord
 from tasks.escalator.pending_bursts import PendingPods, PendingPodsEvents
 
@@ -30,16 +31,38 @@ IDLE_SECONDS = 0.5  # how often the loops look at the stop flag when nothing hap
 
 
 class TickLoop:
-    """Runs `tick` every `interval` seconds, and as soon as possible after `request()`."""
+    """Runs `tick` every `interval` seconds, and as soon as possible after `request()`.
 
-    def __init__(self, tick: Callable[[str], None], interval: float,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+    The one owner of "should this process tick now": under leader election (`may_act`, the
+    elector's answer by its own clock) it ticks only while it leads, asking before every tick,
+    and ticks at once when it starts leading; a follower drops the ticks asked of it (the
+    leader's cache saw the same pods). It records what the health check reads (`health`):
+    when a tick finished and when one succeeded (`tick` returns True when its flow runs ended
+    Completed, False when not, None when it ran none; a tick that raises failed), and whether
+    it runs the ticks at all. `ready` says whether the process is ready (its cache synced).
+
+    `warm_up` runs once, the first time the loop finds it follows: a follower's first tick,
+    when it takes over, would otherwise pay for a process's first flow run (seconds: the flow
+    engine, the clients, the cloud's service models), after the lease duration it already waited.
+    """
+
+    def __init__(self, tick: Callable[[str], bool | None], interval: float,
+                 clock: Callable[[], float] = time.monotonic,
+                 wall_clock: Callable[[], float] = time.time,
+                 may_act: Callable[[], bool] | None = None,
+                 warm_up: Callable[[], None] | None = None) -> None:
         self.tick = tick
         self.interval = interval
+        self.warm_up = warm_up
         self.clock = clock
+        self.wall_clock = wall_clock
+        self.may_act = may_act
+        self.health = LoopHealth(clock(), monitoring=may_act is None)
+        self.ready: Callable[[], bool] = lambda: True
         self._requested = threading.Event()
         self._why = "schedule"
         self.ticks = 0
+        self.acting = may_act is None
 
     def request(self, why: str) -> None:
         self._why = why
@@ -52,17 +75,49 @@ class TickLoop:
             requested = self._requested.wait(min(wait, IDLE_SECONDS))
             if stop.is_set():
                 return
+            if self.may_act is not None:
+                leads, won = self._leads()
+                if not leads:
+                    self._requested.clear()  # a follower does not tick
+                    self._warm()
+                    continue
+                if won:  # a new leader ticks at once: the pods it followed may be waiting
+                    requested, self._why = True, "leading"
             if not requested and self.clock() < next_at:
                 continue
             why = self._why if requested else "schedule"
             self._requested.clear()
             self._why = "schedule"
+            outcome: bool | None = False
             try:
-                self.tick(why)
+                outcome = self.tick(why)
             except Exception as error:  # reported; the next tick tries again
                 log.error("tick failed: %s: %s", type(error).__name__, error)
+            self.health.finished(self.clock(), self.wall_clock(), outcome)
             self.ticks += 1
             next_at = self.clock() + self.interval
+
+    def _warm(self) -> None:
+        warm_up, self.warm_up = self.warm_up, None
+        if warm_up is not None:
+            try:
+                warm_up()
+            except Exception as error:  # the takeover tick pays for it instead
+                log.warning("warming up failed: %s: %s", type(error).__name__, error)
+
+    def _leads(self) -> tuple[bool, bool]:
+        """(leads now, just won): asks the election; on a change, starts or stops the health
+        check's limits, as the Cluster Autoscaler starts monitoring once it wins."""
+        assert self.may_act is not None
+        acting = self.may_act()
+        won = acting and not self.acting
+        if acting != self.acting:
+            self.acting = acting
+            if acting:
+                self.health.start_monitoring(self.clock())
+            else:
+                self.health.stop_monitoring()
+        return acting, won
 
 
 @dataclass(frozen=True)
@@ -89,8 +144,10 @@ def feed(events: PendingPodsEvents, item: Changed | Relisted, now: float) -> Non
 
 def run_watch(items: queue.Queue[Changed | Relisted], events: PendingPodsEvents,
               emit: Callable[[PendingPods], None], stop: threading.Event,
-              clock: Callable[[], float] = time.monotonic) -> None:
-    """Feed watch items to `events` and emit what falls due, until `stop` is set."""
+              clock: Callable[[], float] = time.monotonic,
+              heartbeat: Callable[[], None] = lambda: None) -> None:
+    """Feed watch items to `events` and emit what falls due, until `stop` is set; `heartbeat`
+    after every pass (at least every IDLE_SECONDS: the loop's liveness)."""
     while not stop.is_set():
         due_at = events.next_due()
         wait = IDLE_SECONDS if due_at is None else min(IDLE_SECONDS, max(0.0, due_at - clock()))
@@ -105,17 +162,32 @@ def run_watch(items: queue.Queue[Changed | Relisted], events: PendingPodsEvents,
                     feed(events, items.get_nowait(), clock())
         for event in events.due(clock()):
             emit(event)
+        heartbeat()
+
+
+def run_ticks(loop: TickLoop, stop: threading.Event) -> None:
+    """`loop.run(stop)`, with its election's answer asked before every claim of a tick too
+    (`tasks.core.acting`)."""
+    from tasks.core.acting import install_acting_guard
+
+    install_acting_guard(loop.may_act)
+    try:
+        loop.run(stop)
+    finally:
+        install_acting_guard(None)
 
 
 def run_cached_ticks(api_client: Any, kubeconfig: str | None, events: PendingPodsEvents,
-                     tick: Callable[[str], None], period: float, stop: threading.Event,
-                     say: Callable[[str], None], start_seconds: float) -> None:
-    """Keep a watch cache of the cluster and tick from it, until `stop` is set.
+                     loop: TickLoop, stop: threading.Event, say: Callable[[str], None],
+                     start_seconds: float) -> None:
+    """Keep a watch cache of the cluster and run `loop` from it, until `stop` is set.
 
     The cache is installed for the process, so every `autoscale` flow run started here reads it;
-    its pod changes feed the pending-pod bursts, and a burst asks `tick` for a tick at once.
-    `tick` runs every `period` seconds too (`elevator watch`: a tick; `elevator serve`: a look
-    for due runs of the deployment).
+    its pod changes feed the pending-pod bursts, and a burst asks the loop for a tick at once.
+    The loop ticks every `loop.interval` seconds too (`elevator watch`: a tick; `elevator
+    serve`: a look for due runs of the deployment). A follower keeps the cache warm all the
+    same: when it takes over, its first tick reads memory. The loop is ready once the cache
+    has listed every kind.
     """
     from flows.prefect_compat import one_client_for_runs
     from tasks.adapters.kube_cache import ClusterCache, install_process_cache
@@ -128,10 +200,11 @@ def run_cached_ticks(api_client: Any, kubeconfig: str | None, events: PendingPod
     cache.on_pod = lambda event_type, pod: changes.put(Changed(event_type, pod))
     cache.on_pods_listed = lambda pods: changes.put(Relisted(pods))
     install_process_cache(cache, kubeconfig)
-    loop = TickLoop(tick, period)
+    loop.ready = lambda: cache.synced
 
     def on_burst(event: PendingPods) -> None:
-        say(f"{event.group}: {event.count} pending pods → tick")
+        if loop.acting:  # a follower's line would read as if it ticked
+            say(f"{event.group}: {event.count} pending pods → tick")
         loop.request(f"{event.group}: {event.count} pending pods")
 
     cache.start()
@@ -147,8 +220,9 @@ def run_cached_ticks(api_client: Any, kubeconfig: str | None, events: PendingPod
                                   name="pending-bursts", daemon=True)
         bursts.start()
         with one_client_for_runs():
-            loop.run(stop)
+            run_ticks(loop, stop)
         bursts.join(timeout=5)
     finally:
+        loop.ready = lambda: False
         cache.stop()
         install_process_cache(None)

@@ -96,7 +96,8 @@ def install() -> Callable[[], None]:
 
     def call_api(self: Any, method: str, url: str, *args: Any, **kwargs: Any) -> Any:
         # The adapter, and `elevator watch`'s pod watch (a stream the adapter does not wrap).
-        component = _caller("tasks/adapters/kube.py", "tasks/adapters/kube_watch.py", "flows/cli/watch.py")
+        component = _caller("tasks/adapters/kube.py", "tasks/adapters/kube_watch.py", "flows/cli/watch.py",
+                            "tasks/adapters/kube_leader.py")
         if component is not None:
             verb, group, resource, name, namespace = parse_kube_request_in(method, url)
             KUBE_REQUESTS.append(KubeRequest(component, verb, group, resource, name,

@@ -64,6 +64,7 @@ class KubeHttp(KubeStore):
             name=route.name if route else None,
             subresource=route.subresource if route else None,
             query=query, status=response.status_code, method=method, path=path,
+            user_agent=request.headers.get("user-agent", ""),
         ))
         return response
 

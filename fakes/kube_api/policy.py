@@ -29,6 +29,7 @@ class RecordedRequest:
     status: int
     method: str = "GET"
     path: str = "/"
+    user_agent: str = ""  # which client sent it (an API server's audit log keeps it too)
 
     @property
     def full_resource(self) -> str:

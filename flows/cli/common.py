@@ -193,30 +193,40 @@ def run_until_stopped(cycle: Callable[[], list[dict[str, Any]]],
     console_logs_without_tracebacks()
     with one_client_for_runs():
         while not stop.is_set():
-            try:
-                results = cycle()
-            except InputError as error:
-                if once:
-                    raise
-                problems = error.problems
-            except Exception as error:  # a failed cycle is reported, never a traceback
-                problems = [f"the tick failed: {describe_failure(error)}"]
-            else:
-                if output is OutputFormat.json:
-                    sys.stdout.buffer.write(orjson.dumps(results) + b"\n")
-                    sys.stdout.flush()
-                else:
-                    for result in results:
-                        console.print(line(result), highlight=False, markup=False, soft_wrap=True)
-                problems = failures(results) if failures is not None else []
-            for problem in problems:
-                errors.print(f"[red]error:[/red] {escape(problem)}", highlight=False, markup=True,
-                             soft_wrap=True)
+            problems = run_cycle(cycle, line, output, once, failures)
             if once:
                 if problems:
                     raise typer.Exit(1)
                 break
             stop.wait(period)
+
+
+def run_cycle(cycle: Callable[[], list[dict[str, Any]]], line: Callable[[dict[str, Any]], str],
+              output: OutputFormat, once: bool,
+              failures: Callable[[Sequence[dict[str, Any]]], list[str]] | None = None,
+              ) -> list[str]:
+    """One cycle of `run`, its results printed and its problems on stderr; the problems (none:
+    it succeeded). Bad input raises with `once`, else it is a problem like the others."""
+    try:
+        results = cycle()
+    except InputError as error:
+        if once:
+            raise
+        problems = error.problems
+    except Exception as error:  # a failed cycle is reported, never a traceback
+        problems = [f"the tick failed: {describe_failure(error)}"]
+    else:
+        if output is OutputFormat.json:
+            sys.stdout.buffer.write(orjson.dumps(results) + b"\n")
+            sys.stdout.flush()
+        else:
+            for result in results:
+                console.print(line(result), highlight=False, markup=False, soft_wrap=True)
+        problems = failures(results) if failures is not None else []
+    for problem in problems:
+        errors.print(f"[red]error:[/red] {escape(problem)}", highlight=False, markup=True,
+                     soft_wrap=True)
+    return problems
 
 
 def require_extra(extra: str, *modules: str) -> None:

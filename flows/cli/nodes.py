@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Annotated, Any
@@ -20,8 +20,10 @@ from flows.cli.common import (
     parse_now,
     print_warnings,
     reports_input_errors,
+    run_cycle,
     run_until_stopped,
 )
+from flows.cli.liveness import HealthPages, Liveness, elector_for, kept_alive, with_liveness_options
 from tasks.core.decode import load_asg_file, load_cluster_files
 from tasks.core.lease_state import DEFAULT_LEASE_NAMESPACE
 from tasks.escalator.config import NodeGroupConfig
@@ -166,6 +168,7 @@ def plan(
 
 
 @reports_input_errors
+@with_liveness_options(leader_elect=False)
 def run(
     nodegroups: Annotated[Path, typer.Option(help="Escalator node-group file.")],
     kubeconfig: Annotated[Path | None, typer.Option(
@@ -177,20 +180,24 @@ def run(
     lease_namespace: Annotated[str, typer.Option(
         help="Namespace of the elevator-<group> Leases.")] = DEFAULT_LEASE_NAMESPACE,
     output: Annotated[OutputFormat, typer.Option(help="table or json.")] = OutputFormat.table,
+    *, liveness: Liveness,
 ) -> None:
     """Run the autoscale flow against a cluster, as Prefect flow runs (ephemeral server by default).
 
     With --once, the exit status is 1 when the tick or any node group failed (a line each on
-    stderr), 2 on bad input. AWS endpoint and region come from boto3's usual settings (AWS_ENDPOINT_URL,
-    AWS_DEFAULT_REGION), so the same command drives moto.
+    stderr), 2 on bad input. The health endpoint (with /metrics) and leader election are the
+    loop's (without --once). AWS endpoint and region come from boto3's usual settings
+    (AWS_ENDPOINT_URL, AWS_DEFAULT_REGION), so the same command drives moto.
     """
     from tasks.core.duration import positive_duration_option
+    from tasks.core.lease_state import lease_name
 
-    load_node_groups(nodegroups)  # bad input fails here, before any flow run
+    config = load_node_groups(nodegroups)  # bad input fails here, before any flow run
     period = positive_duration_option(interval, "--interval")
+    liveness.check_lease_name([lease_name(group.name) for group in config.node_groups])
     from tasks.adapters.kube import KubeClient
 
-    KubeClient.from_config(kubeconfig)  # so does a kubeconfig the client cannot use
+    kube = KubeClient.from_config(kubeconfig)  # so does a kubeconfig the client cannot use
     from flows.crash_detection import ensure_crash_detection, heartbeat_environment
 
     heartbeat_environment()
@@ -198,14 +205,39 @@ def run(
     from flows.autoscale import autoscale
     from flows.run_state import run_results
 
-    run_until_stopped(
-        lambda: run_results(autoscale(nodegroups=str(nodegroups), dry_run=dry_run,
-                                       lease_namespace=lease_namespace,
-                                       kubeconfig=str(kubeconfig) if kubeconfig else None,
-                                       return_state=True)),
-        lambda result: f"{result['name']}: {result['status']} (delta {result['delta']:+d}) "
-                       f"{result['reason']}",
-        output, once, period, failed_groups)
+    def cycle() -> list[dict[str, Any]]:
+        return run_results(autoscale(nodegroups=str(nodegroups), dry_run=dry_run,
+                                     lease_namespace=lease_namespace,
+                                     kubeconfig=str(kubeconfig) if kubeconfig else None,
+                                     return_state=True))
+
+    def line(result: dict[str, Any]) -> str:
+        return (f"{result['name']}: {result['status']} (delta {result['delta']:+d}) "
+                f"{result['reason']}")
+
+    if once:
+        run_until_stopped(cycle, line, output, once, period, failed_groups)
+    else:
+        _run_ticks(lambda: not run_cycle(cycle, line, output, False, failed_groups), period,
+                   liveness, kube.api, lease_namespace)
+
+
+def _run_ticks(tick: Callable[[], bool], period: float, liveness: Liveness, api_client: Any,
+               lease_namespace: str) -> None:
+    """`run --interval`: a tick every `period` through the ticker (under leader election, while
+    this process leads), with the health endpoint, until SIGTERM or SIGINT."""
+    from flows.cli.common import console_logs_without_tracebacks, say_as, wait_for_stop_signal
+    from flows.prefect_compat import one_client_for_runs
+    from flows.ticker import TickLoop, run_ticks
+
+    stop = wait_for_stop_signal()
+    console_logs_without_tracebacks()
+    elector = elector_for(liveness, api_client, lease_namespace, say_as("run"))
+    loop = TickLoop(lambda _why: tick(), period,
+                    may_act=elector.may_act if elector is not None else None)
+    pages = HealthPages(lambda: loop.health, lambda: True, liveness.limits, loop.clock, elector)
+    with kept_alive(liveness, pages, elector), one_client_for_runs():
+        run_ticks(loop, stop)
 
 
 def failed_groups(results: Sequence[dict[str, Any]]) -> list[str]:

@@ -25,6 +25,7 @@ import os
 import signal
 import sys
 import threading
+import time
 from datetime import timedelta
 from enum import StrEnum
 from pathlib import Path
@@ -33,8 +34,11 @@ from uuid import UUID
 
 import typer
 
+from flows.cli.common import say_as
+from flows.cli.liveness import HealthPages, Liveness, elector_for, kept_alive, with_liveness_options
 from tasks.core.duration import positive_duration_option
 from tasks.core.errors import InputError
+from tasks.core.health import LoopHealth
 from tasks.core.lease_state import DEFAULT_LEASE_NAMESPACE
 from tasks.escalator.pending_bursts import PENDING_EVENT, RESOURCE_PREFIX
 
@@ -46,6 +50,8 @@ if TYPE_CHECKING:
     from prefect.events.schemas.deployment_triggers import DeploymentEventTrigger
     from prefect.runner import Runner
 
+    from flows.deployment_runs import DeploymentRuns
+    from flows.leader import LeaderElector
     from tasks.adapters.kube import KubeClient
     from tasks.escalator.config import NodeGroupConfig
 
@@ -58,6 +64,9 @@ DEFAULT_POLL = "2s"
 # Kubernetes' default 30 s terminationGracePeriodSeconds.
 STOP_GRACE_SECONDS = 20.0
 PROJECT_DIRECTORY = Path(__file__).resolve().parents[2]  # the folder holding `flows/`
+SERVE_LEADER_HELP = ("in-process: elect one leader among the replicas on a Lease; it runs the "
+                     "ticks, the others keep their cache warm and take over when its lease runs "
+                     "out. (With --ticks runs the Prefect server gives each run to one process.)")
 
 
 def set_project_directory() -> dict[str, str]:
@@ -148,12 +157,15 @@ def serve(
              "this process (scheduled, from the UI, and on a burst of pending pods); runs: "
              "every run a process of its own, triggered by elevator watch --ticks events.")] =
         ServeMode.in_process,
+    *, liveness: Liveness,
 ) -> None:
     """Serve the autoscale and plan deployments from this process (no work pool needed)."""
     from tasks.core.documents import names_a_file
+    from tasks.core.lease_state import lease_name
     from tasks.node_group_file import load_node_groups
 
     config = load_node_groups(nodegroups)  # bad input fails here, before anything is registered
+    liveness.check_lease_name([lease_name(group.name) for group in config.node_groups])
     period = positive_duration_option(interval, "--interval")
     poll_seconds = positive_duration_option(poll, "--poll")
     if kubeconfig is not None and not names_a_file(kubeconfig):
@@ -172,16 +184,25 @@ def serve(
 
     ensure_crash_detection()  # a tick whose process dies ends Crashed, its slot freed
     runner = Runner(name="kube-elevator", query_seconds=poll_seconds, limit=None)
+    served = LoopHealth(time.monotonic())  # --ticks runs: the serving loop's own liveness
     in_process = ticks is ServeMode.in_process
     scheduled, manual = served_deployments(nodegroups, period, kubeconfig, lease_namespace,
                                            pushgateway, triggered=not in_process)
     here = None
+    elector = None
     if in_process:
         kube = _kube_client(kubeconfig)  # an unreadable kubeconfig fails before registering
         deployment_id = scheduled.apply()  # registered, its schedule on; runs go on here
         assert isinstance(deployment_id, UUID)  # `apply` is async-dispatched: sync here
+        elector = elector_for(liveness, kube.api, lease_namespace, say_as("serve"))
         here = InProcessTicks(deployment_id, config.node_groups, kube, kubeconfig,
-                              poll_seconds)
+                              poll_seconds, elector)
+        loop = here.loop
+        pages = HealthPages(lambda: loop.health, lambda: loop.ready(), liveness.limits,
+                            loop.clock, elector)
+    else:
+        pages = HealthPages(lambda: served, lambda: True, liveness.limits, time.monotonic,
+                            role="serving")
     runner.add_deployment(manual)
     if not in_process:
         runner.add_deployment(scheduled)
@@ -189,7 +210,9 @@ def serve(
                   + (" in this process" if in_process else "") + f", autoscale/{manual.name}",
                   highlight=False)
     sys.stdout.flush()
-    asyncio.run(run_until_signal(runner, in_process=here))
+    with kept_alive(liveness, pages, elector):
+        asyncio.run(run_until_signal(runner, in_process=here,
+                                     served=None if in_process else served))
     console.print("serve: stopped", highlight=False)
 
 
@@ -197,8 +220,10 @@ class InProcessTicks:
     """The `autoscale` deployment's runs, run in a thread of this process from a watch cache."""
 
     def __init__(self, deployment_id: UUID, node_groups: Sequence[NodeGroupConfig],
-                 kube: KubeClient, kubeconfig: Path | None, poll_seconds: float) -> None:
+                 kube: KubeClient, kubeconfig: Path | None, poll_seconds: float,
+                 elector: LeaderElector | None = None) -> None:
         from flows.cli.watch import IN_PROCESS_SETTLE_SECONDS
+        from flows.ticker import TickLoop
         from tasks.escalator.pending_bursts import (
             DEFAULT_DEBOUNCE_SECONDS,
             Debouncer,
@@ -213,47 +238,77 @@ class InProcessTicks:
                                                                IN_PROCESS_SETTLE_SECONDS))
         self.stop = threading.Event()
         self.error: Exception | None = None
+        self.elector = elector
+        self.runs: DeploymentRuns | None = None
+        self.loop = TickLoop(self._tick, poll_seconds,
+                             may_act=elector.may_act if elector is not None else None,
+                             warm_up=self._warm_up)
         self.thread = threading.Thread(target=self._run, name="in-process-ticks", daemon=True)
+
+    def _tick(self, why: str) -> bool | None:
+        """Every --poll the runs whose time has come; on a burst (or on taking the lead, with
+        the schedule resumed) a run of its own, due now, run at once. True when every run ran
+        ended Completed, None when none ran (a quiet poll keeps the last run's verdict)."""
+        from flows.cli.common import print_tick_results, say_as
+        from flows.deployment_runs import BURST_TAG, LEADING_TAG
+        from flows.run_state import run_results
+
+        runs = self.runs
+        assert runs is not None
+        if why == "schedule":
+            states = runs.run_due()
+        else:
+            if why == "leading":
+                runs.resume()
+            state = runs.execute(runs.start_now(
+                why, LEADING_TAG if why == "leading" else BURST_TAG))
+            states = [] if state is None else [state]
+        for state in states:
+            try:
+                results = run_results(state)
+            except BaseException as stopped:  # bad input, a crash, a cancel
+                say_as("serve")(f"tick ({why}): {state.name}: {stopped}")
+            else:
+                print_tick_results(why, results)
+        return all(state.is_completed() for state in states) if states else None
+
+    def _warm_up(self) -> None:
+        """A follower's dry run of the flow (not of the deployment: it claims no run and
+        changes nothing), so its takeover run is not this process's first."""
+        from flows.autoscale import autoscale
+        from flows.cli.common import say_as
+
+        assert self.runs is not None
+        parameters = self.runs.client.read_deployment(self.deployment_id).parameters
+        started = time.monotonic()
+        autoscale(**{**parameters, "dry_run": True, "pushgateway": None}, return_state=True)
+        say_as("serve")(f"warmed up for a takeover by a dry run "
+                        f"({time.monotonic() - started:.1f}s)")
 
     def _run(self) -> None:
         from prefect.client.orchestration import get_client
 
         from flows.autoscale import autoscale
-        from flows.cli.common import print_tick_results, say_as
+        from flows.cli.common import say_as
         from flows.cli.watch import CACHE_START_SECONDS
         from flows.deployment_runs import DeploymentRuns
-        from flows.run_state import run_results
         from flows.ticker import run_cached_ticks
 
         say = say_as("serve")
         try:
             with get_client(sync_client=True) as client:
-                runs = DeploymentRuns(autoscale, self.deployment_id, client)
-
-                def tick(why: str) -> None:
-                    if why == "schedule":  # every --poll: the runs whose time has come
-                        states = runs.run_due()
-                    else:  # a burst: a run of its own, due now, run at once
-                        state = runs.execute(runs.start_now(why))
-                        states = [] if state is None else [state]
-                    for state in states:
-                        try:
-                            results = run_results(state)
-                        except BaseException as stopped:  # bad input, a crash, a cancel
-                            say(f"tick ({why}): {state.name}: {stopped}")
-                        else:
-                            print_tick_results(why, results)
-
+                self.runs = DeploymentRuns(autoscale, self.deployment_id, client)
                 run_cached_ticks(self.kube.api, str(self.kubeconfig) if self.kubeconfig
-                                 else None, self.events, tick, self.poll_seconds, self.stop,
-                                 say, CACHE_START_SECONDS)
+                                 else None, self.events, self.loop, self.stop, say,
+                                 CACHE_START_SECONDS)
         except Exception as error:  # reported; serve then stops with exit code 1
             self.error = error
             say(f"the ticks stopped: {type(error).__name__}: {error}")
 
 
 async def run_until_signal(runner: Runner, grace_seconds: float = STOP_GRACE_SECONDS,
-                           in_process: InProcessTicks | None = None) -> None:
+                           in_process: InProcessTicks | None = None,
+                           served: LoopHealth | None = None) -> None:
     """Run `runner` until SIGTERM or SIGINT, then stop it gently.
 
     Prefect's own SIGTERM handler calls `sys.exit` inside the runner's event loop (3.8.8): the
@@ -269,6 +324,8 @@ async def run_until_signal(runner: Runner, grace_seconds: float = STOP_GRACE_SEC
     for signum in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(signum, signalled.set)
     waiting = {started, asyncio.ensure_future(signalled.wait())}
+    if served is not None:
+        waiting.add(asyncio.ensure_future(_turning(served)))
     if in_process is not None:
         in_process.thread.start()
         waiting.add(asyncio.ensure_future(_ended(in_process.thread)))
@@ -286,7 +343,8 @@ async def run_until_signal(runner: Runner, grace_seconds: float = STOP_GRACE_SEC
         in_process.stop.set()  # no new tick; the one in flight finishes
         while in_process.thread.is_alive() and loop.time() < deadline:
             await asyncio.sleep(0.1)
-        await asyncio.to_thread(_pause, in_process.deployment_id)
+        if in_process.loop.acting:  # a follower leaves it to the leader
+            await asyncio.to_thread(_pause, in_process.deployment_id)
     processes = getattr(runner, "_process_manager", None)
     while processes is not None and processes.flow_run_ids() and loop.time() < deadline:
         await asyncio.sleep(0.1)
@@ -304,6 +362,12 @@ def _kube_client(kubeconfig: Path | None) -> KubeClient:
         return KubeClient.from_config(kubeconfig)
     except Exception as error:  # the client raises ConfigException, OSError, YAML errors
         raise InputError([f"--kubeconfig: {kubeconfig}: {error}"]) from None
+
+
+async def _turning(served: LoopHealth) -> None:
+    while True:
+        served.finished(time.monotonic(), time.time(), True)
+        await asyncio.sleep(1.0)
 
 
 async def _ended(thread: threading.Thread) -> None:
@@ -324,4 +388,5 @@ def register(app: typer.Typer) -> None:
     """Add `serve` to the `elevator` app."""
     from flows.cli.common import reports_input_errors
 
-    app.command("serve")(reports_input_errors(serve))
+    app.command("serve")(reports_input_errors(with_liveness_options(
+        leader_elect=True, leader_help=SERVE_LEADER_HELP)(serve)))

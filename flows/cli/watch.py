@@ -13,18 +13,28 @@ import logging
 import queue
 import sys
 import threading
+import time
 from enum import StrEnum
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import msgspec
 import typer
 
-from flows.ticker import Changed, Relisted, run_cached_ticks, run_watch
+from flows.cli.common import say_as
+from flows.cli.liveness import (
+    HealthPages,
+    Liveness,
+    elector_for,
+    kept_alive,
+    with_liveness_options,
+)
+from flows.ticker import Changed, Relisted, TickLoop, run_cached_ticks, run_watch
 from tasks.adapters.kube_watch import PAGE_SIZE, RETRY_SECONDS, WATCH_TIMEOUT_SECONDS, ListWatch
 from tasks.core.api_objects import OBJECT_DECODER
 from tasks.core.duration import positive_duration_option
 from tasks.core.errors import InputError
+from tasks.core.health import LoopHealth
 from tasks.core.lease_state import DEFAULT_LEASE_NAMESPACE
 from tasks.core.records import PodRecord, pod_record
 from tasks.escalator.pending_bursts import (
@@ -36,6 +46,9 @@ from tasks.escalator.pending_bursts import (
     PendingPods,
     PendingPodsEvents,
 )
+
+if TYPE_CHECKING:
+    from flows.leader import LeaderElector
 
 log = logging.getLogger(__name__)
 
@@ -130,15 +143,18 @@ def watch(
         help="A group's burst closes once no new pending pod has come for this long "
              f"(default {IN_PROCESS_SETTLE_SECONDS:g}s in-process, "
              f"{DEFAULT_SETTLE_SECONDS:g}s with events).")] = None,
+    *, liveness: Liveness,
 ) -> None:
     """Watch the cluster: run ticks on pending pods here, or send events for a trigger."""
     from prefect.settings import get_current_settings
 
     from flows.cli.common import console, wait_for_stop_signal
     from tasks.adapters.kube import KubeClient
+    from tasks.core.lease_state import lease_name
     from tasks.node_group_file import load_node_groups
 
     config = load_node_groups(nodegroups)
+    liveness.check_lease_name([lease_name(group.name) for group in config.node_groups])
     in_process = ticks is TickMode.in_process
     default_settle = IN_PROCESS_SETTLE_SECONDS if in_process else DEFAULT_SETTLE_SECONDS
     debouncer = Debouncer(positive_duration_option(debounce, "--debounce"),
@@ -157,49 +173,84 @@ def watch(
     logging.getLogger("httpx").setLevel(logging.WARNING)  # a line per request to Prefect
     stop = wait_for_stop_signal()
     events = PendingPodsEvents(config.node_groups, debouncer)
+    elector = elector_for(liveness, kube.api, lease_namespace, say_as("watch"))
     if in_process:
-        _watch_and_tick(kube, nodegroups, kubeconfig, lease_namespace, period, events, stop)
+        _watch_and_tick(kube, nodegroups, kubeconfig, lease_namespace, period, events, stop,
+                        liveness, elector)
         return
+    pods = PodWatch(kube.api)
+    health = LoopHealth(time.monotonic(), monitoring=elector is None)
+    may_act = elector.may_act if elector is not None else (lambda: True)
 
     def emit(event: PendingPods) -> None:
+        if not may_act():  # the leader sends it
+            return
         emit_to_prefect(event)
         console.print(f"{event.group}: {event.count} pending pods → {PENDING_EVENT}",
                       highlight=False, markup=False, soft_wrap=True)  # a group name: no markup
         sys.stdout.flush()
 
-    pods = PodWatch(kube.api).start()
-    console.print(f"watching pending pods for {len(config.node_groups)} node groups",
-                  highlight=False)
-    sys.stdout.flush()
-    try:
-        run_watch(pods.items, events, emit, stop)
-    finally:
-        pods.stop()
-        from prefect.events.worker import EventsWorker
+    def passed() -> None:
+        """A pass of the pending-pods loop (this mode's tick): activity; a success once the pod
+        watch has listed (a silent watch is the cache freshness's concern, not this check's)."""
+        if elector is not None:
+            if may_act() and not health.state().monitoring:
+                health.start_monitoring(time.monotonic())
+            elif not may_act() and health.state().monitoring:
+                health.stop_monitoring()
+        health.finished(time.monotonic(), time.time(),
+                        pods.resource_version is not None)
 
-        EventsWorker.drain_all(timeout=10)  # events still queued reach the server
+    pages = HealthPages(lambda: health, lambda: pods.resource_version is not None,
+                        liveness.limits, time.monotonic, elector, role="watching")
+    with kept_alive(liveness, pages, elector):
+        pods.start()
+        console.print(f"watching pending pods for {len(config.node_groups)} node groups",
+                      highlight=False)
+        sys.stdout.flush()
+        try:
+            run_watch(pods.items, events, emit, stop, heartbeat=passed)
+        finally:
+            pods.stop()
+            from prefect.events.worker import EventsWorker
+
+            EventsWorker.drain_all(timeout=10)  # events still queued reach the server
     console.print("watch: stopped", highlight=False)
 
 
 def _watch_and_tick(kube: Any, nodegroups: Path, kubeconfig: Path | None, lease_namespace: str,
-                    period: float, events: PendingPodsEvents, stop: threading.Event) -> None:
-    """Keep the cache, feed its pod changes to the bursts, and run ticks in this process."""
+                    period: float, events: PendingPodsEvents, stop: threading.Event,
+                    liveness: Liveness, elector: LeaderElector | None) -> None:
+    """Keep the cache, feed its pod changes to the bursts, and run ticks in this process (while
+    it leads, under leader election)."""
     from flows.autoscale import autoscale
-    from flows.cli.common import console_logs_without_tracebacks, print_tick_results, say_as
+    from flows.cli.common import console_logs_without_tracebacks, print_tick_results
     from flows.run_state import run_results
 
     say = say_as("watch")
     kubeconfig_text = str(kubeconfig) if kubeconfig else None
 
-    def tick(why: str) -> None:
-        results = run_results(autoscale(nodegroups=str(nodegroups),
-                                         lease_namespace=lease_namespace,
-                                         kubeconfig=kubeconfig_text, return_state=True))
-        print_tick_results(why, results)
+    def tick(why: str) -> bool:
+        state = autoscale(nodegroups=str(nodegroups), lease_namespace=lease_namespace,
+                          kubeconfig=kubeconfig_text, return_state=True)
+        print_tick_results(why, run_results(state))
+        return bool(state.is_completed())
+
+    def warm_up() -> None:
+        """A follower's dry-run tick: it decides, changes nothing, claims nothing."""
+        started = time.monotonic()
+        autoscale(nodegroups=str(nodegroups), lease_namespace=lease_namespace,
+                  kubeconfig=kubeconfig_text, dry_run=True, return_state=True)
+        say(f"warmed up for a takeover by a dry run ({time.monotonic() - started:.1f}s)")
 
     console_logs_without_tracebacks()
-    run_cached_ticks(kube.api, kubeconfig_text, events, tick, period, stop, say,
-                     CACHE_START_SECONDS)
+    loop = TickLoop(tick, period, may_act=elector.may_act if elector is not None else None,
+                    warm_up=warm_up)
+    pages = HealthPages(lambda: loop.health, lambda: loop.ready(), liveness.limits, loop.clock,
+                        elector)
+    with kept_alive(liveness, pages, elector):
+        run_cached_ticks(kube.api, kubeconfig_text, events, loop, stop, say,
+                         CACHE_START_SECONDS)
     say("stopped")
 
 
@@ -207,4 +258,4 @@ def register(app: typer.Typer) -> None:
     """Add `watch` to the `elevator` app."""
     from flows.cli.common import reports_input_errors
 
-    app.command("watch")(reports_input_errors(watch))
+    app.command("watch")(reports_input_errors(with_liveness_options(leader_elect=True)(watch)))

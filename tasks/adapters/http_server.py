@@ -12,6 +12,7 @@ import asyncio
 import functools
 import socket
 import threading
+from collections.abc import Awaitable, Callable, Mapping
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -234,3 +235,49 @@ class ServiceThread:
     def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
                  tb: TracebackType | None) -> None:
         self.stop()
+
+
+def listen_address(text: str, option: str) -> tuple[str, int] | None:
+    """`HOST:PORT` (an IPv6 host in brackets) as (host, port); "" is None (do not listen).
+    Port 0 picks a free port. Anything else is an InputError naming `option`."""
+    if text == "":
+        return None
+    host, colon, port = text.rpartition(":")
+    if host.startswith("[") and host.endswith("]"):
+        host = host[1:-1]
+    elif ":" in host:
+        host = ""  # an IPv6 address without brackets: its last group would read as the port
+    if not colon or not host or not port.isascii() or not port.isdigit() or int(port) > 65535:
+        raise InputError([f"{option}: {text!r} must be HOST:PORT (127.0.0.1:8085, 0.0.0.0:8085 "
+                          "for every interface, [::1]:8085; port 0 picks a free one; \"\" "
+                          "turns it off)"])
+    return host, int(port)
+
+
+# A page: () -> (HTTP status, content type, body).
+Page = Callable[[], tuple[int, str, str]]
+
+
+def pages_app(pages: Mapping[str, Page]) -> Callable[..., Awaitable[None]]:
+    """A plain ASGI app answering GET (and HEAD) of each path with what its page says now;
+    404 elsewhere, 405 for other methods. For probes and scrapes: no framework needed."""
+
+    async def app(scope: dict[str, Any], receive: Callable[[], Awaitable[dict[str, Any]]],
+                  send: Callable[[dict[str, Any]], Awaitable[None]]) -> None:
+        if scope["type"] != "http":
+            return
+        page = pages.get(scope["path"])
+        if page is None:
+            status, content_type, body = 404, "text/plain; charset=utf-8", "not found\n"
+        elif scope["method"] not in ("GET", "HEAD"):
+            status, content_type, body = 405, "text/plain; charset=utf-8", "use GET\n"
+        else:
+            status, content_type, body = page()
+        data = body.encode()
+        await send({"type": "http.response.start", "status": status, "headers": [
+            (b"content-type", content_type.encode()),
+            (b"content-length", str(len(data)).encode())]})
+        await send({"type": "http.response.body",
+                    "body": b"" if scope["method"] == "HEAD" else data})
+
+    return app

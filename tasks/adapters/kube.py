@@ -30,6 +30,7 @@ from tasks.core.collector import gc_paused
 from tasks.core.decode import ClusterSnapshot, decode_page
 from tasks.core.documents import load_document, names_a_file, read_bytes
 from tasks.core.errors import EvictionBlocked, InputError, LeaseConflict, NodeChanged
+from tasks.core.identity import user_agent
 from tasks.core.lease_state import (
     HOLDER_IDENTITY,
     LAST_TICK,
@@ -127,7 +128,9 @@ class KubeClient:
         # a PUT whose answer was lost would be sent again unseen. The step's Prefect retries
         # (tasks/core/retry.py) are the one retry layer; they re-read before writing again.
         configuration.retries = False
-        return cls(TimedApiClient(configuration, timeouts()))
+        api = TimedApiClient(configuration, timeouts())
+        api.user_agent = user_agent()  # which replica made a call (tasks/core/identity.py)
+        return cls(api)
 
     @property
     def core(self) -> client.CoreV1Api:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from tasks.adapters.ports import KubeActions
+from tasks.core.acting import may_act
 from tasks.core.errors import LeaseConflict
 from tasks.core.lease_state import GroupState, lease_name
 from tasks.core.step import step
@@ -15,8 +16,13 @@ def write_lock(kube: KubeActions, namespace: str, group_name: str, state: GroupS
 
     A retry after a write that was applied but whose answer was lost gets 409 too, although no
     other tick ran: the Lease then holds exactly our claim token, and the tick goes on.
+
+    A process that no longer leads (`tasks.core.acting`) claims nothing: LeaseConflict too.
     """
     name = lease_name(group_name)
+    if not may_act():
+        raise LeaseConflict(f"Lease {namespace}/{name} not claimed: this process no longer "
+                            "leads (leader election)")
     try:
         return kube.write_state(namespace, name, state, now)
     except LeaseConflict:

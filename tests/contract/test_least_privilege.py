@@ -3,7 +3,7 @@
 Each check drives the requests it checks, so it holds alone, under `-k`, in any order and on a
 machine without Prometheus: the node autoscaler's requests come from a child pytest run of the
 end-to-end tests that exercise every grant (live ticks with the Cluster Autoscaler ideas, CA's
-scale-down with drain, a terminate whose answer is lost, `elevator watch`), the pod
+scale-down with drain, a terminate whose answer is lost, `elevator watch`, leader election), the pod
 autoscaler's from one cycle run here against the fake API with metrics from a file. Every
 request must be allowed, and every grant used.
 """
@@ -39,6 +39,8 @@ NODE_AUTOSCALER_WORKLOAD = (
     "tests/e2e/test_fleet_ticks.py::test_a_scale_up_is_one_fleet_attached_to_the_asg",
     "tests/e2e/test_fleet_ticks.py::test_a_fleet_under_a_fault_then_a_clean_tick"
     "[checks-never-pass]",
+    # leader election: the leader Lease read, created, updated and released
+    "tests/contract/test_leader_election.py",
 )
 
 

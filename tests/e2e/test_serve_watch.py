@@ -18,6 +18,7 @@ import typer
 from typer.testing import CliRunner
 
 from benchmarks.event_latency import (
+    FREE_HEALTH_PORT,
     BurstCluster,
     Child,
     EventRig,
@@ -25,6 +26,8 @@ from benchmarks.event_latency import (
     PrefectServer,
     ServeRig,
     elevator,
+    fetch,
+    health_url,
     wait_until,
 )
 from fakes.aws import FakeAws
@@ -45,6 +48,7 @@ from tasks.escalator.pending_bursts import (
 from tasks.node_group_file import parse_node_groups
 from tests.builders import group_dict, make_pod
 from tests.e2e.test_deployments import api
+from tests.e2e.test_health_leader import samples
 
 GROUPS = parse_node_groups({"node_groups": [
     group_dict(),
@@ -337,8 +341,12 @@ def test_a_burst_of_pending_pods_raises_the_asg_through_the_event(
     before = cluster.desired()
     with EventRig(server, cluster, tmp_path) as rig:
         latency = rig.measure_burst(pods=10, timeout=90)
-        assert rig.watch is not None
+        assert rig.watch is not None and rig.serve is not None
         rig.watch.wait_for(f"batch: 10 pending pods → {PENDING_EVENT}", 10)
+        # The watch leads (it sends the events); serve --ticks runs checks its serving loop.
+        assert fetch(f"{health_url(rig.watch)}/health-check") == (200, "leading\n")
+        assert fetch(f"{health_url(rig.watch)}/ready")[0] == 200
+        assert fetch(f"{health_url(rig.serve)}/health-check") == (200, "serving\n")
     print(f"\npod creation → SetDesiredCapacity: {latency:.2f} s "
           f"(median of 10: python -m benchmarks.event_latency)")
     # 10 pods of 500m on 2 nodes of 1000m: 250% => scale up by ceil(2 × 180 / 70) = 6.
@@ -398,6 +406,13 @@ def test_serve_runs_the_autoscale_deployment_in_process_from_its_cache(
             "COMPLETED", "FAILED", "CRASHED", "CANCELLED"), 90, "the run from the UI to end")
         assert done, rig.serve.output()[-3000:]
         assert pod_lists_served(fake_kube) == pod_lists  # every tick read the cache
+        # Its health endpoint: it leads (an election of one), and /metrics has its ticks.
+        url = health_url(rig.serve)
+        assert fetch(f"{url}/health-check") == (200, "leading\n")
+        assert fetch(f"{url}/ready")[0] == 200
+        metrics = samples(fetch(f"{url}/metrics")[1])
+        assert metrics[("escalator_node_group_nodes", (("node_group", "batch"),))] == 2
+        assert metrics[("elevator_ticks_total", (("outcome", "succeeded"),))] >= 2
         codes = rig.stop()
     print(f"\npod creation → SetDesiredCapacity, elevator serve in-process: {latency:.2f} s")
     # 10 pods of 500m on 2 nodes of 1000m: 250% => scale up by ceil(2 × 180 / 70) = 6.
@@ -531,7 +546,7 @@ def test_serve_stops_on_sigterm_letting_the_run_in_flight_finish(
     cluster = BurstCluster(fake_kube, fake_aws, tmp_path)
     serve = Child(elevator("serve", "--nodegroups", str(cluster.nodegroups), "--kubeconfig",
                            str(cluster.kubeconfig), "--interval", "1h", "--poll", "1s",
-                           "--ticks", "runs"),
+                           "--ticks", "runs", *FREE_HEALTH_PORT),
                   server.env(**fake_aws.env()), tmp_path / "serve.log")
     try:
         serve.wait_for("serving autoscale/autoscale", 120)
@@ -565,7 +580,7 @@ def test_watch_stops_on_sigterm_while_its_cache_lists_a_big_cluster(
     later_pages = fake_kube.faults.add("delay", count=None, method="GET", path="/api/v1/pods",
                                        delay_seconds=0.001)
     watch = Child(elevator("watch", "--nodegroups", str(cluster.nodegroups), "--kubeconfig",
-                           str(cluster.kubeconfig), "--interval", "1h"),
+                           str(cluster.kubeconfig), "--interval", "1h", *FREE_HEALTH_PORT),
                   server.env(**fake_aws.env()), tmp_path / "watch.log")
     try:
         assert fake_kube.faults.wait_fired(second_page, timeout=120), watch.output()[-3000:]
