@@ -183,13 +183,13 @@ def run(
     heartbeat_environment()
     ensure_crash_detection()  # a tick whose process dies ends Crashed on the server
     from flows.autoscale import autoscale
-    from flows.run_state import run_results
+    from flows.run_state import run_here
 
     run_until_stopped(
-        lambda: run_results(autoscale(nodegroups=str(nodegroups), dry_run=dry_run,
-                                       lease_namespace=lease_namespace,
-                                       kubeconfig=str(kubeconfig) if kubeconfig else None,
-                                       return_state=True)),
+        lambda: run_here(lambda: autoscale(nodegroups=str(nodegroups), dry_run=dry_run,
+                                           lease_namespace=lease_namespace,
+                                           kubeconfig=str(kubeconfig) if kubeconfig else None,
+                                           return_state=True)).results(),
         lambda result: f"{result['name']}: {result['status']} (delta {result['delta']:+d}) "
                        f"{result['reason']}",
         output, once, period, failed_groups)

@@ -221,7 +221,6 @@ class InProcessTicks:
         from flows.cli.common import print_tick_results, say_as
         from flows.cli.watch import CACHE_START_SECONDS
         from flows.deployment_runs import DeploymentRuns
-        from flows.run_state import run_results
         from flows.ticker import run_cached_ticks
 
         say = say_as("serve")
@@ -231,15 +230,15 @@ class InProcessTicks:
 
                 def tick(why: str) -> None:
                     if why == "schedule":  # every --poll: the runs whose time has come
-                        states = runs.run_due()
+                        outcomes = runs.run_due()
                     else:  # a burst: a run of its own, due now, run at once
-                        state = runs.execute(runs.start_now(why))
-                        states = [] if state is None else [state]
-                    for state in states:
+                        outcome = runs.execute(runs.start_now(why))
+                        outcomes = [] if outcome is None else [outcome]
+                    for outcome in outcomes:
                         try:
-                            results = run_results(state)
+                            results = outcome.results()
                         except BaseException as stopped:  # bad input, a crash, a cancel
-                            say(f"tick ({why}): {state.name}: {stopped}")
+                            say(f"tick ({why}): {outcome.state.name}: {stopped}")
                         else:
                             print_tick_results(why, results)
 

@@ -186,15 +186,16 @@ def _watch_and_tick(kube: Any, nodegroups: Path, kubeconfig: Path | None, lease_
     """Keep the cache, feed its pod changes to the bursts, and run ticks in this process."""
     from flows.autoscale import autoscale
     from flows.cli.common import console_logs_without_tracebacks, print_tick_results, say_as
-    from flows.run_state import run_results
+    from flows.run_state import run_here
 
     say = say_as("watch")
     kubeconfig_text = str(kubeconfig) if kubeconfig else None
 
     def tick(why: str) -> None:
-        results = run_results(autoscale(nodegroups=str(nodegroups),
-                                         lease_namespace=lease_namespace,
-                                         kubeconfig=kubeconfig_text, return_state=True))
+        results = run_here(lambda: autoscale(nodegroups=str(nodegroups),
+                                             lease_namespace=lease_namespace,
+                                             kubeconfig=kubeconfig_text,
+                                             return_state=True)).results()
         print_tick_results(why, results)
 
     console_logs_without_tracebacks()
