@@ -31,7 +31,7 @@ from tasks.core.errors import LeaseConflict
 from tasks.core.lease_state import GroupState
 from tasks.core.records import AutoScalingGroup, NodeRecord, PodRecord
 from tasks.core.retry import is_retryable
-from tasks.core.step import Runner
+from tasks.core.step import Runner, run_plain
 from tasks.escalator.config import NodeGroupConfig
 from tasks.escalator.decide import GroupInputs, ScalePlan, decide, missing_asg_plan
 from tasks.escalator.filter_nodes import nodes_by_group
@@ -188,15 +188,20 @@ def tick(
         except Exception as unreadable:  # no load data: oldest first, as Escalator does
             get_logger(__name__).warning("load watcher %s unreadable (%s): oldest first",
                                          load_watcher_url, unreadable)
-    pods = run(collect_pods, source)
-    nodes = run(collect_nodes, source)
+    # A read of this process's watch cache is memory, and the decision is pure: neither is a
+    # task run (nothing to retry, nothing outside the process to record). A tick a minute keeps
+    # its task runs in the Prefect database until its retention: an idle tick from the cache
+    # records the two reads that leave the process, the ASGs and the Leases (issue 27).
+    read = run_plain if isinstance(source, CachedSource) else run
+    pods = read(collect_pods, source)
+    nodes = read(collect_nodes, source)
     asgs = run(describe_node_groups, source, [g.cloud_provider_group_name for g in groups])
     grouped = pods_of_groups(source, pods, groups)
     group_pods = decided_pods(source, pods, groups, grouped)
     group_nodes = nodes_by_group(nodes, groups)
     removal = None
     if ca is not None:
-        budgets = run(collect_pdbs, source)
+        budgets = read(collect_pdbs, source)
         removal = RemovalInputs(nodes, pods_on_nodes(pods), budgets, ca.scale_down.drain)
 
     names = [group.name for group in groups]
@@ -205,14 +210,14 @@ def tick(
     except Exception as unreadable:  # every Lease unreadable (after retries): every group fails
         states = dict.fromkeys(names, unreadable)
 
-    # filter-nodes, compute-utilization and decide for every group read: one task run
+    # filter-nodes, compute-utilization and decide for every group read, in this process
     ready = []
     for group in groups:
         asg, state = asgs.get(group.cloud_provider_group_name), states[group.name]
         if asg is not None and not isinstance(state, Exception):
             ready.append(GroupInputs(group, group_pods[group.name], group_nodes[group.name],
                                      asg, state))
-    decided = run(decide, ready, now, cpu_load_percent) if ready else []
+    decided = run_plain(decide, ready, now, cpu_load_percent) if ready else []
     decisions = {inputs.group.name: plan for inputs, plan in zip(ready, decided, strict=True)}
 
     def one(group: NodeGroupConfig) -> GroupResult:
