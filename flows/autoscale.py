@@ -139,7 +139,8 @@ def _tick(nodegroups: str, now: datetime | None, dry_run: bool, lease_namespace:
         publish_tick(run_as_task, results, pushgateway, dry_run)
     except OSError as error:  # the tick has acted: an unreachable Pushgateway is no failure of it
         logger.warning("metrics not pushed to %s: %s", redacted(pushgateway or ""), error)
-    for result in results:
-        logger.info("%s: %s (delta %+d): %s", result.plan.name, result.status,
-                    result.plan.delta, result.plan.reason)
+    for result in results:  # a group with nothing to do is in the state message alone
+        if result.status != "nothing to do":
+            logger.info("%s: %s (delta %+d): %s", result.plan.name, result.status,
+                        result.plan.delta, result.plan.reason)
     return results
