@@ -138,9 +138,12 @@ def _tick_group(
     except LeaseConflict as conflict:
         return GroupResult(plan, "lost race", message=str(conflict), asg=asg)
     lags = _registration_lags(run, actuator, plan, nodes, now)
-    done = run(taint_and_remove, actuator, plan, asg, nodes, now)
+    # A step with nothing to do is not called: no task run records that it did nothing.
+    done = run(taint_and_remove, actuator, plan, asg, nodes, now) \
+        if plan.taint or plan.delete else ActionsDone()
     try:
-        done = done.merged(run(untaint_or_increase, actuator, plan, asg))
+        if plan.untaint or plan.cloud_increase:
+            done = done.merged(run(untaint_or_increase, actuator, plan, asg))
     except Exception as error:
         if plan.cloud_increase and not is_retryable(error):
             # Escalator takes the lock only after the cloud accepted the increase: the cloud
