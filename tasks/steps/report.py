@@ -1,7 +1,10 @@
-"""What a tick tells the outside world: a table artifact, Prefect events, Escalator's metrics.
+"""What a tick tells the outside world: a table artifact, Prefect events, Escalator's metrics,
+and its outcome in one line and as tags for its flow run.
 
 Events let users build Prefect automations (page someone on `elevator.node-group.error`);
-the artifact shows each tick's decisions in the UI; the metrics keep Escalator's dashboards.
+the artifact shows a tick's decisions in the UI; the metrics keep Escalator's dashboards. The
+one-line outcome (the run's state message) and the tags make the UI's run list say which runs
+scaled and why; a tick that changed nothing writes no artifact or event, its message says why.
 """
 
 from __future__ import annotations
