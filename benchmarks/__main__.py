@@ -209,10 +209,10 @@ def soak_figures() -> list[Figure]:
             f"{measured['interruptions']} spot interruptions, retention 300 s "
             f"(python -m benchmarks.soak): {table}")
     return [Figure(name, f"RSS {met.get('rss_change', float('nan')):+.1%}, p50 "
-                         f"{met.get('p50_change', float('nan')):+.1%}, database spread "
-                         f"{met.get('database_spread', float('nan')):.1%}",
+                         f"{met.get('p50_change', float('nan')):+.1%}, database "
+                         f"{met.get('database_change', float('nan')):+.1%}",
                    "RSS ±5 %, p50 ≤ +20 % (ticks 1,501-2,000 against 251-500); database "
-                   "level (ticks 1,000-2,000 within 10 %)", "",
+                   "±10 % (tick 2,000 against 1,500)", "",
                    bool(met) and met["rss_met"] and met["p50_met"] and met["database_met"])]
 
 

@@ -37,8 +37,9 @@ from typing import Any
 import yaml
 
 from fakes.aws import FakeAws
-from fakes.cluster import node_for_instance
+from fakes.cluster import POD_NAMESPACE, node_for_instance, pod_body
 from fakes.kube_api.server import FakeKubeApi
+from fakes.scenario import Wave
 
 MiB = 2**20
 GROUPS = ("shared", "batch", "spot")
@@ -86,19 +87,18 @@ class ThreeGroups:
         self.kubeconfig = kube.write_kubeconfig(directory / "kubeconfig")
 
     def pod(self, group: str, name: str, cpu: str = "500m", node: str | None = None) -> None:
-        """A pod of `group`: running on `node`, or pending."""
-        spec: dict[str, Any] = {"nodeSelector": {"customer": group}, "containers": [
-            {"name": "c", "resources": {"requests": {"cpu": cpu, "memory": "100Mi"}}}]}
-        status: dict[str, Any] = {"phase": "Pending"}
+        """A pod of `group` (a workload controller's, as the simulator makes them): running on
+        `node`, or pending."""
+        body = pod_body(name, Wave(at=0, count=1, cpu=cpu, memory="100Mi"),
+                        {"customer": group}, time.time())
         if node is not None:
-            spec["nodeName"] = node
-            status = {"phase": "Running",
-                      "conditions": [{"type": "PodScheduled", "status": "True"}]}
-        self.kube.create("pods", {"metadata": {"name": name, "namespace": "work"},
-                                  "spec": spec, "status": status}, namespace="work")
+            body["spec"]["nodeName"] = node
+            body["status"] = {"phase": "Running",
+                              "conditions": [{"type": "PodScheduled", "status": "True"}]}
+        self.kube.create("pods", body, namespace=POD_NAMESPACE)
 
     def delete_pod(self, name: str) -> None:
-        self.kube.delete("pods", name, "work")
+        self.kube.delete("pods", name, POD_NAMESPACE)
 
 
 @dataclass(frozen=True)
