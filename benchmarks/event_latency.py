@@ -259,15 +259,20 @@ class EventRig:
     """`elevator serve` and `elevator watch` against `server`, for `cluster`."""
 
     def __init__(self, server: PrefectServer, cluster: BurstCluster, logs: Path,
-                 interval: str = "1h") -> None:
+                 interval: str = "1h", env: Mapping[str, str] | None = None) -> None:
         self.server, self.cluster, self.logs = server, cluster, logs
         self.interval = interval
+        self.extra_env = dict(env or {})  # e.g. the watch cache's bounds
         self.serve: Child | None = None
         self.watch: Child | None = None
 
+    def env(self) -> dict[str, str]:
+        """The environment of the rig's processes: the Prefect server's, AWS's, and ours."""
+        return self.server.env(**self.cluster.aws.env(), **self.extra_env)
+
     def start(self) -> Self:
         cluster = self.cluster
-        env = self.server.env(**cluster.aws.env())
+        env = self.env()
         self.serve = Child(elevator("serve", "--nodegroups", str(cluster.nodegroups),
                                     "--kubeconfig", str(cluster.kubeconfig),
                                     "--interval", self.interval, "--ticks", "runs"), env,
@@ -329,7 +334,7 @@ class InProcessRig(EventRig):
         self.watch = Child(elevator("watch", "--nodegroups", str(cluster.nodegroups),
                                     "--kubeconfig", str(cluster.kubeconfig),
                                     "--interval", self.interval),
-                           self.server.env(**cluster.aws.env()), self.logs / "watch.log")
+                           self.env(), self.logs / "watch.log")
         self.watch.wait_for("watching the cluster", 120)
         if not cluster.kube.wait_for_watchers("pods", 1, timeout=30):
             raise TimeoutError("elevator watch did not open its pod watch")
@@ -347,7 +352,7 @@ class ServeRig(EventRig):
         self.serve = Child(elevator("serve", "--nodegroups", str(cluster.nodegroups),
                                     "--kubeconfig", str(cluster.kubeconfig),
                                     "--interval", self.interval, "--poll", "1s"),
-                           self.server.env(**cluster.aws.env()), self.logs / "serve.log")
+                           self.env(), self.logs / "serve.log")
         self.serve.wait_for("serve: watching the cluster", 120)
         if not cluster.kube.wait_for_watchers("pods", 1, timeout=30):
             raise TimeoutError("elevator serve did not open its pod watch")

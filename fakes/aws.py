@@ -9,6 +9,14 @@ Moto facts the tests rely on or work around:
   for an instance in no ASG, with an HTML HTTP 500 (real AWS: a ValidationError);
 * moto's state lives in this process, shared by every `FakeAws` and `mock_aws` in it: use
   unique names per test, or `reset()`.
+
+Where moto lacks what the one-shot scale-up (EC2 Fleet) needs, `FakeAws` extends it in this
+process, as AWS behaves (`extend_moto`): a CreateFleet with SpotOptions but no
+AllocationStrategy takes AWS's default (`lowest-price`; moto answers 500), and a CreateFleet
+repeating a ClientToken gets the first fleet's answer instead of a second fleet (moto ignores
+the token). Moto also adds an instance AttachInstances already attached a second time
+(`tasks.adapters.fleet` never sends one), and reports every running instance's status checks
+`ok` (`fakes.aws_faults` can rewrite them).
 """
 
 from __future__ import annotations
@@ -61,6 +69,7 @@ class FakeAws:
         """Start the server; port 0 (the default) lets the OS pick a free one, read back after."""
         if self._server is not None:
             return self
+        extend_moto()
         # werkzeug logs every request to stderr; tests make hundreds.
         logging.getLogger("werkzeug").setLevel(logging.ERROR)
         server = ThreadedMotoServer(ip_address="127.0.0.1", port=self.port, verbose=False)
@@ -173,20 +182,29 @@ class FakeAws:
         instance_type: str = "m5.large",
         availability_zones: tuple[str, ...] = ("us-east-1a",),
         tags: dict[str, str] | None = None,
+        launch_template_id: str = "",
     ) -> None:
         """Create launch template `lt-<name>`, then the ASG using it.
 
-        moto starts `desired` instances at once, spread over `availability_zones`.
+        moto starts `desired` instances at once, spread over `availability_zones`. With
+        `launch_template_id` (a one-shot group's `aws.launch_template_id`), the template gets
+        that id and the ASG launches into the zones' default subnets (its VPCZoneIdentifier),
+        as a fleet's overrides need.
         """
         ec2: EC2Client = self._helper("ec2")
         template_name = f"lt-{name}"
-        ec2.create_launch_template(
+        created = ec2.create_launch_template(
             LaunchTemplateName=template_name,
             LaunchTemplateData={
                 "ImageId": FAKE_IMAGE_ID,
                 "InstanceType": cast("InstanceTypeType", instance_type),
             },
         )
+        where: dict[str, Any] = {"AvailabilityZones": list(availability_zones)}
+        if launch_template_id:
+            self._rename_launch_template(created["LaunchTemplate"]["LaunchTemplateId"],
+                                         launch_template_id)
+            where = {"VPCZoneIdentifier": ",".join(self.default_subnets(availability_zones))}
         autoscaling: AutoScalingClient = self._helper("autoscaling")
         autoscaling.create_auto_scaling_group(
             AutoScalingGroupName=name,
@@ -194,7 +212,7 @@ class FakeAws:
             MaxSize=max_size,
             DesiredCapacity=desired,
             LaunchTemplate={"LaunchTemplateName": template_name, "Version": "$Latest"},
-            AvailabilityZones=list(availability_zones),
+            **where,
             Tags=[
                 {
                     "ResourceId": name,
@@ -206,6 +224,27 @@ class FakeAws:
                 for key, value in (tags or {}).items()
             ],
         )
+
+    def default_subnets(self, zones: tuple[str, ...]) -> list[str]:
+        """The default VPC's subnet in each zone, in the zones' order."""
+        ec2: EC2Client = self._helper("ec2")
+        subnets = ec2.describe_subnets(Filters=[{"Name": "default-for-az", "Values": ["true"]}])
+        by_zone = {subnet["AvailabilityZone"]: subnet["SubnetId"]
+                   for subnet in subnets["Subnets"]}
+        return [by_zone[zone] for zone in zones]
+
+    def _rename_launch_template(self, current_id: str, wanted_id: str) -> None:
+        """Give a launch template the id a node-group file names (moto draws a random one)."""
+        from moto.core.models import DEFAULT_ACCOUNT_ID
+        from moto.ec2.models import ec2_backends
+
+        backend = ec2_backends[DEFAULT_ACCOUNT_ID][self.region]
+        template = backend.launch_templates.pop(current_id)
+        template.id = wanted_id
+        backend.launch_templates[wanted_id] = template
+        backend.launch_template_name_to_ids[template.name] = wanted_id
+        order = backend.launch_template_insert_order
+        order[order.index(current_id)] = wanted_id
 
     def instances(self, asg_name: str) -> list[dict[str, Any]]:
         """The ASG's `Instances` as DescribeAutoScalingGroups returns them ([] if no such ASG)."""
@@ -222,6 +261,51 @@ class FakeAws:
         ec2: EC2Client = self._helper("ec2")
         answer = ec2.describe_instances(InstanceIds=[instance_id])
         return answer["Reservations"][0]["Instances"][0]["State"]["Name"]
+
+
+# --- moto, extended where the fleet path needs AWS's behaviour -----------------------------------
+
+_EXTENDED = False
+
+
+def extend_moto() -> None:
+    """Patch this process's moto as the module docstring says (once; moto's reset keeps it)."""
+    global _EXTENDED
+    if _EXTENDED:
+        return
+    from moto.core.responses import ActionResult
+    from moto.ec2.models.fleets import FleetsBackend
+    from moto.ec2.responses.fleets import Fleets
+
+    create_fleet_model = FleetsBackend.create_fleet
+    create_fleet_answer = Fleets.create_fleet
+
+    def create_fleet_with_defaults(backend: Any, on_demand_options: Any, spot_options: Any,
+                                   *args: Any, **kwargs: Any) -> Any:
+        # AWS EC2 Fleet: SpotOptions.AllocationStrategy defaults to lowest-price.
+        if spot_options is not None:
+            spot_options = {"AllocationStrategy": "lowest-price", **spot_options}
+        return create_fleet_model(backend, on_demand_options, spot_options, *args, **kwargs)
+
+    def create_fleet_once_per_token(responses: Any) -> Any:
+        # AWS: "If you repeat a request with the same client token, the response is the same
+        # as for the first" (Ensuring idempotency); a token lives per account and region.
+        token = responses._get_param("ClientToken")
+        backend = responses.ec2_backend
+        seen: dict[str, str] = backend.__dict__.setdefault("_elevator_fleet_tokens", {})
+        if token and token in seen:
+            fleet = backend.get_fleet(seen[token])
+            return ActionResult({"FleetId": fleet.id, "Instances": fleet.instances or []})
+        before = set(backend.fleets)
+        answer = create_fleet_answer(responses)
+        if token:
+            for fleet_id in set(backend.fleets) - before:
+                seen[token] = fleet_id
+        return answer
+
+    FleetsBackend.create_fleet = create_fleet_with_defaults  # type: ignore[method-assign,assignment]
+    Fleets.create_fleet = create_fleet_once_per_token  # type: ignore[method-assign,assignment]
+    _EXTENDED = True
 
 
 # --- error injection -------------------------------------------------------------------------

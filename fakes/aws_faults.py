@@ -8,6 +8,10 @@ set over `POST /_faults` or as `AwsFaultProxy.faults`:
     POST /_faults {"operation": "SetDesiredCapacity", "action": "status", "status": 400,
                    "code": "Throttling", "count": 3}
     POST /_faults {"operation": "SetDesiredCapacity", "action": "apply_then_drop"}
+    POST /_faults {"operation": "DescribeInstanceStatus", "action": "rewrite", "count": null,
+                   "find": "<status>ok</status>", "replace": "<status>impaired</status>"}
+
+(the last: every instance's status checks fail, which moto never reports).
 
 A `status` rule answers with the service's own error document (the query protocol's
 `ErrorResponse`, EC2's `Response/Errors`), so botocore raises the ClientError AWS would cause.

@@ -1,9 +1,10 @@
 """The simulated cluster: what kubelets, the scheduler and Job controllers would do, on a clock.
 
 Everything goes through the fake API server and moto, so the autoscaler sees exactly what a real
-cluster would show: Nodes join for ASG instances after a boot delay, pending pods are bound
-first-fit (oldest node first) to nodes they fit and tolerate, batch pods finish after their
-duration, and pods of a vanished node go back to pending.
+cluster would show: Nodes join for ASG instances after a boot delay, each with a pod of every
+DaemonSet of its ASG, pending pods are bound by the scheduler model (`tasks.scheduler`, the
+scenario's profile), batch pods finish after their duration, pods of a vanished node go back to
+pending and its DaemonSet pods are deleted (as PodGC does).
 """
 
 from __future__ import annotations
@@ -19,19 +20,46 @@ import orjson
 
 from fakes.aws import FakeAws
 from fakes.kube_api.server import FakeKubeApi
-from fakes.scenario import AsgSpec, TracePod, Wave
+from fakes.memory_asg import fleet_template_id
+from fakes.scenario import AsgSpec, DaemonSetSpec, TracePod, Wave
 from tasks.cluster_autoscaler.templates import GPU_RESOURCE
 from tasks.core.api_objects import OBJECT_DECODER, RawObject
 from tasks.core.instance_types import instance_gpus
 from tasks.core.records import NodeRecord, PodRecord, node_record, pod_record
 from tasks.core.scheduling import fits_constraints as fits_constraints  # shared with the estimator
-from tasks.core.scheduling import fits_extended, take_extended
 from tasks.core.scheduling import tolerates as tolerates
 from tasks.core.timefmt import rfc3339
 from tasks.escalator.config import NodeGroupConfig
 from tasks.escalator.decide import taint_time
+from tasks.scheduler.cycle import QueuedPod, Scheduler
+from tasks.scheduler.objects import SchedPod, Workloads, sched_pod
+from tasks.scheduler.profiles import DEFAULT_PROFILE, profile_named
 
 POD_NAMESPACE = "workload"
+DAEMONSET_NAMESPACE = "kube-system"
+DAEMONSET_LABEL = "app.kubernetes.io/name"
+Key = tuple[str, str]
+
+
+class SimulatedWorkloads(Workloads):
+    """The simulator's workload controllers: the pods of an app (their name less its last
+    `-n`) belong to ReplicaSet `<app>` (services) or Job `<app>` (batch), and ReplicaSet `<app>`
+    selects `app: <app>`; no Service selects them. So the system default spreading spreads a
+    service's pods and leaves batch jobs alone (Jobs are not among its controllers)."""
+
+    def controller_selector(self, kind: str, namespace: str, name: str) -> Any:
+        if kind == "ReplicaSet" and namespace == POD_NAMESPACE:
+            return {"matchLabels": {"app": name}}
+        return super().controller_selector(kind, namespace, name)
+
+
+SIMULATED_WORKLOADS = SimulatedWorkloads()
+
+
+def simulated_scheduler(profile: str = DEFAULT_PROFILE, seed: int = 1) -> Scheduler:
+    """The scheduler a simulation runs: the scenario's profile, its tie-break seeded by the
+    scenario's seed."""
+    return Scheduler(profile_named(profile), seed)
 
 
 def _decoded(obj: Mapping[str, Any]) -> RawObject:
@@ -76,21 +104,70 @@ def pod_body(name: str, arrival: Wave | TracePod, node_selector: Mapping[str, st
     # Batch pods belong to a Job, services to a ReplicaSet: both re-create evicted pods.
     owner = {"apiVersion": "batch/v1", "kind": "Job"} if duration is not None else \
         {"apiVersion": "apps/v1", "kind": "ReplicaSet"}
+    spec: dict[str, Any] = {
+        "nodeSelector": dict(node_selector), "tolerations": tolerations,
+        "containers": [{"name": "main", "image": "busybox", "resources": {
+            "requests": {"cpu": arrival.cpu, "memory": arrival.memory, **extended}}}]}
+    if isinstance(arrival, Wave) and arrival.priority:
+        spec["priority"] = arrival.priority  # as the admission plugin resolves priorityClassName
     return {
         "metadata": {"name": name, "namespace": POD_NAMESPACE,
                      "creationTimestamp": rfc3339(now), "labels": {"app": app},
                      "ownerReferences": [{**owner, "name": app, "uid": f"uid-{app}",
                                           "controller": True}]},
-        "spec": {"nodeSelector": dict(node_selector), "tolerations": tolerations,
-                 "containers": [{"name": "main", "image": "busybox", "resources": {
-                     "requests": {"cpu": arrival.cpu, "memory": arrival.memory,
-                                  **extended}}}]},
+        "spec": spec,
         "status": {"phase": "Pending"},
     }
 
 
+def daemonset_pod_body(daemonset: DaemonSetSpec, node_name: str, now: float) -> dict[str, Any]:
+    """The pod the DaemonSet controller creates for a node: pinned to it by node affinity on
+    `metadata.name`, owned by the DaemonSet, running from the node's first moment (the
+    simulator binds it at once rather than through the scheduler)."""
+    # Names and label values as the API server admits them: at most 253 and 63 characters.
+    name = f"{daemonset.name[:252 - len(node_name)].rstrip('.-')}-{node_name}"
+    return {
+        "metadata": {"name": name, "namespace": DAEMONSET_NAMESPACE,
+                     "creationTimestamp": rfc3339(now),
+                     "labels": {DAEMONSET_LABEL: daemonset.name[:63].rstrip(".-")},
+                     "ownerReferences": [{"apiVersion": "apps/v1", "kind": "DaemonSet",
+                                          "name": daemonset.name,
+                                          "uid": f"uid-ds-{daemonset.name}",
+                                          "controller": True}]},
+        "spec": {"nodeName": node_name,
+                 "affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+                     "nodeSelectorTerms": [{"matchFields": [{
+                         "key": "metadata.name", "operator": "In", "values": [node_name]}]}]}}},
+                 "tolerations": [{"operator": "Exists", "effect": "NoExecute"},
+                                 {"operator": "Exists", "effect": "NoSchedule"}],
+                 "containers": [{"name": "main", "image": "busybox", "resources": {
+                     "requests": {"cpu": daemonset.cpu, "memory": daemonset.memory}}}]},
+        "status": {"phase": "Running",
+                   "conditions": [{"type": "PodScheduled", "status": "True"}]},
+    }
+
+
+def queued(key: Key, pod: SchedPod, life: PodLife) -> QueuedPod:
+    """A pending pod as the scheduler's queue holds it."""
+    return QueuedPod(key, pod, life.arrival, life.pending_since)
+
+
 # Chooses among the feasible nodes (oldest first) the one a pod is bound to.
 Placement = Callable[[PodRecord, list[NodeRecord], float], NodeRecord | None]
+
+
+def place_queue(scheduler: Scheduler, pending: list[QueuedPod], place: Placement,
+                records: Callable[[Key], PodRecord], now: float) -> list[tuple[Key, str | None]]:
+    """The queue with an extender choosing among the feasible nodes (oldest first) in place of
+    the profile's scores: load-aware placement, HTTP mode only."""
+    decisions: list[tuple[Key, str | None]] = []
+    for item in scheduler.queue_order(pending):
+        feasible = [state.record for state in scheduler.feasible_by_age(item.pod)]
+        target = place(records(item.key), feasible, now) if feasible else None
+        if target is not None:
+            scheduler.bind(item.key, item.pod, target.name)
+        decisions.append((item.key, None if target is None else target.name))
+    return decisions
 
 
 @dataclass
@@ -134,9 +211,14 @@ class SimulatedCluster:
     terminations: list[Termination] = field(default_factory=list)
     evictions: int = 0
     place: Placement | None = None
+    scheduler: Scheduler = field(default_factory=simulated_scheduler)
     _sequence: dict[str, int] = field(default_factory=dict)
     # Each pod's object as created, for its controller to re-create it after an eviction.
     bodies: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)
+    # The scheduler's view of each pod (workload and DaemonSet), and the join order of nodes.
+    sched_pods: dict[Key, SchedPod] = field(default_factory=dict)
+    daemon_pods: set[Key] = field(default_factory=set)
+    joined: dict[str, int] = field(default_factory=dict)
 
     # --- nodes ------------------------------------------------------------------------------
 
@@ -145,7 +227,8 @@ class SimulatedCluster:
         for asg in self.asgs:
             self.aws.create_asg(asg.name, asg.min, asg.max, asg.desired,
                                 instance_type=asg.instance_type,
-                                availability_zones=(asg.availability_zone,))
+                                availability_zones=(asg.availability_zone,),
+                                launch_template_id=fleet_template_id(self.groups, asg.name))
             for instance in sorted(self.aws.instances(asg.name), key=lambda i: i["InstanceId"]):
                 self.first_seen[instance["InstanceId"]] = now - asg.boot_delay
         self.reconcile_instances(now)
@@ -176,6 +259,14 @@ class SimulatedCluster:
                         {GPU_RESOURCE: str(gpus)} if gpus else None))
                     self.node_of_instance[instance_id] = name
                     self.node_asg[name] = asg
+                    self.joined[name] = len(self.joined)
+                    for daemonset in asg.daemonsets:
+                        body = daemonset_pod_body(daemonset, name, now)
+                        self.kube.create("pods", copy.deepcopy(body),
+                                         namespace=DAEMONSET_NAMESPACE)
+                        key = (DAEMONSET_NAMESPACE, body["metadata"]["name"])
+                        self.sched_pods[key] = sched_pod(body)
+                        self.daemon_pods.add(key)
         for instance_id, name in list(self.node_of_instance.items()):
             if instance_id not in live:
                 del self.node_of_instance[instance_id]
@@ -193,6 +284,7 @@ class SimulatedCluster:
         duration = arrival.duration if isinstance(arrival, Wave) else arrival.duration_s
         self.kube.create("pods", copy.deepcopy(body), namespace=POD_NAMESPACE)
         self.bodies[(POD_NAMESPACE, name)] = body
+        self.sched_pods[(POD_NAMESPACE, name)] = sched_pod(body, SIMULATED_WORKLOADS)
         self.pods[(POD_NAMESPACE, name)] = PodLife(POD_NAMESPACE, name, now, duration, now)
 
     def complete(self, now: float) -> None:
@@ -204,54 +296,53 @@ class SimulatedCluster:
                 self.kube.delete("pods", life.name, life.namespace)
 
     def schedule(self, now: float) -> None:
-        """Bind pending pods first-fit, oldest node first; evict pods of vanished nodes."""
+        """Bind pending pods as the scheduler model decides; evict pods of vanished nodes and
+        delete their DaemonSet pods."""
         nodes = sorted(self.nodes(), key=lambda n: (n.created_unix_seconds, n.name))
         self._record_terminations(nodes, now)
         by_name = {node.name: node for node in nodes}
-        free = {node.name: [node.cpu_allocatable_milli, node.memory_allocatable_bytes]
-                for node in nodes}
-        free_other = {node.name: dict(node.extended_allocatable) for node in nodes}
-        pending: list[tuple[PodLife, PodRecord]] = []
         listed = self.kube.list("pods")
         if self._recreate_evicted({(raw["metadata"]["namespace"], raw["metadata"]["name"])
                                    for raw in listed}, now):
             listed = self.kube.list("pods")
+        bound: dict[Key, str] = {}
+        pending: list[QueuedPod] = []
+        records: dict[Key, PodRecord] = {}
         for raw in listed:
             pod = pod_record(_decoded(raw))
-            life = self.pods.get((pod.namespace, pod.name))
-            if pod.node_name and pod.node_name not in by_name and life is not None:
-                self._evict(life, now)
-                pod = msgspec.structs.replace(pod, node_name="")
+            key = (pod.namespace, pod.name)
+            life = self.pods.get(key)
+            if pod.node_name and pod.node_name not in by_name:
+                if key in self.daemon_pods:  # PodGC deletes the pods of a deleted node
+                    self.kube.delete("pods", pod.name, pod.namespace)
+                    self.daemon_pods.discard(key)
+                    continue
+                if life is not None:
+                    self._evict(life, now)
+                    pod = msgspec.structs.replace(pod, node_name="")
             if pod.node_name:
-                room = free[pod.node_name]
-                room[0] -= pod.cpu_request_milli
-                room[1] -= pod.memory_request_bytes
-                take_extended(free_other[pod.node_name], pod.extended_requests)
+                if key not in self.sched_pods:  # a pod someone else created: it counts too
+                    self.sched_pods[key] = sched_pod(raw, SIMULATED_WORKLOADS)
+                bound[key] = pod.node_name
             elif pod.phase == "Pending" and life is not None:
-                pending.append((life, pod))
-        pending.sort(key=lambda item: (item[0].arrival, item[0].name))
-        ready = [node for node in nodes if node.ready and not node.unschedulable]
-        for life, pod in pending:
-            feasible = [node for node in ready if fits_constraints(pod, node)
-                        and free[node.name][0] >= pod.cpu_request_milli
-                        and free[node.name][1] >= pod.memory_request_bytes
-                        and fits_extended(pod.extended_requests, free_other[node.name])]
-            # First fit by node age, unless a placement (the scheduler extender) ranks them.
-            target = self.place(pod, feasible, now) if self.place and feasible else \
-                next(iter(feasible), None)
+                pending.append(queued(key, self.sched_pods[key], life))
+                records[key] = pod
+        # The informer saw the nodes in the order they joined.
+        self.scheduler.sync_nodes(sorted(nodes, key=lambda n: self.joined.get(n.name, -1)))
+        self.scheduler.sync_pods(bound, self.sched_pods.__getitem__)
+        decisions = (place_queue(self.scheduler, pending, self.place, records.__getitem__, now)
+                     if self.place else self.scheduler.schedule_queue(pending))
+        for key, target in decisions:
+            life = self.pods[key]
             if target is None:
                 if not life.marked_unschedulable:
                     self._set_pod_status(life, "Pending", scheduled=False)
                     life.marked_unschedulable = True
                 continue
-            free[target.name][0] -= pod.cpu_request_milli
-            free[target.name][1] -= pod.memory_request_bytes
-            take_extended(free_other[target.name], pod.extended_requests)
-            self.kube.patch("pods", life.name, {"spec": {"nodeName": target.name}},
-                            life.namespace)
+            self.kube.patch("pods", life.name, {"spec": {"nodeName": target}}, life.namespace)
             self._set_pod_status(life, "Running", scheduled=True)
             life.pending_seconds += now - life.pending_since
-            life.bound_at, life.node = now, target.name
+            life.bound_at, life.node = now, target
         self.last_nodes = by_name
 
     def _set_pod_status(self, life: PodLife, phase: str, scheduled: bool) -> None:

@@ -12,7 +12,14 @@ faults an operator meets, and so the actions:
   change happened but the client never hears of it (the "lost answer");
 * `delay`: wait `delay_seconds`, then serve normally;
 * `hang`: accept and never answer, until the client gives up (its read timeout) or the server
-  stops; the server's shutdown releases a hung request by dropping it.
+  stops; the server's shutdown releases a hung request by dropping it;
+* `freeze` (servers that stream, the fake Kubernetes API's watches): every matching response
+  streaming when the rule is set (up to `count`) sends nothing more, its connection held open,
+  until the client closes it or the server stops: a watch behind a load balancer that forgot
+  the flow. Requests made later pass (the rule is spent as it is set). For a freeze of whole
+  TCP connections, idle ones included, see `fakes.freezing_proxy`;
+* `rewrite`: serve the request, then replace `find` with `replace` in the answer's body (an
+  answer the real server gives and the fake does not: EC2 status checks that fail, say).
 
 Dropping needs the connection itself, which ASGI does not expose: uvicorn's h11 protocol passes
 its request cycle's bound `receive`, whose cycle holds the asyncio transport.
@@ -24,19 +31,20 @@ import asyncio
 import contextlib
 import re
 import threading
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import AsyncIterable, AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 import orjson
 from starlette.requests import Request
-from starlette.responses import Response
+from starlette.responses import Response, StreamingResponse
 
 ADMIN_PATH = "/_faults"
-ACTIONS = ("status", "drop", "apply_then_drop", "delay", "hang")
+ACTIONS = ("status", "drop", "apply_then_drop", "delay", "hang", "freeze", "rewrite")
+STREAM_ACTIONS = frozenset({"freeze"})  # only for a server whose answers stream
 _MATCH_FIELDS = ("method", "path", "path_prefix", "path_regex", "operation")
 _FIELDS = frozenset({*_MATCH_FIELDS, "action", "count", "status", "code", "message",
-                     "delay_seconds"})
+                     "delay_seconds", "find", "replace"})
 
 
 class FaultSpecError(ValueError):
@@ -69,6 +77,8 @@ class Fault:
     code: str = ""
     message: str = ""
     delay_seconds: float = 0.0
+    find: str = ""
+    replace: str = ""
     fired: int = 0
     _pattern: re.Pattern[str] | None = field(default=None, repr=False)
 
@@ -97,10 +107,13 @@ class Fault:
             shown.update(status=self.status, code=self.code, message=self.message)
         if self.action == "delay":
             shown["delay_seconds"] = self.delay_seconds
+        if self.action == "rewrite":
+            shown.update(find=self.find, replace=self.replace)
         return shown
 
 
-def _check_spec(spec: Mapping[str, Any], match_fields: frozenset[str]) -> dict[str, Any]:
+def _check_spec(spec: Mapping[str, Any], match_fields: frozenset[str],
+                streams: bool = False) -> dict[str, Any]:
     """The rule's fields, type-checked: every mistake would otherwise silently never match."""
     unknown = sorted(set(spec) - _FIELDS)
     if unknown:
@@ -110,14 +123,16 @@ def _check_spec(spec: Mapping[str, Any], match_fields: frozenset[str]) -> dict[s
         raise FaultSpecError(f"this server cannot match on {unsupported}; it matches on "
                              f"{sorted(match_fields)}")
     action = spec.get("action")
-    if action not in ACTIONS:
-        raise FaultSpecError(f"action: {action!r} is not one of {list(ACTIONS)}")
+    actions = [name for name in ACTIONS if streams or name not in STREAM_ACTIONS]
+    if action not in actions:
+        raise FaultSpecError(f"action: {action!r} is not one of {actions}")
     count = spec.get("count", 1)
     if count is not None and (isinstance(count, bool) or not isinstance(count, int)
                               or count < 1):
         raise FaultSpecError(f"count: {count!r} must be a positive integer, or null for every "
                              "matching request")
-    for name in ("method", "path", "path_prefix", "path_regex", "operation", "code", "message"):
+    for name in ("method", "path", "path_prefix", "path_regex", "operation", "code", "message",
+                 "find", "replace"):
         if name in spec and not isinstance(spec[name], str):
             raise FaultSpecError(f"{name}: {spec[name]!r} must be a string")
     status = spec.get("status", 500)
@@ -128,6 +143,8 @@ def _check_spec(spec: Mapping[str, Any], match_fields: frozenset[str]) -> dict[s
         raise FaultSpecError(f"delay_seconds: {delay!r} must be a number of seconds in 0..3600")
     if action == "delay" and not delay:
         raise FaultSpecError("action delay needs delay_seconds")
+    if action == "rewrite" and not spec.get("find"):
+        raise FaultSpecError("action rewrite needs find (the text to replace)")
     checked = dict(spec)
     checked["method"] = str(spec.get("method", "*")).upper()
     if "path_regex" in spec:
@@ -150,8 +167,11 @@ class FaultInjector:
     def __init__(self, match_fields: frozenset[str],
                  describe: Callable[[Request], Awaitable[RequestInfo]],
                  error_response: Callable[[Fault, RequestInfo], Response],
-                 observe: Callable[[RequestInfo, Fault | None], None] | None = None) -> None:
+                 observe: Callable[[RequestInfo, Fault | None], None] | None = None, *,
+                 streams: bool = False) -> None:
         self.match_fields = match_fields
+        self.streams = streams  # its answers may stream (watches): `freeze` applies
+        self._open_streams: set[_OpenStream] = set()
         self._observe = observe
         self._describe = describe
         self._error_response = error_response
@@ -172,11 +192,17 @@ class FaultInjector:
         """Add one rule from its JSON form (as `POST /_faults` takes it)."""
         if not isinstance(spec, Mapping):
             raise FaultSpecError(f"a fault is a JSON object, not {type(spec).__name__}")
-        checked = _check_spec(spec, self.match_fields)
+        checked = _check_spec(spec, self.match_fields, self.streams)
         with self._lock:
             fault = Fault(id=self._next_id, **checked)
             self._next_id += 1
             self._faults.append(fault)
+            if fault.action == "freeze":  # acts now, on what streams now
+                for stream in self._open_streams:
+                    if not stream.frozen and fault.matches(stream.info):
+                        stream.frozen = True
+                        fault.fired += 1
+                self._fired.notify_all()
         return fault
 
     def clear(self) -> list[Fault]:
@@ -193,7 +219,7 @@ class FaultInjector:
         """The first rule matching `request`, counted as fired; None when none matches."""
         with self._lock:
             for fault in self._faults:
-                if fault.matches(request):
+                if fault.action not in STREAM_ACTIONS and fault.matches(request):
                     fault.fired += 1
                     self._fired.notify_all()
                     return fault
@@ -239,12 +265,17 @@ class FaultInjector:
         if self._observe is not None:
             self._observe(info, fault)
         if fault is None:
-            return await serve(request)
+            response = await serve(request)
+            if self.streams and isinstance(response, StreamingResponse):
+                response.body_iterator = self._freezable(info, response.body_iterator)
+            return response
         if fault.action == "status":
             return self._error_response(fault, info)
         if fault.action == "delay":
             await self._wait_released(fault.delay_seconds)
             return await serve(request)
+        if fault.action == "rewrite":
+            return _rewritten(await serve(request), fault)
         if fault.action == "apply_then_drop":
             response = await serve(request)
             await drop_connection(request)
@@ -254,6 +285,27 @@ class FaultInjector:
             await self._hang(request)
         await drop_connection(request)
         return Response(status_code=204)  # not sent either
+
+    async def _freezable(self, info: RequestInfo, chunks: AsyncIterable[Any]
+                         ) -> AsyncIterator[Any]:
+        """The response's chunks, until a `freeze` rule takes this stream: then the chunk in
+        hand and all after it are held, and the connection stays open until the client closes
+        it (Starlette then cancels this) or the server stops."""
+        stream = _OpenStream(info)
+        with self._lock:
+            self._open_streams.add(stream)
+        try:
+            async for chunk in chunks:
+                if stream.frozen:
+                    await self._wait_released(None)
+                    return
+                yield chunk
+        finally:
+            with self._lock:
+                self._open_streams.discard(stream)
+            close = getattr(chunks, "aclose", None)
+            if close is not None:  # the server's own stream ends (a watch unregisters)
+                await close()
 
     async def _wait_released(self, seconds: float | None) -> None:
         """Sleep `seconds` (None: forever) or until `release()`, whichever comes first."""
@@ -300,11 +352,30 @@ class FaultInjector:
             for spec in specs:  # all or nothing: check every rule before adding any
                 if not isinstance(spec, Mapping):
                     raise FaultSpecError(f"a fault is a JSON object, not {spec!r}")
-                _check_spec(spec, self.match_fields)
+                _check_spec(spec, self.match_fields, self.streams)
             added = [self.add_spec(spec) for spec in specs]
         except FaultSpecError as error:
             return _json({"error": str(error)}, 400)
         return _json({"faults": [fault.to_json() for fault in added]}, 201)
+
+
+def _rewritten(response: Response, fault: Fault) -> Response:
+    """The answer with `fault.find` replaced in its body (a streamed answer passes as is)."""
+    body = getattr(response, "body", None)
+    if not isinstance(body, bytes):
+        return response
+    headers = {key: value for key, value in response.headers.items()
+               if key.lower() != "content-length"}
+    return Response(body.replace(fault.find.encode(), fault.replace.encode()),
+                    status_code=response.status_code, headers=headers)
+
+
+@dataclass(eq=False)
+class _OpenStream:
+    """A response streaming now, and whether a `freeze` rule took it."""
+
+    info: RequestInfo
+    frozen: bool = False
 
 
 def _json(body: Any, status: int = 200) -> Response:

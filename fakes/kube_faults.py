@@ -5,6 +5,7 @@ A rule matches the HTTP method and the URL path (exact, prefix or regular expres
     POST /_faults {"method": "PUT", "path": "/apis/coordination.k8s.io/v1/namespaces/kube-system/
                    leases/elevator-batch", "action": "apply_then_drop"}
     POST /_faults {"method": "GET", "path": "/api/v1/pods", "action": "hang", "count": null}
+    POST /_faults {"path_prefix": "/api/", "action": "freeze", "count": null}  # open watches
 
 A `status` rule answers with a `Status` object, as the API server does for its own errors
 (429 carries `Retry-After`). See `fakes.faults` for the actions.
@@ -56,4 +57,4 @@ def _status(fault: Fault, request: RequestInfo) -> Response:
 def kube_faults() -> FaultInjector:
     """The fault rules of one fake API server."""
     return FaultInjector(frozenset({"method", "path", "path_prefix", "path_regex"}),
-                         _describe, _status)
+                         _describe, _status, streams=True)

@@ -16,15 +16,15 @@ the same call sequences on both):
 * the cloud side is `tasks.adapters.cloud.AsgClient` on moto: SetDesiredCapacity clamped into
   [MinSize, MaxSize] against a fresh description and not sent when unchanged, instances
   launched at once, terminating an instance removes it and decrements the desired capacity,
-  Escalator's MinSize refusals. Instance ids are deterministic (`i-` and a counter), unlike
-  moto's random ones.
+  Escalator's MinSize refusals; a one-shot group's fleets as `fakes.memory_asg` says.
+  Instance ids are deterministic (`i-` and a counter), unlike moto's random ones.
 """
 
 from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from typing import Any
 
 import msgspec
@@ -39,6 +39,7 @@ from fakes.kube_api.policy import (
     eviction_blocked_by,
     pdb_status,
 )
+from fakes.memory_asg import FleetInstance, MemoryAsg, MemoryFleet, subnet_of
 from tasks.adapters.cloud import instance_id_from_provider_id, termination_plan, unique_batch
 from tasks.core.api_objects import Taint
 from tasks.core.errors import CloudError, EvictionBlocked, InputError, LeaseConflict
@@ -76,24 +77,6 @@ class _Lease:
     resource_version: str
 
 
-@dataclass
-class MemoryAsg:
-    """An Auto Scaling Group as moto keeps it: instances in launch order."""
-
-    name: str
-    min_size: int
-    max_size: int
-    desired: int
-    instance_type: str
-    zones: tuple[str, ...]
-    tags: dict[str, str] = field(default_factory=dict)
-    instances: list[AsgInstance] = field(default_factory=list)
-
-    def record(self) -> AutoScalingGroup:
-        return AutoScalingGroup(self.name, self.min_size, self.max_size, self.desired,
-                                tuple(self.instances), instances_known=True)
-
-
 class MemoryWorld:
     """The object store of the fast simulation (see the module docstring)."""
 
@@ -107,6 +90,7 @@ class MemoryWorld:
         self.config_maps: dict[Key, dict[str, str]] = {}
         self.asgs: dict[str, MemoryAsg] = {}
         self.terminated_instances: set[str] = set()  # EC2 state "terminated"
+        self.fleet_instances: dict[str, FleetInstance] = {}  # launched by fleets, any state
         self._instance_counter = 0
         self._pod_order: list[Key] | None = []
         self._node_order: list[str] | None = []
@@ -211,22 +195,28 @@ class MemoryWorld:
     def create_asg(self, name: str, min_size: int, max_size: int, desired: int,
                    instance_type: str = "m5.large",
                    availability_zones: tuple[str, ...] = ("us-east-1a",),
-                   tags: dict[str, str] | None = None) -> MemoryAsg:
+                   tags: dict[str, str] | None = None,
+                   launch_template_id: str = "") -> MemoryAsg:
         """As `FakeAws.create_asg`: the ASG and its `desired` instances, started at once."""
         asg = MemoryAsg(name, min_size, max_size, 0, instance_type, availability_zones,
-                        dict(tags or {}))
+                        dict(tags or {}), launch_template_id=launch_template_id,
+                        subnets=tuple(subnet_of(zone) for zone in availability_zones)
+                        if launch_template_id else ())
         self.asgs[name] = asg
         self.set_desired(asg, desired)
         return asg
+
+    def next_instance_id(self) -> str:
+        self._instance_counter += 1
+        return f"i-{self._instance_counter:017x}"
 
     def set_desired(self, asg: MemoryAsg, desired: int) -> None:
         """moto's SetDesiredCapacity: launch or remove (oldest first) to match, no clamp."""
         with self.lock:
             asg.desired = desired
             while len(asg.instances) < desired:
-                self._instance_counter += 1
                 zone = asg.zones[len(asg.instances) % len(asg.zones)]
-                asg.instances.append(AsgInstance(f"i-{self._instance_counter:017x}", zone))
+                asg.instances.append(AsgInstance(self.next_instance_id(), zone))
             while len(asg.instances) > desired:
                 self.terminated_instances.add(asg.instances.pop(0).instance_id)
             self.cloud_version += 1
@@ -409,7 +399,7 @@ class MemoryKube:
 
 
 @dataclass
-class MemoryCloud:
+class MemoryCloud(MemoryFleet):
     """`tasks.adapters.ports.CloudActions` on a `MemoryWorld`, with `AsgClient`'s answers on moto."""
 
     world: MemoryWorld

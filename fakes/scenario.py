@@ -32,6 +32,7 @@ from tasks.core.errors import InputError, join_location
 from tasks.core.instance_types import INSTANCE_TYPES
 from tasks.core.quantity import cpu_milli, memory_bytes
 from tasks.node_group_file import LoadedConfig, load_node_groups, parse_node_groups
+from tasks.scheduler.profiles import DEFAULT_PROFILE, ProfileName
 
 # What the kubelet and system daemons keep for themselves (allocatable = capacity - reserve).
 RESERVED_CPU_MILLI = 100
@@ -82,6 +83,18 @@ class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
 
+DNS_LABEL = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
+
+
+class DaemonSetSpec(_Strict):
+    """A DaemonSet whose pod runs on every node of the ASG from the moment it joins: its
+    requests take room the workload cannot use (Escalator counts no DaemonSet pod, §5.3)."""
+
+    name: str = Field(min_length=1, max_length=63, pattern=DNS_LABEL)
+    cpu: CpuQuantity
+    memory: MemoryQuantity
+
+
 class AsgSpec(_Strict):
     """A simulated Auto Scaling Group and the Nodes its instances become."""
 
@@ -93,6 +106,7 @@ class AsgSpec(_Strict):
     node_labels: dict[str, str] = {}
     boot_delay: Seconds = 60.0
     availability_zone: str = "us-east-1a"
+    daemonsets: list[DaemonSetSpec] = []
 
     @field_validator("instance_type")
     @classmethod
@@ -109,11 +123,32 @@ class AsgSpec(_Strict):
                              f"max {self.max}")
         return self
 
+    @model_validator(mode="after")
+    def daemonsets_fit_a_node(self) -> AsgSpec:
+        names = Counter(daemonset.name for daemonset in self.daemonsets)
+        repeated = sorted(name for name, count in names.items() if count > 1)
+        if repeated:
+            raise ValueError(f"daemonsets: {', '.join(map(repr, repeated))} given more than "
+                             "once")
+        cpu, memory = self.daemonset_requests
+        cpu_room, memory_room = self.allocatable
+        if cpu > cpu_room or memory > memory_room:
+            raise ValueError(f"daemonsets request {cpu}m CPU and {memory} bytes of memory, "
+                             f"more than a {self.instance_type} node offers ({cpu_room}m, "
+                             f"{memory_room} bytes): their pods would never run")
+        return self
+
     @property
     def allocatable(self) -> tuple[int, int]:
         """(milli-CPU, bytes) a node of this group offers to pods."""
         vcpu, gib = INSTANCE_TYPES[self.instance_type]
         return vcpu * 1000 - RESERVED_CPU_MILLI, gib * 2**30 - RESERVED_MEMORY_BYTES
+
+    @property
+    def daemonset_requests(self) -> tuple[int, int]:
+        """(milli-CPU, bytes) the DaemonSet pods take on each node of this group."""
+        return (sum(cpu_milli(d.cpu) for d in self.daemonsets),
+                sum(memory_bytes(d.memory) for d in self.daemonsets))
 
 
 class Toleration(_Strict):
@@ -150,6 +185,8 @@ class Wave(_Strict):
     name: str = ""
     # Requests besides cpu and memory, e.g. {"nvidia.com/gpu": "1"}.
     extended: dict[str, MemoryQuantity] = {}
+    # spec.priority, a PriorityClass's value: the scheduler takes higher priorities first.
+    priority: StrictInt = Field(default=0, ge=-2_147_483_648, le=1_000_000_000)
 
 
 class TracePod(_Strict):
@@ -166,6 +203,14 @@ def _path_or_mapping(value: Any) -> Any:
                                   and all(isinstance(key, str) for key in value)):
         return value
     raise ValueError("a path or a mapping of node groups")
+
+
+class SchedulerSpec(_Strict):
+    """How the simulated kube-scheduler places pods (tasks/scheduler): `default` is
+    kube-scheduler v1.35's default profile (spreading, LeastAllocated), `most-allocated` the same
+    packing nodes (MostAllocated), `first-fit` the oldest node that fits (earlier simulations)."""
+
+    profile: ProfileName = DEFAULT_PROFILE
 
 
 class Scenario(_Strict):
@@ -185,6 +230,8 @@ class Scenario(_Strict):
     placement: Literal["first-fit", "target-load-packing", "load-variation-risk-balancing"] = \
         "first-fit"
     target_utilization: StrictInt = Field(default=40, gt=0, le=100)
+    # The scheduler's profile; its random tie-break is seeded from `seed`.
+    scheduler: SchedulerSpec = SchedulerSpec()
     # Pods use a share of their requests: drawn per pod in [mean - spread, mean + spread].
     usage_mean: float = Field(default=0.6, ge=0, le=100)
     usage_spread: float = Field(default=0.3, ge=0, le=100)
@@ -423,6 +470,15 @@ def _unlabelled_asgs(scenario: Scenario, config: LoadedConfig) -> list[tuple[str
                          f"{found} {wanted}, the label of node group {group.name!r}, so the "
                          "group never has a node"))
     return problems
+
+
+def with_profile(loaded: LoadedScenario, profile: str | None) -> LoadedScenario:
+    """The same scenario under another scheduler profile (None: as it says)."""
+    if profile is None or profile == loaded.scenario.scheduler.profile:
+        return loaded
+    scenario = loaded.scenario.model_copy(update={
+        "scheduler": SchedulerSpec.model_validate({"profile": profile})})
+    return LoadedScenario(scenario, loaded.config, loaded.source, loaded.arrivals)
 
 
 def perturbed(loaded: LoadedScenario, seed: int, jitter: float = 0.2) -> LoadedScenario:

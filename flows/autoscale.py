@@ -30,31 +30,43 @@ from tasks.adapters.kube_cache import ClusterCache, process_cache
 from tasks.cluster_autoscaler.config import ClusterAutoscalerConfig
 from tasks.core.errors import InputError, redacted
 from tasks.core.lease_state import DEFAULT_LEASE_NAMESPACE
-from tasks.core.step import Runner, run_as_task
+from tasks.core.step import Runner, run_as_task, run_plain
 from tasks.escalator.config import NodeGroupConfig
 from tasks.node_group_file import load_node_groups
 from tasks.steps.node_groups import Adapters, GroupResult
 from tasks.steps.report import FAILED, outcome_line, outcome_tags, publish_tick
-from tasks.steps.source import CachedSource, LiveSource, TickSource
+from tasks.steps.source import CachedSource, CacheReading, LiveSource, TickSource, cache_freshness
 
 prefect_compat.install()  # Prefect 3.8.8's heartbeat join costs each flow run up to 1 s
 CACHE_SYNC_SECONDS = 60.0  # how long a tick waits for a starting cache before listing itself
+
+
+def tick_source(run: Runner, adapters: Adapters, groups: Sequence[NodeGroupConfig],
+                cache: ClusterCache | None) -> tuple[TickSource, CacheReading | None]:
+    """Where a live tick reads the cluster: `cache` (pods, nodes, budgets) when the process
+    keeps one of this cluster, dated first (`cache_freshness`: a kind past the bound is
+    refreshed, or listed); else lists. The reading goes on the tick's report."""
+    if cache is None:
+        return LiveSource(adapters), None
+    if not cache.wait_synced(CACHE_SYNC_SECONDS):  # still listing after a start or a 410
+        get_logger(__name__).warning("watch cache not synced: the tick lists the cluster")
+        return LiveSource(adapters), None
+    # Dating a fresh cache is memory, no task run; a stale one is reconnected or listed (I/O).
+    stale = cache.stale_kinds(cache.freshness())
+    reading = (run if stale else run_plain)(cache_freshness, cache)
+    return CachedSource(cache, adapters, tuple(groups), frozenset(reading.listed)), reading
 
 
 def live_tick(
     run: Runner, adapters: Adapters, groups: Sequence[NodeGroupConfig], now: float,
     dry_run: bool = False, load_watcher_url: str | None = None,
     cluster_autoscaler: ClusterAutoscalerConfig | None = None,
-    cache: ClusterCache | None = None,
+    cache: ClusterCache | None = None, source: TickSource | None = None,
 ) -> list[GroupResult]:
     """The tick read from and acted on through `adapters` (a dry run acts on nothing); read
-    from `cache` (pods, nodes, budgets) when the process keeps one of this cluster."""
-    source: TickSource = LiveSource(adapters)
-    if cache is not None:
-        if cache.wait_synced(CACHE_SYNC_SECONDS):
-            source = CachedSource(cache, adapters, tuple(groups))
-        else:  # still listing after a start or a 410: this tick lists for itself
-            get_logger(__name__).warning("watch cache not synced: the tick lists the cluster")
+    from `source`, else as `tick_source` chooses."""
+    if source is None:
+        source, _ = tick_source(run, adapters, groups, cache)
     return tick(run, source, None if dry_run else adapters, groups, now,
                 load_watcher_url=load_watcher_url, cluster_autoscaler=cluster_autoscaler)
 
@@ -132,11 +144,13 @@ def _tick(nodegroups: str, now: datetime | None, dry_run: bool, lease_namespace:
     config = load_node_groups(nodegroups)
     moment = (now.replace(tzinfo=now.tzinfo or UTC) if now else datetime.now(UTC)).timestamp()
     adapters = make_adapters(kubeconfig, lease_namespace, aws_credentials_block)
+    source, reading = tick_source(run_as_task, adapters, config.node_groups,
+                                  process_cache(kubeconfig))
     results = live_tick(run_as_task, adapters, config.node_groups, moment, dry_run,
-                        load_watcher_url, config.cluster_autoscaler, process_cache(kubeconfig))
+                        load_watcher_url, config.cluster_autoscaler, source=source)
     logger = get_run_logger()
     try:
-        publish_tick(run_as_task, results, pushgateway, dry_run)
+        publish_tick(run_as_task, results, pushgateway, dry_run, reading)
     except OSError as error:  # the tick has acted: an unreachable Pushgateway is no failure of it
         logger.warning("metrics not pushed to %s: %s", redacted(pushgateway or ""), error)
     for result in results:  # a group with nothing to do is in the state message alone

@@ -20,7 +20,7 @@ from typing import Any, Literal, Protocol
 import yaml
 
 from fakes.aws import FakeAws
-from fakes.cluster import PodLife, SimulatedCluster, Termination
+from fakes.cluster import PodLife, SimulatedCluster, Termination, simulated_scheduler
 from fakes.kube_api.server import FakeKubeApi
 from fakes.load import SimulatedMetricsProvider
 from fakes.pod_metrics import PodMetricsServer
@@ -153,8 +153,8 @@ def fast_mode_problems(loaded: LoadedScenario, prefect: bool = False) -> list[st
     if loaded.scenario.placement != "first-fit":
         problems.append(join_location(
             loaded.source, "placement", f"{loaded.scenario.placement!r} needs the load "
-            "watcher and the scheduler extender over HTTP: the fast mode places first-fit "
-            "only (run without --fast)"))
+            "watcher and the scheduler extender over HTTP, which the fast mode does not run "
+            "(run without --fast)"))
     for index, group in enumerate(loaded.config.node_groups):
         if group.scale_down_selection == "least_loaded":
             problems.append(join_location(
@@ -175,8 +175,8 @@ def simulate(loaded: LoadedScenario, prefect: bool = False,
 
     `mode="http"` (the default) runs the world over the fake API server and moto, the tick
     through the real clients; `mode="memory"` runs the same tick on the in-memory world
-    (`fakes.memory_world`), with identical tick records, for first-fit scenarios without
-    `--prefect` (`fast_mode_problems` says why not, as an InputError).
+    (`fakes.memory_world`), with identical tick records, for scenarios without load-aware
+    placement or `--prefect` (`fast_mode_problems` says why not, as an InputError).
     """
     scenario = loaded.scenario
     groups = loaded.config.node_groups
@@ -189,14 +189,18 @@ def simulate(loaded: LoadedScenario, prefect: bool = False,
         if problems:
             raise InputError(problems)
         memory = MemoryCluster(MemoryWorld(), scenario.asgs, groups,
-                               loaded.config.cluster_autoscaler)
+                               loaded.config.cluster_autoscaler,
+                               scheduler=simulated_scheduler(scenario.scheduler.profile,
+                                                             scenario.seed))
         memory.create_asgs(start)
         return _run(loaded, memory, on_tick, on_step)
     with tempfile.TemporaryDirectory(prefix="elevator-sim-") as scratch, \
             FakeKubeApi() as kube, FakeAws() as aws, aws.environment():
         # moto keeps its state in process-wide globals: a simulation starts from an empty cloud.
         aws.reset()
-        cluster = SimulatedCluster(kube, aws, scenario.asgs, groups)
+        cluster = SimulatedCluster(kube, aws, scenario.asgs, groups,
+                                   scheduler=simulated_scheduler(scenario.scheduler.profile,
+                                                                 scenario.seed))
         cluster.create_asgs(start)
         kubeconfig = kube.write_kubeconfig(Path(scratch) / "kubeconfig")
         nodegroups = Path(scratch) / "nodegroups.yaml"
@@ -266,6 +270,7 @@ def _run(loaded: LoadedScenario, world: _Driver, on_tick: Observer | None,
                                        and life.completed_at is None else 0.0)
                for life in lives]
     result.summary = {
+        "scheduler_profile": scenario.scheduler.profile,
         "node_seconds": round(node_seconds, 3),
         "lower_bound_node_seconds": round(lower_bound_node_seconds, 3),
         "pending_pod_seconds": round(sum(pending), 3),
@@ -290,12 +295,15 @@ def _fewest_nodes(requested: Mapping[str, Sequence[int]], groups: Sequence[NodeG
     """The fewest nodes whose allocatable covers the requests of the pods present, per group.
 
     A fluid bound (requests may be split across nodes), summed over groups, within each ASG's
-    MinSize and MaxSize, which no autoscaler may go beyond.
+    MinSize and MaxSize, which no autoscaler may go beyond. A node offers its allocatable less
+    what its DaemonSet pods take.
     """
     total = 0
     for group in groups:
         asg = asgs[group.cloud_provider_group_name]
         cpu, memory = asg.allocatable
+        daemon_cpu, daemon_memory = asg.daemonset_requests
+        cpu, memory = max(cpu - daemon_cpu, 1), max(memory - daemon_memory, 1)
         requested_cpu, requested_memory = requested[group.name]
         needed = max(math.ceil(requested_cpu / cpu), math.ceil(requested_memory / memory))
         total += min(max(needed, asg.min), asg.max)

@@ -13,29 +13,36 @@ from __future__ import annotations
 import heapq
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import msgspec
 
 from fakes.cluster import (
+    DAEMONSET_NAMESPACE,
     POD_NAMESPACE,
+    SIMULATED_WORKLOADS,
     PodLife,
     Termination,
     _decoded,
+    daemonset_pod_body,
     node_for_instance,
     pod_body,
+    queued,
+    simulated_scheduler,
 )
+from fakes.memory_asg import fleet_template_id
 from fakes.memory_world import Key, MemoryCloud, MemoryKube, MemoryWorld
 from fakes.scenario import AsgSpec, TracePod, Wave
 from tasks.cluster_autoscaler.config import ClusterAutoscalerConfig
 from tasks.cluster_autoscaler.templates import GPU_RESOURCE
 from tasks.core.instance_types import instance_gpus
 from tasks.core.records import NodeRecord, PodRecord, node_record, pod_record
-from tasks.core.scheduling import fits_constraints, fits_extended
 from tasks.escalator.config import NodeGroupConfig
 from tasks.escalator.decide import taint_time
 from tasks.escalator.filter_nodes import classify_nodes, pods_by_group
+from tasks.scheduler.cycle import Scheduler
+from tasks.scheduler.objects import SchedPod, sched_pod
 from tasks.steps.node_groups import Adapters
 
 
@@ -47,6 +54,7 @@ class MemoryCluster:
     asgs: Sequence[AsgSpec]
     groups: Sequence[NodeGroupConfig]
     cluster_autoscaler: ClusterAutoscalerConfig | None = None
+    scheduler: Scheduler = field(default_factory=simulated_scheduler)
     pods: dict[Key, PodLife] = field(default_factory=dict)
     first_seen: dict[str, float] = field(default_factory=dict)
     node_of_instance: dict[str, str] = field(default_factory=dict)
@@ -57,8 +65,11 @@ class MemoryCluster:
     _sequence: dict[str, int] = field(default_factory=dict)
     # Each pod as created, to re-create it after an eviction, and the groups it belongs to.
     _created: dict[Key, PodRecord] = field(default_factory=dict)
-    _templates: dict[tuple[Any, ...], tuple[PodRecord, tuple[str, ...]]] = field(
+    _templates: dict[tuple[Any, ...], tuple[PodRecord, SchedPod, tuple[str, ...]]] = field(
         default_factory=dict)
+    _sched: dict[Key, SchedPod] = field(default_factory=dict)  # the scheduler's view
+    _daemons_on: dict[str, list[Key]] = field(default_factory=dict)  # DaemonSet pods by node
+    _joined: dict[str, int] = field(default_factory=dict)  # join order of nodes
     _pod_groups: dict[Key, tuple[str, ...]] = field(default_factory=dict)
     _requested: dict[str, list[int]] = field(default_factory=dict)  # group -> [cpu, memory]
     _pending: dict[Key, None] = field(default_factory=dict)  # unbound pods, arrival order
@@ -69,7 +80,6 @@ class MemoryCluster:
     _cloud_seen: int = -1
     _next_join: float = math.inf
     _nodes_seen: int = -1
-    _ready: list[NodeRecord] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         self.world.on_evicted = self._evicted_by_api
@@ -83,7 +93,8 @@ class MemoryCluster:
         for asg in self.asgs:
             self.world.create_asg(asg.name, asg.min, asg.max, asg.desired,
                                   instance_type=asg.instance_type,
-                                  availability_zones=(asg.availability_zone,))
+                                  availability_zones=(asg.availability_zone,),
+                                  launch_template_id=fleet_template_id(self.groups, asg.name))
             for instance in self.world.asgs[asg.name].instances:
                 self.first_seen[instance.instance_id] = now - asg.boot_delay
         self.reconcile_instances(now)
@@ -122,12 +133,23 @@ class MemoryCluster:
                     self.world.put_node(node_record(_decoded(raw)))
                     self.node_of_instance[instance_id] = name
                     self.node_asg[name] = asg
+                    self._joined[name] = len(self._joined)
+                    self._start_daemonsets(asg, name, now)
                 else:
                     self._next_join = min(self._next_join, seen + asg.boot_delay)
         for instance_id, name in list(self.node_of_instance.items()):
             if instance_id not in live:
                 del self.node_of_instance[instance_id]
                 self.world.remove_node(name)  # unless the autoscaler deleted it itself
+
+    def _start_daemonsets(self, asg: AsgSpec, node_name: str, now: float) -> None:
+        """A pod of each of the ASG's DaemonSets on the node that just joined, bound."""
+        for daemonset in asg.daemonsets:
+            body = daemonset_pod_body(daemonset, node_name, now)
+            key = (DAEMONSET_NAMESPACE, body["metadata"]["name"])
+            self.world.put_pod(pod_record(_decoded(body)))
+            self.scheduler.bind(key, sched_pod(body), node_name)
+            self._daemons_on.setdefault(node_name, []).append(key)
 
     # --- pods -------------------------------------------------------------------------------
 
@@ -140,18 +162,22 @@ class MemoryCluster:
                  tuple(sorted(node_selector.items())),
                  tuple((t.key, t.operator, t.value, t.effect) for t in arrival.tolerations)
                  if isinstance(arrival, Wave) else (),
-                 tuple(sorted(arrival.extended.items())) if isinstance(arrival, Wave) else ())
+                 tuple(sorted(arrival.extended.items())) if isinstance(arrival, Wave) else (),
+                 arrival.priority if isinstance(arrival, Wave) else 0)
         known = self._templates.get(shape)
         if known is None:
-            template = pod_record(_decoded(pod_body(name, arrival, node_selector, now)))
-            known = template, tuple(group for group, members in
-                                    pods_by_group([template], self.groups).items() if members)
+            body = pod_body(name, arrival, node_selector, now)
+            template = pod_record(_decoded(body))
+            known = template, sched_pod(body, SIMULATED_WORKLOADS), tuple(
+                group for group, members in pods_by_group([template], self.groups).items()
+                if members)
             self._templates[shape] = known
         key = (POD_NAMESPACE, name)
         record = msgspec.structs.replace(known[0], name=name, uid=f"uid-{name}")
         self._created[key] = record
+        self._sched[key] = replace(known[1], name=name)
         self._order[key] = len(self._order)
-        self._pod_groups[key] = known[1]
+        self._pod_groups[key] = known[2]
         self.pods[key] = PodLife(POD_NAMESPACE, name, now, duration, now)
         self._add(key, record)
 
@@ -171,7 +197,10 @@ class MemoryCluster:
             requested[1] -= record.memory_request_bytes
 
     def _evicted_by_api(self, key: Key, record: PodRecord) -> None:
+        if key not in self._pod_groups:
+            return  # not a workload pod (CA leaves DaemonSet pods alone)
         self._removed(key, record)
+        self.scheduler.unbind(key)
         self._evicted.append(key)
 
     def complete(self, now: float) -> None:
@@ -183,6 +212,7 @@ class MemoryCluster:
             if life.completed_at is not None or life.bound_at != bound_at:
                 continue  # evicted since: this binding never ran to its end
             life.completed_at = now
+            self.scheduler.unbind(key)
             gone = self.world.delete_pod(key)
             if gone is not None:
                 self._removed(key, gone)
@@ -190,7 +220,8 @@ class MemoryCluster:
                 self._on_node.get(life.node, {}).pop(key, None)
 
     def schedule(self, now: float) -> None:
-        """Bind pending pods first-fit, oldest node first; evict pods of vanished nodes."""
+        """Bind pending pods as the scheduler model decides; evict pods of vanished nodes and
+        delete their DaemonSet pods."""
         world = self.world
         vanished: list[str] = []
         if world.node_version != self._nodes_seen:
@@ -199,55 +230,39 @@ class MemoryCluster:
             by_name = {node.name: node for node in nodes}
             vanished = [name for name in self.last_nodes if name not in by_name]
             self._record_terminations(vanished, now)
-            self._ready = [node for node in nodes if node.ready and not node.unschedulable]
             self.last_nodes = by_name
+            # The informer saw the nodes in the order they joined.
+            self.scheduler.sync_nodes(sorted(nodes, key=lambda n: self._joined.get(n.name, -1)))
         self._recreate_evicted(now)
         unbound_now: set[Key] = set()
         for name in vanished:
+            for key in self._daemons_on.pop(name, ()):  # PodGC: pods of a deleted node
+                world.delete_pod(key)
             for key in sorted(self._on_node.pop(name, {})):
                 if key in world.pods:
                     self._evict(self.pods[key], now)
                     unbound_now.add(key)  # listed as Running this step: pending from the next
         if not self._pending:
             return
-        lives = self.pods
-        pending = sorted((key for key in self._pending if key not in unbound_now),
-                         key=lambda key: (lives[key].arrival, key[1]))
-        used, used_extended, ready = world.used, world.used_extended, self._ready
-        failed: set[tuple[Any, ...]] = set()  # room only shrinks within a step
-        for key in pending:
+        lives, sched = self.pods, self._sched
+        decisions = self.scheduler.schedule_queue(
+            queued(key, sched[key], lives[key]) for key in self._pending
+            if key not in unbound_now)
+        for key, target in decisions:
             life = lives[key]
             pod = world.pods[key]
-            shape = (pod.cpu_request_milli, pod.memory_request_bytes, pod.extended_requests,
-                     id(self._created[key].node_selector), pod.tolerations,
-                     pod.required_node_terms)
-            target = None
-            if shape not in failed:
-                for node in ready:
-                    room = used.get(node.name)
-                    cpu, memory = (room[0], room[1]) if room else (0, 0)
-                    if (node.cpu_allocatable_milli - cpu >= pod.cpu_request_milli
-                            and node.memory_allocatable_bytes - memory
-                            >= pod.memory_request_bytes
-                            and fits_constraints(pod, node)
-                            and (not pod.extended_requests or fits_extended(
-                                pod.extended_requests, _free_extended(
-                                    node, used_extended.get(node.name))))):
-                        target = node
-                        break
             if target is None:
-                failed.add(shape)
                 if not life.marked_unschedulable:
                     world.put_pod(msgspec.structs.replace(
                         pod, phase="Pending", scheduled=False, unschedulable=True))
                     life.marked_unschedulable = True
                 continue
-            world.put_pod(msgspec.structs.replace(pod, node_name=target.name, phase="Running",
+            world.put_pod(msgspec.structs.replace(pod, node_name=target, phase="Running",
                                                   scheduled=True, unschedulable=False))
             del self._pending[key]
             life.pending_seconds += now - life.pending_since
-            life.bound_at, life.node = now, target.name
-            self._on_node.setdefault(target.name, {})[key] = None
+            life.bound_at, life.node = now, target
+            self._on_node.setdefault(target, {})[key] = None
             if life.duration is not None:
                 heapq.heappush(self._completions,
                                (life.bound_at + life.duration, self._order[key], key, now))
@@ -313,8 +328,9 @@ class MemoryCluster:
         """`flows.simulation._tick_record`'s line, from the world's state."""
         nodes = self.world.node_list()
         counts = {group.name: [0, 0] for group in self.groups}  # pending, running
+        groups_of = self._pod_groups
         for key, pod in self.world.pods.items():
-            for name in self._pod_groups[key]:
+            for name in groups_of.get(key, ()):
                 counts[name][1 if pod.node_name else 0] += 1
         by_name = {outcome["name"]: outcome for outcome in outcomes}
         record: dict[str, Any] = {"t": round(offset, 3), "node_groups": {}}
@@ -344,13 +360,6 @@ class MemoryCluster:
     def requested(self) -> Mapping[str, Sequence[int]]:
         """Each group's requested (milli-CPU, bytes) of the pods present, pending or bound."""
         return self._requested
-
-
-def _free_extended(node: NodeRecord, used: Mapping[str, int] | None) -> dict[str, int]:
-    free = dict(node.extended_allocatable)
-    for name, amount in (used or {}).items():
-        free[name] = free.get(name, 0) - amount
-    return free
 
 
 def _round(value: float | None) -> float | None:

@@ -24,6 +24,15 @@ from flows.cluster_autoscaler import (
     scale_down_unneeded,
     scale_up_unschedulable,
 )
+from flows.fleet import (
+    earlier_fleet_in_flight,
+    earlier_fleet_message,
+    scale_up_in_one_shot,
+    stopped_by_failures,
+    stopped_message,
+    sweep_earlier_fleet,
+    tag_node_groups,
+)
 from tasks.cluster_autoscaler.config import ClusterAutoscalerConfig
 from tasks.cluster_autoscaler.drain import DrainPlan, RemovalInputs, pods_on_nodes, safe_plan
 from tasks.cluster_autoscaler.unneeded import EscalatorTick
@@ -127,23 +136,34 @@ def _tick_group(
         plan = adjust(plan)
     if actuator is None:
         return GroupResult(plan, "dry run", asg=asg)
+    # An earlier tick's fleet that never reported back (flows/fleet.py).
+    plan, swept = sweep_earlier_fleet(run, actuator, group, plan, state, now)
+    done = ActionsDone(fleet_terminated_instances=swept)
     if not needs_claim(plan, state):
-        return GroupResult(plan, "nothing to do", asg=asg)
+        return GroupResult(plan, "nothing to do", done, asg=asg)
+    one_shot = group.aws.one_shot and plan.cloud_increase > 0 and not plan.dry_mode
+    if one_shot and stopped_by_failures(group, plan, state):
+        return GroupResult(plan, "failed", done, message=stopped_message(group), asg=asg)
+    if one_shot and plan.next_state.fleet_claim:  # its claim must not be overwritten
+        waiting = earlier_fleet_in_flight(group, state, now)
+        return GroupResult(plan, "nothing to do" if waiting else "failed", done, asg=asg,
+                           message=earlier_fleet_message(state, waiting))
     # Claim the tick: a concurrent tick that read the same Lease version now gets a 409.
     namespace = actuator.lease_namespace
-    claimed = replace(plan.next_state, resource_version=state.resource_version,
-                      claim=uuid.uuid4().hex)
+    token = uuid.uuid4().hex
+    claimed = replace(plan.next_state, resource_version=state.resource_version, claim=token,
+                      fleet_claim=token if one_shot else plan.next_state.fleet_claim)
     try:
         written = run(write_lock, actuator.kube, namespace, group.name, claimed, now)
     except LeaseConflict as conflict:
         return GroupResult(plan, "lost race", message=str(conflict), asg=asg)
     lags = _registration_lags(run, actuator, plan, nodes, now)
     # A step with nothing to do is not called: no task run records that it did nothing.
-    done = run(taint_and_remove, actuator, plan, asg, nodes, now) \
-        if plan.taint or plan.delete else ActionsDone()
+    if plan.taint or plan.delete:
+        done = done.merged(run(taint_and_remove, actuator, plan, asg, nodes, now))
     try:
         if plan.untaint or plan.cloud_increase:
-            done = done.merged(run(untaint_or_increase, actuator, plan, asg))
+            done = done.merged(run(untaint_or_increase, actuator, plan, asg, one_shot))
     except Exception as error:
         if plan.cloud_increase and not is_retryable(error):
             # Escalator takes the lock only after the cloud accepted the increase: the cloud
@@ -152,6 +172,11 @@ def _tick_group(
             released = replace(written, lock=state.lock, claim=uuid.uuid4().hex)
             run(write_lock, actuator.kube, namespace, group.name, released, now)
         raise
+    if one_shot:  # the increase is an EC2 Fleet, attached to the ASG (flows/fleet.py)
+        done, failure = scale_up_in_one_shot(run, actuator, group, plan, written, state.lock,
+                                             now, done)
+        if failure:
+            return GroupResult(plan, "failed", done, message=failure, asg=asg)
     return GroupResult(plan, "acted", done, asg=asg, registration_lags_seconds=lags)
 
 
@@ -195,16 +220,23 @@ def tick(
     # task run (nothing to retry, nothing outside the process to record). A tick a minute keeps
     # its task runs in the Prefect database until its retention: an idle tick from the cache
     # records the two reads that leave the process, the ASGs and the Leases (issue 27).
-    read = run_plain if isinstance(source, CachedSource) else run
-    pods = read(collect_pods, source)
-    nodes = read(collect_nodes, source)
+    def read(kind: str) -> Runner:
+        """Plainly, a kind the cache serves; as a task run, a kind listed (live, or listed for
+        this tick because its watch went silent: `CachedSource.live_kinds`)."""
+        cached = isinstance(source, CachedSource) and kind not in source.live_kinds
+        return run_plain if cached else run
+
+    pods = read("pods")(collect_pods, source)
+    nodes = read("nodes")(collect_nodes, source)
     asgs = run(describe_node_groups, source, [g.cloud_provider_group_name for g in groups])
+    if actuator is not None:  # Escalator's addASGTags (at each tick, not at registration)
+        tag_node_groups(run, actuator.cloud, groups, asgs)
     grouped = pods_of_groups(source, pods, groups)
     group_pods = decided_pods(source, pods, groups, grouped)
     group_nodes = nodes_by_group(nodes, groups)
     removal = None
     if ca is not None:
-        budgets = read(collect_pdbs, source)
+        budgets = read("poddisruptionbudgets")(collect_pdbs, source)
         removal = RemovalInputs(nodes, pods_on_nodes(pods), budgets, ca.scale_down.drain)
 
     names = [group.name for group in groups]

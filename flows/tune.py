@@ -12,15 +12,18 @@ judged workload by workload: no pod waits longer than with the file as it is (or
    the file and the local search's best, for the Pareto front and what lies farther away.
 
 Trials go out in batches, each batch a task run: on Prefect's default task runner, or on a Dask
-cluster (`DaskTaskRunner`) when the search is big. The chosen setting is the one with the fewest
-node-seconds that stays within the limits on seeds of their own, and it is judged again,
+cluster (`DaskTaskRunner`) when the search is big. The scenario is read and checked once, here;
+the batches carry the loaded workload (its node groups, ASGs and every arrival), not its path:
+a Dask worker is another machine, with no such file. On Dask the workload is scattered to every
+worker once (`share_workload`), and each batch names it. The chosen setting is the one with the
+fewest node-seconds that stays within the limits on seeds of their own, and it is judged again,
 against the file as it was, on seeds the search never saw.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
@@ -31,6 +34,7 @@ from pydantic import Field
 
 from tasks.core.output_files import write_atomically
 from tasks.escalator.config import NodeGroupConfig
+from tasks.scheduler.profiles import ProfileName
 from tasks.tuning.space import (
     KNOB_STEPS,
     Evaluation,
@@ -55,28 +59,72 @@ VALIDATION_SEEDS_START = 501  # to choose among the best trials
 HELD_OUT_SEEDS_START = 1001  # to judge the choice: never seen by the search or the choice
 
 
-def evaluate(scenario_path: str, knobs: Mapping[str, Mapping[str, object]],
-             seeds: Sequence[int]) -> Evaluation:
-    """One configuration over the seeds' workloads (fast simulation, no Prefect per tick)."""
-    from fakes.scenario import LoadedScenario, load_scenario, perturbed
+Profiles = Sequence[str] | None  # scheduler profiles to judge under (None: the scenario's)
+
+
+def evaluate_by_profile(loaded: LoadedScenario, knobs: Mapping[str, Mapping[str, object]],
+                        seeds: Sequence[int], profiles: Profiles = None) -> dict[str, Evaluation]:
+    """One configuration over the seeds' workloads under each scheduler profile (fast
+    simulation, no Prefect per tick)."""
+    from fakes.scenario import LoadedScenario, perturbed, with_profile
     from flows.simulation import simulate
 
-    loaded = load_scenario(scenario_path)
     groups = apply_knobs(loaded.config.node_groups, knobs)
     config = dataclasses.replace(loaded.config, node_groups=tuple(groups))
-    summaries = []
-    for seed in seeds:
-        drawn = perturbed(loaded, seed)
-        summaries.append(simulate(LoadedScenario(drawn.scenario, config, drawn.source,
-                                                 drawn.arrivals), mode="memory").summary)
-    return combine(summaries)
+    judged = {}
+    for profile in profiles or (loaded.scenario.scheduler.profile,):
+        summaries = []
+        for seed in seeds:
+            drawn = perturbed(loaded, seed)
+            run = with_profile(LoadedScenario(drawn.scenario, config, drawn.source,
+                                              drawn.arrivals), profile)
+            summaries.append(simulate(run, mode="memory").summary)
+        judged[profile] = combine(summaries)
+    return judged
+
+
+def evaluate(loaded: LoadedScenario, knobs: Mapping[str, Mapping[str, object]],
+             seeds: Sequence[int], profiles: Profiles = None) -> Evaluation:
+    """One configuration over the seeds' workloads, under each profile: every (profile, seed)
+    is one workload, so the limits hold under each profile on each seed, and the node-seconds
+    are the mean over them (the sum over profiles, up to a constant)."""
+    return merged(evaluate_by_profile(loaded, knobs, seeds, profiles).values())
+
+
+def merged(evaluations: Iterable[Evaluation]) -> Evaluation:
+    """Evaluations of the same seeds under several profiles as one over all their runs."""
+    judged = list(evaluations)
+    return Evaluation(sum(e.node_seconds for e in judged) / len(judged),
+                      sum(e.pending_pod_seconds for e in judged) / len(judged),
+                      tuple(wait for e in judged for wait in e.longest_waits),
+                      tuple(cut for e in judged for cut in e.pods_cut_short))
 
 
 @task(name="evaluate-trials", cache_policy=NO_CACHE, persist_result=False)
-def evaluate_batch(scenario_path: str, batch: list[Knobs],
-                   seeds: list[int]) -> list[dict[str, float]]:
-    """A batch of trials, one after the other (a batch is one task run: worth a round trip)."""
-    return [evaluate(scenario_path, knobs, seeds).to_json() for knobs in batch]
+def evaluate_batch(workload: LoadedScenario, batch: list[Knobs], seeds: list[int],
+                   profiles: list[str] | None = None) -> list[dict[str, float]]:
+    """A batch of trials, one after the other (a batch is one task run: worth a round trip).
+    `workload` is the loaded scenario itself; on Dask, the future `share_workload` scattered,
+    which Dask resolves to the copy already on the worker."""
+    return [evaluate(workload, knobs, seeds, profiles).to_json() for knobs in batch]
+
+
+def share_workload(loaded: LoadedScenario) -> Any:
+    """What the batches pass as their workload: on the flow's Dask task runner, a future of the
+    loaded scenario scattered to every worker once (`broadcast`; a worker that joins later
+    fetches it from a peer), so a batch carries a key, not a trace of a million rows; on any
+    other task runner the object itself, which stays in this process."""
+    from prefect.context import FlowRunContext
+
+    context = FlowRunContext.get()
+    try:
+        from prefect_dask.task_runners import DaskTaskRunner
+    except ImportError:  # without the `tune` extra's Dask there is no Dask runner
+        return loaded
+    if context is None or not isinstance(context.task_runner, DaskTaskRunner):
+        return loaded
+    return context.task_runner.client.scatter(  # type: ignore[no-untyped-call]
+        loaded, broadcast=True, hash=False)
 
 
 @dataclass
@@ -88,6 +136,9 @@ class TuneResult:
     chosen: Knobs | None = None
     default_held_out: Evaluation | None = None
     tuned_held_out: Evaluation | None = None
+    # the scheduler profiles judged under, and the held-out figures under each
+    profiles: tuple[str, ...] = ()
+    held_out_by_profile: dict[str, tuple[Evaluation, Evaluation]] = field(default_factory=dict)
 
     @property
     def front(self) -> list[int]:
@@ -103,26 +154,40 @@ class TuneResult:
             1 - after.node_seconds / before.node_seconds
         return {"trials": len(self.trials),
                 "feasible": sum(1 for _, _, ok in self.trials if ok),
+                "scheduler_profiles": list(self.profiles),
                 "default_held_out": before.to_json() if before else None,
                 "tuned_held_out": after.to_json() if after else None,
-                "node_seconds_saved": saved}
+                "node_seconds_saved": saved,
+                "held_out_by_profile": {
+                    profile: {"default_held_out": file.to_json(),
+                              "tuned_held_out": tuned.to_json(),
+                              "node_seconds_saved": saved_share(file, tuned)}
+                    for profile, (file, tuned) in self.held_out_by_profile.items()}}
 
 
-def search(scenario_path: str, groups: Sequence[NodeGroupConfig], trials: int, batch: int,
+def saved_share(before: Evaluation, after: Evaluation) -> float | None:
+    """The share of node-seconds the tuned setting saves (None when the file used none)."""
+    return None if before.node_seconds == 0 else 1 - after.node_seconds / before.node_seconds
+
+
+def search(loaded: LoadedScenario, groups: Sequence[NodeGroupConfig], trials: int, batch: int,
            parallel: int, seeds: list[int], held_out: list[int], validation: list[int],
            max_pending_seconds: float,
            run_batches: Callable[[list[list[Knobs]]], list[list[dict[str, float]]]],
-           seed: int = 0, on_round: Callable[[int], None] | None = None) -> TuneResult:
+           seed: int = 0, on_round: Callable[[int], None] | None = None,
+           profiles: Sequence[str] = ()) -> TuneResult:
     """The local search from the file (`refine`), then rounds of TPE (ask, evaluate in
-    batches, tell); then choose (`choose`) and judge on the held-out seeds."""
+    batches, tell); then choose (`choose`) and judge on the held-out seeds. With `profiles`,
+    every setting is judged under each scheduler profile (`evaluate`); `run_batches` must
+    judge them so too."""
     import optuna
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     default = {group.name: current_knobs(group) for group in groups}
-    baseline = evaluate(scenario_path, default, seeds)
+    baseline = evaluate(loaded, default, seeds, profiles)
     limits = limits_of(baseline, max_pending_seconds)
 
-    result = TuneResult(tuple(groups))
+    result = TuneResult(tuple(groups), profiles=tuple(profiles))
     result.trials.append((default, baseline, baseline.within(limits)))
 
     def run(settings: list[Knobs]) -> list[Evaluation]:
@@ -163,9 +228,15 @@ def search(scenario_path: str, groups: Sequence[NodeGroupConfig], trials: int, b
                 trial.set_constraint(name, excess)
             study.tell(trial, [evaluation.node_seconds, evaluation.pending_pod_seconds])
         done += size
-    result.chosen = choose(scenario_path, result, default, validation, max_pending_seconds)
-    result.default_held_out = evaluate(scenario_path, default, held_out)
-    result.tuned_held_out = evaluate(scenario_path, result.chosen, held_out)
+    result.chosen = choose(loaded, result, default, validation, max_pending_seconds,
+                           profiles=profiles)
+    file_by_profile = evaluate_by_profile(loaded, default, held_out, profiles)
+    tuned_by_profile = evaluate_by_profile(loaded, result.chosen, held_out, profiles)
+    result.default_held_out = merged(file_by_profile.values())
+    result.tuned_held_out = merged(tuned_by_profile.values())
+    result.profiles = tuple(file_by_profile)
+    result.held_out_by_profile = {profile: (file_by_profile[profile], tuned_by_profile[profile])
+                                  for profile in file_by_profile}
     return result
 
 
@@ -203,9 +274,9 @@ def refine(groups: Sequence[NodeGroupConfig], start: Knobs, start_evaluation: Ev
     return best, best_evaluation
 
 
-def choose(scenario_path: str, result: TuneResult, default: Knobs,
+def choose(loaded: LoadedScenario, result: TuneResult, default: Knobs,
            validation: list[int], max_pending_seconds: float = 0.0,
-           candidates: int = 20) -> Knobs:
+           candidates: int = 20, profiles: Sequence[str] = ()) -> Knobs:
     """The cheapest setting within the limits, checked on seeds of its own: the
     `candidates` cheapest within the limits are replayed on `validation`, and the cheapest there
     within the limits on every seed wins (the file itself if none is).
@@ -224,9 +295,9 @@ def choose(scenario_path: str, result: TuneResult, default: Knobs,
         distinct.setdefault(evaluation, knobs)
     if not distinct:
         return default
-    reference = evaluate(scenario_path, default, validation)
+    reference = evaluate(loaded, default, validation, profiles)
     limits = limits_of(reference, max_pending_seconds)
-    checked = [(knobs, evaluate(scenario_path, knobs, validation))
+    checked = [(knobs, evaluate(loaded, knobs, validation, profiles))
                for knobs in list(distinct.values())[:candidates]]
     keeping = [(k, e) for k, e in checked
                if e.within(limits) and e.node_seconds < reference.node_seconds]
@@ -270,21 +341,25 @@ progress: Callable[[int], None] | None = None
 
 def tune(scenario: str, trials: int = 100, batch: int = 4, parallel: int = 2, seeds: int = 8,
          held_out_seeds: int = 5, max_pending_seconds: float = 0.0,
-         seed: int = 0) -> dict[str, Any]:
+         seed: int = 0, profiles: list[str] | None = None) -> dict[str, Any]:
     """The search's body: run as the `tune` flow (`tune_flow`), on Dask by `make_flow`."""
     from fakes.scenario import load_scenario
 
-    loaded = load_scenario(scenario)
+    loaded = load_scenario(scenario)  # here, where the path means something; once
+    workload = share_workload(loaded)
     search_seeds = seeds_from(SEARCH_SEEDS_START, seeds)
     held_out = seeds_from(HELD_OUT_SEEDS_START, held_out_seeds)
+    judged = list(profiles or [loaded.scenario.scheduler.profile])
 
     def run_batches(batches: list[list[Knobs]]) -> list[list[dict[str, float]]]:
-        futures = [evaluate_batch.submit(scenario, chunk, search_seeds) for chunk in batches]
+        futures = [evaluate_batch.submit(workload, chunk, search_seeds, judged)
+                   for chunk in batches]
         return [future.result() for future in futures]
 
     validation = seeds_from(VALIDATION_SEEDS_START, seeds)
-    result = search(scenario, loaded.config.node_groups, trials, batch, parallel, search_seeds,
-                    held_out, validation, max_pending_seconds, run_batches, seed, progress)
+    result = search(loaded, loaded.config.node_groups, trials, batch, parallel, search_seeds,
+                    held_out, validation, max_pending_seconds, run_batches, seed, progress,
+                    profiles=judged)
     _publish(result)
     return {"result": result, **result.summary()}
 
@@ -299,11 +374,14 @@ def tune_flow(scenario: str, trials: Annotated[int, Field(ge=1, le=100_000)] = 1
               held_out_seeds: Annotated[int, Field(ge=1, le=100)] = 5,
               max_pending_seconds: Annotated[float, Field(ge=0.0, allow_inf_nan=False)] = 0.0,
               seed: Annotated[int, Field(ge=0, le=MAX_SEED)] = 0,
-              dask_address: str | None = None) -> dict[str, Any]:
+              dask_address: str | None = None,
+              profiles: list[ProfileName] | None = None,
+              ) -> dict[str, Any]:
     """Search the node groups' Escalator knobs on a scenario's workload (a deployment).
 
     Args:
-        scenario: Path of the scenario file on the worker (its node-group file is the start).
+        scenario: Path of the scenario file where the flow runs (its node-group file is the
+            start); read once there, and its workload sent to the task runs.
         trials: How many settings to try.
         batch: Trials per task run.
         parallel: Task runs at once.
@@ -312,11 +390,14 @@ def tune_flow(scenario: str, trials: Annotated[int, Field(ge=1, le=100_000)] = 1
         max_pending_seconds: The longest a pod may wait (0: no worse than the file as it is).
         seed: The optimiser's seed.
         dask_address: A Dask scheduler (tcp://host:8786) to run the batches on; empty: here.
+        profiles: Scheduler profiles to judge every setting under (within the limits under
+            each; node-seconds summed over them); empty: the scenario's own.
     """
     options: dict[str, Any] = {
         "scenario": scenario, "trials": trials, "batch": batch, "parallel": parallel,
         "seeds": seeds, "held_out_seeds": held_out_seeds,
-        "max_pending_seconds": max_pending_seconds, "seed": seed}
+        "max_pending_seconds": max_pending_seconds, "seed": seed,
+        "profiles": list(dict.fromkeys(profiles)) if profiles else None}
     answer = (make_flow(dask_address)(**options) if dask_address else tune(**options))
     result = answer["result"]
     return {"result": result, **result.summary(), "chosen": result.chosen}
@@ -402,16 +483,15 @@ def tuned_file(path: Path, original: str, result: TuneResult) -> Path:
     if len(lines) == 1:
         lines[0] = (f"# Tuned by `elevator tune` ({len(result.trials)} trials): no setting tried "
                     "stayed within the limits with fewer node-seconds; the file is as it was.")
-    if result.default_held_out and result.tuned_held_out:
-        before, after = result.default_held_out, result.tuned_held_out
+    for profile, (before, after) in result.held_out_by_profile.items():
         lines.append(f"# Held-out seeds: node-seconds {before.node_seconds:.0f} -> "
                      f"{after.node_seconds:.0f}, longest wait {before.max_pending_seconds:.0f}s"
-                     f" -> {after.max_pending_seconds:.0f}s")
+                     f" -> {after.max_pending_seconds:.0f}s (scheduler profile {profile})")
     text = io.StringIO()
     editor.dump(document, text)
     tuned = "\n".join(lines) + "\n" + text.getvalue()
     return write_atomically(path, tuned.encode("utf-8"), "--output")
 
 
-__all__ = ["TuneResult", "evaluate", "make_flow", "node_group_text", "search", "tune",
-           "tune_flow", "tuned_file"]
+__all__ = ["TuneResult", "evaluate", "evaluate_by_profile", "make_flow", "merged",
+           "node_group_text", "saved_share", "search", "tune", "tune_flow", "tuned_file"]

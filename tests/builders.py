@@ -3,6 +3,7 @@ test states only what matters to it."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from typing import Any
 
 from tasks.core.api_objects import Taint
@@ -143,3 +144,142 @@ def api_pod(name: str, namespace: str = "default", *, cpu: str | None = None,
         status["conditions"] = [{"type": "PodScheduled",
                                  "status": "True" if scheduled else "False"}]
     return {"kind": "Pod", "metadata": metadata, "spec": spec, "status": status}
+
+
+@dataclass
+class SteppingClock:
+    """A clock whose sleep moves it on at once (`tasks.adapters.fleet.WaitClock`): a wait with
+    a deadline runs to its end without taking any time."""
+
+    now: float = 0.0
+    sleeps: list[float] = field(default_factory=list)
+
+    def monotonic(self) -> float:
+        return self.now
+
+    def sleep(self, seconds: float) -> None:
+        self.sleeps.append(seconds)
+        self.now += seconds
+
+# --- kube-scheduler's test wrappers (pkg/scheduler/testing/wrappers.go), as API objects --------
+# So the ported scheduler tables read as upstream's: `MakePod().name("p").req({...}).obj()`.
+
+
+class MakePod:
+    """st.MakePod(): each `req` adds a container with those requests, `container` one without."""
+
+    def __init__(self) -> None:
+        self._obj: dict[str, Any] = {"kind": "Pod", "metadata": {},
+                                     "spec": {"containers": []}, "status": {}}
+
+    def name(self, name: str) -> MakePod:
+        self._obj["metadata"]["name"] = name
+        return self
+
+    def namespace(self, namespace: str) -> MakePod:
+        self._obj["metadata"]["namespace"] = namespace
+        return self
+
+    def label(self, key: str, value: str) -> MakePod:
+        self._obj["metadata"].setdefault("labels", {})[key] = value
+        return self
+
+    def node(self, name: str) -> MakePod:
+        self._obj["spec"]["nodeName"] = name
+        return self
+
+    def req(self, requests: dict[str, str]) -> MakePod:
+        containers = self._obj["spec"]["containers"]
+        containers.append({"name": f"con{len(containers)}", "image": "pause",
+                           "resources": {"requests": dict(requests)}})
+        return self
+
+    def container(self, name: str) -> MakePod:
+        self._obj["spec"]["containers"].append({"name": name, "image": "pause"})
+        return self
+
+    def owner_reference(self, name: str, kind: str, api_version: str = "apps/v1") -> MakePod:
+        self._obj["metadata"]["ownerReferences"] = [
+            {"apiVersion": api_version, "kind": kind, "name": name, "uid": f"{name}-uid",
+             "controller": True}]
+        return self
+
+    def node_selector(self, selector: dict[str, str]) -> MakePod:
+        self._obj["spec"]["nodeSelector"] = dict(selector)
+        return self
+
+    def node_affinity_in(self, key: str, values: list[str]) -> MakePod:
+        affinity = self._obj["spec"].setdefault("affinity", {}).setdefault("nodeAffinity", {})
+        affinity["requiredDuringSchedulingIgnoredDuringExecution"] = {"nodeSelectorTerms": [
+            {"matchExpressions": [{"key": key, "operator": "In", "values": values}]}]}
+        return self
+
+    def preferred_node_affinity(self, terms: list[tuple[int, list[tuple[str, list[str]]]]]
+                                ) -> MakePod:
+        """(weight, [(key, values In), ...]) per preferred term."""
+        affinity = self._obj["spec"].setdefault("affinity", {}).setdefault("nodeAffinity", {})
+        affinity["preferredDuringSchedulingIgnoredDuringExecution"] = [
+            {"weight": weight, "preference": {"matchExpressions": [
+                {"key": key, "operator": "In", "values": values} for key, values in exprs]}}
+            for weight, exprs in terms]
+        return self
+
+    def tolerations(self, tolerations: list[dict[str, str]]) -> MakePod:
+        self._obj["spec"]["tolerations"] = tolerations
+        return self
+
+    def spread_constraint(self, max_skew: int, key: str, mode: str,
+                          selector: dict[str, Any] | None, min_domains: int | None = None,
+                          node_affinity_policy: str | None = None,
+                          node_taints_policy: str | None = None,
+                          match_label_keys: list[str] | None = None) -> MakePod:
+        constraint: dict[str, Any] = {"maxSkew": max_skew, "topologyKey": key,
+                                      "whenUnsatisfiable": mode}
+        optional = {"labelSelector": selector, "minDomains": min_domains,
+                    "nodeAffinityPolicy": node_affinity_policy,
+                    "nodeTaintsPolicy": node_taints_policy, "matchLabelKeys": match_label_keys}
+        constraint.update({k: v for k, v in optional.items() if v is not None})
+        self._obj["spec"].setdefault("topologySpreadConstraints", []).append(constraint)
+        return self
+
+    def terminating(self) -> MakePod:
+        self._obj["metadata"]["deletionTimestamp"] = "2026-11-21T10:00:00Z"
+        return self
+
+    def obj(self) -> dict[str, Any]:
+        return self._obj
+
+
+class MakeNode:
+    """st.MakeNode(): capacity and allocatable alike, 32 pods unless given."""
+
+    def __init__(self) -> None:
+        self._obj: dict[str, Any] = {"kind": "Node", "metadata": {"labels": {}}, "spec": {},
+                                     "status": {"capacity": {"pods": "32"},
+                                                "allocatable": {"pods": "32"}}}
+
+    def name(self, name: str) -> MakeNode:
+        self._obj["metadata"]["name"] = name
+        return self
+
+    def label(self, key: str, value: str) -> MakeNode:
+        self._obj["metadata"]["labels"][key] = value
+        return self
+
+    def capacity(self, resources: dict[str, str]) -> MakeNode:
+        merged = {"pods": "32", **resources}
+        self._obj["status"]["capacity"] = dict(merged)
+        self._obj["status"]["allocatable"] = dict(merged)
+        return self
+
+    def taints(self, taints: list[dict[str, str]]) -> MakeNode:
+        self._obj["spec"]["taints"] = taints
+        return self
+
+    def obj(self) -> dict[str, Any]:
+        return self._obj
+
+
+def exists_selector(key: str) -> dict[str, Any]:
+    """st.MakeLabelSelector().Exists(key).Obj()."""
+    return {"matchExpressions": [{"key": key, "operator": "Exists"}]}

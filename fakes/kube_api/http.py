@@ -22,6 +22,11 @@ from fakes.kube_api.tables import _table, _wants_table
 
 log = logging.getLogger(__name__)
 
+# The API server's cacher: a bookmark on a quiet watch about once a minute (bookmarkFrequency),
+# and one 2 s before the watch's timeout (cacheWatcher.nextBookmarkTime).
+BOOKMARK_FREQUENCY_SECONDS = 60.0
+PRE_TIMEOUT_BOOKMARK_SECONDS = 2.0
+
 
 class KubeHttp(KubeStore):
     """Serves the store over the Kubernetes REST API (the `FakeKubeApi` app's handler)."""
@@ -357,6 +362,15 @@ class KubeHttp(KubeStore):
         return orjson.dumps({"type": "BOOKMARK", "object": {
             "kind": rt.kind, "apiVersion": rt.api_version, "metadata": meta}}) + b"\n"
 
+    def _next_bookmark(self, now: float, deadline: float) -> float | None:
+        """When a quiet watch gets its next bookmark, as the API server's cacheWatcher
+        schedules it (nextBookmarkTime, k8s.io/apiserver/pkg/storage/cacher): every
+        `bookmark_interval` (the cacher's bookmarkFrequency, a minute), and 2 s before the
+        watch's timeout, so a client resuming after it starts from a fresh resourceVersion;
+        none once that moment has passed."""
+        at = min(now + self.bookmark_interval, deadline - PRE_TIMEOUT_BOOKMARK_SECONDS)
+        return None if at < now else at
+
     @staticmethod
     def _table_event_encoder(rt: ResourceType, include: str) -> Callable[[bytes, _Rec], bytes]:
         """Watch events for `kubectl get -w`: each object is a one-row Table, and only
@@ -390,7 +404,7 @@ class KubeHttp(KubeStore):
             return
         loop = watcher.loop
         deadline = loop.time() + timeout
-        next_bookmark = loop.time() + self.bookmark_interval
+        next_bookmark = self._next_bookmark(loop.time(), deadline)
         initial_end = initial_events and bookmarks
         bookmark_due = False
         try:
@@ -414,14 +428,15 @@ class KubeHttp(KubeStore):
                     # Every event up to rv_now has been drained, so this bookmark is exact.
                     yield self._bookmark(rt, rv_now)
                     bookmark_due = False
-                    next_bookmark = loop.time() + self.bookmark_interval
+                    next_bookmark = self._next_bookmark(loop.time(), deadline)
                 wait = deadline - loop.time()
-                if bookmarks:
+                if bookmarks and next_bookmark is not None:
                     wait = min(wait, next_bookmark - loop.time())
                 try:
                     await asyncio.wait_for(watcher.wakeup.wait(), max(wait, 0.0))
                 except TimeoutError:
-                    bookmark_due = bookmarks and loop.time() >= next_bookmark
+                    bookmark_due = (bookmarks and next_bookmark is not None
+                                    and loop.time() >= next_bookmark)
         finally:
             with self._lock:
                 self._collections[rt.plural].watchers.discard(watcher)

@@ -12,7 +12,7 @@ import yaml
 from starlette.applications import Starlette
 from starlette.routing import Route
 
-from fakes.kube_api.http import KubeHttp
+from fakes.kube_api.http import BOOKMARK_FREQUENCY_SECONDS, KubeHttp
 from fakes.kube_api.objects import _Collection
 from fakes.kube_api.policy import _VERBS, RecordedRequest, _Fault
 from fakes.kube_api.resources import _BY_PATH, _GROUP_VERSIONS, RESOURCES, TOKEN, Key, ResourceType
@@ -30,7 +30,8 @@ class FakeKubeApi(KubeHttp):
     """
 
     def __init__(self, host: str = "127.0.0.1", port: int = 0, *,
-                 history_size: int = 1000, bookmark_interval: float = 30.0) -> None:
+                 history_size: int = 1000,
+                 bookmark_interval: float = BOOKMARK_FREQUENCY_SECONDS) -> None:
         self.host = host
         self.port = port
         self.history_size = history_size
@@ -110,13 +111,14 @@ class FakeKubeApi(KubeHttp):
                  tb: TracebackType | None) -> None:
         self.stop()
 
-    def write_kubeconfig(self, path: str | Path) -> Path:
-        """Write a kubeconfig (context `fake`, bearer token, TLS checks off) for this server."""
+    def write_kubeconfig(self, path: str | Path, server: str | None = None) -> Path:
+        """Write a kubeconfig (context `fake`, bearer token, TLS checks off) for this server,
+        or for `server` in front of it (a proxy, e.g. `fakes.freezing_proxy`)."""
         target = Path(path)
         config = {
             "apiVersion": "v1",
             "kind": "Config",
-            "clusters": [{"name": "fake", "cluster": {"server": self.url,
+            "clusters": [{"name": "fake", "cluster": {"server": server or self.url,
                                                       "insecure-skip-tls-verify": True}}],
             "users": [{"name": "fake", "user": {"token": TOKEN}}],
             "contexts": [{"name": "fake", "context": {"cluster": "fake", "user": "fake",

@@ -24,6 +24,7 @@ from flows.cli.common import (
 )
 from tasks.core.decode import load_asg_file, load_cluster_files
 from tasks.core.lease_state import DEFAULT_LEASE_NAMESPACE
+from tasks.escalator.config import NodeGroupConfig
 from tasks.escalator.decide import ScalePlan
 from tasks.node_group_file import load_node_groups
 
@@ -46,10 +47,22 @@ def validate(
             f"{group.scale_up_threshold_percent}%, removal "
             f"{group.slow_node_removal_rate}/{group.fast_node_removal_rate}, grace "
             f"{group.soft_delete_grace_period}/{group.hard_delete_grace_period}, cool-down "
-            f"{group.scale_up_cool_down_period}" + (", dry mode" if group.dry_mode else ""),
+            f"{group.scale_up_cool_down_period}" + _one_shot(group)
+            + (", dry mode" if group.dry_mode else ""),
             highlight=False, markup=False, soft_wrap=True)
     console.print(f"{file}: {len(config.node_groups)} node groups, valid", highlight=False,
                   markup=False, soft_wrap=True)
+
+
+def _one_shot(group: NodeGroupConfig) -> str:
+    """How a group with a launch template scales up (Escalator's one-shot, flows/fleet.py)."""
+    options = group.aws
+    if not options.one_shot:
+        return ""
+    types = ", ".join(options.instance_type_overrides) or "the template's type"
+    return (f", scale-up: EC2 Fleet of {options.launch_template_id} version "
+            f"{options.launch_template_version or '(default)'} ({options.lifecycle or 'on-demand'}"
+            f"; {types}), ready within {options.fleet_instance_ready_seconds:g}s")
 
 
 def plans_document(now: float, plans: Sequence[ScalePlan]) -> dict[str, object]:

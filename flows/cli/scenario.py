@@ -37,11 +37,19 @@ def from_prometheus(
     nodegroups: Annotated[Path, typer.Option(help="The Escalator node-group file to tune.")],
     output: Annotated[Path, typer.Option(help="Directory for scenario.yaml and trace.csv.")] =
         Path("scenario-from-prometheus"),
-    instance_type: Annotated[str, typer.Option(help="The ASGs' instance type.")] = "m5.large",
+    instance_type: Annotated[str, typer.Option(help=(
+        "The instance type of a group whose nodes kube-state-metrics gave neither an instance "
+        "type label nor an allocatable for."))] = "m5.large",
 ) -> None:
     """Build a trace scenario from kube-state-metrics series: last week's workload, replayed."""
     from fakes.scenario import MAX_SECONDS
-    from fakes.scenario_import import BadAnswer, read_trace, write_scenario
+    from fakes.scenario_import import BadAnswer, NodeLabelsMissing, read_history
+    from fakes.scenario_import_files import write_scenario
+    from fakes.scenario_import_nodes import (
+        allowlist_flag,
+        ksm_label_name,
+        missing_labels_problem,
+    )
     from tasks.adapters.prometheus import MetricUnavailable, PrometheusMetrics
     from tasks.core.instance_types import INSTANCE_TYPES
     from tasks.node_group_file import load_node_groups
@@ -61,22 +69,37 @@ def from_prometheus(
     config = load_node_groups(nodegroups)
     prometheus = PrometheusMetrics(http_url(url, "--url"))
     try:
-        rows, at_start = read_trace(prometheus, since, until, config.node_groups)
+        history = read_history(prometheus, since, until, config.node_groups, instance_type)
     except (MetricUnavailable, BadAnswer) as error:
         raise InputError([f"--url: {error}"]) from None
-    if not rows:
+    except NodeLabelsMissing as missing:
+        problem = missing_labels_problem(missing.keys, missing.label_names_seen,
+                                         f"between {start} and {end}")
+        raise InputError([f"--url: {problem}"]) from None
+    if not history.rows:
         raise InputError([f"--url: no pod of the node groups in {nodegroups} ran between "
-                          f"{start} and {end} (kube_pod_created, kube_pod_info and "
-                          "kube_node_labels are kube-state-metrics' series)"])
+                          f"{start} and {end}, DaemonSet pods aside (kube_pod_created, "
+                          "kube_pod_info and kube_node_labels are kube-state-metrics' series)"])
     try:
-        path = write_scenario(directory, nodegroups, config.node_groups, rows, at_start,
-                              until - since, instance_type)
+        path = write_scenario(directory, nodegroups, config.node_groups, history,
+                              until - since)
     except OSError as error:  # nothing of this run is left, and what was there stays
         raise InputError([f"--output: cannot write scenario.yaml and trace.csv in "
                           f"{directory}: {error.strerror or error}"]) from None
-    console.print(f"{path}: {len(rows)} pods over {until - since:.0f}s "
-                  f"({', '.join(f'{g}: {n} nodes at the start' for g, n in at_start.items())})",
-                  highlight=False, markup=False, soft_wrap=True)
+    lines = [f"{path}: {len(history.rows)} pods over {until - since:.0f}s"]
+    for name, seen in history.groups.items():
+        pods = seen.per_node_pods
+        each_node = (f"; on each node {len(pods)} DaemonSet pod{'s' * (len(pods) != 1)} "
+                     f"({', '.join(pod.name for pod in pods)}): "
+                     f"{sum(pod.cpu_milli for pod in pods)}m CPU, "
+                     f"{sum(pod.memory_bytes for pod in pods) / 2**20:.0f} MiB") if pods else ""
+        nodes = f"{seen.nodes_at_start} node{'s' * (seen.nodes_at_start != 1)}"
+        unlabelled = (f"; no node carried {ksm_label_name(seen.unlabelled_key)} (if "
+                      "kube-state-metrics does not export it: "
+                      f"{allowlist_flag([seen.unlabelled_key])})") if seen.unlabelled_key else ""
+        lines.append(f"  {name}: {nodes} at the start{unlabelled}; "
+                     f"{seen.node_type.instance_type} {seen.node_type.source}{each_node}")
+    console.print("\n".join(lines), highlight=False, markup=False, soft_wrap=True)
 
 
 app.command("from-prometheus")(reports_input_errors(from_prometheus))

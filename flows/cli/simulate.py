@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import sys
+from enum import StrEnum
 from pathlib import Path
 from typing import Annotated
 
@@ -22,6 +23,14 @@ from flows.cli.common import (
 )
 from tasks.core.errors import InputError
 from tasks.core.output_files import unplottable
+
+
+class SchedulerProfile(StrEnum):
+    """The scheduler profiles a simulation can place pods with (tasks/scheduler/profiles.py)."""
+
+    default = "default"
+    most_allocated = "most-allocated"
+    first_fit = "first-fit"
 
 
 def fake_cluster(
@@ -71,8 +80,11 @@ def simulate(
         "--prefect", help="Run each tick as a real Prefect flow run.")] = False,
     fast: Annotated[bool, typer.Option(
         "--fast", help="The in-memory world instead of the fake API server and moto: the same "
-        "tick and tick records, far quicker; first-fit placement only, not with --prefect.")]
+        "tick and tick records, far quicker; not with load-aware placement or --prefect.")]
         = False,
+    profile: Annotated[SchedulerProfile | None, typer.Option(
+        help="The scheduler profile to place pods with, in place of the scenario's "
+        "`scheduler.profile` (default: kube-scheduler's default profile).")] = None,
 ) -> None:
     """Simulate a workload on the fake cluster with the real tick, on a simulated clock."""
     # A flow run a tick: Prefect's per-task INFO lines would drown the table.
@@ -80,12 +92,12 @@ def simulate(
     from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
 
     require_extra("sim", "moto", *(["matplotlib"] if plot is not None else []))
-    from fakes.scenario import load_scenario
+    from fakes.scenario import load_scenario, with_profile
     from flows.simulation import simulate as run_simulation
 
     if plot is not None and (problem := unplottable(plot, "--plot")):
         raise InputError([problem])  # before the run, which may take minutes
-    loaded = load_scenario(scenario)
+    loaded = with_profile(load_scenario(scenario), profile.value if profile else None)
     print_warnings(loaded.config)
     total = loaded.scenario.duration
     progress = Progress(TextColumn("simulated"), BarColumn(),
@@ -137,6 +149,11 @@ def summary_table(summary: dict[str, object]) -> Table:
     table.add_column("value", justify="right")
     for key, value in summary.items():
         table.add_row(key.replace("_", " "), str(value))
+    if "scheduler_profile" in summary:
+        from tasks.scheduler.profiles import KUBERNETES_VERSION
+
+        table.caption = (f"pods placed by the {summary['scheduler_profile']} profile of the "
+                         f"kube-scheduler {KUBERNETES_VERSION} model")
     return table
 
 

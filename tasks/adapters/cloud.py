@@ -1,9 +1,10 @@
 """The AWS Auto Scaling Group adapter: Escalator's cloud provider (spec §10) on boto3.
 
 Pure I/O: it reads ASGs into `AutoScalingGroup` records and sends the two writes the
-controller needs (SetDesiredCapacity, TerminateInstanceInAutoScalingGroup). Every write first
-re-reads the group, so a Prefect task retry of any method is safe: it re-decides from what AWS
-says now, never from what the failed attempt believed.
+controller needs (SetDesiredCapacity, TerminateInstanceInAutoScalingGroup), and for groups with
+a launch template the EC2 Fleet calls of a one-shot scale-up (`tasks.adapters.fleet`). Every
+write first re-reads the group, so a Prefect task retry of any method is safe: it re-decides
+from what AWS says now, never from what the failed attempt believed.
 
 Every failure is a `CloudError` saying whether retrying can help.
 """
@@ -18,6 +19,7 @@ import boto3
 from botocore.config import Config
 from botocore.exceptions import BotoCoreError, ClientError
 
+from tasks.adapters.fleet import FleetCalls, RealClock, WaitClock
 from tasks.core.errors import CloudError
 from tasks.core.records import AsgInstance, AutoScalingGroup, NodeRecord, describe_to_asgs
 from tasks.core.retry import cloud_call_may_pass
@@ -109,7 +111,7 @@ def _unique(items: Iterable[str]) -> list[str]:
     return list(dict.fromkeys(items))
 
 
-class AsgClient:
+class AsgClient(FleetCalls):
     """Escalator's AWS node-group operations on one autoscaling (and ec2) client."""
 
     def __init__(
@@ -119,12 +121,15 @@ class AsgClient:
         *,
         names_per_call: int = MAX_NAMES_PER_CALL,
         page_size: int = DEFAULT_PAGE_SIZE,
+        clock: WaitClock | None = None,
     ) -> None:
         self.autoscaling = autoscaling
-        # EC2 is read only to tell an instance we already terminated from one of another group.
+        # EC2: to tell an instance we already terminated from one of another group, and the
+        # one-shot scale-up's fleets.
         self.ec2 = ec2
         self.names_per_call = names_per_call
         self.page_size = page_size
+        self.clock: WaitClock = clock or RealClock()  # a fleet's readiness wait runs on it
 
     @classmethod
     def from_environment(

@@ -23,6 +23,7 @@ import orjson
 from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
 
+from tasks.adapters import kube_connections
 from tasks.adapters.kube_pages import PagedList
 from tasks.core.api_objects import OBJECT_DECODER
 from tasks.core.collector import gc_paused
@@ -71,6 +72,7 @@ class TimedApiClient(client.ApiClient):
     def __init__(self, configuration: client.Configuration, request_timeout: Timeouts) -> None:
         super().__init__(configuration)
         self.request_timeout = request_timeout
+        kube_connections.register(self)  # a silent watch drops its idle connections too
 
     def call_api(self, method: Any, url: Any, header_params: Any = None, body: Any = None,
                  post_params: Any = None, _request_timeout: Any = None) -> Any:

@@ -7,6 +7,12 @@ one `ListWatch` (the adapter's one loop: resume from the last resourceVersion, r
 bookmarks), decoded straight into the slim records the tick reads. A tick waits until every
 kind has listed once (`wait_synced`); a process without a cache lists, as before.
 
+The cache owns its freshness (DESIGN.md §7): each kind knows when the server was last heard
+from on its watch (an event, a bookmark, a list, or the answer to a (re)connected watch) and the
+resourceVersion it reached (`freshness`); a silent watch replaces itself (`ListWatch`), and a
+tick that finds a kind older than `freshness_bound_seconds` reconnects it and waits for the
+server's answer before deciding (`refresh`).
+
 The group Leases are not cached: the claim that guards every tick compares resourceVersions,
 and a cached Lease could lag the previous tick's own write by the watch's latency and turn the
 next tick into a lost race. They are read with one GET per group per tick.
@@ -18,7 +24,8 @@ import logging
 import math
 import threading
 import time
-from collections.abc import Callable, Hashable, Iterable
+from collections.abc import Callable, Collection, Hashable, Iterable
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 import msgspec
@@ -28,6 +35,7 @@ from tasks.core.api_objects import OBJECT_DECODER, RawList, RawObject
 from tasks.core.collector import keep_out_of_collections
 from tasks.core.pdb import PodDisruptionBudget, pdb_from_api
 from tasks.core.records import TERMINAL_PHASES, NodeRecord, PodRecord, node_record, pod_record
+from tasks.core.timeouts import watch_limits
 
 log = logging.getLogger(__name__)
 
@@ -46,6 +54,16 @@ def _page_of(fold: Callable[[RawObject], Any], kind: str) -> PageDecoder:
 PodKey = tuple[str, str]  # (namespace, name)
 
 
+@dataclass(frozen=True)
+class KindAge:
+    """How current one kind of the cache is: seconds since the server was last heard from on
+    its watch (None: not listed yet), and the resourceVersion the cache reached."""
+
+    kind: str
+    age_seconds: float | None
+    resource_version: str | None
+
+
 class ClusterCache:
     """Pods, nodes and budgets of a cluster, kept current by watches in daemon threads.
 
@@ -54,10 +72,18 @@ class ClusterCache:
     there.
     """
 
-    def __init__(self, api_client: Any, *, timeout_seconds: int = 300,
-                 page_size: int = 500, retry_seconds: float = 1.0) -> None:
+    def __init__(self, api_client: Any, *, timeout_seconds: int | None = None,
+                 page_size: int = 500, retry_seconds: float = 1.0,
+                 silence_limit_seconds: float | None = None,
+                 freshness_bound_seconds: float | None = None,
+                 clock: Callable[[], float] = time.monotonic) -> None:
         from kubernetes import client
 
+        limits = watch_limits()  # the environment's, checked before any watch starts
+        self.freshness_bound_seconds = (limits.freshness_bound_seconds
+                                        if freshness_bound_seconds is None
+                                        else freshness_bound_seconds)
+        self.clock = clock
         core = client.CoreV1Api(api_client)
         policy = client.PolicyV1Api(api_client)
         self._lock = threading.RLock()
@@ -70,8 +96,11 @@ class ClusterCache:
         self._indexes: dict[Hashable, _Index] = {}
         self.on_pod: Callable[[str, PodRecord], None] | None = None
         self.on_pods_listed: Callable[[list[PodRecord]], None] | None = None
-        options: dict[str, Any] = {"timeout_seconds": timeout_seconds, "page_size": page_size,
-                                   "retry_seconds": retry_seconds}
+        options: dict[str, Any] = {
+            "timeout_seconds": timeout_seconds, "page_size": page_size,
+            "retry_seconds": retry_seconds, "clock": clock,
+            "silence_limit_seconds": (limits.silence_limit_seconds
+                                      if silence_limit_seconds is None else silence_limit_seconds)}
         self.loops = {
             "pods": ListWatch(core.list_pod_for_all_namespaces, "pods", self._pods_listed,
                               self._pod_changed, page_decoder=_page_of(pod_record, "pod"),
@@ -121,6 +150,32 @@ class ClusterCache:
                     remaining = min(remaining, STOP_CHECK_SECONDS)
                 event.wait(None if remaining == math.inf else remaining)
         return True
+
+    # --- how current it is ---------------------------------------------------------------------
+
+    def freshness(self) -> tuple[KindAge, ...]:
+        """Each kind's age and resourceVersion, now."""
+        now = self.clock()
+        return tuple(KindAge(kind, loop.silent_seconds(now), loop.resource_version)
+                     for kind, loop in self.loops.items())
+
+    def stale_kinds(self, ages: Iterable[KindAge]) -> list[str]:
+        """The kinds older than the freshness bound (or never listed)."""
+        return [age.kind for age in ages
+                if age.age_seconds is None or age.age_seconds > self.freshness_bound_seconds]
+
+    def refresh(self, kinds: Collection[str], timeout_seconds: float) -> list[str]:
+        """Replace the watches of `kinds` with new ones from their resourceVersions and wait up
+        to `timeout_seconds` for the server to answer each; returns the kinds it did not.
+
+        A resumed watch, not a list: the server answers with what changed since (what a silent
+        connection held back streams right behind its answer), so a refresh costs a request
+        per kind, not 150,000 pods.
+        """
+        marks = {kind: self.loops[kind].reconnect() for kind in kinds}
+        deadline = time.monotonic() + timeout_seconds
+        return [kind for kind, mark in marks.items()
+                if not self.loops[kind].wait_heard(mark, max(0.0, deadline - time.monotonic()))]
 
     # --- what a tick reads --------------------------------------------------------------------
 
@@ -359,4 +414,4 @@ def process_cache(kubeconfig: str | None = None) -> ClusterCache | None:
     return _PROCESS_CACHE[1]
 
 
-__all__ = ["ClusterCache", "install_process_cache", "process_cache"]
+__all__ = ["ClusterCache", "KindAge", "install_process_cache", "process_cache"]

@@ -17,6 +17,7 @@ from tasks.core.lease_state import GroupState
 from tasks.core.records import ESCALATOR_TAINT_KEY, AutoScalingGroup, NodeRecord, PodRecord
 
 if TYPE_CHECKING:
+    from tasks.adapters.fleet_request import FleetRequest
     from tasks.core.records import AsgTemplateSource
 
 
@@ -68,6 +69,18 @@ class CloudActions(Protocol):
         """EC2's LaunchTime (Unix seconds) of these nodes' instances, by providerID; those EC2
         does not know (or whose providerID names no instance) are left out."""
         ...
+
+    # The one-shot scale-up through EC2 Fleet (`tasks.adapters.fleet.FleetCalls`'s semantics).
+    def launch_fleet(self, request: FleetRequest) -> list[str]: ...
+
+    def wait_until_ready(self, instance_ids: Sequence[str], timeout_seconds: float) -> bool: ...
+
+    def attach_instances(self, asg_name: str, instance_ids: Sequence[str]) -> list[str]: ...
+
+    def terminate_unattached(self, asg_name: str, claim: str, instance_ids: Sequence[str]
+                             ) -> tuple[list[str], list[str]]: ...
+
+    def tag_node_group(self, asg_name: str) -> None: ...
 
 
 __all__ = ["CloudActions", "KubeActions"]

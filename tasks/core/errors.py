@@ -24,6 +24,11 @@ class InputError(Exception):
         self.problems = [one_line(problem) for problem in problems]
         super().__init__("\n".join(self.problems))
 
+    def __reduce__(self) -> tuple[type[InputError], tuple[list[str]]]:
+        # Rebuilt from its problems, not from the joined message (Exception's default): one
+        # raised on a Dask worker came back a problem per character.
+        return InputError, (self.problems,)
+
 
 def shown(value: Any, limit: int = 80) -> str:
     """A value as an error line shows it: short, and never a Python repr that fails."""

@@ -13,12 +13,17 @@ worker sees the same state (DESIGN §2). One `coordination.k8s.io/v1` Lease per 
 | `elevator.io/node-capacity`             | JSON {"cpu_milli", "memory_bytes"}: for scale-from-zero |
 | `elevator.io/scale-lock-desired`        | "before,target": the ASG desired capacity claimed |
 | `elevator.io/claim`                     | a token of the tick that wrote the Lease last         |
+| `elevator.io/fleet-claim`               | the claim token of a fleet not yet reported back     |
+| `elevator.io/fleet-terminate-tries`     | fleets in a row that ended terminating instances (absent: 0) |
 | `elevator.io/last-tick`                 | RFC 3339 time of the tick that wrote the Lease       |
 
 A tick claims the Lease before it acts, so the Lease can say what a tick meant to do although
 the tick never did it (killed, or the cloud's answer lost): the next tick compares the claimed
 desired capacity with the ASG's (`ScaleLock.never_reached_cloud`), and a write whose answer was
-lost is recognised by its claim token when the retry gets 409 (`write_lock`).
+lost is recognised by its claim token when the retry gets 409 (`write_lock`). A one-shot
+scale-up tags its fleet's instances with the claim token too, keeps it as the fleet's claim
+until its tick reports back (a later tick terminates what a killed one left outside the ASG),
+and counts its failures in a row as Escalator's terminateInstancesTries (`flows/fleet.py`).
 
 With `cluster_autoscaler.enabled`, the scale-up from unschedulable pods also keeps the group's
 provisioning back-off and unregistered instances here (`tasks.cluster_autoscaler.backoff.ProvisioningState`'s
@@ -49,6 +54,8 @@ CLAIM = "elevator.io/claim"
 DRY_MODE_TAINTED = "elevator.io/dry-mode-tainted-nodes"
 NODE_CAPACITY = "elevator.io/node-capacity"
 LAST_TICK = "elevator.io/last-tick"
+FLEET_CLAIM = "elevator.io/fleet-claim"
+FLEET_TERMINATE_TRIES = "elevator.io/fleet-terminate-tries"
 UNNEEDED_SINCE = "elevator.io/unneeded-since"
 # ProvisioningState's annotations (tasks/cluster_autoscaler/backoff.py), kept verbatim in
 # GroupState.provisioning.
@@ -95,12 +102,14 @@ class ScaleLock:
         # Keep the lock time: it is history worth showing, and `held` reads is_locked first.
         return ScaleLock(False, 0, self.lock_time_unix_seconds)
 
-    def never_reached_cloud(self, asg_desired: int, now: float) -> bool:
+    def never_reached_cloud(self, asg_desired: int, now: float,
+                            settle_seconds: float = CLAIM_SETTLE_SECONDS) -> bool:
         """A lock whose increase the ASG does not show, a settle time after the claim: the
-        claiming tick died before SetDesiredCapacity, or the cloud never applied it."""
+        claiming tick died before SetDesiredCapacity, or the cloud never applied it. A one-shot
+        group settles longer: its tick may wait for its fleet's instances before attaching."""
         return (self.is_locked and self.desired_target > self.desired_before
                 and asg_desired <= self.desired_before
-                and now - self.lock_time_unix_seconds >= CLAIM_SETTLE_SECONDS)
+                and now - self.lock_time_unix_seconds >= settle_seconds)
 
     def unlocks_at(self, cool_down_seconds: float) -> float:
         return self.lock_time_unix_seconds + cool_down_seconds
@@ -120,6 +129,10 @@ class GroupState:
     # (tasks.cluster_autoscaler.unneeded).
     unneeded_since: tuple[tuple[str, float], ...] = ()
     claim: str = ""  # the token of the tick that wrote the Lease (see `write_lock`)
+    # A one-shot scale-up (flows/fleet.py): the claim its fleet's instances are tagged with,
+    # from the claim until its tick reports back ("" then), and the failures in a row.
+    fleet_claim: str = ""
+    fleet_terminate_tries: int = 0
 
 
 def format_time(unix_seconds: float) -> str:
@@ -144,6 +157,9 @@ def state_to_annotations(state: GroupState) -> dict[str, str]:
         **({UNNEEDED_SINCE: json.dumps({node: format_time(since)
                                         for node, since in state.unneeded_since},
                                        sort_keys=True)} if state.unneeded_since else {}),
+        **({FLEET_CLAIM: state.fleet_claim} if state.fleet_claim else {}),
+        **({FLEET_TERMINATE_TRIES: str(state.fleet_terminate_tries)}
+           if state.fleet_terminate_tries else {}),
     }
 
 
@@ -228,6 +244,8 @@ def state_from_annotations(annotations: Mapping[str, str], resource_version: str
                                   if key in PROVISIONING_KEYS)),
         unneeded_since=read_annotation(annotations, UNNEEDED_SINCE, time_map),
         claim=annotations.get(CLAIM, ""),
+        fleet_claim=annotations.get(FLEET_CLAIM, ""),
+        fleet_terminate_tries=read_annotation(annotations, FLEET_TERMINATE_TRIES, _count),
     )
 
 

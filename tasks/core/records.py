@@ -429,6 +429,10 @@ class AutoScalingGroup(msgspec.Struct, frozen=True):
     # True when `instances` is the cloud's list (a description); False for an ASG known only
     # from the config (`elevator plan` without --asg), whose membership is unknown.
     instances_known: bool = False
+    tags: tuple[tuple[str, str], ...] = ()  # (key, value), as described
+
+    def has_tag_key(self, key: str) -> bool:
+        return any(tag_key == key for tag_key, _ in self.tags)
 
     def provider_ids(self) -> frozenset[str]:
         return frozenset(instance.provider_id for instance in self.instances)
@@ -451,6 +455,8 @@ def describe_to_asgs(document: dict[str, Any]) -> list[AutoScalingGroup]:
                 )
                 for instance in group.get("Instances", ())
             ),
+            tags=tuple((str(tag["Key"]), str(tag.get("Value", "")))
+                       for tag in group.get("Tags", ())),
         )
         for group in document.get("AutoScalingGroups", ())
     ]

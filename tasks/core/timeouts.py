@@ -5,11 +5,15 @@ A server that accepts the connection and never answers must fail the call, not s
 (`tasks.adapters.prometheus`) and the load watcher (`tasks.load_aware.watcher`,
 `tasks.steps.load_watcher`) all take theirs from here. The
 read timeout bounds each wait for bytes of the answer, not the whole call: a paged list of
-150,000 pods is 300 requests of 500 pods, each well inside it. A watch ends on the server's
-`timeoutSeconds` and reads with that plus the read timeout. A timed-out call is retried by the
+150,000 pods is 300 requests of 500 pods, each well inside it. A watch reads with the watch
+silence limit instead (below): the server ends it sooner. A timed-out call is retried by the
 step's Prefect retries (`tasks.core.retry`), the one retry layer.
 
 `ELEVATOR_CONNECT_TIMEOUT_SECONDS` and `ELEVATOR_READ_TIMEOUT_SECONDS` override the defaults.
+
+The bounds of a long-lived watch cache live here too (`watch_limits`): how long a watch may be
+silent before it is replaced, and how old a cache a tick may decide on.
+`ELEVATOR_WATCH_SILENCE_LIMIT_SECONDS` and `ELEVATOR_CACHE_FRESHNESS_BOUND_SECONDS` override them.
 """
 
 from __future__ import annotations
@@ -25,6 +29,20 @@ READ_TIMEOUT_SECONDS = 30.0
 CONNECT_TIMEOUT_ENV = "ELEVATOR_CONNECT_TIMEOUT_SECONDS"
 READ_TIMEOUT_ENV = "ELEVATOR_READ_TIMEOUT_SECONDS"
 _MAX_SECONDS = 3600.0
+
+# A watch that brought no event and no bookmark for this long is replaced by a new one from its
+# resourceVersion. client-go notices a dead HTTP/2 connection in 45 s (ReadIdleTimeout 30 s, then
+# PingTimeout 15 s; k8s.io/apimachinery/pkg/util/net/http.go); a healthy watch of ours is heard
+# from at least every 30 s whatever the cluster does (`tasks.adapters.kube_watch`: the server
+# ends each watch after two thirds of this, with a bookmark 2 s before), so 45 s is never a
+# healthy watch, and a burst behind a frozen one is acted on within a minute.
+WATCH_SILENCE_LIMIT_SECONDS = 45.0
+# A tick decides on a kind of the cache only if the server was heard from on its watch within
+# this long; past it, the tick reconnects that watch first (and lists the kind if it stays
+# silent). As long as the silence limit: a healthy watch is never this old.
+CACHE_FRESHNESS_BOUND_SECONDS = 45.0
+WATCH_SILENCE_LIMIT_ENV = "ELEVATOR_WATCH_SILENCE_LIMIT_SECONDS"
+CACHE_FRESHNESS_BOUND_ENV = "ELEVATOR_CACHE_FRESHNESS_BOUND_SECONDS"
 
 
 @dataclass(frozen=True)
@@ -56,3 +74,15 @@ def timeouts() -> Timeouts:
     """The defaults, or what the environment says."""
     return Timeouts(_seconds(CONNECT_TIMEOUT_ENV, CONNECT_TIMEOUT_SECONDS),
                     _seconds(READ_TIMEOUT_ENV, READ_TIMEOUT_SECONDS))
+
+
+@dataclass(frozen=True)
+class WatchLimits:
+    silence_limit_seconds: float = WATCH_SILENCE_LIMIT_SECONDS
+    freshness_bound_seconds: float = CACHE_FRESHNESS_BOUND_SECONDS
+
+
+def watch_limits() -> WatchLimits:
+    """The watch cache's bounds: the defaults, or what the environment says."""
+    return WatchLimits(_seconds(WATCH_SILENCE_LIMIT_ENV, WATCH_SILENCE_LIMIT_SECONDS),
+                       _seconds(CACHE_FRESHNESS_BOUND_ENV, CACHE_FRESHNESS_BOUND_SECONDS))

@@ -19,6 +19,7 @@ from pydantic import (
 )
 
 from tasks.core.duration import duration_or_zero, go_string, parse_go_duration
+from tasks.core.lease_state import CLAIM_SETTLE_SECONDS
 
 # --- the models ---------------------------------------------------------------------------
 
@@ -31,7 +32,8 @@ LIFECYCLES = ("", "on-demand", "spot")
 
 
 class AwsOptions(BaseModel):
-    """The `aws:` block of a node group."""
+    """The `aws:` block of a node group: with `launch_template_id`, scale-ups go through EC2
+    Fleet in one shot (spec §10, `flows/fleet.py`)."""
 
     model_config = ConfigDict(extra="allow", frozen=True)
 
@@ -41,6 +43,16 @@ class AwsOptions(BaseModel):
     lifecycle: GoString = ""
     instance_type_overrides: list[GoString] = []
     resource_tagging: StrictBool = False
+
+    @property
+    def one_shot(self) -> bool:
+        """Escalator's canScaleInOneShot: a launch template means CreateFleet + AttachInstances."""
+        return self.launch_template_id != ""
+
+    @property
+    def fleet_instance_ready_seconds(self) -> float:
+        """Spec §3.1: the default 1m when empty; unparsable (or negative) is 0."""
+        return max(duration_or_zero(self.fleet_instance_ready_timeout or "1m"), 0.0)
 
 
 class NodeGroupConfig(BaseModel):
@@ -106,6 +118,14 @@ class NodeGroupConfig(BaseModel):
     @property
     def effective_taint_effect(self) -> str:
         return self.taint_effect or "NoSchedule"
+
+    @property
+    def claim_settle_seconds(self) -> float:
+        """How long a claimed scale-up may take to show in the ASG before a later tick calls it
+        lost: a one-shot group's tick may first wait for its fleet's instances to be ready."""
+        if self.aws.one_shot:
+            return CLAIM_SETTLE_SECONDS + self.aws.fleet_instance_ready_seconds
+        return CLAIM_SETTLE_SECONDS
 
 
 

@@ -430,11 +430,11 @@ def decide_plan(
         return finish(0, "untainted nodes report no allocatable capacity", error=str(error))
 
     # 14. The scale lock: nothing else happens while it is held; but a lock whose increase the
-    # ASG does not show was never acted on (the claiming tick died, or the cloud's answer was
-    # lost and the request never applied): release it and decide afresh.
+    # ASG does not show (the claiming tick died, or the request never applied) is released.
     cool_down = group.scale_up_cool_down_seconds
     lock = tick.state.lock
-    if lock.held(now, cool_down) and lock.never_reached_cloud(asg.desired_capacity, now):
+    if lock.held(now, cool_down) and lock.never_reached_cloud(asg.desired_capacity, now,
+                                                              group.claim_settle_seconds):
         tick.notes.append(f"the scale lock's increase {lock.desired_before} → "
                           f"{lock.desired_target} never reached the ASG (desired "
                           f"{asg.desired_capacity}): lock released")

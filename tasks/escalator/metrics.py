@@ -4,6 +4,9 @@ Rendered as text exposition by hand: the Python client would rename counters to 
 and Escalator users' dashboards query the Go client's names. Counters and histograms are
 cumulative for the life of the process (`elevator serve` or `run --interval`); a flow run is
 short-lived, so each tick pushes everything to a Pushgateway when one is configured.
+
+Beside Escalator's, the process's own metrics carry the `elevator_` prefix (`PROCESS_GAUGES`):
+what Escalator has no name for, such as the watch cache's age.
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
 NAMESPACE = "escalator"
+PROCESS_NAMESPACE = "elevator"
 # Escalator: 60, 120, ..., 1740 seconds (29 buckets).
 LOCK_BUCKETS_SECONDS = tuple(float(60 * n) for n in range(1, 30))
 Labels = tuple[tuple[str, str], ...]
@@ -24,6 +28,7 @@ Labels = tuple[tuple[str, str], ...]
 class _Family:
     kind: str  # counter | gauge | histogram
     help: str
+    namespace: str = NAMESPACE
     samples: dict[Labels, float] = field(default_factory=dict)
     observations: dict[Labels, list[float]] = field(default_factory=lambda: defaultdict(list))
 
@@ -65,6 +70,11 @@ COUNTERS = {
     "node_group_scale_lock_check_was_locked": "ticks that found the scale lock held",
     "node_delete_errors": "failed node removals",
 }
+# The process's own (`elevator_*`), set by the tick like Escalator's.
+PROCESS_GAUGES = {
+    "watch_cache_age_seconds": "seconds since the watch cache last heard from the API server on "
+                               "this kind's watch, as the last tick read it",
+}
 HISTOGRAMS = {
     "node_group_scale_lock_duration": "seconds the scale lock was held",
     "node_group_node_registration_lag":
@@ -84,6 +94,9 @@ class EscalatorMetrics:
             self._families[name] = _Family("counter", text)
         for name, text in HISTOGRAMS.items():
             self._families[name] = _Family("histogram", text)
+        for name, text in PROCESS_GAUGES.items():
+            assert name not in self._families, f"{name}: one short name per metric"
+            self._families[name] = _Family("gauge", text, PROCESS_NAMESPACE)
 
     def set(self, name: str, value: float, **labels: str) -> None:
         with self._lock:
@@ -113,7 +126,7 @@ class EscalatorMetrics:
         lines: list[str] = []
         with self._lock:
             for name, family in self._families.items():
-                full = f"{NAMESPACE}_{name}"
+                full = f"{family.namespace}_{name}"
                 if not family.samples and not family.observations:
                     continue
                 lines += [f"# HELP {full} {family.help}", f"# TYPE {full} {family.kind}"]

@@ -17,6 +17,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from tasks.core.errors import InputError, join_location, shown
+from tasks.core.gomath import go_round as go_round  # re-exported: the tests read it here
 
 log = logging.getLogger(__name__)
 
@@ -61,17 +62,6 @@ PERCENT_SLACK = 10.0
 
 # §4: memory is scored in MiB; 2**-20 exactly, as Go's `1. / 1024. / 1024.`.
 MEGA_FACTOR = 1.0 / 1024.0 / 1024.0
-
-
-def go_round(value: float) -> int:
-    """Go's `int64(math.Round(x))`: half away from zero (Python's `round` is half to even)."""
-    if not math.isfinite(value):
-        raise ValueError(f"cannot round {value!r} to an integer score")
-    whole = math.trunc(value)
-    # `value - whole` is exact for binary floats, so 0.49999999999999994 stays below one half.
-    if abs(value - whole) >= 0.5:
-        whole += 1 if value > 0 else -1
-    return int(whole)
 
 
 # --- the load-watcher document (trimaran.md §6.2) ------------------------------------------

@@ -29,6 +29,10 @@ class ActionsDone:
     deleted_nodes: tuple[str, ...] = ()
     asg_desired_set: int | None = None
     evicted: tuple[str, ...] = ()  # namespace/name, drained with scale_down.drain
+    # A one-shot scale-up (flows/fleet.py): its instances attached to the ASG, and those
+    # terminated because they could not be.
+    attached_instances: tuple[str, ...] = ()
+    fleet_terminated_instances: tuple[str, ...] = ()
 
     def merged(self, other: ActionsDone) -> ActionsDone:
         return ActionsDone(
@@ -36,7 +40,8 @@ class ActionsDone:
             self.terminated_instances + other.terminated_instances,
             self.deleted_nodes + other.deleted_nodes,
             other.asg_desired_set if other.asg_desired_set is not None else self.asg_desired_set,
-            self.evicted + other.evicted)
+            self.evicted + other.evicted, self.attached_instances + other.attached_instances,
+            self.fleet_terminated_instances + other.fleet_terminated_instances)
 
     def to_json(self) -> dict[str, object]:
         shown: dict[str, object] = {
@@ -46,6 +51,9 @@ class ActionsDone:
             "asg_desired_set": self.asg_desired_set}
         if self.evicted:  # only with scale_down.drain: the line stays Escalator's otherwise
             shown["evicted"] = list(self.evicted)
+        if self.attached_instances or self.fleet_terminated_instances:  # one-shot groups
+            shown["attached_instances"] = list(self.attached_instances)
+            shown["fleet_terminated_instances"] = list(self.fleet_terminated_instances)
         return shown
 
 
@@ -116,9 +124,10 @@ def registration_lags(adapters: Adapters, nodes: Sequence[NodeRecord],
 
 
 @step
-def untaint_or_increase(adapters: Adapters, plan: ScalePlan,
-                        asg: AutoScalingGroup) -> ActionsDone:
-    """Escalator §6: untaint the planned nodes, then set the ASG to the planned absolute size.
+def untaint_or_increase(adapters: Adapters, plan: ScalePlan, asg: AutoScalingGroup,
+                        one_shot: bool = False) -> ActionsDone:
+    """Escalator §6: untaint the planned nodes, then set the ASG to the planned absolute size
+    (a `one_shot` group's increase is a fleet instead: `flows/fleet.py`).
 
     The target is absolute and computed once by `decide`, so a retry sets the same value and
     can never scale up twice; the adapter clamps it to the ASG's current MinSize/MaxSize.
@@ -127,6 +136,6 @@ def untaint_or_increase(adapters: Adapters, plan: ScalePlan,
         return ActionsDone()
     untainted = tuple(name for name in plan.untaint if adapters.kube.ensure_untainted(name))
     desired = None
-    if plan.cloud_increase > 0:
+    if plan.cloud_increase > 0 and not one_shot:
         desired = adapters.cloud.set_desired_capacity(asg, plan.asg_desired)
     return ActionsDone(untainted=untainted, asg_desired_set=desired)

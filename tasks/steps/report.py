@@ -15,6 +15,7 @@ from typing import Any
 from tasks.core.step import Runner, step
 from tasks.escalator.metrics import METRICS, EscalatorMetrics, push
 from tasks.steps.node_groups import ActionsDone, GroupResult
+from tasks.steps.source import CacheReading
 
 EVENT_PREFIX = "elevator.node-group"
 # The flow run's tags for what its tick did, for the UI's tag filter and Prefect automations.
@@ -86,6 +87,30 @@ def record_metrics(metrics: EscalatorMetrics, results: Sequence[GroupResult]) ->
             metrics.set("cloud_provider_size", len(result.asg.instances), **labels)
 
 
+def record_cache_ages(metrics: EscalatorMetrics, reading: CacheReading) -> None:
+    """`elevator_watch_cache_age_seconds{kind}`: how old the cache this tick read was."""
+    for age in reading.ages:
+        if age.age_seconds is not None:
+            metrics.set("watch_cache_age_seconds", age.age_seconds, kind=age.kind)
+
+
+def cache_note(reading: CacheReading) -> str:
+    """The artifact's line on the cache the tick decided on: each kind's age and
+    resourceVersion, and what the freshness check did."""
+    kinds = ", ".join(
+        f"{age.kind} {'never' if age.age_seconds is None else f'{age.age_seconds:.1f} s'} "
+        f"(resourceVersion {age.resource_version or '-'})" for age in reading.ages)
+    note = (f"Read from the watch cache; the server last heard from on each kind's watch: "
+            f"{kinds}.")
+    if reading.refreshed:
+        note += (f" Past the {reading.bound_seconds:g} s freshness bound, reconnected before "
+                 f"deciding: {', '.join(reading.refreshed)}.")
+    if reading.listed:
+        note += (f" Not answered in time, listed by this tick instead: "
+                 f"{', '.join(reading.listed)}.")
+    return note
+
+
 def table_rows(results: Sequence[GroupResult]) -> list[dict[str, Any]]:
     """One artifact row per group: the numbers a platform engineer looks at first."""
     rows = []
@@ -134,28 +159,33 @@ def changed_nothing(results: Sequence[GroupResult]) -> bool:
 
 
 def publish_tick(run: Runner, results: Sequence[GroupResult], pushgateway: str | None = None,
-                 dry_run: bool = False) -> None:
-    """The tick's report. Escalator's metrics always; to Prefect, the table artifact and the
-    events (the `publish-tick` task run) only when the tick did something, failed somewhere
-    or was a dry run (whose report is its point). A tick that changed nothing says so in its
-    flow run's state message and writes no artifact, event or task run for it: at a tick a
-    minute, most ticks."""
+                 dry_run: bool = False, cache: CacheReading | None = None) -> None:
+    """The tick's report. Escalator's metrics always, with the age of the watch cache the tick
+    read (`cache`); to Prefect, the table artifact (with that age) and the events (the
+    `publish-tick` task run) only when the tick did something, failed somewhere or was a dry
+    run (whose report is its point). A tick that changed nothing says so in its flow run's
+    state message and writes no artifact, event or task run for it: at a tick a minute, most
+    ticks."""
     record_metrics(METRICS, results)  # once: a retried push must not count twice
+    if cache is not None:
+        record_cache_ages(METRICS, cache)
     to_prefect = dry_run or not changed_nothing(results)
     if to_prefect or pushgateway:
-        run(send_report, results if to_prefect else (), pushgateway)
+        run(send_report, results if to_prefect else (), pushgateway,
+            cache_note(cache) if cache is not None else "")
 
 
-def _send_report(results: Sequence[GroupResult], pushgateway: str | None = None) -> None:
-    """A table artifact and the events of `results` (if any), then the metrics pushed (if
-    asked)."""
+def _send_report(results: Sequence[GroupResult], pushgateway: str | None = None,
+                 note: str = "") -> None:
+    """A table artifact (`note` under its description) and the events of `results` (if any),
+    then the metrics pushed (if asked)."""
     from prefect.artifacts import create_table_artifact
     from prefect.events import emit_event
 
     if results:
-        create_table_artifact(
-            key="autoscale-tick", table=table_rows(results),
-            description="What this tick decided for each node group, and why.")
+        description = "What this tick decided for each node group, and why."
+        create_table_artifact(key="autoscale-tick", table=table_rows(results),
+                              description=description + (f"\n\n{note}" if note else ""))
     for result in results:
         for name, payload in events_for(result):
             emit_event(event=name, payload=payload, resource={

@@ -9,6 +9,7 @@ path is applied on every path: `collect_pods` drops terminal pods whichever sour
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol
@@ -24,8 +25,11 @@ from tasks.escalator.filter_nodes import nodes_by_group, pods_by_group
 from tasks.escalator.utilization import GroupPods, PodTally
 
 if TYPE_CHECKING:
-    from tasks.adapters.kube_cache import ClusterCache
+    from tasks.adapters.kube_cache import ClusterCache, KindAge
     from tasks.steps.node_groups import Adapters
+
+log = logging.getLogger(__name__)
+
 
 class TickSource(Protocol):
     """What one tick reads: pods, nodes, the groups' ASGs and Leases, and the budgets."""
@@ -78,17 +82,24 @@ class CachedSource:
 
     The cache keeps the groups' pods sorted as they change, so the tick needs not sort them:
     `list_pods` takes the pods and their grouping at one instant, `group_pods` hands the
-    grouping back for that very list.
+    grouping back for that very list. A kind in `live_kinds` (its watch stayed silent past the
+    freshness bound, `cache_freshness`) is listed for this tick instead.
     """
 
     cache: ClusterCache
     adapters: Adapters
     groups: Sequence[NodeGroupConfig] = ()
+    live_kinds: frozenset[str] = frozenset()
     _read: list[tuple[list[PodRecord], dict[str, list[PodRecord]], dict[str, GroupPods]]] = field(
         default_factory=list, compare=False, repr=False)
-    holds_finished_pods = False  # the cache drops a pod as soon as it ends
+
+    @property
+    def holds_finished_pods(self) -> bool:
+        return "pods" in self.live_kinds  # the cache drops a pod as soon as it ends
 
     def list_pods(self) -> list[PodRecord]:
+        if "pods" in self.live_kinds:
+            return LiveSource(self.adapters).list_pods()
         if not self.groups:
             return self.cache.pods()
         key = tuple((g.name, g.label_key, g.label_value) for g in self.groups)
@@ -115,6 +126,8 @@ class CachedSource:
         return None
 
     def list_nodes(self) -> list[NodeRecord]:
+        if "nodes" in self.live_kinds:
+            return LiveSource(self.adapters).list_nodes()
         return self.cache.nodes()
 
     def describe_groups(self, names: Sequence[str]) -> dict[str, AutoScalingGroup]:
@@ -125,6 +138,8 @@ class CachedSource:
                                              lease_name(group_name))
 
     def list_pdbs(self) -> tuple[PodDisruptionBudget, ...]:
+        if "poddisruptionbudgets" in self.live_kinds:
+            return LiveSource(self.adapters).list_pdbs()
         return self.cache.pdbs()
 
 
@@ -168,6 +183,48 @@ class SnapshotSource:
 
 
 # --- the read steps of a tick: each a task run with retries in the flow --------------------
+
+
+# A resumed watch is answered in milliseconds; this is the connect timeout, and a server that
+# has not answered by then is read by a list for this tick.
+REFRESH_WAIT_SECONDS = 5.0
+
+
+@dataclass(frozen=True)
+class CacheReading:
+    """How current the cache a tick decides on is: each kind's age and resourceVersion, the
+    bound, the kinds found past it (their watches reconnected before the tick read them) and,
+    of those, the kinds the server did not answer for (listed by this tick)."""
+
+    ages: tuple[KindAge, ...]
+    bound_seconds: float
+    refreshed: tuple[str, ...] = ()
+    listed: tuple[str, ...] = ()
+
+
+@step
+def cache_freshness(cache: ClusterCache, wait_seconds: float = REFRESH_WAIT_SECONDS
+                    ) -> CacheReading:
+    """Date the cache before the tick reads it (DESIGN.md §7): a kind not heard from within
+    the freshness bound has its watch reconnected from its resourceVersion, and the tick waits
+    up to `wait_seconds` for the server's answer; a kind still unanswered is listed instead.
+
+    Reconnecting, not listing, is the first answer: a silent connection is what makes a kind
+    stale, a resumed watch costs one request where a list costs 150,000 pods, and a healthy
+    watch is never this old (the server is heard from every 30 s, `kube_watch`), so a quiet
+    cluster lists nothing.
+    """
+    ages = cache.freshness()
+    stale = cache.stale_kinds(ages)
+    if not stale:
+        return CacheReading(ages, cache.freshness_bound_seconds)
+    unanswered = cache.refresh(stale, wait_seconds)
+    log.warning("watch cache: %s past the %g s freshness bound: reconnected%s", ", ".join(stale),
+                cache.freshness_bound_seconds,
+                f"; not answered within {wait_seconds:g} s, listed by this tick: "
+                f"{', '.join(unanswered)}" if unanswered else "")
+    return CacheReading(cache.freshness(), cache.freshness_bound_seconds, tuple(stale),
+                        tuple(unanswered))
 
 
 # Escalator §4: completed and failed pods never count. The live list asks the API server to

@@ -34,6 +34,11 @@ NODE_AUTOSCALER_WORKLOAD = (
     "tests/e2e/test_serve_watch.py::test_the_watch_resumes_from_the_last_resource_version",  # watch
     # the in-process ticks' cache: list and watch pods, nodes and budgets
     "tests/contract/test_kube_cache.py::test_a_tick_reading_the_cache_decides_as_one_that_lists",
+    # a one-shot scale-up (EC2 Fleet, status checks, attach, the ASG tagged), and one whose
+    # instances never pass their checks and are terminated
+    "tests/e2e/test_fleet_ticks.py::test_a_scale_up_is_one_fleet_attached_to_the_asg",
+    "tests/e2e/test_fleet_ticks.py::test_a_fleet_under_a_fault_then_a_clean_tick"
+    "[checks-never-pass]",
 )
 
 
@@ -90,13 +95,45 @@ def test_removing_any_iam_action_breaks_the_suite(node_autoscaler: Requests) -> 
         assert f"not allowed: {action}" in recording.iam_problems(requests, granted - {action})
 
 
-def test_scaling_actions_are_limited_to_tagged_groups() -> None:
-    policy = json.loads(IAM_POLICY.read_text())
-    for statement in policy["Statement"]:
-        writes = [a for a in statement["Action"] if not a.split(":")[1].startswith("Describe")]
-        if writes:
-            assert statement["Condition"]["StringEquals"] == {
-                "autoscaling:ResourceTag/k8s.io/atlassian-escalator/enabled": "true"}
+ESCALATOR_TAG = "k8s.io/atlassian-escalator/enabled"
+# Every write, and the condition that scopes it: the node groups and launch templates an
+# operator tagged for Escalator, the instances our fleets tag, tags only at launch, the role
+# only to EC2. A launch's other resources (subnets, security groups, volumes, the fleet...) are
+# the template's: granted apart from the two it names (`NotResource`).
+SCOPED_WRITES = {
+    ("autoscaling:AttachInstances", "autoscaling:SetDesiredCapacity",
+     "autoscaling:TerminateInstanceInAutoScalingGroup"):
+        {"StringEquals": {f"autoscaling:ResourceTag/{ESCALATOR_TAG}": "true"}},
+    ("autoscaling:CreateOrUpdateTags",):
+        {"StringEquals": {f"aws:RequestTag/{ESCALATOR_TAG}": "true"},
+         "ForAllValues:StringEquals": {"aws:TagKeys": [ESCALATOR_TAG]}},
+    ("ec2:CreateFleet", "ec2:RunInstances", "arn:aws:ec2:*:*:launch-template/*"):
+        {"StringEquals": {f"aws:ResourceTag/{ESCALATOR_TAG}": "true"}},
+    ("ec2:CreateFleet", "ec2:RunInstances", "arn:aws:ec2:*:*:instance/*"):
+        {"Null": {"aws:RequestTag/elevator.io/fleet-asg": "false"}},
+    ("ec2:CreateTags",): {"StringEquals": {"ec2:CreateAction": ["CreateFleet", "RunInstances"]}},
+    ("iam:PassRole",): {"StringEquals": {"iam:PassedToService": "ec2.amazonaws.com"}},
+    ("ec2:TerminateInstances",): {"Null": {"aws:ResourceTag/elevator.io/fleet-asg": "false"}},
+}
+
+
+def test_writes_are_limited_by_tags_where_aws_supports_them() -> None:
+    """Each write statement carries its condition (or grants only what the launch template
+    brings with it), so dropping a condition, or a write added without one, fails here."""
+    scoped = {}
+    for statement in json.loads(IAM_POLICY.read_text())["Statement"]:
+        actions = tuple(statement["Action"])
+        if all(a.split(":")[1].startswith("Describe") for a in actions):
+            assert "Condition" not in statement and statement["Resource"] == "*"
+            continue
+        if "NotResource" in statement:
+            assert actions == ("ec2:CreateFleet", "ec2:RunInstances")
+            assert "Condition" not in statement and sorted(statement["NotResource"]) == [
+                "arn:aws:ec2:*:*:instance/*", "arn:aws:ec2:*:*:launch-template/*"]
+            continue
+        key = actions if statement["Resource"] == "*" else (*actions, statement["Resource"])
+        scoped[key] = statement["Condition"]
+    assert scoped == SCOPED_WRITES
 
 
 def test_the_checks_catch_an_unexpected_request_and_an_unused_grant() -> None:

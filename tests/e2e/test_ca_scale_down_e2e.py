@@ -37,8 +37,10 @@ def run(tmp_path: Path, workload: list[dict[str, Any]], scale_down: dict[str, An
         groups.append(ca_group("big", min_nodes=0, max_nodes=2, scale_up_threshold_percent=99,
                                taint_upper_capacity_threshold_percent=20))
         asgs.append(asg("big", "m5.2xlarge", 0))
+    # The fragmented layouts below are first-fit's (the oldest node that fits takes each pod);
+    # kube-scheduler's default profile spreads them and leaves no node this underused.
     path = write(tmp_path, groups, asgs, workload, {"enabled": True, "scale_down": scale_down},
-                 duration)
+                 duration, profile="first-fit")
     result: dict[str, Any] = simulate(load_scenario(path)).to_json()
     return result
 

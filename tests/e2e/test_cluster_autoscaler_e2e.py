@@ -31,11 +31,12 @@ def ca_group(name: str, **overrides: Any) -> dict[str, Any]:
 
 
 def write(tmp_path: Path, groups: list[dict[str, Any]], asgs: list[dict[str, Any]],
-          workload: list[dict[str, Any]], ca: dict[str, Any], duration: str = "5m") -> Path:
+          workload: list[dict[str, Any]], ca: dict[str, Any], duration: str = "5m",
+          profile: str = "default") -> Path:
     tmp_path.mkdir(parents=True, exist_ok=True)
     scenario = {"tick_interval": f"{TICK}s", "step": "10s", "duration": duration,
                 "nodegroups": {"node_groups": groups, "cluster_autoscaler": ca},
-                "asgs": asgs, "workload": workload}
+                "asgs": asgs, "workload": workload, "scheduler": {"profile": profile}}
     path = tmp_path / "scenario.yaml"
     path.write_text(yaml.safe_dump(scenario))
     return path

@@ -7,6 +7,7 @@ the in-memory adapters, and compare the answers.
 
 from __future__ import annotations
 
+import re
 import uuid
 from pathlib import Path
 from typing import Any
@@ -20,7 +21,7 @@ from fakes.cluster import _decoded, node_for_instance
 from fakes.kube_api.errors import Conflict
 from fakes.kube_api.server import FakeKubeApi
 from fakes.memory_world import MemoryCloud, MemoryKube, MemoryWorld
-from fakes.scenario import load_scenario
+from fakes.scenario import load_scenario, with_profile
 from flows.cli import app
 from flows.simulation import simulate
 from tasks.adapters.cloud import AsgClient
@@ -29,6 +30,7 @@ from tasks.adapters.ports import CloudActions, KubeActions
 from tasks.core.errors import CloudError, InputError, LeaseConflict
 from tasks.core.lease_state import GroupState, ScaleLock
 from tasks.core.records import NodeRecord, node_record
+from tasks.scheduler.profiles import PROFILE_NAMES
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "deployments" / "examples"
 # The scenario files among deployments/examples/scenario*.yaml (scenario-nodegroups.yaml is the
@@ -80,6 +82,129 @@ def test_simulate_fast_prints_the_memory_modes_json() -> None:
     assert result.exit_code == 0, result.output
     printed = yaml.safe_load(result.stdout.splitlines()[-1])
     assert printed == simulate(load_scenario(path), mode="memory").to_json()
+
+
+def _group(name: str, max_nodes: int) -> dict[str, Any]:
+    return {"name": name, "label_key": "customer", "label_value": name,
+            "cloud_provider_group_name": f"{name}-asg", "min_nodes": 1, "max_nodes": max_nodes,
+            "taint_upper_capacity_threshold_percent": 75,
+            "taint_lower_capacity_threshold_percent": 10, "scale_up_threshold_percent": 90,
+            "slow_node_removal_rate": 1, "fast_node_removal_rate": 2,
+            "soft_delete_grace_period": "30s", "hard_delete_grace_period": "2m",
+            "scale_up_cool_down_period": "1m"}
+
+
+# What the scheduler model reads, in a short run: DaemonSet pods on every node, two zones,
+# services spread by their ReplicaSet (system default spreading), batch jobs of two priorities
+# arriving when there is room for some only, empty new nodes tying, scale-down with a hard
+# grace period shorter than some jobs (evictions, re-created pods queued anew).
+SCHEDULER_SCENARIO: dict[str, Any] = {
+    "seed": 5, "tick_interval": "1m", "step": "10s", "duration": "14m",
+    "nodegroups": {"node_groups": [_group("batch", 5), _group("services", 3)]},
+    "asgs": [
+        {"name": "batch-asg", "min": 1, "max": 5, "desired": 2, "instance_type": "m5.large",
+         "node_labels": {"customer": "batch"}, "boot_delay": "60s",
+         "availability_zone": "us-east-1a",
+         "daemonsets": [{"name": "kube-proxy", "cpu": "100m", "memory": "128Mi"},
+                        {"name": "logs", "cpu": "300m", "memory": "256Mi"}]},
+        {"name": "services-asg", "min": 1, "max": 3, "desired": 2,
+         "instance_type": "m5.xlarge", "node_labels": {"customer": "services"},
+         "boot_delay": "90s", "availability_zone": "us-east-1b",
+         "daemonsets": [{"name": "kube-proxy", "cpu": "100m", "memory": "128Mi"}]}],
+    "workload": [
+        {"name": "api", "at": "0s", "count": 5, "cpu": "700m", "memory": "1Gi",
+         "node_selector": {"customer": "services"}},
+        {"name": "low", "at": "20s", "count": 8, "cpu": "600m", "memory": "512Mi",
+         "duration": "6m", "node_selector": {"customer": "batch"}},
+        {"name": "high", "at": "40s", "count": 4, "cpu": "600m", "memory": "512Mi",
+         "duration": "2m", "priority": 1000, "node_selector": {"customer": "batch"}},
+        {"name": "api-more", "at": "4m", "count": 4, "cpu": "700m", "memory": "1Gi",
+         "node_selector": {"customer": "services"}},
+        {"name": "tail", "at": "6m", "count": 6, "cpu": "300m", "memory": "256Mi",
+         "duration": "5m", "node_selector": {"customer": "batch"}}],
+}
+
+
+@pytest.mark.parametrize("profile", PROFILE_NAMES)
+def test_fast_mode_gives_the_http_modes_records_under_every_profile(tmp_path: Path,
+                                                                     profile: str) -> None:
+    """One scheduler model for both worlds: under each profile the in-memory world binds every
+    pod where the HTTP world does (identical tick records, summary and terminations), with its
+    DaemonSet pods, priorities and tie-break draws."""
+    path = tmp_path / "scheduler.yaml"
+    path.write_text(yaml.safe_dump({**SCHEDULER_SCENARIO, "scheduler": {"profile": profile}}))
+    loaded = load_scenario(path)
+    over_http = simulate(loaded)
+    in_memory = simulate(loaded, mode="memory")
+    assert in_memory.ticks == over_http.ticks
+    assert in_memory.summary == over_http.summary
+    assert in_memory.terminations == over_http.terminations
+    assert over_http.summary["scheduler_profile"] == profile
+    assert over_http.summary["scale_ups"] > 0 and over_http.summary["scale_downs"] > 0
+    assert over_http.summary["evictions"] > 0  # cut short by the hard grace, queued anew
+
+
+def test_a_later_pod_of_higher_priority_binds_first_where_daemonsets_left_room() -> None:
+    """The simulated node runs its DaemonSet pod from the moment it joins (400m of an m5.large's
+    1900m); when the 1500m blocker finishes, room for one of the two waiting 900m pods is left
+    (it would be two without the DaemonSet), and the later one of higher priority takes it.
+    The DaemonSet pod is not the group's workload (Escalator counts no DaemonSet pod)."""
+    from fakes.cluster import simulated_scheduler
+    from fakes.scenario import AsgSpec, DaemonSetSpec, Wave
+    from flows.simulation_memory import MemoryCluster
+    from tasks.node_group_file import parse_node_groups
+    from tests.builders import group_dict
+
+    selector = {"customer": "batch"}
+    asg = AsgSpec(name="batch-asg", min=1, max=1, desired=1, node_labels=selector,
+                  daemonsets=[DaemonSetSpec(name="logs", cpu="400m", memory="128Mi")])
+    groups = parse_node_groups({"node_groups": [group_dict(min_nodes=1, max_nodes=2)]},
+                               "test").node_groups
+    cluster = MemoryCluster(MemoryWorld(), [asg], groups,
+                            scheduler=simulated_scheduler("default", 1))
+    start = 1_800_000_000.0
+    cluster.create_asgs(start)
+
+    def wave(name: str, cpu: str, priority: int = 0, duration: float | None = None) -> Wave:
+        return Wave(at=0, count=1, cpu=cpu, memory="256Mi", duration=duration,
+                    node_selector=selector, name=name, priority=priority)
+
+    for offset, name, arrival in [(0, "blocker-0000", wave("blocker", "1500m", duration=60)),
+                                  (10, "low-0000", wave("low", "900m")),
+                                  (20, "high-0000", wave("high", "900m", priority=100))]:
+        cluster.arrive(name, arrival, selector, start + offset)
+        cluster.advance(start + offset)
+    assert [key for key, pod in cluster.world.pods.items() if pod.owned_by_daemonset] == [
+        ("kube-system", "logs-batch-asg-001")]
+    assert cluster.pods[("workload", "low-0000")].bound_at is None
+    cluster.advance(start + 60)  # the blocker is done
+    assert cluster.pods[("workload", "high-0000")].node == "batch-asg-001"
+    assert cluster.pods[("workload", "low-0000")].bound_at is None
+    assert cluster.requested()["batch"] == [1800, 2 * 256 * 2**20]  # the workload's only
+    cluster.world.remove_node("batch-asg-001")  # deleted (by an autoscaler, say)
+    cluster.advance(start + 70)
+    assert not [pod for pod in cluster.world.pods.values() if pod.owned_by_daemonset]  # PodGC
+    assert cluster.pods[("workload", "high-0000")].bound_at is None  # evicted, pending again
+
+
+def test_simulate_reports_the_profile_it_ran_under() -> None:
+    """`--profile` overrides the scenario's `scheduler.profile`; the summary names the profile
+    in the JSON and in the table (whose caption names the kube-scheduler version modelled)."""
+    path = EXAMPLES / "scenario.yaml"
+    result = CliRunner().invoke(app, ["simulate", str(path), "--fast", "--profile",
+                                      "most-allocated", "--output", "json"])
+    assert result.exit_code == 0, result.output
+    printed = yaml.safe_load(result.stdout.splitlines()[-1])
+    assert printed["summary"]["scheduler_profile"] == "most-allocated"
+    assert printed == simulate(with_profile(load_scenario(path), "most-allocated"),
+                               mode="memory").to_json()
+    table = CliRunner().invoke(app, ["simulate", str(path), "--fast"], terminal_width=200)
+    assert table.exit_code == 0, table.output
+    assert re.search(r"scheduler profile +│ +default", table.stdout), table.stdout
+    caption = " ".join(table.stdout.split())  # the caption wraps to the table's width
+    assert "pods placed by the default profile of the kube-scheduler v1.35 model" in caption
+    refused = CliRunner().invoke(app, ["simulate", str(path), "--profile", "spread-out"])
+    assert refused.exit_code == 2 and "Traceback" not in refused.output
 
 
 # --- contracts: the same calls on the HTTP adapters and the in-memory ones ---------------------

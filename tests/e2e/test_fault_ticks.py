@@ -16,10 +16,6 @@ Invariants, checked after every faulted tick and again after the clean tick that
 
 from __future__ import annotations
 
-import os
-import signal
-import subprocess
-import sys
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -42,6 +38,7 @@ from tasks.core.timeouts import Timeouts
 from tasks.node_group_file import load_node_groups
 from tasks.steps.node_groups import Adapters, GroupResult
 from tests.builders import group_dict
+from tests.killed_tick import kill_tick_at
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -74,6 +71,7 @@ class Group:
     asg: str
     min_size: int
     max_size: int
+    name: str = "batch"  # the node group's, whose Lease `lease` reads
 
     def adapters(self) -> Adapters:
         session: Any = self.aws.session()
@@ -104,7 +102,7 @@ class Group:
 
     def lease(self) -> dict[str, str]:
         try:
-            found = self.kube.get("leases", lease_name("batch"), "kube-system")
+            found = self.kube.get("leases", lease_name(self.name), "kube-system")
         except KeyError:
             return {}
         return dict(found["metadata"].get("annotations") or {})
@@ -314,36 +312,7 @@ def test_tick_killed_between_claim_and_cloud_is_completed_by_the_next(
     group = scale_up_group(fake_aws, fake_kube, proxy, kubeconfig, tmp_path)
     # The tick's process hangs on its first cloud write, and is killed there.
     hang = proxy.faults.add("hang", operation="SetDesiredCapacity", count=None)
-    script = tmp_path / "tick.py"
-    script.write_text(
-        "import sys\n"
-        "from flows.autoscale import live_tick\n"
-        "from tests.e2e.test_fault_ticks import run_retrying\n"
-        "from tasks.steps.node_groups import Adapters\n"
-        "from tasks.adapters.cloud import AsgClient\n"
-        "from tasks.node_group_file import load_node_groups\n"
-        "from tasks.adapters.kube import KubeClient\n"
-        "import boto3\n"
-        "kubeconfig, config, endpoint, now = sys.argv[1:]\n"
-        "session = boto3.Session(region_name='us-east-1', aws_access_key_id='testing',\n"
-        "                        aws_secret_access_key='testing')\n"
-        "cloud = AsgClient(session.client('autoscaling', endpoint_url=endpoint),\n"
-        "                  session.client('ec2', endpoint_url=endpoint))\n"
-        "live_tick(run_retrying, Adapters(KubeClient.from_config(kubeconfig), cloud),\n"
-        "          load_node_groups(config).node_groups, float(now))\n")
-    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2]),
-           "ELEVATOR_READ_TIMEOUT_SECONDS": "600"}
-    process = subprocess.Popen([sys.executable, str(script), str(kubeconfig), str(group.config),
-                                proxy.url, str(T0)], env=env, stdout=subprocess.PIPE,
-                               stderr=subprocess.PIPE)
-    try:
-        # The claim is written before the cloud is asked: once the request hangs, kill.
-        assert proxy.faults.wait_fired(hang, timeout=60), process.communicate(timeout=5)
-        process.send_signal(signal.SIGKILL)
-        process.wait(timeout=30)
-    finally:
-        if process.poll() is None:
-            process.kill()
+    kill_tick_at(proxy.faults, hang, tmp_path, kubeconfig, group.config, proxy.url, T0)
     lease = group.lease()
     assert lease["elevator.io/scale-locked"] == "true"
     assert group.desired() == 2  # the claim never reached the cloud

@@ -58,6 +58,8 @@ class FakePrometheus:
             return [({"namespace": "jobs", "pod": pod.name}, str(value(pod)))
                     for pod in self.pods if value(pod) is not None]
 
+        if "init_container" in promql or "overhead" in promql or "allocatable" in promql:
+            return []  # no init container, no overhead; node sizes: the --instance-type
         if "kube_pod_created" in promql:
             return each(lambda pod: pod.created)
         if "kube_pod_completion_time" in promql:
@@ -191,8 +193,8 @@ def test_a_window_longer_than_a_scenario_is_refused_before_prometheus_is_asked(
     assert fake.queries == [] and not output.exists()
 
 
-CPU_QUERY = ('sum by (namespace, pod) (max_over_time(kube_pod_container_resource_requests'
-             '{resource="cpu"}[3600s]))')
+CPU_QUERY = ('max by (namespace, pod, uid, container) (max_over_time('
+             'kube_pod_container_resource_requests{resource="cpu"}[3600s]))')
 CREATED_QUERY = "max_over_time(kube_pod_created[3600s])"
 SERIES = '{namespace="jobs",pod="web-1"}'
 
@@ -302,3 +304,52 @@ def test_node_groups_sharing_an_asg_are_refused_before_anything_is_written(
     assert line == (f"error: {nodegroups}: cloud_provider_group_name 'shared-asg' is used by 2 "
                     "node groups; a scenario has one ASG per group")  # load_scenario refuses it
     assert not output.exists()
+
+
+def test_node_labels_without_the_groups_key_name_the_allowlist_flag(
+        prometheus: tuple[FakePrometheus, str], nodegroups: Path, good_output: Path) -> None:
+    """kube-state-metrics before v2.0's allowlist exported kube_node_labels with no label_*
+    unless told otherwise; the import said "no pod of the node groups ... ran"."""
+    fake, url = prometheus
+    fake.bodies["kube_node_labels"] = {"status": "success", "data": {
+        "resultType": "vector", "result": [
+            {"metric": {"__name__": "kube_node_labels", "node": "n1"}, "value": [END, "1"]}]}}
+    before = contents(good_output)
+    line = failed_with(from_prometheus(url, nodegroups, good_output), "--url: ")
+    assert line.startswith(f"error: --url: kube_node_labels has no label_customer between "
+                           f"{START} and {END}: it exported no node label"), line
+    assert "--metric-labels-allowlist=nodes=[customer,node.kubernetes.io/instance-type]" in line
+    assert contents(good_output) == before
+
+
+def test_without_an_allocatable_or_a_label_the_option_gives_the_instance_type(
+        prometheus: tuple[FakePrometheus, str], nodegroups: Path, tmp_path: Path) -> None:
+    _, url = prometheus
+    output = tmp_path / "typed"
+    done = from_prometheus(url, nodegroups, output, "--instance-type", "c5.large")
+    assert done.returncode == 0, done.stderr
+    assert "  batch: 1 node at the start; c5.large from --instance-type: no node of the group " \
+           "in kube_node_status_allocatable" in done.stdout
+    (asg,) = load_scenario(output / "scenario.yaml").scenario.asgs
+    assert asg.instance_type == "c5.large" and asg.daemonsets == []
+
+
+def test_a_groups_key_no_node_carried_is_said_beside_the_groups_that_had_nodes(
+        prometheus: tuple[FakePrometheus, str], tmp_path: Path) -> None:
+    """Another group's key on its own is no error (the group may have had no node in the
+    window), but the output says it is missing and the flag that would export it."""
+    _, url = prometheus
+    nodegroups = tmp_path / "two-keys.yaml"
+    nodegroups.write_text(yaml.safe_dump({"node_groups": [
+        group_dict(min_nodes=1, max_nodes=10),
+        group_dict(name="gpu", label_key="nodeGroup", label_value="gpu",
+                   cloud_provider_group_name="gpu-asg", min_nodes=0, max_nodes=4)]}))
+    output = tmp_path / "two"
+    done = from_prometheus(url, nodegroups, output)
+    assert done.returncode == 0, done.stderr
+    assert "  batch: 1 node at the start; m5.large" in done.stdout
+    assert ("  gpu: 0 nodes at the start; no node carried label_node_group (if "
+            "kube-state-metrics does not export it: "
+            "--metric-labels-allowlist=nodes=[nodeGroup]); m5.large") in done.stdout
+    assert [asg.desired for asg in load_scenario(output / "scenario.yaml").scenario.asgs] == \
+        [1, 0]

@@ -139,6 +139,32 @@ def test_node_groups_inline_in_the_scenario_are_tuned_into_a_file_of_their_own(
     assert elevator("validate", output).returncode == 0
 
 
+def test_tune_judges_every_setting_under_each_scheduler_profile_given(tmp_path: Path) -> None:
+    """`--profiles default,most-allocated`: each (profile, seed) is a workload of its own, so
+    the limits hold under each profile and the node-seconds are the mean over all of them; the
+    held-out figures come per profile, in the summary and in the tuned file's comments."""
+    output = tmp_path / "tuned.yaml"
+    done = elevator("tune", SCENARIO, "--trials", "3", "--seeds", "1", "--held-out", "2",
+                    "--profiles", "default,most-allocated", "--output", output,
+                    "--format", "json")
+    assert done.returncode == 0, done.stderr[-3000:]
+    summary = json.loads(done.stdout.strip().splitlines()[-1])
+    assert summary["scheduler_profiles"] == ["default", "most-allocated"]
+    by_profile = summary["held_out_by_profile"]
+    assert list(by_profile) == ["default", "most-allocated"]
+    both = summary["tuned_held_out"]
+    assert both["longest_waits"] == [wait for figures in by_profile.values()
+                                     for wait in figures["tuned_held_out"]["longest_waits"]]
+    assert both["node_seconds"] == pytest.approx(sum(
+        figures["tuned_held_out"]["node_seconds"] for figures in by_profile.values()) / 2)
+    text = output.read_text()
+    assert text.count("# Held-out seeds: node-seconds") == 2
+    assert "(scheduler profile most-allocated)" in text
+    refused = elevator("tune", SCENARIO, "--profiles", "default,bogus")
+    assert refused.returncode == 2 and "--profiles: 'bogus'" in refused.stderr
+    assert "Traceback" not in refused.stderr
+
+
 def test_tune_refuses_a_scenario_it_cannot_replay_fast(tmp_path: Path) -> None:
     scenario = yaml.safe_load((EXAMPLES / "scenario.yaml").read_text())
     scenario["placement"] = "target-load-packing"

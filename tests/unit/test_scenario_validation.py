@@ -206,3 +206,46 @@ def test_trace_numbers_take_no_underscores(tmp_path: Path, column: str) -> None:
     assert problems_of(scenario) == [
         f"{trace}: line 2: {column}: Input should be a valid number, got '1_0': no underscores "
         "in a CSV number"]
+
+
+# --- the scheduler model's keys: scheduler.profile, asgs[].daemonsets, workload[].priority -----
+
+def test_a_scenario_without_a_scheduler_block_runs_the_default_profile(tmp_path: Path) -> None:
+    assert load_scenario(write_scenario(tmp_path)).scenario.scheduler.profile == "default"
+    chosen = load_scenario(write_scenario(tmp_path, scheduler={"profile": "most-allocated"}))
+    assert chosen.scenario.scheduler.profile == "most-allocated"
+
+
+def test_scheduler_keys_are_checked_with_their_key_paths(tmp_path: Path) -> None:
+    asg = {"name": "batch-asg", "min": 1, "max": 10, "desired": 1,
+           "node_labels": {"customer": "batch"},
+           "daemonsets": [{"name": "kube-proxy", "cpu": "100m", "memory": "128Mi"},
+                          {"name": "kube-proxy", "cpu": "1", "memory": "1Gi"},
+                          {"name": "Logs_Agent", "cpu": "bad", "memory": "1Gi"}]}
+    problems = problems_of(write_scenario(
+        tmp_path, scheduler={"profile": "spread"}, asgs=[asg],
+        workload=[{**WAVE, "priority": 2_000_000_000}]))
+    text = "\n".join(problems)
+    assert "scheduler.profile: Input should be 'default', 'most-allocated' or 'first-fit'" \
+        in text
+    assert "asgs[0].daemonsets[2].name: String should match pattern" in text
+    assert "asgs[0].daemonsets[2].cpu: malformed quantity 'bad'" in text
+    assert "workload[0].priority: Input should be less than or equal to 1000000000" in text
+
+
+def test_daemonsets_that_leave_no_room_or_repeat_a_name_are_refused(tmp_path: Path) -> None:
+    """Their pods would never run on an m5.large (1900m CPU, 8 GiB less 512 MiB): refused."""
+    asg = {"name": "batch-asg", "min": 1, "max": 10, "desired": 1,
+           "node_labels": {"customer": "batch"},
+           "daemonsets": [{"name": "a", "cpu": "1500m", "memory": "1Gi"},
+                          {"name": "b", "cpu": "500m", "memory": "1Gi"}]}
+    [problem] = problems_of(write_scenario(tmp_path, asgs=[asg]))
+    assert problem.endswith("asgs[0]: daemonsets request 2000m CPU and 2147483648 bytes of "
+                            "memory, more than a m5.large node offers (1900m, 8053063680 "
+                            "bytes): their pods would never run")
+    asg["daemonsets"] = [{"name": "a", "cpu": "1m", "memory": "1Mi"}] * 2
+    [problem] = problems_of(write_scenario(tmp_path, asgs=[asg]))
+    assert problem.endswith("asgs[0]: daemonsets: 'a' given more than once")
+    asg["daemonsets"] = [{"name": "a", "cpu": "100m", "memory": "128Mi"}]
+    loaded = load_scenario(write_scenario(tmp_path, asgs=[asg]))
+    assert loaded.asgs[0].daemonset_requests == (100, 128 * 2**20)

@@ -1,0 +1,118 @@
+"""The scheduler profiles a simulation can run under, as KubeSchedulerConfiguration would set them.
+
+Weights are kube-scheduler v1.35's defaults (pkg/scheduler/apis/config/v1/default_plugins.go):
+TaintToleration 3, NodeAffinity 2, NodeResourcesFit 1, PodTopologySpread 2, InterPodAffinity 2,
+NodeResourcesBalancedAllocation 1, ImageLocality 1. NodeResourcesFit scores with LeastAllocated
+over cpu and memory, weight 1 each (apis/config/v1/defaults.go); BalancedAllocation reads cpu
+and memory; PodTopologySpread uses the system default constraints; percentageOfNodesToScore is
+unset (adaptive, schedule_one.go numFeasibleNodesToFind).
+
+* `default`: that profile.
+* `most-allocated`: the same with NodeResourcesFit's strategy MostAllocated (bin packing, as
+  batch clusters configure it).
+* `first-fit`: the simulator before this model: the oldest node that passes the filters, no
+  score (kept so earlier results can be reproduced).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Literal
+
+from tasks.scheduler.noderesources import DEFAULT_RESOURCES, ResourceSpec, validate_resources
+from tasks.scheduler.objects import PreferredTerm
+
+KUBERNETES_VERSION = "v1.35"
+
+NODE_RESOURCES_FIT = "NodeResourcesFit"
+BALANCED_ALLOCATION = "NodeResourcesBalancedAllocation"
+TAINT_TOLERATION = "TaintToleration"
+NODE_AFFINITY = "NodeAffinity"
+POD_TOPOLOGY_SPREAD = "PodTopologySpread"
+INTER_POD_AFFINITY = "InterPodAffinity"
+IMAGE_LOCALITY = "ImageLocality"
+
+DEFAULT_WEIGHTS: Mapping[str, int] = {
+    TAINT_TOLERATION: 3,
+    NODE_AFFINITY: 2,
+    NODE_RESOURCES_FIT: 1,
+    POD_TOPOLOGY_SPREAD: 2,
+    INTER_POD_AFFINITY: 2,
+    BALANCED_ALLOCATION: 1,
+    IMAGE_LOCALITY: 1,
+}
+
+LEAST_ALLOCATED = "LeastAllocated"
+MOST_ALLOCATED = "MostAllocated"
+FIRST_FIT = "FirstFit"
+
+
+@dataclass(frozen=True)
+class Profile:
+    """One scheduler profile: the strategy NodeResourcesFit scores with (or first fit), the
+    resources and weights the scores read, and the node sampling."""
+
+    name: str
+    strategy: str = LEAST_ALLOCATED
+    fit_resources: tuple[ResourceSpec, ...] = DEFAULT_RESOURCES
+    balanced_resources: tuple[ResourceSpec, ...] = DEFAULT_RESOURCES
+    weights: Mapping[str, int] = field(default_factory=lambda: dict(DEFAULT_WEIGHTS))
+    # 0: adaptive (50 % less 1 % per 125 nodes, at least 5 %); 1-100: that share
+    percentage_of_nodes_to_score: int = 0
+    # NodeAffinityArgs.addedAffinity's preferred terms, which every pod gets
+    added_preferred_terms: tuple[PreferredTerm, ...] = ()
+
+    def __post_init__(self) -> None:
+        if self.strategy not in (LEAST_ALLOCATED, MOST_ALLOCATED, FIRST_FIT):
+            raise ValueError(f"unknown scoring strategy {self.strategy!r}")
+        validate_resources(self.fit_resources, "scoringStrategy.resources")
+        validate_resources(self.balanced_resources, "resources")
+        if not 0 <= self.percentage_of_nodes_to_score <= 100:
+            raise ValueError("percentageOfNodesToScore must be within [0, 100]")
+
+    @property
+    def first_fit(self) -> bool:
+        return self.strategy == FIRST_FIT
+
+    @property
+    def most_allocated(self) -> bool:
+        return self.strategy == MOST_ALLOCATED
+
+
+PROFILES: Mapping[str, Profile] = {
+    "default": Profile("default", LEAST_ALLOCATED),
+    "most-allocated": Profile("most-allocated", MOST_ALLOCATED),
+    "first-fit": Profile("first-fit", FIRST_FIT),
+}
+ProfileName = Literal["default", "most-allocated", "first-fit"]
+PROFILE_NAMES: tuple[ProfileName, ...] = ("default", "most-allocated", "first-fit")
+DEFAULT_PROFILE: ProfileName = "default"
+
+
+def profile_named(name: str) -> Profile:
+    """A profile by its scenario name (`scheduler.profile`)."""
+    try:
+        return PROFILES[name]
+    except KeyError:
+        raise ValueError(f"unknown scheduler profile {name!r}; known: "
+                         f"{', '.join(PROFILE_NAMES)}") from None
+
+
+__all__ = [
+    "BALANCED_ALLOCATION",
+    "DEFAULT_PROFILE",
+    "DEFAULT_WEIGHTS",
+    "IMAGE_LOCALITY",
+    "INTER_POD_AFFINITY",
+    "KUBERNETES_VERSION",
+    "NODE_AFFINITY",
+    "NODE_RESOURCES_FIT",
+    "POD_TOPOLOGY_SPREAD",
+    "PROFILES",
+    "PROFILE_NAMES",
+    "TAINT_TOLERATION",
+    "Profile",
+    "ProfileName",
+    "profile_named",
+]

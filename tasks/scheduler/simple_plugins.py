@@ -1,0 +1,110 @@
+"""TaintToleration, NodeAffinity and NodeUnschedulable (filter and score), kube-scheduler v1.35,
+and helper/normalize_score.go, which the first two normalise with.
+
+* tainttoleration/taint_toleration.go: the filter refuses a node with a NoSchedule or NoExecute
+  taint the pod does not tolerate (helper.DoNotScheduleTaintsFilterFunc); the score counts the
+  node's PreferNoSchedule taints not tolerated by the pod's tolerations with effect
+  PreferNoSchedule or none, and NormalizeScore reverses it (fewest intolerable taints: 100).
+* nodeaffinity/node_affinity.go: the filter is the nodeSelector and the required terms
+  (component-helpers nodeaffinity.GetRequiredNodeAffinity); the score is the sum of the weights
+  of the preferred terms the node matches, normalised (the best node: 100). PreScore skips the
+  plugin when the pod has no preferred term.
+* nodeunschedulable/node_unschedulable.go: a cordoned node takes only pods that tolerate
+  `node.kubernetes.io/unschedulable:NoSchedule`.
+
+Tolerations are matched as k8s.io/api core/v1 Toleration.ToleratesTaint (tasks.core.scheduling
+`tolerates`: the two differ only on an empty key with Equal, which the API server refuses).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+from tasks.core.api_objects import Taint, Toleration
+from tasks.core.records import NodeRecord
+from tasks.core.scheduling import term_matches, tolerates
+from tasks.scheduler.objects import PreferredTerm, SchedPod
+
+UNSCHEDULABLE_TAINT = Taint("node.kubernetes.io/unschedulable", "", "NoSchedule")
+DO_NOT_SCHEDULE_EFFECTS = ("NoSchedule", "NoExecute")
+PREFER_NO_SCHEDULE = "PreferNoSchedule"
+
+
+# --- helper/normalize_score.go ------------------------------------------------------------------
+
+
+def default_normalize_score(max_priority: int, reverse: bool, scores: list[int]) -> list[int]:
+    """DefaultNormalizeScore: scale [0, max(scores)] to [0, max_priority], reversed on request;
+    all zero stays zero (or becomes max_priority when reversed)."""
+    max_count = max((score for score in scores if score > 0), default=0)
+    if max_count == 0:
+        return [max_priority] * len(scores) if reverse else list(scores)
+    normalized = []
+    for score in scores:
+        score = max_priority * score // max_count
+        normalized.append(max_priority - score if reverse else score)
+    return normalized
+
+
+# --- nodeunschedulable, tainttoleration ---------------------------------------------------------
+
+
+def schedulable(pod: SchedPod, node: NodeRecord) -> bool:
+    """NodeUnschedulable's filter."""
+    return not node.unschedulable or tolerates(pod.tolerations, UNSCHEDULABLE_TAINT)
+
+
+def tolerates_do_not_schedule(tolerations: Sequence[Toleration],
+                              taints: Sequence[Taint]) -> bool:
+    """TaintToleration's filter: every NoSchedule and NoExecute taint is tolerated."""
+    return all(taint.effect not in DO_NOT_SCHEDULE_EFFECTS or tolerates(tolerations, taint)
+               for taint in taints)
+
+
+def prefer_no_schedule_tolerations(tolerations: Sequence[Toleration]) -> tuple[Toleration, ...]:
+    """getAllTolerationPreferNoSchedule: tolerations with effect PreferNoSchedule or none."""
+    return tuple(t for t in tolerations if t.effect in ("", PREFER_NO_SCHEDULE))
+
+
+def intolerable_taints(taints: Sequence[Taint], tolerations: Sequence[Toleration]) -> int:
+    """countIntolerableTaintsPreferNoSchedule: the score before NormalizeScore."""
+    return sum(1 for taint in taints
+               if taint.effect == PREFER_NO_SCHEDULE and not tolerates(tolerations, taint))
+
+
+# --- nodeaffinity -------------------------------------------------------------------------------
+
+
+def required_affinity_matches(pod: SchedPod, labels: Mapping[str, str], node_name: str) -> bool:
+    """RequiredNodeAffinity.Match: the nodeSelector, and one of the required terms (OR-ed,
+    their expressions AND-ed; an empty term matches nothing)."""
+    if any(labels.get(key) != value for key, value in pod.node_selector.items()):
+        return False
+    return not pod.required_terms or any(term_matches(term, labels, node_name)
+                                         for term in pod.required_terms)
+
+
+def preferred_terms(pod: SchedPod,
+                    added: Sequence[PreferredTerm] = ()) -> tuple[PreferredTerm, ...]:
+    """The terms NodeAffinity scores with: the profile's addedAffinity first, then the pod's;
+    a term of weight 0 or without requirements is dropped (NewPreferredSchedulingTerms)."""
+    return tuple(p for p in (*added, *pod.preferred_terms)
+                 if p.weight != 0 and (p.term.matchExpressions or p.term.matchFields))
+
+
+def preferred_affinity_score(terms: Sequence[PreferredTerm], labels: Mapping[str, str],
+                             node_name: str) -> int:
+    """PreferredSchedulingTerms.Score: the weights of the terms the node matches."""
+    return sum(p.weight for p in terms if term_matches(p.term, labels, node_name))
+
+
+__all__ = [
+    "default_normalize_score",
+    "intolerable_taints",
+    "prefer_no_schedule_tolerations",
+    "preferred_affinity_score",
+    "preferred_terms",
+    "required_affinity_matches",
+    "schedulable",
+    "tolerates_do_not_schedule",
+]
