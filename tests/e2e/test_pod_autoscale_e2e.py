@@ -446,6 +446,11 @@ def test_a_cycle_that_failed_ends_the_run_failed_and_keeps_every_result(
     assert state.is_failed() and state.message is not None
     assert state.message.startswith(
         f"1 of {len(INVALID) + 1} autoscalers failed: WatermarkPodAutoscaler {namespace}/api: ")
+    from prefect import get_client
+
+    with get_client(sync_client=True) as client:  # as the UI's run list reads it
+        tags = client.read_flow_run(state.state_details.flow_run_id).tags
+    assert sorted(tags) == ["autoscaler:shop-failed/api", "failed"]
     results = {result["name"]: result for result in outcome.results()}
     assert sorted(results) == sorted([*INVALID, "api"])
     assert [name for name, result in results.items() if result["error"]] == ["api"]
