@@ -179,6 +179,45 @@ def in_process_latency_figures() -> list[Figure]:
     return figures
 
 
+def prefect_database_figures() -> list[Figure]:
+    from benchmarks.prefect_database import measure
+
+    figures = []
+    for backend in ("sqlite", "postgres"):
+        for acting in (False, True):
+            measured = measure(backend, acting, ticks=30)
+            kind = "acting (3 groups scale up)" if acting else "idle (3 groups, nothing to do)"
+            figures.append(Figure(
+                f"Prefect database growth, {backend}, a tick from the watch cache, {kind}, "
+                "30 ticks (python -m benchmarks.prefect_database)",
+                f"{measured['bytes_per_tick'] / 1000:.0f} kB a tick, "
+                f"{measured['bytes_per_day'] / 1e9:.2f} GB a day at a tick a minute",
+                "reported; bounded by the 7-day retention",
+                f"{measured['rows_per_tick']['task_run']:.0f} task runs, "
+                f"{measured['rows_per_tick']['events']:.0f} events a tick", None))
+    return figures
+
+
+def soak_figures() -> list[Figure]:
+    from benchmarks.soak import measure
+
+    measured = measure(ticks=2000)
+    rows, met = measured["rows"], measured["targets"]
+    table = "; ".join(f"ticks {row['ticks']}: RSS {row['rss_mb']:.0f} MB, p50 "
+                      f"{row['p50_seconds']:.2f} s, p99 {row['p99_seconds']:.2f} s, database "
+                      f"{row['database_mb']:.1f} MB" for row in rows)
+    name = (f"soak: {measured['ticks']} in-process ticks (elevator watch, interval 0.5 s), 3 "
+            f"groups, {measured['pods_created']} pods, {measured['bursts']} bursts, "
+            f"{measured['interruptions']} spot interruptions, retention 300 s "
+            f"(python -m benchmarks.soak): {table}")
+    return [Figure(name, f"RSS {met.get('rss_change', float('nan')):+.1%}, p50 "
+                         f"{met.get('p50_change', float('nan')):+.1%}, database "
+                         f"{met.get('database_change', float('nan')):+.1%}",
+                   "RSS ±5 %, p50 ≤ +20 % (ticks 1,501-2,000 against 251-500); database "
+                   "±10 % (tick 2,000 against 1,500)", "",
+                   bool(met) and met["rss_met"] and met["p50_met"] and met["database_met"])]
+
+
 def silent_watch_figures() -> list[Figure]:
     from benchmarks.silent_watch import measure
 
@@ -243,7 +282,7 @@ def main() -> int:
     figures = (plan_figures() + scaling_figures() + collection_figures() + prefect_figures()
                + quality_figures() + placement_figures() + fast_simulation_figures()
                + watch_cache_figures() + in_process_latency_figures()
-               + silent_watch_figures())
+               + silent_watch_figures() + prefect_database_figures() + soak_figures())
     console.print(render(figures))
     write_results(figures)
     console.print(f"written to {RESULTS}")

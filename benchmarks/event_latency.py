@@ -152,8 +152,14 @@ def fetch(url: str) -> tuple[int, str]:
 class PrefectServer:
     """`prefect server start` on 127.0.0.1, a free port and a temporary PREFECT_HOME."""
 
-    def __init__(self, ui: bool = False, startup_timeout: float = 180.0) -> None:
+    def __init__(self, ui: bool = False, startup_timeout: float = 180.0,
+                 settings: Mapping[str, str] | None = None,
+                 launcher: Sequence[str] = ("-m", "prefect")) -> None:
+        """`settings`: the server's own, before kube-elevator's defaults; `launcher`: how the
+        interpreter runs the `prefect` command line (the soak's patches its vacuum's clock)."""
         self.port = free_port()
+        self.settings = dict(settings or {})
+        self.launcher = tuple(launcher)
         self.home = Path(tempfile.mkdtemp(prefix="elevator-prefect-server-"))
         self.client_home = Path(tempfile.mkdtemp(prefix="elevator-prefect-client-"))
         self.ui = ui
@@ -182,8 +188,9 @@ class PrefectServer:
                    PREFECT_UI_ENABLED="true" if self.ui else "false",
                    # The UI asks the API at this URL (by default at port 4200).
                    PREFECT_UI_API_URL=self.api_url, PREFECT_LOGGING_LEVEL="WARNING")
+        env.update(self.settings)
         default_server_settings(env)  # as docs/deploying.md advises
-        self._child = Child([sys.executable, "-m", "prefect", "server", "start", "--host",
+        self._child = Child([sys.executable, *self.launcher, "server", "start", "--host",
                              "127.0.0.1", "--port", str(self.port)], env,
                             self.home / "server.log")
 

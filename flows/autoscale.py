@@ -5,7 +5,10 @@ on through the same adapters; this module builds those and runs the tick as a fl
 step a recorded task run.
 
 A group whose tick failed does not stop the others, but the run ends Failed, naming the groups
-(`flows.run_state`).
+(`flows.run_state`). Every run's final state says in one line what each group did and why, and
+its tags say what happened (`scaled-up`, `tainted`, `nodes-removed`, `nothing`, `failed`,
+`group:<name>`), so the UI's run list answers "when did it scale, and why" without a click.
+Call it through `flows.run_state.run_here`: the outcome comes from this process, not the server.
 """
 
 from __future__ import annotations
@@ -21,17 +24,17 @@ from prefect import flow, get_run_logger
 from prefect.client.schemas.objects import State
 
 from flows import prefect_compat
-from flows.run_state import Results, failed_run
+from flows.run_state import Results, final_state, tag_run
 from flows.tick import tick
 from tasks.adapters.kube_cache import ClusterCache, process_cache
 from tasks.cluster_autoscaler.config import ClusterAutoscalerConfig
 from tasks.core.errors import InputError, redacted
 from tasks.core.lease_state import DEFAULT_LEASE_NAMESPACE
-from tasks.core.step import Runner, run_as_task
+from tasks.core.step import Runner, run_as_task, run_plain
 from tasks.escalator.config import NodeGroupConfig
 from tasks.node_group_file import load_node_groups
 from tasks.steps.node_groups import Adapters, GroupResult
-from tasks.steps.report import publish_tick
+from tasks.steps.report import FAILED, outcome_line, outcome_tags, publish_tick
 from tasks.steps.source import CachedSource, CacheReading, LiveSource, TickSource, cache_freshness
 
 prefect_compat.install()  # Prefect 3.8.8's heartbeat join costs each flow run up to 1 s
@@ -48,7 +51,9 @@ def tick_source(run: Runner, adapters: Adapters, groups: Sequence[NodeGroupConfi
     if not cache.wait_synced(CACHE_SYNC_SECONDS):  # still listing after a start or a 410
         get_logger(__name__).warning("watch cache not synced: the tick lists the cluster")
         return LiveSource(adapters), None
-    reading = run(cache_freshness, cache)
+    # Dating a fresh cache is memory, no task run; a stale one is reconnected or listed (I/O).
+    stale = cache.stale_kinds(cache.freshness())
+    reading = (run if stale else run_plain)(cache_freshness, cache)
     return CachedSource(cache, adapters, tuple(groups), frozenset(reading.listed)), reading
 
 
@@ -95,7 +100,7 @@ def autoscale(
     aws_credentials_block: str | None = None,
     pushgateway: str | None = None,
     load_watcher_url: str | None = None,
-) -> Results | State[Any]:
+) -> State[Any]:
     """One Escalator tick for every node group in `nodegroups`.
 
     Args:
@@ -113,6 +118,22 @@ def autoscale(
     # The run form sends "" for a field left empty: that is "not given".
     kubeconfig, pushgateway = kubeconfig or None, pushgateway or None
     load_watcher_url, aws_credentials_block = load_watcher_url or None, aws_credentials_block or None
+    try:
+        results = _tick(nodegroups, now, dry_run, lease_namespace, kubeconfig,
+                        aws_credentials_block, pushgateway, load_watcher_url)
+    except BaseException:
+        tag_run([FAILED])  # bad input, or every group stopped: the run fails
+        raise
+    tag_run(outcome_tags(results, dry_run))
+    returned: Results = [result.to_json() for result in results]
+    failures = [(result.plan.name, result.message or result.plan.reason)
+                for result in results if result.status == "failed"]
+    return final_state("node groups", failures, len(results), returned, outcome_line(results))
+
+
+def _tick(nodegroups: str, now: datetime | None, dry_run: bool, lease_namespace: str,
+          kubeconfig: str | None, aws_credentials_block: str | None, pushgateway: str | None,
+          load_watcher_url: str | None) -> list[GroupResult]:
     if not nodegroups.strip():
         raise InputError(["nodegroups: give the path of the node-group file on the worker"])
     if now is not None and not dry_run and os.environ.get(SIMULATED_CLOCK) != "1":
@@ -129,13 +150,11 @@ def autoscale(
                         load_watcher_url, config.cluster_autoscaler, source=source)
     logger = get_run_logger()
     try:
-        publish_tick(results, pushgateway, reading)
+        publish_tick(run_as_task, results, pushgateway, dry_run, reading)
     except OSError as error:  # the tick has acted: an unreachable Pushgateway is no failure of it
         logger.warning("metrics not pushed to %s: %s", redacted(pushgateway or ""), error)
-    for result in results:
-        logger.info("%s: %s (delta %+d): %s", result.plan.name, result.status,
-                    result.plan.delta, result.plan.reason)
-    returned: Results = [result.to_json() for result in results]
-    failures = [(result.plan.name, result.message or result.plan.reason)
-                for result in results if result.status == "failed"]
-    return failed_run("node groups", failures, len(results), returned) or returned
+    for result in results:  # a group with nothing to do is in the state message alone
+        if result.status != "nothing to do":
+            logger.info("%s: %s (delta %+d): %s", result.plan.name, result.status,
+                        result.plan.delta, result.plan.reason)
+    return results

@@ -20,7 +20,8 @@ from uuid import UUID
 if TYPE_CHECKING:
     from prefect import Flow
     from prefect.client.orchestration import SyncPrefectClient
-    from prefect.client.schemas.objects import State
+
+    from flows.run_state import RunOutcome
 
 BURST_TAG = "pending-pods"
 LEADING_TAG = "leading"  # the run a replica starts as it takes the lead
@@ -78,9 +79,10 @@ class DeploymentRuns:
             propose_state_sync(self.client, Cancelled(
                 message="skipped: a later scheduled tick was due"), flow_run_id=flow_run_id)
 
-    def execute(self, flow_run_id: UUID) -> State[Any] | None:
-        """Claim the run (propose Pending) and run its flow here. None when the server said no:
-        another process claimed it first, or the concurrency limit cancelled it."""
+    def execute(self, flow_run_id: UUID) -> RunOutcome | None:
+        """Claim the run (propose Pending) and run its flow here; its outcome as this process
+        computed it. None when the server said no: another process claimed it first, or the
+        concurrency limit cancelled it."""
         from prefect.exceptions import Abort
         from prefect.flow_engine import run_flow
         from prefect.states import Pending
@@ -92,11 +94,14 @@ class DeploymentRuns:
             return None
         if not claimed.is_pending():
             return None
-        flow_run = self.client.read_flow_run(flow_run_id)
-        state: State[Any] = run_flow(self.flow, flow_run=flow_run,  # type: ignore[assignment]
-                                     parameters=dict(flow_run.parameters), return_type="state")
-        return state
+        from flows.run_state import run_here
 
-    def run_due(self) -> list[State[Any]]:
+        flow_run = self.client.read_flow_run(flow_run_id)
+        return run_here(lambda: run_flow(  # type: ignore[arg-type, return-value]
+            self.flow, flow_run=flow_run, parameters=dict(flow_run.parameters),
+            return_type="state"))
+
+    def run_due(self) -> list[RunOutcome]:
         """Every due run, one after another (a tick at a time, as the limit wants)."""
-        return [state for run_id in self.due() if (state := self.execute(run_id)) is not None]
+        return [outcome for run_id in self.due()
+                if (outcome := self.execute(run_id)) is not None]

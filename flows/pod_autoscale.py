@@ -19,10 +19,11 @@ from prefect import flow, get_run_logger
 from prefect.client.schemas.objects import State
 
 from flows.pod_cycle import AutoscalerResult, cycle
-from flows.run_state import Results, failed_run
+from flows.run_state import Results, final_state, tag_run
 from tasks.adapters.prometheus import DEFAULT_RATE_WINDOW, PrometheusMetrics
 from tasks.core.step import run_as_task
 from tasks.pod_autoscalers.wpa import crd as watermark
+from tasks.steps.report import DRY_RUN, FAILED, NOTHING, OUTCOME_CHARACTERS
 
 if TYPE_CHECKING:
     from prometheus_client import CollectorRegistry
@@ -175,7 +176,7 @@ def pod_autoscale(
     dry_run: bool = False,
     namespace: str | None = None,
     rate_window: str = DEFAULT_RATE_WINDOW,
-) -> Results | State[Any]:
+) -> State[Any]:
     """One cycle of every WatermarkPodAutoscaler and MemoryAutoscaler in the cluster.
 
     `now` (default: the current time) is the clock of forbidden windows and delays;
@@ -193,4 +194,48 @@ def pod_autoscale(
     # A cycle that raised (not a metric Prometheus lacks, which WPA reports as a condition).
     failures = [(f"{result.decision.kind} {result.decision.namespace}/{result.decision.name}",
                  result.error) for result in results if result.error]
-    return failed_run("autoscalers", failures, len(results), returned) or returned
+    tag_run(cycle_tags(results, dry_run))
+    return final_state("autoscalers", failures, len(results), returned,
+                       cycle_line(results))
+
+
+def _named(result: AutoscalerResult) -> str:
+    decision = result.decision
+    return f"{decision.kind} {decision.namespace}/{decision.name}"
+
+
+def cycle_line(results: Sequence[AutoscalerResult]) -> str:
+    """The cycle in one line, for the flow run's state message: each autoscaler that scaled
+    (`WatermarkPodAutoscaler shop/web 3 → 5: <reason>`); else `nothing`."""
+    parts = []
+    for result in results:
+        decision = result.decision
+        if result.scaled:
+            reason = " ".join(decision.reason.split())[:OUTCOME_CHARACTERS]
+            parts.append(f"{_named(result)} {result.scaled_from} → "
+                         f"{decision.desired_replicas}: {reason}")
+    idle = sum(1 for result in results if not result.scaled and not result.error)
+    if idle:
+        parts.append(f"nothing: {idle} autoscalers")
+    return "; ".join(parts) or "nothing"
+
+
+def cycle_tags(results: Sequence[AutoscalerResult], dry_run: bool) -> list[str]:
+    """`scaled-up`, `scaled-down`, `failed`, else `nothing` (`dry-run` for a dry run), and
+    `autoscaler:<namespace>/<name>` for each one that scaled or failed."""
+    tags = []
+    for result in results:
+        found = [tag for tag, happened in (
+            ("scaled-up", result.scaled and (result.decision.desired_replicas or 0)
+             > (result.scaled_from or 0)),
+            ("scaled-down", result.scaled and (result.decision.desired_replicas or 0)
+             < (result.scaled_from or 0)),
+            (FAILED, bool(result.error))) if happened]
+        tags += found
+        if found or result.scaled:
+            tags.append(f"autoscaler:{result.decision.namespace}/{result.decision.name}")
+    if dry_run:
+        tags.append(DRY_RUN)
+    elif not tags:
+        tags.append(NOTHING)
+    return sorted(set(tags))

@@ -1,4 +1,5 @@
-"""A fix for Prefect 3.8.8's flow-run heartbeat, which costs every sync flow run up to a second.
+"""Fixes for Prefect 3.8.8: its flow-run heartbeat costs every sync flow run up to a second, and
+its ephemeral server never deletes old flow runs; and the settings of a server that records ticks.
 
 The engine's heartbeat thread sleeps in 1-second slices (`time.sleep(1)`) and is joined when the
 run ends, so a run that finishes between two slices waits for the slice to end: measured here,
@@ -13,6 +14,7 @@ Prefect's own code.
 from __future__ import annotations
 
 import contextvars
+import os
 import threading
 from collections.abc import Generator, MutableMapping
 from contextlib import contextmanager
@@ -22,11 +24,11 @@ PATCHED_VERSION = "3.8.8"
 
 
 def install() -> bool:
-    """Replace `prefect.flow_engine._send_heartbeats`; True when installed.
+    """Replace `prefect.flow_engine._send_heartbeats`, and start an ephemeral server with the
+    flow-run vacuum (`ephemeral_server_app`); True when installed.
 
     `ELEVATOR_PREFECT_ENGINE_FIX=0` keeps Prefect's own code (the benchmark's baseline uses it).
     """
-    import os
 
     import prefect
     import prefect.flow_engine as engine_module
@@ -73,6 +75,10 @@ def install() -> bool:
 
     _send_heartbeats.__elevator_fix__ = True  # type: ignore[attr-defined]
     engine_module._send_heartbeats = _send_heartbeats
+    from prefect.settings import get_current_settings
+
+    if not get_current_settings().api.url:  # Prefect starts a server of its own: it imports
+        _install_ephemeral_vacuum()          # the server's module then anyway
     return True
 
 
@@ -91,20 +97,81 @@ def one_client_for_runs() -> Generator[None, None, None]:
         yield
 
 
-# Settings for a Prefect server that records kube-elevator's ticks. The server's task-run
-# recorder writes each task-run event in a transaction of its own by default (batch size 1),
-# and SQLAlchemy compiles every one of those inserts afresh: profiled with py-spy, that was
-# half of the server's CPU while ticks ran, and every API call of the tick waited behind it
-# (a flow run of 6 task runs: 0.53 s, and 0.20-0.25 s with these). Batched, a task run reaches
-# the UI within a second instead of at once; every one is still recorded.
+# Settings for a Prefect server that records kube-elevator's ticks.
+#
+# The task-run recorder writes each task-run event in a transaction of its own by default
+# (batch size 1), and SQLAlchemy compiles every one of those inserts afresh: profiled with
+# py-spy, that was half of the server's CPU while ticks ran, and every API call of the tick
+# waited behind it (a flow run of 6 task runs: 0.53 s, and 0.20-0.25 s with these). Batched, a
+# task run reaches the UI within a second instead of at once; every one is still recorded.
+#
+# Retention (prefect/server/services/db_vacuum.py, Prefect 3.8.8): a tick a minute is 1,440 flow
+# runs a day, kept forever by Prefect's defaults (its vacuum deletes only events, after 7 days).
+# With `flow_runs` enabled the vacuum deletes, every `..._LOOP_SECONDS` (default 3600), the
+# finished top-level flow runs that ended more than `..._RETENTION_PERIOD` ago, with their task
+# runs, states, logs and artifacts; and events older than `PREFECT_SERVER_EVENTS_RETENTION_PERIOD`.
+# Seven days for both: a week of "when did it scale, and why" (a Monday can look back at the
+# weekend), and a run and its events leave together. Measured in benchmarks/RESULTS.md: a
+# week of idle ticks a minute from the watch cache is about 0.6 GB on SQLite (57 kB a tick,
+# three quarters of it the runs' events).
+RETENTION = "P7D"  # ISO 8601: both settings read it (the events one takes no bare seconds)
 SERVER_SETTINGS = {
     "PREFECT_SERVER_SERVICES_TASK_RUN_RECORDER_BATCH_SIZE": "200",
     "PREFECT_SERVER_SERVICES_TASK_RUN_RECORDER_FLUSH_INTERVAL": "1",
+    "PREFECT_SERVER_SERVICES_DB_VACUUM_ENABLED": "events,flow_runs",
+    "PREFECT_SERVER_SERVICES_DB_VACUUM_RETENTION_PERIOD": RETENTION,
+    "PREFECT_SERVER_EVENTS_RETENTION_PERIOD": RETENTION,
 }
 
 
 def default_server_settings(environ: MutableMapping[str, str]) -> None:
     """`SERVER_SETTINGS` for a Prefect server this process starts, where `environ` does not
-    say otherwise."""
+    say otherwise (a user's own setting wins)."""
     for name, value in SERVER_SETTINGS.items():
         environ.setdefault(name, value)
+
+
+def ephemeral_server_app() -> Any:
+    """The app of the Prefect server a command starts for itself (no PREFECT_API_URL), with
+    the flow-run vacuum among its services.
+
+    Prefect runs its flow-run vacuum only in `prefect server start`: an ephemeral server
+    (`PREFECT__SERVER_EPHEMERAL`) runs the services marked `run_in_ephemeral`, and the vacuum
+    of flow runs is not one (3.8.8, `schedule_vacuum_tasks`). Yet its SQLite database lives in
+    PREFECT_HOME across every `elevator run` and `watch`, and would keep every tick. Marked so
+    here, the server deletes runs past the retention when it starts and every loop after.
+    The orphan scan stays off: it reads the whole log table, at every `run --once`.
+    """
+    from prefect.server.api.server import create_app
+    from prefect.server.services.db_vacuum import schedule_vacuum_tasks
+    from prefect.server.services.perpetual_services import get_perpetual_services
+
+    for service in get_perpetual_services():
+        if service.function is schedule_vacuum_tasks:
+            service.run_in_ephemeral = True
+    return create_app()
+
+
+def _install_ephemeral_vacuum() -> None:
+    """Start the ephemeral server with `ephemeral_server_app` (Prefect's command line for it,
+    `prefect.server.api.server.SubprocessASGIServer._run_uvicorn_command`, but the factory).
+    Only without PREFECT_API_URL: importing the server's module costs a second."""
+    import subprocess
+    import sys
+
+    import prefect
+    from prefect.server.api.server import SubprocessASGIServer
+    from prefect.settings import get_current_settings
+
+    def _run_uvicorn_command(self: SubprocessASGIServer) -> subprocess.Popen[Any]:
+        server_env = {"PREFECT_UI_ENABLED": "0", "PREFECT__SERVER_EPHEMERAL": "1",
+                      "PREFECT__SERVER_FINAL": "1"}
+        return subprocess.Popen(
+            args=[sys.executable, "-m", "uvicorn", "--app-dir",
+                  str(prefect.__module_path__.parent), "--factory",
+                  f"{__name__}:ephemeral_server_app", "--host", "127.0.0.1", "--port",
+                  str(self.port), "--log-level", "error", "--lifespan", "on"],
+            env={**os.environ, **server_env,
+                 **get_current_settings().to_environment_variables(exclude_unset=True)})
+
+    SubprocessASGIServer._run_uvicorn_command = _run_uvicorn_command  # type: ignore[method-assign]

@@ -400,15 +400,15 @@ def _tick_runner(prefect: bool, kubeconfig: Path, nodegroups: Path, aws: FakeAws
     """One tick at `now`: a Prefect flow run, or the same steps called directly."""
     if prefect:
         from flows.autoscale import SIMULATED_CLOCK, autoscale
-        from flows.run_state import run_results
+        from flows.run_state import run_here
 
         os.environ[SIMULATED_CLOCK] = "1"  # the fake cluster lives on the simulated clock
 
         def as_flow_run(now: float) -> list[dict[str, Any]]:
-            return run_results(autoscale(
+            return run_here(lambda: autoscale(
                 nodegroups=str(nodegroups), now=datetime.fromtimestamp(now, UTC),
                 kubeconfig=str(kubeconfig), load_watcher_url=load_watcher_url,
-                return_state=True))
+                return_state=True)).results()
 
         return as_flow_run
 

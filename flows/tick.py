@@ -40,7 +40,7 @@ from tasks.core.errors import LeaseConflict
 from tasks.core.lease_state import GroupState
 from tasks.core.records import AutoScalingGroup, NodeRecord, PodRecord
 from tasks.core.retry import is_retryable
-from tasks.core.step import Runner
+from tasks.core.step import Runner, run_plain
 from tasks.escalator.config import NodeGroupConfig
 from tasks.escalator.decide import GroupInputs, ScalePlan, decide, missing_asg_plan
 from tasks.escalator.filter_nodes import nodes_by_group
@@ -158,9 +158,12 @@ def _tick_group(
     except LeaseConflict as conflict:
         return GroupResult(plan, "lost race", message=str(conflict), asg=asg)
     lags = _registration_lags(run, actuator, plan, nodes, now)
-    done = done.merged(run(taint_and_remove, actuator, plan, asg, nodes, now))
+    # A step with nothing to do is not called: no task run records that it did nothing.
+    if plan.taint or plan.delete:
+        done = done.merged(run(taint_and_remove, actuator, plan, asg, nodes, now))
     try:
-        done = done.merged(run(untaint_or_increase, actuator, plan, asg, one_shot))
+        if plan.untaint or plan.cloud_increase:
+            done = done.merged(run(untaint_or_increase, actuator, plan, asg, one_shot))
     except Exception as error:
         if plan.cloud_increase and not is_retryable(error):
             # Escalator takes the lock only after the cloud accepted the increase: the cloud
@@ -213,8 +216,18 @@ def tick(
         except Exception as unreadable:  # no load data: oldest first, as Escalator does
             get_logger(__name__).warning("load watcher %s unreadable (%s): oldest first",
                                          load_watcher_url, unreadable)
-    pods = run(collect_pods, source)
-    nodes = run(collect_nodes, source)
+    # A read of this process's watch cache is memory, and the decision is pure: neither is a
+    # task run (nothing to retry, nothing outside the process to record). A tick a minute keeps
+    # its task runs in the Prefect database until its retention: an idle tick from the cache
+    # records the two reads that leave the process, the ASGs and the Leases (issue 27).
+    def read(kind: str) -> Runner:
+        """Plainly, a kind the cache serves; as a task run, a kind listed (live, or listed for
+        this tick because its watch went silent: `CachedSource.live_kinds`)."""
+        cached = isinstance(source, CachedSource) and kind not in source.live_kinds
+        return run_plain if cached else run
+
+    pods = read("pods")(collect_pods, source)
+    nodes = read("nodes")(collect_nodes, source)
     asgs = run(describe_node_groups, source, [g.cloud_provider_group_name for g in groups])
     if actuator is not None:  # Escalator's addASGTags (at each tick, not at registration)
         tag_node_groups(run, actuator.cloud, groups, asgs)
@@ -223,7 +236,7 @@ def tick(
     group_nodes = nodes_by_group(nodes, groups)
     removal = None
     if ca is not None:
-        budgets = run(collect_pdbs, source)
+        budgets = read("poddisruptionbudgets")(collect_pdbs, source)
         removal = RemovalInputs(nodes, pods_on_nodes(pods), budgets, ca.scale_down.drain)
 
     names = [group.name for group in groups]
@@ -232,14 +245,14 @@ def tick(
     except Exception as unreadable:  # every Lease unreadable (after retries): every group fails
         states = dict.fromkeys(names, unreadable)
 
-    # filter-nodes, compute-utilization and decide for every group read: one task run
+    # filter-nodes, compute-utilization and decide for every group read, in this process
     ready = []
     for group in groups:
         asg, state = asgs.get(group.cloud_provider_group_name), states[group.name]
         if asg is not None and not isinstance(state, Exception):
             ready.append(GroupInputs(group, group_pods[group.name], group_nodes[group.name],
                                      asg, state))
-    decided = run(decide, ready, now, cpu_load_percent) if ready else []
+    decided = run_plain(decide, ready, now, cpu_load_percent) if ready else []
     decisions = {inputs.group.name: plan for inputs, plan in zip(ready, decided, strict=True)}
 
     def one(group: NodeGroupConfig) -> GroupResult:

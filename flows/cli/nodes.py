@@ -203,13 +203,13 @@ def run(
     heartbeat_environment()
     ensure_crash_detection()  # a tick whose process dies ends Crashed on the server
     from flows.autoscale import autoscale
-    from flows.run_state import run_results
+    from flows.run_state import run_here
 
     def cycle() -> list[dict[str, Any]]:
-        return run_results(autoscale(nodegroups=str(nodegroups), dry_run=dry_run,
-                                     lease_namespace=lease_namespace,
-                                     kubeconfig=str(kubeconfig) if kubeconfig else None,
-                                     return_state=True))
+        return run_here(lambda: autoscale(nodegroups=str(nodegroups), dry_run=dry_run,
+                                          lease_namespace=lease_namespace,
+                                          kubeconfig=str(kubeconfig) if kubeconfig else None,
+                                          return_state=True)).results()
 
     def line(result: dict[str, Any]) -> str:
         return (f"{result['name']}: {result['status']} (delta {result['delta']:+d}) "

@@ -275,7 +275,7 @@ def register(app: typer.Typer) -> None:
 
             check_kubeconfig(kubeconfig)
         from flows.pod_autoscale import controller_metrics, pod_autoscale
-        from flows.run_state import run_results
+        from flows.run_state import run_here
 
         if metrics_port:
             from prometheus_client import start_http_server
@@ -287,10 +287,10 @@ def register(app: typer.Typer) -> None:
                 raise InputError([f"--metrics-host/--metrics-port: {metrics_host}:"
                                   f"{metrics_port}: {error.strerror or error}"]) from None
         run_until_stopped(
-            lambda: run_results(pod_autoscale(
+            lambda: run_here(lambda: pod_autoscale(
                 prometheus_url=prometheus, dry_run=dry_run, namespace=namespace,
                 rate_window=rate_window, kubeconfig=str(kubeconfig) if kubeconfig else None,
-                return_state=True)),
+                return_state=True)).results(),
             lambda result: f"{result['kind']} {result['namespace']}/{result['name']}: "
                            f"{result['current_replicas']} → {result['desired_replicas']} "
                            f"{result['reason']}",

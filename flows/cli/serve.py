@@ -251,26 +251,27 @@ class InProcessTicks:
         ended Completed, None when none ran (a quiet poll keeps the last run's verdict)."""
         from flows.cli.common import print_tick_results, say_as
         from flows.deployment_runs import BURST_TAG, LEADING_TAG
-        from flows.run_state import run_results
+        from flows.run_state import RunOutcome
 
         runs = self.runs
         assert runs is not None
+        outcomes: list[RunOutcome]
         if why == "schedule":
-            states = runs.run_due()
+            outcomes = runs.run_due()
         else:
             if why == "leading":
                 runs.resume()
-            state = runs.execute(runs.start_now(
+            outcome = runs.execute(runs.start_now(
                 why, LEADING_TAG if why == "leading" else BURST_TAG))
-            states = [] if state is None else [state]
-        for state in states:
+            outcomes = [] if outcome is None else [outcome]
+        for outcome in outcomes:
             try:
-                results = run_results(state)
+                results = outcome.results()
             except BaseException as stopped:  # bad input, a crash, a cancel
-                say_as("serve")(f"tick ({why}): {state.name}: {stopped}")
+                say_as("serve")(f"tick ({why}): {outcome.state.name}: {stopped}")
             else:
                 print_tick_results(why, results)
-        return all(state.is_completed() for state in states) if states else None
+        return all(outcome.state.is_completed() for outcome in outcomes) if outcomes else None
 
     def _warm_up(self) -> None:
         """A follower's dry run of the flow (not of the deployment: it claims no run and

@@ -225,16 +225,17 @@ def _watch_and_tick(kube: Any, nodegroups: Path, kubeconfig: Path | None, lease_
     it leads, under leader election)."""
     from flows.autoscale import autoscale
     from flows.cli.common import console_logs_without_tracebacks, print_tick_results
-    from flows.run_state import run_results
+    from flows.run_state import run_here
 
     say = say_as("watch")
     kubeconfig_text = str(kubeconfig) if kubeconfig else None
 
     def tick(why: str) -> bool:
-        state = autoscale(nodegroups=str(nodegroups), lease_namespace=lease_namespace,
-                          kubeconfig=kubeconfig_text, return_state=True)
-        print_tick_results(why, run_results(state))
-        return bool(state.is_completed())
+        outcome = run_here(lambda: autoscale(nodegroups=str(nodegroups),
+                                             lease_namespace=lease_namespace,
+                                             kubeconfig=kubeconfig_text, return_state=True))
+        print_tick_results(why, outcome.results())
+        return bool(outcome.state.is_completed())
 
     def warm_up() -> None:
         """A follower's dry-run tick: it decides, changes nothing, claims nothing."""

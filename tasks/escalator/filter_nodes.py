@@ -150,7 +150,10 @@ def filter_group(
     Outside dry mode the classification still sees unhealthy nodes as listed, as Escalator's
     does (its taints land on the API, not on the nodes it already listed).
     """
-    tracker = list(dry_mode_tainted)
+    # A node that left the group (deleted, replaced, relabelled) leaves the tracker too: the
+    # tracker lives in the group's Lease, and would otherwise keep every node it ever held.
+    present = {node.name for node in nodes}
+    tracker = [name for name in dry_mode_tainted if name in present]
     unhealthy: list[str] = []
     if group.unhealthy_node_feature:
         grace = group.unhealthy_node_grace_seconds

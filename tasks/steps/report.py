@@ -1,7 +1,10 @@
-"""What a tick tells the outside world: a table artifact, Prefect events, Escalator's metrics.
+"""What a tick tells the outside world: a table artifact, Prefect events, Escalator's metrics,
+and its outcome in one line and as tags for its flow run.
 
 Events let users build Prefect automations (page someone on `elevator.node-group.error`);
-the artifact shows each tick's decisions in the UI; the metrics keep Escalator's dashboards.
+the artifact shows a tick's decisions in the UI; the metrics keep Escalator's dashboards. The
+one-line outcome (the run's state message) and the tags make the UI's run list say which runs
+scaled and why; a tick that changed nothing writes no artifact or event, its message says why.
 """
 
 from __future__ import annotations
@@ -9,12 +12,17 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from tasks.core.step import step
+from tasks.core.step import Runner, step
 from tasks.escalator.metrics import METRICS, EscalatorMetrics, push
-from tasks.steps.node_groups import GroupResult
+from tasks.steps.node_groups import ActionsDone, GroupResult
 from tasks.steps.source import CacheReading
 
 EVENT_PREFIX = "elevator.node-group"
+# The flow run's tags for what its tick did, for the UI's tag filter and Prefect automations.
+SCALED_UP, TAINTED, NODES_REMOVED, FAILED, NOTHING, DRY_RUN = (
+    "scaled-up", "tainted", "nodes-removed", "failed", "nothing", "dry-run")
+GROUP_TAG = "group:"  # + the name of a group that acted or failed
+OUTCOME_CHARACTERS = 200  # of each group's part of the one-line outcome
 
 
 def record_metrics(metrics: EscalatorMetrics, results: Sequence[GroupResult]) -> None:
@@ -144,21 +152,40 @@ def events_for(result: GroupResult) -> list[tuple[str, dict[str, Any]]]:
     return events
 
 
-@step
-def publish_tick(results: Sequence[GroupResult], pushgateway: str | None = None,
-                 cache: CacheReading | None = None) -> None:
-    """The tick's report: metrics (pushed if asked), a table artifact, events; with `cache`,
-    the age of the watch cache it read, on the artifact and as a metric."""
+def changed_nothing(results: Sequence[GroupResult]) -> bool:
+    """Every group had nothing to do and none failed: no event to send, no artifact to show."""
+    return all(result.status == "nothing to do" and not events_for(result)
+               for result in results)
+
+
+def publish_tick(run: Runner, results: Sequence[GroupResult], pushgateway: str | None = None,
+                 dry_run: bool = False, cache: CacheReading | None = None) -> None:
+    """The tick's report. Escalator's metrics always, with the age of the watch cache the tick
+    read (`cache`); to Prefect, the table artifact (with that age) and the events (the
+    `publish-tick` task run) only when the tick did something, failed somewhere or was a dry
+    run (whose report is its point). A tick that changed nothing says so in its flow run's
+    state message and writes no artifact, event or task run for it: at a tick a minute, most
+    ticks."""
+    record_metrics(METRICS, results)  # once: a retried push must not count twice
+    if cache is not None:
+        record_cache_ages(METRICS, cache)
+    to_prefect = dry_run or not changed_nothing(results)
+    if to_prefect or pushgateway:
+        run(send_report, results if to_prefect else (), pushgateway,
+            cache_note(cache) if cache is not None else "")
+
+
+def _send_report(results: Sequence[GroupResult], pushgateway: str | None = None,
+                 note: str = "") -> None:
+    """A table artifact (`note` under its description) and the events of `results` (if any),
+    then the metrics pushed (if asked)."""
     from prefect.artifacts import create_table_artifact
     from prefect.events import emit_event
 
-    record_metrics(METRICS, results)
-    description = "What this tick decided for each node group, and why."
-    if cache is not None:
-        record_cache_ages(METRICS, cache)
-        description += "\n\n" + cache_note(cache)
-    create_table_artifact(
-        key="autoscale-tick", table=table_rows(results), description=description)
+    if results:
+        description = "What this tick decided for each node group, and why."
+        create_table_artifact(key="autoscale-tick", table=table_rows(results),
+                              description=description + (f"\n\n{note}" if note else ""))
     for result in results:
         for name, payload in events_for(result):
             emit_event(event=name, payload=payload, resource={
@@ -166,3 +193,70 @@ def publish_tick(results: Sequence[GroupResult], pushgateway: str | None = None,
                 "prefect.resource.name": result.plan.name})
     if pushgateway:
         push(METRICS, pushgateway)
+
+
+send_report = step(_send_report, name="publish-tick")
+
+def _acted(result: GroupResult) -> bool:
+    return result.done != ActionsDone()
+
+
+def _usage(result: GroupResult) -> str:
+    plan = result.plan
+    if plan.cpu_percent is None or plan.mem_percent is None:
+        shown = "from 0"
+    else:
+        shown = f"{max(plan.cpu_percent, plan.mem_percent):.0f}%"
+    return f"{plan.name} {shown}" + (" (locked)" if plan.locked else "")
+
+
+def _why(result: GroupResult) -> str:
+    """The decision's first reason (Escalator's wording), on one line."""
+    text = result.plan.error or result.plan.reason.split("; ")[0]
+    return " ".join(text.split())[:OUTCOME_CHARACTERS]
+
+
+def outcome_line(results: Sequence[GroupResult]) -> str:
+    """The tick in one line, for the flow run's state message: each group that acted or failed
+    (`shared +2: usage 125.0% is above scale_up_threshold 70%: ...`), then the others' usage
+    (`nothing: batch 50%, spot 12% (locked)`); a dry run says what each group would do."""
+    parts, idle = [], []
+    for result in results:
+        plan = result.plan
+        change = f"{plan.delta:+d}" if plan.delta else "acted"
+        if result.status == "failed":
+            error = " ".join((result.message or plan.error or plan.reason).split())
+            parts.append(f"{plan.name} failed: {error[:OUTCOME_CHARACTERS]}")
+        elif result.status == "dry run" and plan.changes_anything:
+            parts.append(f"{plan.name} would {change}: {_why(result)}")
+        elif _acted(result):
+            parts.append(f"{plan.name} {change}: {_why(result)}")
+        elif result.status == "lost race":
+            parts.append(f"{plan.name}: another tick acted first")
+        else:
+            idle.append(_usage(result))
+    if idle:
+        parts.append("nothing: " + ", ".join(idle))
+    return "; ".join(parts) or "nothing"
+
+
+def outcome_tags(results: Sequence[GroupResult], dry_run: bool = False) -> list[str]:
+    """What the tick did, as tags: `scaled-up`, `tainted`, `nodes-removed`, `failed`, else
+    `nothing` (`dry-run` for a dry run), and `group:<name>` for each group that acted or
+    failed."""
+    tags: list[str] = []
+    for result in results:
+        done = result.done
+        found = [tag for tag, happened in (
+            (SCALED_UP, done.asg_desired_set is not None or bool(done.untainted)),
+            (TAINTED, bool(done.tainted)),
+            (NODES_REMOVED, bool(done.deleted_nodes or done.terminated_instances)),
+            (FAILED, result.status == "failed")) if happened]
+        tags += found
+        if found:
+            tags.append(GROUP_TAG + result.plan.name)
+    if dry_run:
+        tags.append(DRY_RUN)
+    elif not tags:
+        tags.append(NOTHING)
+    return sorted(set(tags))

@@ -22,7 +22,7 @@ from fakes.aws import FakeAws, fail_next_calls
 from fakes.cluster import node_for_instance
 from fakes.kube_api.server import FakeKubeApi
 from flows.autoscale import autoscale, live_tick
-from flows.run_state import RunFailed, run_results
+from flows.run_state import RunFailed, run_here
 from tasks.adapters.cloud import AsgClient
 from tasks.adapters.kube import KubeClient
 from tasks.core.step import run_as_task
@@ -137,12 +137,13 @@ def test_a_tick_in_which_a_group_failed_ends_failed_and_keeps_every_result(
     config["node_groups"].append(group_dict(name="ghost", label_value="ghost",
                                             cloud_provider_group_name="no-such-asg"))
     cluster.config.write_text(yaml.safe_dump(config))
-    state = autoscale(nodegroups=str(cluster.config), now=at(T0),
-                      kubeconfig=str(cluster.kubeconfig), return_state=True)
+    outcome = run_here(lambda: autoscale(nodegroups=str(cluster.config), now=at(T0),
+                                         kubeconfig=str(cluster.kubeconfig), return_state=True))
+    state = outcome.state
     assert state.is_failed()
     assert state.message is not None
     assert state.message.startswith("1 of 2 node groups failed: ghost: ")
-    results = {result["name"]: result for result in run_results(state)}
+    results = {result["name"]: result for result in outcome.results()}
     assert results["batch"]["status"] == "acted" and cluster.desired() == 8  # it went on
     assert results["ghost"]["status"] == "failed"
     with pytest.raises(RunFailed) as failed:  # called as a function: the error, with them
@@ -344,21 +345,22 @@ def test_conflict_on_taint_rereads_the_node_and_still_taints(cluster_factory: An
     assert [r.status for r in patches] == [409, 200, 200]
 
 
-def test_with_cluster_autoscaler_ideas_every_step_is_a_task_run_of_the_tick(
+def test_with_cluster_autoscaler_ideas_every_step_that_leaves_the_process_is_a_task_run(
         cluster_factory: Any) -> None:
     cluster = cluster_factory(3, scale_up_threshold_percent=80,
                               cluster_autoscaler={"enabled": True})
     busy, other, empty = cluster.node_names
     cluster.pod("web-0", cpu="700m", node=busy, owner="web")
     cluster.pod("web-1", cpu="700m", node=other, owner="web")
-    state = autoscale(nodegroups=str(cluster.config), now=at(T0),
-                      kubeconfig=str(cluster.kubeconfig), return_state=True)
-    (first,) = state.result()
+    outcome = run_here(lambda: autoscale(nodegroups=str(cluster.config), now=at(T0),
+                                         kubeconfig=str(cluster.kubeconfig), return_state=True))
+    state = outcome.state
+    (first,) = outcome.results()
     # 47%: Escalator holds, and CA starts counting the empty node's unneeded time.
     assert first["delta"] == 0 and first["done"]["tainted"] == []
     lease = cluster.kube.get("leases", "elevator-batch", "kube-system")
     assert empty in lease["metadata"]["annotations"]["elevator.io/unneeded-since"]
-    steps = {"collect-pods", "collect-nodes", "collect-pdbs", "read-locks", "decide",
+    steps = {"collect-pods", "collect-nodes", "collect-pdbs", "read-locks",
              "write-lock", "read-group-states", "plan-unneeded-scale-down"}
     # The server records task runs from their events, after the flow run returns: poll it.
     deadline = time.monotonic() + 60

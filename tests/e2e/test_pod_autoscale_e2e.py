@@ -430,7 +430,7 @@ def test_a_cycle_that_failed_ends_the_run_failed_and_keeps_every_result(
     reported, and the run ends Failed naming it. A metric Prometheus cannot give is not a
     failure: WPA reports it as a condition."""
     from flows.pod_autoscale import pod_autoscale
-    from flows.run_state import RunFailed, run_results
+    from flows.run_state import RunFailed, run_here
 
     namespace = "shop-failed"
     Workload(fake_kube, pod_metrics, namespace, "web", 3).stop()  # the invalid ones' target
@@ -441,11 +441,17 @@ def test_a_cycle_that_failed_ends_the_run_failed_and_keeps_every_result(
                          path=f"/apis/apps/v1/namespaces/{namespace}/deployments/api/scale")
     arguments = {"prometheus_url": f"http://127.0.0.1:{free_port()}",
                  "kubeconfig": str(kubeconfig), "namespace": namespace}
-    state = pod_autoscale(**arguments, return_state=True)
+    outcome = run_here(lambda: pod_autoscale(**arguments, return_state=True))
+    state = outcome.state
     assert state.is_failed() and state.message is not None
     assert state.message.startswith(
         f"1 of {len(INVALID) + 1} autoscalers failed: WatermarkPodAutoscaler {namespace}/api: ")
-    results = {result["name"]: result for result in run_results(state)}
+    from prefect import get_client
+
+    with get_client(sync_client=True) as client:  # as the UI's run list reads it
+        tags = client.read_flow_run(state.state_details.flow_run_id).tags
+    assert sorted(tags) == ["autoscaler:shop-failed/api", "failed"]
+    results = {result["name"]: result for result in outcome.results()}
     assert sorted(results) == sorted([*INVALID, "api"])
     assert [name for name, result in results.items() if result["error"]] == ["api"]
     assert_reported_and_left_alone(fake_kube, namespace)  # the others' cycles went on

@@ -163,6 +163,17 @@ def test_a_custom_run_of_plan_from_the_ui_form_completes(
     assert run.parameters["kubeconfig"] == str(cluster.kubeconfig)
     assert run.parameters["dry_run"] is True
     assert any(r.resource == "pods" and r.verb == "list" for r in fake_kube.requests)
+    # What the run did, as the run list shows it (issue 27): its tags, and its state's message.
+    assert "dry-run" in run.tags
+    assert (run.state.message or "").startswith("batch would +"), run.state.message
+    page = browser.new_page(viewport={"width": 1280, "height": 1200})
+    try:
+        page.goto(f"{server.url}/runs", wait_until="networkidle")
+        row = page.locator("div", has=page.get_by_text("plan-from-the-form", exact=True)).filter(
+            has=page.get_by_text("dry-run", exact=True)).last
+        sync_api.expect(row).to_be_visible(timeout=60_000)
+    finally:
+        page.close()
 
 
 def test_the_tune_runs_pareto_picture_shows_in_the_ui(server: PrefectServer,

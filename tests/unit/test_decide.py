@@ -384,6 +384,18 @@ def test_dry_mode_keeps_taints_in_the_tracker_and_still_takes_the_lock() -> None
     assert again.cloud_increase == 2 and again.locked
 
 
+def test_dry_mode_tracker_forgets_nodes_that_left_the_group() -> None:
+    """The tracker is kept in the group's Lease: a node deleted or replaced since it was
+    tracked is dropped from it, or the Lease would hold every node the group ever had."""
+    nodes = [make_node("a", created=1), make_node("b", created=2), make_node("c", created=3)]
+    plan = tick(nodes, [], dry_mode=True)
+    assert plan.next_state.dry_mode_tainted == ("a", "b")
+    replaced = [nodes[1], nodes[2], make_node("d", created=4)]  # "a" is gone, "d" joined
+    again = tick(replaced, [], state=plan.next_state, dry_mode=True, now=NOW + 600)
+    assert "a" not in again.next_state.dry_mode_tainted
+    assert set(again.next_state.dry_mode_tainted) <= {"b", "c", "d"}
+
+
 def test_escalator_delete_nodes_refuses_instance_not_in_group() -> None:
     """Escalator pkg/cloudprovider/aws `DeleteNodes`: a node whose instance the ASG does not hold
     is refused (NodeNotInNodeGroup: "node %s, %s belongs in a different node group than %s"),
