@@ -185,10 +185,10 @@ def prefect_database(backend: str) -> Iterator[tuple[str, Any]]:
         with postgres() as url, prefect_server(url) as api_url:
             yield api_url, lambda: postgres_size(url)
         return
-    directory = Path(tempfile.mkdtemp(prefix="elevator-prefect-db-"))
-    path = directory / "prefect.db"
-    with prefect_server(f"sqlite+aiosqlite:///{path}") as api_url:
-        yield api_url, lambda: sqlite_size(path)
+    with tempfile.TemporaryDirectory(prefix="elevator-prefect-db-") as directory:
+        path = Path(directory) / "prefect.db"
+        with prefect_server(f"sqlite+aiosqlite:///{path}") as api_url:
+            yield api_url, lambda: sqlite_size(path)
 
 
 def _at_least(cache: Any, pods: int) -> bool:
@@ -209,13 +209,13 @@ def measure(backend: str, acting: bool, ticks: int, warm_up: int = 3) -> dict[st
     from tasks.adapters.kube_cache import ClusterCache, install_process_cache
 
     os.environ["ELEVATOR_SIMULATED_CLOCK"] = "1"  # ticks stamped 10 minutes apart
-    scratch = Path(tempfile.mkdtemp(prefix="elevator-prefect-db-"))
     statuses: dict[str, int] = {}
     start_seconds = 1_800_000_000.0
-    with FakeKubeApi() as kube, FakeAws() as aws, aws.environment(), \
+    with tempfile.TemporaryDirectory(prefix="elevator-prefect-db-") as scratch, \
+            FakeKubeApi() as kube, FakeAws() as aws, aws.environment(), \
             prefect_database(backend) as (api_url, size), \
             temporary_settings({PREFECT_API_URL: api_url}), kube.api_client() as api:
-        cluster = ThreeGroups(kube, aws, scratch)
+        cluster = ThreeGroups(kube, aws, Path(scratch))
         cache = ClusterCache(api).start()
         assert cache.wait_synced(60), "the watch cache did not sync"
         install_process_cache(cache, str(cluster.kubeconfig))

@@ -161,7 +161,11 @@ def prefect_server(database_url: str | None,
         yield f"http://127.0.0.1:{port}/api"
     finally:
         server.terminate()
-        server.wait(timeout=30)
+        try:
+            server.wait(timeout=60)
+        except subprocess.TimeoutExpired:  # a busy machine: never leave it running
+            server.kill()
+            server.wait()
         shutil.rmtree(home, ignore_errors=True)
 
 
