@@ -322,7 +322,7 @@ class MemoryCluster:
 
         return [outcome.to_json() for outcome in tick(
             run_plain, LiveSource(self.adapters), self.adapters, self.groups, now,
-            cluster_autoscaler=self.cluster_autoscaler)]
+            cluster_autoscaler=self.cluster_autoscaler, concurrent_groups=False)]
 
     def tick_record(self, offset: float, outcomes: list[dict[str, Any]]) -> dict[str, Any]:
         """`flows.simulation._tick_record`'s line, from the world's state."""

@@ -48,9 +48,12 @@ def node_capacity(nodes: Iterable[NodeRecord]) -> Resources:
     return Resources(cpu, memory)
 
 
+_USES_NODE_PHASES = frozenset(("Pending", "Running"))
+
+
 def _uses_node(pod: PodRecord) -> bool:
     """Escalator counts a pod against its node's free room while it is bound and not done."""
-    return pod.scheduled and pod.phase in ("Pending", "Running")
+    return pod.scheduled and pod.phase in _USES_NODE_PHASES
 
 
 @dataclass(frozen=True)
@@ -161,23 +164,31 @@ def summarize_pods(pods: Iterable[PodRecord]) -> GroupPods:
     count = cpu_milli = memory_bytes = 0
     pending: list[PodRecord] = []
     on_node: dict[str, list[PodRecord]] = {}
-    used_on_node: dict[str, Resources] = {}
+    # (milli-CPU, bytes) a node: the tick's hottest loop (every pod of a group, every tick of a
+    # simulated day) builds no Resources per pod.
+    used_on_node: dict[str, tuple[int, int]] = {}
     for pod in pods:
         count += 1
-        cpu_milli += pod.cpu_request_milli
-        memory_bytes += pod.memory_request_bytes
-        if pod.phase == "Pending":
+        pod_cpu_milli, pod_memory_bytes = pod.cpu_request_milli, pod.memory_request_bytes
+        cpu_milli += pod_cpu_milli
+        memory_bytes += pod_memory_bytes
+        phase, node_name = pod.phase, pod.node_name
+        if phase == "Pending":
             pending.append(pod)
-        if pod.node_name:
-            on_node.setdefault(pod.node_name, []).append(pod)
-            if _uses_node(pod):
-                used = used_on_node.get(pod.node_name, Resources())
-                used_on_node[pod.node_name] = Resources(
-                    used.cpu_milli + pod.cpu_request_milli,
-                    used.memory_bytes + pod.memory_request_bytes)
+        if node_name:
+            bound = on_node.get(node_name)
+            if bound is None:
+                on_node[node_name] = [pod]
+            else:
+                bound.append(pod)
+            if pod.scheduled and phase in _USES_NODE_PHASES:  # `_uses_node`, inlined
+                used_cpu_milli, used_memory_bytes = used_on_node.get(node_name, (0, 0))
+                used_on_node[node_name] = (used_cpu_milli + pod_cpu_milli,
+                                           used_memory_bytes + pod_memory_bytes)
     return GroupPods(count, Resources(cpu_milli, memory_bytes), tuple(pending),
                      {name: tuple(bound) for name, bound in on_node.items()},
-                     {name: used for name, used in used_on_node.items() if not used.empty})
+                     {name: Resources(*used) for name, used in used_on_node.items()
+                      if used != (0, 0)})
 
 
 def measure_utilization(

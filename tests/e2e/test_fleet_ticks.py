@@ -157,14 +157,20 @@ def test_a_scale_up_is_one_fleet_attached_to_the_asg(
     assert lease["elevator.io/scale-lock-desired"] == f"2,{2 + DELTA}"
     tags = {tag["Key"]: tag["Value"] for tag in group.group()["Tags"]}
     assert tags["k8s.io/atlassian-escalator/enabled"] == "true"
-    # The fleet, the only one with Escalator's tag (no other test here tags): instant, ours.
+    # The fleet that launched this group's instances (the session's moto holds other tests'
+    # fleets too): instant, with Escalator's tag, holding exactly the attached instances.
     ec2 = fake_aws.client("ec2")
+
+    def instances_of(fleet_id: str) -> list[str]:
+        listed = ec2.describe_fleet_instances(FleetId=fleet_id)["ActiveInstances"]
+        return sorted(instance["InstanceId"] for instance in listed)
+
+    attached = set(result.done.attached_instances)
     [fleet] = [f for f in ec2.describe_fleets()["Fleets"]
-               if {"Key": "k8s.io/atlassian-escalator/enabled", "Value": "true"}
-               in f.get("Tags", [])]
+               if attached & set(instances_of(f["FleetId"]))]
+    assert {"Key": "k8s.io/atlassian-escalator/enabled", "Value": "true"} in fleet["Tags"]
     assert fleet["Type"] == "instant"
-    listed = ec2.describe_fleet_instances(FleetId=fleet["FleetId"])["ActiveInstances"]
-    assert sorted(i["InstanceId"] for i in listed) == sorted(result.done.attached_instances)
+    assert instances_of(fleet["FleetId"]) == sorted(attached)
     held = group.tick(T0 + 60)  # the scale lock covers the fleet as it covers SetDesired
     assert held.plan.lock_held_at_check and len(proxy.attempts("CreateFleet")) == 1
 
