@@ -27,7 +27,6 @@ from tests.contract.test_least_privilege import NODE_RBAC, POD_RBAC
 
 ROOT = recording.ROOT
 KUBERNETES = ROOT / "deployments" / "kubernetes"
-BASE = KUBERNETES / "base"
 OVERLAYS = ("serve", "pod-autoscalers", "load-aware", "worker")
 CHECKOV = ROOT / ".venv-checkov" / "bin" / "checkov"
 # The grants each ServiceAccount of the overlays is proven to need, by the file that proves them.
@@ -37,15 +36,34 @@ Document = dict[str, Any]
 
 
 def kustomize_problem() -> str | None:
-    kubectl = shutil.which("kubectl")
-    if kubectl is None:
+    if shutil.which("kubectl") is None:
         return "kubectl is not installed (.ci/run installs Debian's kubernetes-client)"
-    version = subprocess.run([kubectl, "version", "--client"], capture_output=True, text=True,
-                             timeout=60, check=False).stdout
-    if "Kustomize Version: v" not in version:
-        return ("kubectl's built-in kustomize is older than v4 (kubectl 1.21): it cannot load "
-                "a base from a directory")
     return None
+
+
+def kustomize_is_v2() -> bool:
+    """kubectl before 1.21 (Debian bookworm's 1.20, what .ci/run installs on a machine without
+    one) carries kustomize v2.0.3, which prints no version line of its own."""
+    version = subprocess.run(["kubectl", "version", "--client"], capture_output=True, text=True,
+                             timeout=60, check=False).stdout
+    return "Kustomize Version: v" not in version
+
+
+def spelled_for_kustomize_v2(folder: Path) -> Path:
+    """A copy of deployments/kubernetes whose overlays name the base under `bases:`: kustomize
+    v2.0.3 loads a directory from there only, v4 on from `resources:` (the shipped spelling,
+    `bases:` being deprecated). Nothing else changes; the two render the same objects but the
+    ConfigMap name's hash suffix, which each version computes its own way."""
+    copied = folder / "kubernetes"
+    shutil.copytree(KUBERNETES, copied)
+    for overlay in OVERLAYS:
+        kustomization = copied / "overlays" / overlay / "kustomization.yaml"
+        text = kustomization.read_text()
+        spelled = text.replace("resources:\n  - ../../base\n",
+                               "bases:\n  - ../../base\nresources:\n", 1)
+        assert spelled != text, f"{overlay}: the base is not the first of its resources"
+        kustomization.write_text(spelled)
+    return copied
 
 
 @pytest.fixture(scope="module")
@@ -55,8 +73,9 @@ def rendered(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     if problem:
         pytest.skip(problem)
     folder = tmp_path_factory.mktemp("rendered")
+    tree = spelled_for_kustomize_v2(folder) if kustomize_is_v2() else KUBERNETES
     files = {}
-    for name, source in [("base", BASE), *((o, KUBERNETES / "overlays" / o) for o in OVERLAYS)]:
+    for name, source in [("base", tree / "base"), *((o, tree / "overlays" / o) for o in OVERLAYS)]:
         done = subprocess.run(["kubectl", "kustomize", str(source)], capture_output=True,
                               text=True, timeout=120, check=False)
         assert done.returncode == 0, f"{name}: {done.stderr}"
