@@ -413,10 +413,11 @@ def test_serve_runs_the_autoscale_deployment_in_process_from_its_cache(
         metrics = samples(fetch(f"{url}/metrics")[1])
         assert metrics[("escalator_node_group_nodes", (("node_group", "batch"),))] == 2
         assert metrics[("elevator_ticks_total", (("outcome", "succeeded"),))] >= 2
+        said = rig.serve.output()
         codes = rig.stop()
     print(f"\npod creation → SetDesiredCapacity, elevator serve in-process: {latency:.2f} s")
     # 10 pods of 500m on 2 nodes of 1000m: 250% => scale up by ceil(2 × 180 / 70) = 6.
-    assert cluster.desired() == before + 6
+    assert cluster.desired() == before + 6, said[-4000:]
     assert codes == {"serve": 0}
     runs = {run.id: run for run in flow_runs(server, "autoscale") if run.id not in earlier}
     assert runs[from_ui.id].state_type.value == "COMPLETED"
