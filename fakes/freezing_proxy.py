@@ -131,12 +131,6 @@ class FreezingProxy:
         return len(connections)
 
     @property
-    def open_connections(self) -> int:
-        """Connections passing bytes now (not frozen, not closed)."""
-        with self._lock:
-            return len(self._open)
-
-    @property
     def held_bytes(self) -> int:
         """Bytes that reached the proxy on frozen connections and were never delivered."""
         with self._lock:
