@@ -14,6 +14,7 @@ COPY pyproject.toml README.md ./
 COPY flows flows
 COPY tasks tasks
 COPY fakes fakes
+COPY kube_elevator kube_elevator
 COPY deployments/image/install.sh deployments/image/
 # Byte-compiled at build time: the root filesystem is read-only at run time.
 RUN pip install --no-cache-dir --disable-pip-version-check --require-hashes --no-deps \

@@ -60,7 +60,7 @@ test: $(STAMP) $(CHECKOV_STAMP)
 
 lint: $(STAMP)
 	$(BIN)/ruff check flows tasks fakes tests benchmarks
-	$(BIN)/mypy flows tasks fakes
+	$(BIN)/mypy -p kube_elevator
 
 bench: $(STAMP)
 	$(BIN)/python -m benchmarks

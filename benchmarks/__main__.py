@@ -89,8 +89,8 @@ def prefect_figures() -> list[Figure]:
 
 
 def quality_figures() -> list[Figure]:
-    from fakes.scenario import load_scenario
-    from flows.simulation import simulate
+    from kube_elevator.fakes.scenario import load_scenario
+    from kube_elevator.flows.simulation import simulate
 
     figures = []
     examples = Path(__file__).parent.parent / "deployments" / "examples"

@@ -14,12 +14,12 @@ from pathlib import Path
 
 from kubernetes import client
 
-from tasks.adapters.kube import ACTIVE_PODS, DEFAULT_PAGE_SIZE, KubeClient
+from kube_elevator.tasks.adapters.kube import ACTIVE_PODS, DEFAULT_PAGE_SIZE, KubeClient
 
 SERVER = """
 import sys
-from fakes.kube_api import FakeKubeApi
-from fakes.snapshots import synthetic_items
+from kube_elevator.fakes.kube_api import FakeKubeApi
+from kube_elevator.fakes.snapshots import synthetic_items
 from benchmarks.plan_scale import groups, NOW
 api = FakeKubeApi().start()
 for item in synthetic_items(groups(int(sys.argv[1]), int(sys.argv[2])), NOW):

@@ -35,10 +35,10 @@ from typing import IO, Any, Self
 
 import yaml
 
-from fakes.aws import FakeAws
-from fakes.cluster import node_for_instance
-from fakes.kube_api.server import FakeKubeApi
-from flows.prefect_compat import default_server_settings
+from kube_elevator.fakes.aws import FakeAws
+from kube_elevator.fakes.cluster import node_for_instance
+from kube_elevator.fakes.kube_api.server import FakeKubeApi
+from kube_elevator.flows.prefect_compat import default_server_settings
 
 ROOT = Path(__file__).resolve().parent.parent
 MiB = 2**20
@@ -46,7 +46,7 @@ MiB = 2**20
 # not the CLI has wired them in yet.
 LAUNCHER = (
     "import sys, typer\n"
-    "from flows.cli import serve, watch\n"
+    "from kube_elevator.flows.cli import serve, watch\n"
     "app = typer.Typer(add_completion=False)\n"
     "serve.register(app)\n"
     "watch.register(app)\n"
@@ -423,7 +423,7 @@ def measure(bursts: int, pods: int, rig_name: str = "events") -> list[float]:
     """Latency of each of `bursts` bursts of `pods` pods, in seconds: through the event and the
     served deployment's trigger (`events`), with `elevator watch` running the ticks (`watch`),
     or with `elevator serve` running the deployment's runs in its process (`serve`)."""
-    from tasks.escalator.pending_bursts import DEFAULT_DEBOUNCE_SECONDS
+    from kube_elevator.tasks.escalator.pending_bursts import DEFAULT_DEBOUNCE_SECONDS
 
     scratch = Path(tempfile.mkdtemp(prefix="elevator-event-latency-"))
     latencies = []

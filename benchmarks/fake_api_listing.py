@@ -18,7 +18,7 @@ from typing import Any
 import orjson
 from kubernetes import client
 
-from fakes.kube_api.server import FakeKubeApi
+from kube_elevator.fakes.kube_api.server import FakeKubeApi
 
 _CONTINUE = re.compile(rb'"continue":"([^"]+)"')
 

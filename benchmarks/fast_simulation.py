@@ -93,8 +93,8 @@ def measure(repeats: int = 3, profile: bool = False,
             scheduler: str | None = None) -> dict[str, Any]:
     """Best wall seconds of the fast mode over `repeats` runs (and the CPU seconds of that
     run), and the run's summary; `scheduler` overrides the scheduler profile."""
-    from fakes.scenario import load_scenario, with_profile
-    from flows.simulation import simulate
+    from kube_elevator.fakes.scenario import load_scenario, with_profile
+    from kube_elevator.flows.simulation import simulate
 
     with tempfile.TemporaryDirectory(prefix="elevator-day-") as scratch:
         loaded = with_profile(load_scenario(write_day_scenario(Path(scratch))), scheduler)

@@ -33,8 +33,8 @@ from benchmarks.event_latency import (
     health_url,
     wait_until,
 )
-from fakes.aws import FakeAws
-from fakes.kube_api.server import FakeKubeApi
+from kube_elevator.fakes.aws import FakeAws
+from kube_elevator.fakes.kube_api.server import FakeKubeApi
 
 TARGET_SECONDS = 20.0
 

@@ -10,8 +10,8 @@ import dataclasses
 from pathlib import Path
 from typing import Any
 
-from fakes.scenario import LoadedScenario, load_scenario
-from flows.simulation import simulate
+from kube_elevator.fakes.scenario import LoadedScenario, load_scenario
+from kube_elevator.flows.simulation import simulate
 
 EXAMPLES = Path(__file__).parent.parent / "deployments" / "examples"
 

@@ -13,7 +13,7 @@ from pathlib import Path
 import orjson
 import yaml
 
-from fakes.snapshots import SyntheticGroup, asg_description, synthetic_items, write_list
+from kube_elevator.fakes.snapshots import SyntheticGroup, asg_description, synthetic_items, write_list
 
 DATA = Path(__file__).parent / "data"
 NOW = 1795262400.0
@@ -88,7 +88,7 @@ print(json.dumps({"seconds": elapsed, "rss_mb": usage.ru_maxrss / 1024,
 
 def run_plan(snapshot: Snapshot) -> tuple[float, float]:
     """Wall seconds and peak RSS (MB) of `elevator plan --output json` in a fresh process."""
-    command = [sys.executable, "-m", "flows.cli", "plan", "--nodegroups", str(snapshot.config),
+    command = [sys.executable, "-m", "kube_elevator.flows.cli", "plan", "--nodegroups", str(snapshot.config),
                "--cluster", str(snapshot.cluster), "--asg", str(snapshot.asgs),
                "--now", str(NOW), "--output", "json"]
     result = subprocess.run([sys.executable, "-c", _LAUNCHER, *command], capture_output=True,
@@ -101,11 +101,11 @@ def run_plan(snapshot: Snapshot) -> tuple[float, float]:
 
 def plan_in_process_seconds(snapshot: Snapshot) -> float:
     """Plan time without interpreter start-up: what one tick costs inside a worker."""
-    from flows.tick import tick
-    from tasks.core.decode import load_asg_file, load_cluster_files
-    from tasks.core.step import run_plain
-    from tasks.node_group_file import load_node_groups
-    from tasks.steps.source import SnapshotSource
+    from kube_elevator.flows.tick import tick
+    from kube_elevator.tasks.core.decode import load_asg_file, load_cluster_files
+    from kube_elevator.tasks.core.step import run_plain
+    from kube_elevator.tasks.node_group_file import load_node_groups
+    from kube_elevator.tasks.steps.source import SnapshotSource
 
     start = time.perf_counter()
     config = load_node_groups(snapshot.config)

@@ -36,10 +36,10 @@ from typing import Any
 
 import yaml
 
-from fakes.aws import FakeAws
-from fakes.cluster import POD_NAMESPACE, node_for_instance, pod_body
-from fakes.kube_api.server import FakeKubeApi
-from fakes.scenario import Wave
+from kube_elevator.fakes.aws import FakeAws
+from kube_elevator.fakes.cluster import POD_NAMESPACE, node_for_instance, pod_body
+from kube_elevator.fakes.kube_api.server import FakeKubeApi
+from kube_elevator.fakes.scenario import Wave
 
 MiB = 2**20
 GROUPS = ("shared", "batch", "spot")
@@ -203,10 +203,10 @@ def measure(backend: str, acting: bool, ticks: int, warm_up: int = 3) -> dict[st
     """Bytes and rows `ticks` ticks add to the database, per tick, with what they decided."""
     from prefect.settings import PREFECT_API_URL, temporary_settings
 
-    from flows.autoscale import autoscale
-    from flows.prefect_compat import one_client_for_runs
-    from flows.run_state import run_here
-    from tasks.adapters.kube_cache import ClusterCache, install_process_cache
+    from kube_elevator.flows.autoscale import autoscale
+    from kube_elevator.flows.prefect_compat import one_client_for_runs
+    from kube_elevator.flows.run_state import run_here
+    from kube_elevator.tasks.adapters.kube_cache import ClusterCache, install_process_cache
 
     os.environ["ELEVATOR_SIMULATED_CLOCK"] = "1"  # ticks stamped 10 minutes apart
     statuses: dict[str, int] = {}

@@ -22,7 +22,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from flows.prefect_compat import SERVER_SETTINGS
+from kube_elevator.flows.prefect_compat import SERVER_SETTINGS
 
 RUNS = 15
 
@@ -30,10 +30,10 @@ WORKER = r"""
 import json, os, statistics, sys, tempfile, time
 from pathlib import Path
 import yaml
-from fakes.aws import FakeAws
-from fakes.cluster import SimulatedCluster
-from fakes.kube_api import FakeKubeApi
-from fakes.scenario import load_scenario
+from kube_elevator.fakes.aws import FakeAws
+from kube_elevator.fakes.cluster import SimulatedCluster
+from kube_elevator.fakes.kube_api import FakeKubeApi
+from kube_elevator.fakes.scenario import load_scenario
 
 runs = int(sys.argv[1])
 loaded = load_scenario("deployments/examples/scenario.yaml")
@@ -46,8 +46,8 @@ with FakeKubeApi() as kube, FakeAws() as aws:
     kubeconfig = kube.write_kubeconfig(scratch / "kubeconfig")
     nodegroups = scratch / "nodegroups.yaml"
     nodegroups.write_text(yaml.safe_dump(loaded.config.document.model_dump()))
-    from flows.autoscale import autoscale, live_tick, make_adapters
-    from tasks.core.step import run_plain
+    from kube_elevator.flows.autoscale import autoscale, live_tick, make_adapters
+    from kube_elevator.tasks.core.step import run_plain
     from prefect.client.orchestration import get_client
     from prefect.client.schemas.filters import FlowRunFilter, FlowRunFilterId
     groups = loaded.config.node_groups
@@ -59,7 +59,7 @@ with FakeKubeApi() as kube, FakeAws() as aws:
         plain.append(time.perf_counter() - start)
     flow_runs, ids = [], []
     import contextlib
-    from flows.prefect_compat import one_client_for_runs
+    from kube_elevator.flows.prefect_compat import one_client_for_runs
     ours = os.environ.get("ELEVATOR_PREFECT_ENGINE_FIX") == "1"
     # Ours runs the flow as `elevator run` and `elevator watch` do: one client for every run.
     with one_client_for_runs() if ours else contextlib.nullcontext():

@@ -22,10 +22,10 @@ import time
 from pathlib import Path
 
 from benchmarks.event_latency import BurstCluster, InProcessRig, PrefectServer, wait_for_idle
-from fakes.aws import FakeAws
-from fakes.freezing_proxy import FreezingProxy
-from fakes.kube_api.server import FakeKubeApi
-from tasks.escalator.pending_bursts import DEFAULT_DEBOUNCE_SECONDS
+from kube_elevator.fakes.aws import FakeAws
+from kube_elevator.fakes.freezing_proxy import FreezingProxy
+from kube_elevator.fakes.kube_api.server import FakeKubeApi
+from kube_elevator.tasks.escalator.pending_bursts import DEFAULT_DEBOUNCE_SECONDS
 
 FREEZE_TO_BURST_SECONDS = 1.0  # the probe: the burst comes a second after the freeze
 FROZEN_TIMEOUT_SECONDS = 150.0  # well past the 90 s the acceptance allows

@@ -44,11 +44,11 @@ from typing import Any
 import yaml
 
 from benchmarks.event_latency import ROOT, PrefectServer
-from fakes.aws import FakeAws
-from fakes.cluster import SimulatedCluster
-from fakes.kube_api.server import FakeKubeApi
-from fakes.scenario import AsgSpec, Wave
-from tasks.node_group_file import parse_node_groups
+from kube_elevator.fakes.aws import FakeAws
+from kube_elevator.fakes.cluster import SimulatedCluster
+from kube_elevator.fakes.kube_api.server import FakeKubeApi
+from kube_elevator.fakes.scenario import AsgSpec, Wave
+from kube_elevator.tasks.node_group_file import parse_node_groups
 
 GROUPS = ("shared", "batch", "spot")
 DRY_GROUP = "spot"  # Escalator's dry mode: its taints live in its Lease's tracker
@@ -201,13 +201,17 @@ def rss_mb():
         if line.startswith("VmRSS:"):
             return int(line.split()[1]) / 1024
 
-from flows.autoscale import autoscale
-from flows.cli.watch import IN_PROCESS_SETTLE_SECONDS
-from flows.run_state import run_here
-from flows.ticker import run_cached_ticks
-from tasks.adapters.kube import KubeClient
-from tasks.escalator.pending_bursts import DEFAULT_DEBOUNCE_SECONDS, Debouncer, PendingPodsEvents
-from tasks.node_group_file import load_node_groups
+from kube_elevator.flows.autoscale import autoscale
+from kube_elevator.flows.cli.watch import IN_PROCESS_SETTLE_SECONDS
+from kube_elevator.flows.run_state import run_here
+from kube_elevator.flows.ticker import run_cached_ticks
+from kube_elevator.tasks.adapters.kube import KubeClient
+from kube_elevator.tasks.escalator.pending_bursts import (
+    DEFAULT_DEBOUNCE_SECONDS,
+    Debouncer,
+    PendingPodsEvents,
+)
+from kube_elevator.tasks.node_group_file import load_node_groups
 
 groups = load_node_groups(nodegroups).node_groups
 kube = KubeClient.from_config(kubeconfig)

@@ -39,9 +39,9 @@ def best_seconds(action: Callable[[], object], repeats: int) -> float:
 
 
 def measure(pods: int, repeats: int, evaluation: bool = True) -> dict[str, float]:
-    from fakes.scenario import load_scenario
-    from flows.tune import evaluate
-    from tasks.tuning.space import current_knobs
+    from kube_elevator.fakes.scenario import load_scenario
+    from kube_elevator.flows.tune import evaluate
+    from kube_elevator.tasks.tuning.space import current_knobs
 
     with tempfile.TemporaryDirectory(prefix="elevator-tune-workload-") as scratch:
         path = write_day_scenario(Path(scratch), pods=pods)

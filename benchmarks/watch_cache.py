@@ -45,13 +45,13 @@ def rss_mb():
             return int(line.split()[1]) / 1024
 
 from benchmarks.collection import read_bytes_only
-from tasks.adapters.kube import KubeClient
+from kube_elevator.tasks.adapters.kube import KubeClient
 kube = KubeClient.from_config(kubeconfig)
 floor = float("inf")
 for _ in range(3):
     start = time.perf_counter(); read_bytes_only(kube); floor = min(floor, time.perf_counter() - start)
-from tasks.adapters.kube_cache import ClusterCache, install_process_cache
-from tasks.core.collector import collect_less_often
+from kube_elevator.tasks.adapters.kube_cache import ClusterCache, install_process_cache
+from kube_elevator.tasks.core.collector import collect_less_often
 collect_less_often()  # as run_cached_ticks does for elevator watch and serve
 before = rss_mb()
 start = time.perf_counter()
@@ -61,9 +61,9 @@ cold = time.perf_counter() - start
 synced_rss = rss_mb()
 counts = cache.counts()
 install_process_cache(cache, kubeconfig)
-from flows.autoscale import autoscale, live_tick, make_adapters
-from tasks.core.step import run_plain
-from tasks.node_group_file import load_node_groups
+from kube_elevator.flows.autoscale import autoscale, live_tick, make_adapters
+from kube_elevator.tasks.core.step import run_plain
+from kube_elevator.tasks.node_group_file import load_node_groups
 groups = load_node_groups(nodegroups).node_groups
 adapters = make_adapters(kubeconfig, "kube-system", None)
 plain = []
@@ -72,7 +72,7 @@ for index in range(runs):
     live_tick(run_plain, adapters, groups, 1_800_000_000 + index, dry_run=True, cache=cache)
     plain.append(time.perf_counter() - start)
 flow = []
-from flows.prefect_compat import one_client_for_runs
+from kube_elevator.flows.prefect_compat import one_client_for_runs
 with one_client_for_runs():  # as elevator watch runs its ticks
     for index in range(runs + 2):
         start = time.perf_counter()

@@ -35,8 +35,8 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from fakes.faults import ADMIN_PATH, Fault, FaultInjector, RequestInfo
-from tasks.adapters.http_server import ServiceThread
+from kube_elevator.fakes.faults import ADMIN_PATH, Fault, FaultInjector, RequestInfo
+from kube_elevator.tasks.adapters.http_server import ServiceThread
 
 __all__ = ["AwsFaultProxy", "ProxiedRequest"]
 

@@ -18,22 +18,24 @@ from typing import Any
 import msgspec
 import orjson
 
-from fakes.aws import FakeAws
-from fakes.kube_api.server import FakeKubeApi
-from fakes.memory_asg import fleet_template_id
-from fakes.scenario import AsgSpec, DaemonSetSpec, TracePod, Wave
-from tasks.cluster_autoscaler.templates import GPU_RESOURCE
-from tasks.core.api_objects import OBJECT_DECODER, RawObject
-from tasks.core.instance_types import instance_gpus
-from tasks.core.records import NodeRecord, PodRecord, node_record, pod_record
-from tasks.core.scheduling import fits_constraints as fits_constraints  # shared with the estimator
-from tasks.core.scheduling import tolerates as tolerates
-from tasks.core.timefmt import rfc3339
-from tasks.escalator.config import NodeGroupConfig
-from tasks.escalator.decide import taint_time
-from tasks.scheduler.cycle import QueuedPod, Scheduler
-from tasks.scheduler.objects import SchedPod, Workloads, sched_pod
-from tasks.scheduler.profiles import DEFAULT_PROFILE, profile_named
+from kube_elevator.fakes.aws import FakeAws
+from kube_elevator.fakes.kube_api.server import FakeKubeApi
+from kube_elevator.fakes.memory_asg import fleet_template_id
+from kube_elevator.fakes.scenario import AsgSpec, DaemonSetSpec, TracePod, Wave
+from kube_elevator.tasks.cluster_autoscaler.templates import GPU_RESOURCE
+from kube_elevator.tasks.core.api_objects import OBJECT_DECODER, RawObject
+from kube_elevator.tasks.core.instance_types import instance_gpus
+from kube_elevator.tasks.core.records import NodeRecord, PodRecord, node_record, pod_record
+from kube_elevator.tasks.core.scheduling import (
+    fits_constraints as fits_constraints,  # shared with the estimator
+)
+from kube_elevator.tasks.core.scheduling import tolerates as tolerates
+from kube_elevator.tasks.core.timefmt import rfc3339
+from kube_elevator.tasks.escalator.config import NodeGroupConfig
+from kube_elevator.tasks.escalator.decide import taint_time
+from kube_elevator.tasks.scheduler.cycle import QueuedPod, Scheduler
+from kube_elevator.tasks.scheduler.objects import SchedPod, Workloads, sched_pod
+from kube_elevator.tasks.scheduler.profiles import DEFAULT_PROFILE, profile_named
 
 POD_NAMESPACE = "workload"
 DAEMONSET_NAMESPACE = "kube-system"

@@ -26,7 +26,7 @@ from collections.abc import Callable
 from types import TracebackType
 from urllib.parse import urlsplit
 
-from tasks.adapters.http_server import base_url
+from kube_elevator.tasks.adapters.http_server import base_url
 
 CHUNK_BYTES = 65536
 ACCEPT_POLL_SECONDS = 0.2  # how soon the accepting thread sees `stop()`

@@ -17,7 +17,7 @@ import orjson
 from starlette.requests import Request
 from starlette.responses import Response
 
-from fakes.faults import ADMIN_PATH, Fault, FaultInjector, RequestInfo
+from kube_elevator.fakes.faults import ADMIN_PATH, Fault, FaultInjector, RequestInfo
 
 __all__ = ["ADMIN_PATH", "kube_faults"]
 

@@ -14,9 +14,9 @@ import statistics
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-from fakes.pod_metrics import PodMetricsServer
-from tasks.core.records import NodeRecord, PodRecord
-from tasks.load_aware.scoring import Metric, Window
+from kube_elevator.fakes.pod_metrics import PodMetricsServer
+from kube_elevator.tasks.core.records import NodeRecord, PodRecord
+from kube_elevator.tasks.load_aware.scoring import Metric, Window
 
 
 def usage_factor(pod_name: str, mean: float, spread: float, seed: int) -> float:

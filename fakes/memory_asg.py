@@ -18,7 +18,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from tasks.adapters.fleet_request import (
+from kube_elevator.tasks.adapters.fleet_request import (
     ATTACH_BATCH_SIZE,
     ESCALATOR_TAG_KEY,
     ESCALATOR_TAG_VALUE,
@@ -31,9 +31,9 @@ from tasks.adapters.fleet_request import (
     fleet_instance_ids,
     unique,
 )
-from tasks.core.errors import CloudError
-from tasks.core.records import AsgInstance, AutoScalingGroup
-from tasks.escalator.config import NodeGroupConfig
+from kube_elevator.tasks.core.errors import CloudError
+from kube_elevator.tasks.core.records import AsgInstance, AutoScalingGroup
+from kube_elevator.tasks.escalator.config import NodeGroupConfig
 
 
 def fleet_template_id(groups: Iterable[NodeGroupConfig], asg_name: str) -> str:

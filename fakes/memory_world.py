@@ -30,7 +30,7 @@ from typing import Any
 import msgspec
 from kubernetes.client.exceptions import ApiException
 
-from fakes.kube_api.policy import (
+from kube_elevator.fakes.kube_api.policy import (
     PDB_MULTIPLE,
     PDB_VIOLATION,
     _ignores_budgets,
@@ -39,18 +39,18 @@ from fakes.kube_api.policy import (
     eviction_blocked_by,
     pdb_status,
 )
-from fakes.memory_asg import FleetInstance, MemoryAsg, MemoryFleet, subnet_of
-from tasks.adapters.cloud import instance_id_from_provider_id, termination_plan, unique_batch
-from tasks.core.api_objects import Taint
-from tasks.core.errors import CloudError, EvictionBlocked, InputError, LeaseConflict
-from tasks.core.lease_state import (
+from kube_elevator.fakes.memory_asg import FleetInstance, MemoryAsg, MemoryFleet, subnet_of
+from kube_elevator.tasks.adapters.cloud import instance_id_from_provider_id, termination_plan, unique_batch
+from kube_elevator.tasks.core.api_objects import Taint
+from kube_elevator.tasks.core.errors import CloudError, EvictionBlocked, InputError, LeaseConflict
+from kube_elevator.tasks.core.lease_state import (
     HOLDER_IDENTITY,
     LAST_TICK,
     GroupState,
     state_from_annotations,
     state_to_annotations,
 )
-from tasks.core.records import (
+from kube_elevator.tasks.core.records import (
     ESCALATOR_TAINT_KEY,
     TERMINAL_PHASES,
     AsgInstance,
@@ -59,7 +59,7 @@ from tasks.core.records import (
     NodeRecord,
     PodRecord,
 )
-from tasks.core.timefmt import rfc3339
+from kube_elevator.tasks.core.timefmt import rfc3339
 
 Key = tuple[str, str]  # (namespace, name); nodes are ("", name) in the fake API's order
 

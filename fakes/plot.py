@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from tasks.core.output_files import write_atomically
+from kube_elevator.tasks.core.output_files import write_atomically
 
 
 def plot_simulation(document: dict[str, Any], path: str | Path, option: str = "--plot") -> Path:

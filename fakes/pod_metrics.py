@@ -19,7 +19,7 @@ from types import TracebackType
 
 from starlette.types import Receive, Scope, Send
 
-from tasks.adapters.http_server import ServiceThread
+from kube_elevator.tasks.adapters.http_server import ServiceThread
 
 __all__ = ["CPU_SERIES", "MEMORY_SERIES", "PodMetricsServer"]
 

@@ -26,13 +26,13 @@ from pydantic import (
     model_validator,
 )
 
-from tasks.core.documents import as_text, load_file, names_a_file, read_bytes
-from tasks.core.duration import parse_go_duration
-from tasks.core.errors import InputError, join_location
-from tasks.core.instance_types import INSTANCE_TYPES
-from tasks.core.quantity import cpu_milli, memory_bytes
-from tasks.node_group_file import LoadedConfig, load_node_groups, parse_node_groups
-from tasks.scheduler.profiles import DEFAULT_PROFILE, ProfileName
+from kube_elevator.tasks.core.documents import as_text, load_file, names_a_file, read_bytes
+from kube_elevator.tasks.core.duration import parse_go_duration
+from kube_elevator.tasks.core.errors import InputError, join_location
+from kube_elevator.tasks.core.instance_types import INSTANCE_TYPES
+from kube_elevator.tasks.core.quantity import cpu_milli, memory_bytes
+from kube_elevator.tasks.node_group_file import LoadedConfig, load_node_groups, parse_node_groups
+from kube_elevator.tasks.scheduler.profiles import DEFAULT_PROFILE, ProfileName
 
 # What the kubelet and system daemons keep for themselves (allocatable = capacity - reserve).
 RESERVED_CPU_MILLI = 100

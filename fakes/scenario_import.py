@@ -28,7 +28,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from fakes.scenario_import_nodes import (
+from kube_elevator.fakes.scenario_import_nodes import (
     INSTANCE_TYPE_KEYS,
     NodeSize,
     NodeType,
@@ -37,10 +37,10 @@ from fakes.scenario_import_nodes import (
     node_sizes,
     node_type,
 )
-from tasks.core.api_objects import RawContainer, RawResources, RawSpec
-from tasks.core.errors import shown
-from tasks.core.records import pod_requests
-from tasks.escalator.config import NodeGroupConfig
+from kube_elevator.tasks.core.api_objects import RawContainer, RawResources, RawSpec
+from kube_elevator.tasks.core.errors import shown
+from kube_elevator.tasks.core.records import pod_requests
+from kube_elevator.tasks.escalator.config import NodeGroupConfig
 
 PodKey = tuple[str, str, str]  # namespace, pod, uid ("" before KSM labelled series with it)
 Requests = tuple[int, int]  # milli-CPU, bytes

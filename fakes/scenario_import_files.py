@@ -17,10 +17,10 @@ from typing import Any
 import yaml
 from pydantic import ValidationError
 
-from fakes.scenario import MAX_PODS, MAX_STEPS, Scenario, TracePod, scenario_problems
-from fakes.scenario_import import ClusterHistory, TraceRow
-from tasks.core.errors import InputError, join_location
-from tasks.escalator.config import NodeGroupConfig
+from kube_elevator.fakes.scenario import MAX_PODS, MAX_STEPS, Scenario, TracePod, scenario_problems
+from kube_elevator.fakes.scenario_import import ClusterHistory, TraceRow
+from kube_elevator.tasks.core.errors import InputError, join_location
+from kube_elevator.tasks.escalator.config import NodeGroupConfig
 
 # The tick is a minute; a step that divides it keeps the ticks a minute apart.
 TICK_SECONDS = 60

@@ -16,9 +16,9 @@ from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-from fakes.scenario import AsgSpec
-from tasks.core.instance_types import INSTANCE_TYPES, instance_gpus
-from tasks.core.quantity import GiB
+from kube_elevator.fakes.scenario import AsgSpec
+from kube_elevator.tasks.core.instance_types import INSTANCE_TYPES, instance_gpus
+from kube_elevator.tasks.core.quantity import GiB
 
 # Where the kubelet (and EKS, GKE, AKS) say a node's instance type: the stable label, then the
 # one deprecated since Kubernetes 1.17.

@@ -13,7 +13,7 @@ from typing import Any
 
 import orjson
 
-from tasks.core.timefmt import rfc3339
+from kube_elevator.tasks.core.timefmt import rfc3339
 
 
 @dataclass(frozen=True)

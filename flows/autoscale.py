@@ -23,19 +23,25 @@ from typing import Any
 from prefect import flow, get_run_logger
 from prefect.client.schemas.objects import State
 
-from flows import prefect_compat
-from flows.run_state import Results, final_state, tag_run
-from flows.tick import tick
-from tasks.adapters.kube_cache import ClusterCache, process_cache
-from tasks.cluster_autoscaler.config import ClusterAutoscalerConfig
-from tasks.core.errors import InputError, redacted
-from tasks.core.lease_state import DEFAULT_LEASE_NAMESPACE
-from tasks.core.step import Runner, run_as_task, run_plain
-from tasks.escalator.config import NodeGroupConfig
-from tasks.node_group_file import load_node_groups
-from tasks.steps.node_groups import Adapters, GroupResult
-from tasks.steps.report import FAILED, outcome_line, outcome_tags, publish_tick
-from tasks.steps.source import CachedSource, CacheReading, LiveSource, TickSource, cache_freshness
+from kube_elevator.flows import prefect_compat
+from kube_elevator.flows.run_state import Results, final_state, tag_run
+from kube_elevator.flows.tick import tick
+from kube_elevator.tasks.adapters.kube_cache import ClusterCache, process_cache
+from kube_elevator.tasks.cluster_autoscaler.config import ClusterAutoscalerConfig
+from kube_elevator.tasks.core.errors import InputError, redacted
+from kube_elevator.tasks.core.lease_state import DEFAULT_LEASE_NAMESPACE
+from kube_elevator.tasks.core.step import Runner, run_as_task, run_plain
+from kube_elevator.tasks.escalator.config import NodeGroupConfig
+from kube_elevator.tasks.node_group_file import load_node_groups
+from kube_elevator.tasks.steps.node_groups import Adapters, GroupResult
+from kube_elevator.tasks.steps.report import FAILED, outcome_line, outcome_tags, publish_tick
+from kube_elevator.tasks.steps.source import (
+    CachedSource,
+    CacheReading,
+    LiveSource,
+    TickSource,
+    cache_freshness,
+)
 
 prefect_compat.install()  # Prefect 3.8.8's heartbeat join costs each flow run up to 1 s
 CACHE_SYNC_SECONDS = 60.0  # how long a tick waits for a starting cache before listing itself
@@ -76,8 +82,8 @@ def make_adapters(kubeconfig: str | None, lease_namespace: str,
                   aws_credentials_block: str | None) -> Adapters:
     """Clients for a tick, built once per process: boto3 loads its service models and both
     clients their TLS contexts on creation (~0.5 s), which every scheduled run would repeat."""
-    from tasks.adapters.cloud import AsgClient
-    from tasks.adapters.kube import KubeClient
+    from kube_elevator.tasks.adapters.cloud import AsgClient
+    from kube_elevator.tasks.adapters.kube import KubeClient
 
     return Adapters(KubeClient.from_config(kubeconfig),
                     AsgClient.from_environment(aws_credentials_block=aws_credentials_block),

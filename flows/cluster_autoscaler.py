@@ -17,10 +17,10 @@ from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, replace
 from logging import getLogger as get_logger
 
-from tasks.cluster_autoscaler.backoff import ProvisioningState, check_provisioning
-from tasks.cluster_autoscaler.config import ClusterAutoscalerConfig, ScaleDownOptions
-from tasks.cluster_autoscaler.estimator import unschedulable_pods
-from tasks.cluster_autoscaler.scale_up import (
+from kube_elevator.tasks.cluster_autoscaler.backoff import ProvisioningState, check_provisioning
+from kube_elevator.tasks.cluster_autoscaler.config import ClusterAutoscalerConfig, ScaleDownOptions
+from kube_elevator.tasks.cluster_autoscaler.estimator import unschedulable_pods
+from kube_elevator.tasks.cluster_autoscaler.scale_up import (
     Growth,
     Notes,
     ScaleUpOutcome,
@@ -31,20 +31,20 @@ from tasks.cluster_autoscaler.scale_up import (
     priorities_from,
     unregistered_node,
 )
-from tasks.cluster_autoscaler.unneeded import (
+from kube_elevator.tasks.cluster_autoscaler.unneeded import (
     EscalatorTick,
     GroupView,
     RemovalSimulation,
     ScaleDownOutcome,
 )
-from tasks.core.errors import LeaseConflict
-from tasks.core.lease_state import GroupState
-from tasks.core.pdb import PodDisruptionBudget
-from tasks.core.records import AsgTemplateSource, AutoScalingGroup, NodeRecord, PodRecord
-from tasks.core.retry import is_retryable
-from tasks.core.step import Runner
-from tasks.escalator.config import NodeGroupConfig
-from tasks.steps.cluster_autoscaler import (
+from kube_elevator.tasks.core.errors import LeaseConflict
+from kube_elevator.tasks.core.lease_state import GroupState
+from kube_elevator.tasks.core.pdb import PodDisruptionBudget
+from kube_elevator.tasks.core.records import AsgTemplateSource, AutoScalingGroup, NodeRecord, PodRecord
+from kube_elevator.tasks.core.retry import is_retryable
+from kube_elevator.tasks.core.step import Runner
+from kube_elevator.tasks.escalator.config import NodeGroupConfig
+from kube_elevator.tasks.steps.cluster_autoscaler import (
     plan_unneeded_scale_down,
     plan_unschedulable_scale_up,
     read_config_map,
@@ -54,8 +54,8 @@ from tasks.steps.cluster_autoscaler import (
     taint_nodes,
     terminate_instances,
 )
-from tasks.steps.lease import write_lock
-from tasks.steps.node_groups import Adapters
+from kube_elevator.tasks.steps.lease import write_lock
+from kube_elevator.tasks.steps.node_groups import Adapters
 
 
 @dataclass(frozen=True)

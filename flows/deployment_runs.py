@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     from prefect import Flow
     from prefect.client.orchestration import SyncPrefectClient
 
-    from flows.run_state import RunOutcome
+    from kube_elevator.flows.run_state import RunOutcome
 
 BURST_TAG = "pending-pods"
 LEADING_TAG = "leading"  # the run a replica starts as it takes the lead
@@ -94,7 +94,7 @@ class DeploymentRuns:
             return None
         if not claimed.is_pending():
             return None
-        from flows.run_state import run_here
+        from kube_elevator.flows.run_state import run_here
 
         flow_run = self.client.read_flow_run(flow_run_id)
         return run_here(lambda: run_flow(  # type: ignore[arg-type, return-value]

@@ -28,21 +28,21 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from logging import getLogger as get_logger
 
-from tasks.adapters.fleet_request import (
+from kube_elevator.tasks.adapters.fleet_request import (
     ESCALATOR_TAG_KEY,
     MAX_TERMINATE_INSTANCES_TRIES,
     NOT_ALL_STARTED,
     TOO_MANY_FAILURES,
     FleetRequest,
 )
-from tasks.adapters.ports import CloudActions
-from tasks.core.errors import CloudError
-from tasks.core.lease_state import FLEET_TERMINATE_TRIES, GroupState, ScaleLock, lease_name
-from tasks.core.records import AutoScalingGroup
-from tasks.core.step import Runner
-from tasks.escalator.config import NodeGroupConfig
-from tasks.escalator.decide import ScalePlan
-from tasks.steps.fleet import (
+from kube_elevator.tasks.adapters.ports import CloudActions
+from kube_elevator.tasks.core.errors import CloudError
+from kube_elevator.tasks.core.lease_state import FLEET_TERMINATE_TRIES, GroupState, ScaleLock, lease_name
+from kube_elevator.tasks.core.records import AutoScalingGroup
+from kube_elevator.tasks.core.step import Runner
+from kube_elevator.tasks.escalator.config import NodeGroupConfig
+from kube_elevator.tasks.escalator.plan import ScalePlan
+from kube_elevator.tasks.steps.fleet import (
     attach_to_asg,
     fleet_request,
     launch_fleet,
@@ -50,8 +50,8 @@ from tasks.steps.fleet import (
     terminate_unattached,
     wait_for_instances,
 )
-from tasks.steps.lease import write_lock
-from tasks.steps.node_groups import ActionsDone, Adapters
+from kube_elevator.tasks.steps.lease import write_lock
+from kube_elevator.tasks.steps.node_groups import ActionsDone, Adapters
 
 logger = get_logger(__name__)
 

@@ -28,8 +28,8 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from tasks.adapters.kube_leader import LeaderLease
-from tasks.core.leader_election import (
+from kube_elevator.tasks.adapters.kube_leader import LeaderLease
+from kube_elevator.tasks.core.leader_election import (
     JITTER_FACTOR,
     ElectionTimes,
     LeaderRecord,

@@ -18,12 +18,12 @@ from typing import TYPE_CHECKING, Any
 from prefect import flow, get_run_logger
 from prefect.client.schemas.objects import State
 
-from flows.pod_cycle import AutoscalerResult, cycle
-from flows.run_state import Results, final_state, tag_run
-from tasks.adapters.prometheus import DEFAULT_RATE_WINDOW, PrometheusMetrics
-from tasks.core.step import run_as_task
-from tasks.pod_autoscalers.wpa import crd as watermark
-from tasks.steps.report import DRY_RUN, FAILED, NOTHING, OUTCOME_CHARACTERS
+from kube_elevator.flows.pod_cycle import AutoscalerResult, cycle
+from kube_elevator.flows.run_state import Results, final_state, tag_run
+from kube_elevator.tasks.adapters.prometheus import DEFAULT_RATE_WINDOW, PrometheusMetrics
+from kube_elevator.tasks.core.step import run_as_task
+from kube_elevator.tasks.pod_autoscalers.wpa import crd as watermark
+from kube_elevator.tasks.steps.report import DRY_RUN, FAILED, NOTHING, OUTCOME_CHARACTERS
 
 if TYPE_CHECKING:
     from prometheus_client import CollectorRegistry
@@ -182,7 +182,7 @@ def pod_autoscale(
     `now` (default: the current time) is the clock of forbidden windows and delays;
     `dry_run` decides and reports without scaling or writing status.
     """
-    from tasks.adapters.kube import KubeClient
+    from kube_elevator.tasks.adapters.kube import KubeClient
 
     kube = KubeClient.from_config(kubeconfig)
     metrics = PrometheusMetrics(prometheus_url, rate_window=rate_window)

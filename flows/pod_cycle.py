@@ -14,22 +14,31 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Protocol
 
-from tasks.adapters.prometheus import CycleCache, MetricsSource, MetricUnavailable
-from tasks.core.errors import InputError
-from tasks.core.step import Runner, step
-from tasks.core.workload import PodState, TargetScale, pod_state
-from tasks.pod_autoscalers import memory as memory_usage
-from tasks.pod_autoscalers.memory import decide_memory, memory_scale_failed, parse_memory_autoscaler
-from tasks.pod_autoscalers.wpa import crd as watermark
-from tasks.pod_autoscalers.wpa.crd import LabelSelector
-from tasks.pod_autoscalers.wpa.decide import Decision, decide_watermark, log_attributes, scale_failed
-from tasks.pod_autoscalers.wpa.gates import MonitorReading, lifecycle_control
-from tasks.pod_autoscalers.wpa.proposal import MetricReading
-from tasks.pod_autoscalers.wpa.readings import read_watermark_metrics
-from tasks.pod_autoscalers.wpa.validate import ParsedWatermark, parse_watermark
+from kube_elevator.tasks.adapters.prometheus import CycleCache, MetricsSource, MetricUnavailable
+from kube_elevator.tasks.core.errors import InputError
+from kube_elevator.tasks.core.step import Runner, step
+from kube_elevator.tasks.core.workload import PodState, TargetScale, pod_state
+from kube_elevator.tasks.pod_autoscalers import memory as memory_usage
+from kube_elevator.tasks.pod_autoscalers.memory import (
+    decide_memory,
+    memory_scale_failed,
+    parse_memory_autoscaler,
+)
+from kube_elevator.tasks.pod_autoscalers.wpa import crd as watermark
+from kube_elevator.tasks.pod_autoscalers.wpa.crd import LabelSelector
+from kube_elevator.tasks.pod_autoscalers.wpa.decide import (
+    Decision,
+    decide_watermark,
+    log_attributes,
+    scale_failed,
+)
+from kube_elevator.tasks.pod_autoscalers.wpa.gates import MonitorReading, lifecycle_control
+from kube_elevator.tasks.pod_autoscalers.wpa.proposal import MetricReading
+from kube_elevator.tasks.pod_autoscalers.wpa.readings import read_watermark_metrics
+from kube_elevator.tasks.pod_autoscalers.wpa.validate import ParsedWatermark, parse_watermark
 
 if TYPE_CHECKING:
-    from tasks.adapters.kube import KubeClient
+    from kube_elevator.tasks.adapters.kube import KubeClient
 
 Logger = logging.Logger | logging.LoggerAdapter[Any]
 log = logging.getLogger("kube_elevator.pod_autoscale")

@@ -19,17 +19,17 @@ from typing import Any, Literal, Protocol
 
 import yaml
 
-from fakes.aws import FakeAws
-from fakes.cluster import PodLife, SimulatedCluster, Termination, simulated_scheduler
-from fakes.kube_api.server import FakeKubeApi
-from fakes.load import SimulatedMetricsProvider
-from fakes.pod_metrics import PodMetricsServer
-from fakes.scenario import AsgSpec, LoadedScenario, TracePod, Wave
-from tasks.core.errors import InputError, join_location
-from tasks.core.records import NodeRecord, PodRecord
-from tasks.escalator.config import NodeGroupConfig
-from tasks.escalator.filter_nodes import classify_nodes, pods_by_group
-from tasks.steps.node_groups import Adapters
+from kube_elevator.fakes.aws import FakeAws
+from kube_elevator.fakes.cluster import PodLife, SimulatedCluster, Termination, simulated_scheduler
+from kube_elevator.fakes.kube_api.server import FakeKubeApi
+from kube_elevator.fakes.load import SimulatedMetricsProvider
+from kube_elevator.fakes.pod_metrics import PodMetricsServer
+from kube_elevator.fakes.scenario import AsgSpec, LoadedScenario, TracePod, Wave
+from kube_elevator.tasks.core.errors import InputError, join_location
+from kube_elevator.tasks.core.records import NodeRecord, PodRecord
+from kube_elevator.tasks.escalator.config import NodeGroupConfig
+from kube_elevator.tasks.escalator.filter_nodes import classify_nodes, pods_by_group
+from kube_elevator.tasks.steps.node_groups import Adapters
 
 Observer = Callable[[dict[str, Any]], None]
 
@@ -182,8 +182,8 @@ def simulate(loaded: LoadedScenario, prefect: bool = False,
     groups = loaded.config.node_groups
     start = scenario.start
     if mode == "memory":
-        from fakes.memory_world import MemoryWorld
-        from flows.simulation_memory import MemoryCluster
+        from kube_elevator.fakes.memory_world import MemoryWorld
+        from kube_elevator.flows.simulation_memory import MemoryCluster
 
         problems = fast_mode_problems(loaded, prefect)
         if problems:
@@ -329,8 +329,8 @@ class _LoadServices:
     @classmethod
     def start(cls, loaded: LoadedScenario, cluster: SimulatedCluster,
               start: float) -> _LoadServices:
-        from tasks.adapters.http_server import ServiceThread
-        from tasks.load_aware.watcher import LoadWatcher
+        from kube_elevator.tasks.adapters.http_server import ServiceThread
+        from kube_elevator.tasks.load_aware.watcher import LoadWatcher
 
         scenario = loaded.scenario
         clock = [start]
@@ -366,7 +366,7 @@ class _LoadServices:
     def place(self, pod: PodRecord, feasible: list[NodeRecord],
               now: float) -> NodeRecord | None:
         """The extender's highest score wins; `feasible` is oldest first, so ties go by age."""
-        from tasks.load_aware.extender import node_load_from_api, pod_load_from_api
+        from kube_elevator.tasks.load_aware.extender import node_load_from_api, pod_load_from_api
 
         raw_pod = self.cluster.kube.get("pods", pod.name, pod.namespace)
         pod_load = pod_load_from_api(raw_pod, "simulation")
@@ -384,8 +384,8 @@ class _LoadServices:
 
 def _extender(policy: str, target_utilization: int, watcher_url: str,
               clock: list[float]) -> Any:
-    from tasks.load_aware.extender import Policy, SchedulerExtender, WatcherCollector
-    from tasks.load_aware.scoring import TargetLoadPackingArgs
+    from kube_elevator.tasks.load_aware.extender import Policy, SchedulerExtender, WatcherCollector
+    from kube_elevator.tasks.load_aware.scoring import TargetLoadPackingArgs
 
     return SchedulerExtender(
         WatcherCollector(watcher_url), Policy(policy),
@@ -399,8 +399,8 @@ def _tick_runner(prefect: bool, kubeconfig: Path, nodegroups: Path, aws: FakeAws
                  ) -> Callable[[float], list[dict[str, Any]]]:
     """One tick at `now`: a Prefect flow run, or the same steps called directly."""
     if prefect:
-        from flows.autoscale import SIMULATED_CLOCK, autoscale
-        from flows.run_state import run_here
+        from kube_elevator.flows.autoscale import SIMULATED_CLOCK, autoscale
+        from kube_elevator.flows.run_state import run_here
 
         os.environ[SIMULATED_CLOCK] = "1"  # the fake cluster lives on the simulated clock
 
@@ -412,11 +412,11 @@ def _tick_runner(prefect: bool, kubeconfig: Path, nodegroups: Path, aws: FakeAws
 
         return as_flow_run
 
-    from flows.tick import tick
-    from tasks.adapters.cloud import AsgClient
-    from tasks.adapters.kube import KubeClient
-    from tasks.core.step import run_plain
-    from tasks.steps.source import LiveSource
+    from kube_elevator.flows.tick import tick
+    from kube_elevator.tasks.adapters.cloud import AsgClient
+    from kube_elevator.tasks.adapters.kube import KubeClient
+    from kube_elevator.tasks.core.step import run_plain
+    from kube_elevator.tasks.steps.source import LiveSource
 
     adapters = Adapters(KubeClient.from_config(kubeconfig),
                         AsgClient(aws.client("autoscaling"), aws.client("ec2")))

@@ -18,7 +18,7 @@ from typing import Any
 
 import msgspec
 
-from fakes.cluster import (
+from kube_elevator.fakes.cluster import (
     DAEMONSET_NAMESPACE,
     POD_NAMESPACE,
     SIMULATED_WORKLOADS,
@@ -31,19 +31,19 @@ from fakes.cluster import (
     queued,
     simulated_scheduler,
 )
-from fakes.memory_asg import fleet_template_id
-from fakes.memory_world import Key, MemoryCloud, MemoryKube, MemoryWorld
-from fakes.scenario import AsgSpec, TracePod, Wave
-from tasks.cluster_autoscaler.config import ClusterAutoscalerConfig
-from tasks.cluster_autoscaler.templates import GPU_RESOURCE
-from tasks.core.instance_types import instance_gpus
-from tasks.core.records import NodeRecord, PodRecord, node_record, pod_record
-from tasks.escalator.config import NodeGroupConfig
-from tasks.escalator.decide import taint_time
-from tasks.escalator.filter_nodes import classify_nodes, pods_by_group
-from tasks.scheduler.cycle import Scheduler
-from tasks.scheduler.objects import SchedPod, sched_pod
-from tasks.steps.node_groups import Adapters
+from kube_elevator.fakes.memory_asg import fleet_template_id
+from kube_elevator.fakes.memory_world import Key, MemoryCloud, MemoryKube, MemoryWorld
+from kube_elevator.fakes.scenario import AsgSpec, TracePod, Wave
+from kube_elevator.tasks.cluster_autoscaler.config import ClusterAutoscalerConfig
+from kube_elevator.tasks.cluster_autoscaler.templates import GPU_RESOURCE
+from kube_elevator.tasks.core.instance_types import instance_gpus
+from kube_elevator.tasks.core.records import NodeRecord, PodRecord, node_record, pod_record
+from kube_elevator.tasks.escalator.config import NodeGroupConfig
+from kube_elevator.tasks.escalator.decide import taint_time
+from kube_elevator.tasks.escalator.filter_nodes import classify_nodes, pods_by_group
+from kube_elevator.tasks.scheduler.cycle import Scheduler
+from kube_elevator.tasks.scheduler.objects import SchedPod, sched_pod
+from kube_elevator.tasks.steps.node_groups import Adapters
 
 
 @dataclass
@@ -316,9 +316,9 @@ class MemoryCluster:
 
     def run_tick(self, now: float) -> list[dict[str, Any]]:
         """The tick of `flows/tick.py` on the in-memory adapters, its steps called directly."""
-        from flows.tick import tick
-        from tasks.core.step import run_plain
-        from tasks.steps.source import LiveSource
+        from kube_elevator.flows.tick import tick
+        from kube_elevator.tasks.core.step import run_plain
+        from kube_elevator.tasks.steps.source import LiveSource
 
         return [outcome.to_json() for outcome in tick(
             run_plain, LiveSource(self.adapters), self.adapters, self.groups, now,

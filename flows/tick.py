@@ -18,13 +18,13 @@ from dataclasses import replace
 from logging import getLogger as get_logger
 from typing import ParamSpec, TypeVar
 
-from flows.cluster_autoscaler import (
+from kube_elevator.flows.cluster_autoscaler import (
     ClusterReads,
     live_reads,
     scale_down_unneeded,
     scale_up_unschedulable,
 )
-from flows.fleet import (
+from kube_elevator.flows.fleet import (
     earlier_fleet_in_flight,
     earlier_fleet_message,
     scale_up_in_one_shot,
@@ -33,22 +33,23 @@ from flows.fleet import (
     sweep_earlier_fleet,
     tag_node_groups,
 )
-from tasks.cluster_autoscaler.config import ClusterAutoscalerConfig
-from tasks.cluster_autoscaler.drain import DrainPlan, RemovalInputs, pods_on_nodes, safe_plan
-from tasks.cluster_autoscaler.unneeded import EscalatorTick
-from tasks.core.errors import LeaseConflict
-from tasks.core.lease_state import GroupState
-from tasks.core.records import AutoScalingGroup, NodeRecord, PodRecord
-from tasks.core.retry import is_retryable
-from tasks.core.step import Runner, run_plain
-from tasks.escalator.config import NodeGroupConfig
-from tasks.escalator.decide import GroupInputs, ScalePlan, decide, missing_asg_plan
-from tasks.escalator.filter_nodes import nodes_by_group
-from tasks.escalator.utilization import GroupPods
-from tasks.steps.drain import evict_pods
-from tasks.steps.lease import write_lock
-from tasks.steps.load_watcher import read_node_load
-from tasks.steps.node_groups import (
+from kube_elevator.tasks.cluster_autoscaler.config import ClusterAutoscalerConfig
+from kube_elevator.tasks.cluster_autoscaler.drain import DrainPlan, RemovalInputs, pods_on_nodes, safe_plan
+from kube_elevator.tasks.cluster_autoscaler.unneeded import EscalatorTick
+from kube_elevator.tasks.core.errors import LeaseConflict
+from kube_elevator.tasks.core.lease_state import GroupState
+from kube_elevator.tasks.core.records import AutoScalingGroup, NodeRecord, PodRecord
+from kube_elevator.tasks.core.retry import is_retryable
+from kube_elevator.tasks.core.step import Runner, run_plain
+from kube_elevator.tasks.escalator.config import NodeGroupConfig
+from kube_elevator.tasks.escalator.decide import GroupInputs, decide, missing_asg_plan
+from kube_elevator.tasks.escalator.filter_nodes import nodes_by_group
+from kube_elevator.tasks.escalator.plan import ScalePlan
+from kube_elevator.tasks.escalator.utilization import GroupPods
+from kube_elevator.tasks.steps.drain import evict_pods
+from kube_elevator.tasks.steps.lease import write_lock
+from kube_elevator.tasks.steps.load_watcher import read_node_load
+from kube_elevator.tasks.steps.node_groups import (
     ActionsDone,
     Adapters,
     GroupResult,
@@ -56,7 +57,7 @@ from tasks.steps.node_groups import (
     taint_and_remove,
     untaint_or_increase,
 )
-from tasks.steps.source import (
+from kube_elevator.tasks.steps.source import (
     CachedSource,
     LiveSource,
     SnapshotSource,

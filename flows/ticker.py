@@ -21,9 +21,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from tasks.core.health import LoopHealth
-from tasks.core.records import PodRecord
-from tasks.escalator.pending_bursts import PendingPods, PendingPodsEvents
+from kube_elevator.tasks.core.health import LoopHealth
+from kube_elevator.tasks.core.records import PodRecord
+from kube_elevator.tasks.escalator.pending_bursts import PendingPods, PendingPodsEvents
 
 log = logging.getLogger(__name__)
 
@@ -168,7 +168,7 @@ def run_watch(items: queue.Queue[Changed | Relisted], events: PendingPodsEvents,
 def run_ticks(loop: TickLoop, stop: threading.Event) -> None:
     """`loop.run(stop)`, with its election's answer asked before every claim of a tick too
     (`tasks.core.acting`)."""
-    from tasks.core.acting import install_acting_guard
+    from kube_elevator.tasks.core.acting import install_acting_guard
 
     install_acting_guard(loop.may_act)
     try:
@@ -189,9 +189,9 @@ def run_cached_ticks(api_client: Any, kubeconfig: str | None, events: PendingPod
     same: when it takes over, its first tick reads memory. The loop is ready once the cache
     has listed every kind.
     """
-    from flows.prefect_compat import one_client_for_runs
-    from tasks.adapters.kube_cache import ClusterCache, install_process_cache
-    from tasks.core.collector import collect_less_often
+    from kube_elevator.flows.prefect_compat import one_client_for_runs
+    from kube_elevator.tasks.adapters.kube_cache import ClusterCache, install_process_cache
+    from kube_elevator.tasks.core.collector import collect_less_often
 
     collect_less_often()  # this process holds the cluster: see tasks/core/collector.py
 

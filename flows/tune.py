@@ -32,10 +32,10 @@ from prefect import flow, get_run_logger, task
 from prefect.cache_policies import NO_CACHE
 from pydantic import Field
 
-from tasks.core.output_files import write_atomically
-from tasks.escalator.config import NodeGroupConfig
-from tasks.scheduler.profiles import ProfileName
-from tasks.tuning.space import (
+from kube_elevator.tasks.core.output_files import write_atomically
+from kube_elevator.tasks.escalator.config import NodeGroupConfig
+from kube_elevator.tasks.scheduler.profiles import ProfileName
+from kube_elevator.tasks.tuning.space import (
     KNOB_STEPS,
     Evaluation,
     Knobs,
@@ -52,7 +52,7 @@ from tasks.tuning.space import (
 )
 
 if TYPE_CHECKING:
-    from fakes.scenario import LoadedScenario
+    from kube_elevator.fakes.scenario import LoadedScenario
 
 SEARCH_SEEDS_START = 1
 VALIDATION_SEEDS_START = 501  # to choose among the best trials
@@ -66,8 +66,8 @@ def evaluate_by_profile(loaded: LoadedScenario, knobs: Mapping[str, Mapping[str,
                         seeds: Sequence[int], profiles: Profiles = None) -> dict[str, Evaluation]:
     """One configuration over the seeds' workloads under each scheduler profile (fast
     simulation, no Prefect per tick)."""
-    from fakes.scenario import LoadedScenario, perturbed, with_profile
-    from flows.simulation import simulate
+    from kube_elevator.fakes.scenario import LoadedScenario, perturbed, with_profile
+    from kube_elevator.flows.simulation import simulate
 
     groups = apply_knobs(loaded.config.node_groups, knobs)
     config = dataclasses.replace(loaded.config, node_groups=tuple(groups))
@@ -343,7 +343,7 @@ def tune(scenario: str, trials: int = 100, batch: int = 4, parallel: int = 2, se
          held_out_seeds: int = 5, max_pending_seconds: float = 0.0,
          seed: int = 0, profiles: list[str] | None = None) -> dict[str, Any]:
     """The search's body: run as the `tune` flow (`tune_flow`), on Dask by `make_flow`."""
-    from fakes.scenario import load_scenario
+    from kube_elevator.fakes.scenario import load_scenario
 
     loaded = load_scenario(scenario)  # here, where the path means something; once
     workload = share_workload(loaded)
@@ -431,7 +431,7 @@ def _front_picture(result: TuneResult) -> str | None:
 
     if importlib.util.find_spec("matplotlib") is None or not result.trials:
         return None
-    from fakes.plot import plot_front
+    from kube_elevator.fakes.plot import plot_front
 
     with tempfile.TemporaryDirectory(prefix="elevator-tune-") as scratch:
         png = plot_front(result, Path(scratch) / "front.png").read_bytes()
@@ -444,7 +444,7 @@ def node_group_text(loaded: LoadedScenario) -> str:
     is (a byte order mark, UTF-16 from Windows); or the mapping inline in the scenario."""
     import yaml
 
-    from tasks.core.documents import as_text, read_bytes
+    from kube_elevator.tasks.core.documents import as_text, read_bytes
 
     inline = loaded.scenario.nodegroups
     if isinstance(inline, dict):

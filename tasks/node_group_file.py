@@ -14,11 +14,11 @@ from typing import Annotated, Any
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, ValidationError
 
-from tasks.cluster_autoscaler.config import ClusterAutoscalerConfig, validate_cluster_autoscaler
-from tasks.core.documents import load_file
-from tasks.core.duration import go_string
-from tasks.core.errors import InputError, join_location, shown
-from tasks.escalator.config import NodeGroupConfig, validate_node_group
+from kube_elevator.tasks.cluster_autoscaler.config import ClusterAutoscalerConfig, validate_cluster_autoscaler
+from kube_elevator.tasks.core.documents import load_file
+from kube_elevator.tasks.core.duration import go_string
+from kube_elevator.tasks.core.errors import InputError, join_location, shown
+from kube_elevator.tasks.escalator.config import NodeGroupConfig, validate_node_group
 
 
 def _none_is_default(value: Any) -> Any:

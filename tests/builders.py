@@ -6,10 +6,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from tasks.core.api_objects import Taint
-from tasks.core.records import AutoScalingGroup, NodeRecord, PodRecord
-from tasks.escalator.config import NodeGroupConfig
-from tasks.node_group_file import parse_node_groups
+from kube_elevator.tasks.core.api_objects import Taint
+from kube_elevator.tasks.core.records import AutoScalingGroup, NodeRecord, PodRecord
+from kube_elevator.tasks.escalator.config import NodeGroupConfig
+from kube_elevator.tasks.node_group_file import parse_node_groups
 
 MiB = 2**20
 GiB = 2**30

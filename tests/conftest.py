@@ -17,9 +17,9 @@ from pathlib import Path
 import kubernetes.client
 import pytest
 
-from fakes.aws import FakeAws
-from fakes.kube_api.server import FakeKubeApi
-from flows.prefect_compat import default_server_settings
+from kube_elevator.fakes.aws import FakeAws
+from kube_elevator.fakes.kube_api.server import FakeKubeApi
+from kube_elevator.flows.prefect_compat import default_server_settings
 
 default_server_settings(os.environ)  # the session's Prefect server, as docs/deploying.md advises
 

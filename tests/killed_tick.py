@@ -9,18 +9,18 @@ import subprocess
 import sys
 from pathlib import Path
 
-from fakes.faults import Fault, FaultInjector
+from kube_elevator.fakes.faults import Fault, FaultInjector
 
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = """\
 import sys
 import boto3
-from flows.autoscale import live_tick
+from kube_elevator.flows.autoscale import live_tick
 from tests.e2e.test_fault_ticks import run_retrying
-from tasks.steps.node_groups import Adapters
-from tasks.adapters.cloud import AsgClient
-from tasks.node_group_file import load_node_groups
-from tasks.adapters.kube import KubeClient
+from kube_elevator.tasks.steps.node_groups import Adapters
+from kube_elevator.tasks.adapters.cloud import AsgClient
+from kube_elevator.tasks.node_group_file import load_node_groups
+from kube_elevator.tasks.adapters.kube import KubeClient
 kubeconfig, config, endpoint, now = sys.argv[1:]
 session = boto3.Session(region_name='us-east-1', aws_access_key_id='testing',
                         aws_secret_access_key='testing')

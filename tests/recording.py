@@ -88,7 +88,7 @@ def install() -> Callable[[], None]:
     from botocore.client import BaseClient
     from kubernetes.client import ApiClient
 
-    from tasks.adapters import kube_pages
+    from kube_elevator.tasks.adapters import kube_pages
 
     original_call_api = ApiClient.call_api
     original_make_api_call = BaseClient._make_api_call

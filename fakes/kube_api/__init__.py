@@ -26,11 +26,18 @@ pods whenever it is read (get, list, write responses); watch events carry the st
 
 from __future__ import annotations
 
-from fakes.kube_api.errors import AlreadyExists, ApiError, BadRequest, Conflict, Invalid, NotFound
-from fakes.kube_api.patch import json_merge_patch, json_patch, strategic_merge_patch
-from fakes.kube_api.policy import RecordedRequest, pdb_status
-from fakes.kube_api.resources import RESOURCES, ResourceType, custom_resource_type
-from fakes.kube_api.server import FakeKubeApi
+from kube_elevator.fakes.kube_api.errors import (
+    AlreadyExists,
+    ApiError,
+    BadRequest,
+    Conflict,
+    Invalid,
+    NotFound,
+)
+from kube_elevator.fakes.kube_api.patch import json_merge_patch, json_patch, strategic_merge_patch
+from kube_elevator.fakes.kube_api.policy import RecordedRequest, pdb_status
+from kube_elevator.fakes.kube_api.resources import RESOURCES, ResourceType, custom_resource_type
+from kube_elevator.fakes.kube_api.server import FakeKubeApi
 
 __all__ = [
     "RESOURCES",

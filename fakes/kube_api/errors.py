@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Mapping
 
-from fakes.kube_api.resources import Obj, ResourceType
+from kube_elevator.fakes.kube_api.resources import Obj, ResourceType
 
 log = logging.getLogger(__name__)
 

@@ -12,13 +12,13 @@ import orjson
 from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 
-from fakes.kube_api.errors import _REASONS, ApiError, BadRequest, _details, status_body
-from fakes.kube_api.objects import _load, _metadata, _raw_with_kind, _Rec, _Watcher
-from fakes.kube_api.patch import _PATCH_TYPES
-from fakes.kube_api.policy import _FAULT_MESSAGES, _TRUE, RecordedRequest, _Route
-from fakes.kube_api.resources import SERVER_VERSION, Obj, ObjList, ResourceType
-from fakes.kube_api.store import KubeStore
-from fakes.kube_api.tables import _table, _wants_table
+from kube_elevator.fakes.kube_api.errors import _REASONS, ApiError, BadRequest, _details, status_body
+from kube_elevator.fakes.kube_api.objects import _load, _metadata, _raw_with_kind, _Rec, _Watcher
+from kube_elevator.fakes.kube_api.patch import _PATCH_TYPES
+from kube_elevator.fakes.kube_api.policy import _FAULT_MESSAGES, _TRUE, RecordedRequest, _Route
+from kube_elevator.fakes.kube_api.resources import SERVER_VERSION, Obj, ObjList, ResourceType
+from kube_elevator.fakes.kube_api.store import KubeStore
+from kube_elevator.fakes.kube_api.tables import _table, _wants_table
 
 log = logging.getLogger(__name__)
 

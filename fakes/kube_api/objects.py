@@ -15,9 +15,9 @@ from typing import Any, NamedTuple, cast
 
 import orjson
 
-from fakes.kube_api.errors import BadRequest, Invalid
-from fakes.kube_api.resources import _BOOL_FIELDS, RESOURCES, Key, Obj, ResourceType
-from tasks.core.selectors import (
+from kube_elevator.fakes.kube_api.errors import BadRequest, Invalid
+from kube_elevator.fakes.kube_api.resources import _BOOL_FIELDS, RESOURCES, Key, Obj, ResourceType
+from kube_elevator.tasks.core.selectors import (
     FieldSelector,
     LabelSelector,
 )

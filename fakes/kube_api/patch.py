@@ -7,7 +7,7 @@ from typing import Any, cast
 
 import orjson
 
-from fakes.kube_api.resources import Obj
+from kube_elevator.fakes.kube_api.resources import Obj
 
 log = logging.getLogger(__name__)
 

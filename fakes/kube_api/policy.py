@@ -8,10 +8,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from fakes.kube_api.errors import Invalid
-from fakes.kube_api.objects import _metadata
-from fakes.kube_api.resources import Obj, ObjList, ResourceType
-from tasks.core.selectors import selector_from_api
+from kube_elevator.fakes.kube_api.errors import Invalid
+from kube_elevator.fakes.kube_api.objects import _metadata
+from kube_elevator.fakes.kube_api.resources import Obj, ObjList, ResourceType
+from kube_elevator.tasks.core.selectors import selector_from_api
 
 log = logging.getLogger(__name__)
 

@@ -12,12 +12,19 @@ import yaml
 from starlette.applications import Starlette
 from starlette.routing import Route
 
-from fakes.kube_api.http import BOOKMARK_FREQUENCY_SECONDS, KubeHttp
-from fakes.kube_api.objects import _Collection
-from fakes.kube_api.policy import _VERBS, RecordedRequest, _Fault
-from fakes.kube_api.resources import _BY_PATH, _GROUP_VERSIONS, RESOURCES, TOKEN, Key, ResourceType
-from fakes.kube_faults import ADMIN_PATH, kube_faults
-from tasks.adapters.http_server import ServiceThread, base_url
+from kube_elevator.fakes.kube_api.http import BOOKMARK_FREQUENCY_SECONDS, KubeHttp
+from kube_elevator.fakes.kube_api.objects import _Collection
+from kube_elevator.fakes.kube_api.policy import _VERBS, RecordedRequest, _Fault
+from kube_elevator.fakes.kube_api.resources import (
+    _BY_PATH,
+    _GROUP_VERSIONS,
+    RESOURCES,
+    TOKEN,
+    Key,
+    ResourceType,
+)
+from kube_elevator.fakes.kube_faults import ADMIN_PATH, kube_faults
+from kube_elevator.tasks.adapters.http_server import ServiceThread, base_url
 
 log = logging.getLogger(__name__)
 

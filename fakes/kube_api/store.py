@@ -13,10 +13,17 @@ from typing import Any, cast
 import orjson
 import yaml
 
-from fakes.faults import FaultInjector
-from fakes.kube_api.defaulting import pod_spec_defaulted
-from fakes.kube_api.errors import AlreadyExists, ApiError, BadRequest, Conflict, Invalid, NotFound
-from fakes.kube_api.objects import (
+from kube_elevator.fakes.faults import FaultInjector
+from kube_elevator.fakes.kube_api.defaulting import pod_spec_defaulted
+from kube_elevator.fakes.kube_api.errors import (
+    AlreadyExists,
+    ApiError,
+    BadRequest,
+    Conflict,
+    Invalid,
+    NotFound,
+)
+from kube_elevator.fakes.kube_api.objects import (
     _DUMP,
     _NAME_CHARS,
     RecList,
@@ -37,8 +44,14 @@ from fakes.kube_api.objects import (
     _strip_kind,
     _with_kind,
 )
-from fakes.kube_api.patch import JsonPatchError, _copy, json_merge_patch, json_patch, strategic_merge_patch
-from fakes.kube_api.policy import (
+from kube_elevator.fakes.kube_api.patch import (
+    JsonPatchError,
+    _copy,
+    json_merge_patch,
+    json_patch,
+    strategic_merge_patch,
+)
+from kube_elevator.fakes.kube_api.policy import (
     PDB_MULTIPLE,
     PDB_VIOLATION,
     RecordedRequest,
@@ -50,7 +63,7 @@ from fakes.kube_api.policy import (
     eviction_blocked_by,
     pdb_status,
 )
-from fakes.kube_api.resources import (
+from kube_elevator.fakes.kube_api.resources import (
     RESOURCES,
     SCALABLE_PLURALS,
     Key,
@@ -59,7 +72,7 @@ from fakes.kube_api.resources import (
     ResourceType,
     custom_resource_type,
 )
-from tasks.core.selectors import (
+from kube_elevator.tasks.core.selectors import (
     FieldSelector,
     LabelSelector,
     SelectorError,

@@ -7,9 +7,9 @@ import time
 from datetime import UTC, datetime
 from typing import Any
 
-from fakes.kube_api.objects import _Column, _metadata, _with_kind
-from fakes.kube_api.resources import Obj, ObjList, ResourceType
-from tasks.core.selectors import (
+from kube_elevator.fakes.kube_api.objects import _Column, _metadata, _with_kind
+from kube_elevator.fakes.kube_api.resources import Obj, ObjList, ResourceType
+from kube_elevator.tasks.core.selectors import (
     format_label_selector,
 )
 

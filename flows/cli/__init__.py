@@ -19,7 +19,7 @@ def main() -> None:
     # Its services' own errors (SQLite "database is locked" under load, retried by the server)
     # would print tracebacks among the command's lines; a server of one's own logs as it likes.
     os.environ.setdefault("PREFECT_SERVER_LOGGING_LEVEL", "CRITICAL")
-    from flows.prefect_compat import default_server_settings
+    from kube_elevator.flows.prefect_compat import default_server_settings
 
     default_server_settings(os.environ)  # task runs recorded in batches
     app()
@@ -27,7 +27,7 @@ def main() -> None:
 
 def _register_services() -> None:
     """Every command lives in a module of its own; the order here is `--help`'s."""
-    from flows.cli import nodes, pods, scenario, serve, services, simulate, tune, watch
+    from kube_elevator.flows.cli import nodes, pods, scenario, serve, services, simulate, tune, watch
 
     nodes.register(app)
     simulate.register(app)

@@ -1,5 +1,5 @@
 """`python -m flows.cli`: the same as the `elevator` command."""
 
-from flows.cli import main
+from kube_elevator.flows.cli import main
 
 main()

@@ -18,8 +18,8 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
-from tasks.core.errors import InputError
-from tasks.node_group_file import LoadedConfig
+from kube_elevator.tasks.core.errors import InputError
+from kube_elevator.tasks.node_group_file import LoadedConfig
 
 # Piped output (CI logs, files) gets room for the reason column instead of rich's 80 columns.
 # Both consoles print user text (file paths, group, node and key names, error messages that
@@ -187,7 +187,7 @@ def run_until_stopped(cycle: Callable[[], list[dict[str, Any]]],
     line each and no traceback; with `once` the command then exits 1 (bad input: 2), otherwise
     the loop goes on to the next cycle.
     """
-    from flows.prefect_compat import one_client_for_runs
+    from kube_elevator.flows.prefect_compat import one_client_for_runs
 
     stop = wait_for_stop_signal()
     console_logs_without_tracebacks()

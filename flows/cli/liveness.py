@@ -21,9 +21,9 @@ from typing import TYPE_CHECKING, Annotated, Any, TypeVar, cast
 
 import typer
 
-from tasks.core.duration import positive_duration_option
-from tasks.core.errors import InputError
-from tasks.core.health import (
+from kube_elevator.tasks.core.duration import positive_duration_option
+from kube_elevator.tasks.core.errors import InputError
+from kube_elevator.tasks.core.health import (
     DEFAULT_MAX_FAILING_TIME,
     DEFAULT_MAX_INACTIVITY,
     HealthLimits,
@@ -32,10 +32,10 @@ from tasks.core.health import (
     liveness_problems,
     process_metrics,
 )
-from tasks.core.leader_election import ElectionTimes
+from kube_elevator.tasks.core.leader_election import ElectionTimes
 
 if TYPE_CHECKING:
-    from flows.leader import LeaderElector
+    from kube_elevator.flows.leader import LeaderElector
 
 DEFAULT_HEALTH_ADDRESS = "127.0.0.1:8085"  # the Cluster Autoscaler's port; 127.0.0.1 by default
 DEFAULT_LEADER_LEASE = "elevator-leader"
@@ -125,7 +125,7 @@ def liveness_options(health_address: str, max_inactivity: str, max_failing_time:
                      leader_elect: bool, lease_name: str, lease_duration: str,
                      renew_deadline: str, retry_period: str) -> Liveness:
     """The options as values; every problem an InputError line naming its option."""
-    from tasks.adapters.http_server import listen_address
+    from kube_elevator.tasks.adapters.http_server import listen_address
 
     problems: list[str] = []
 
@@ -200,7 +200,7 @@ class HealthPages:
         return 503, TEXT, "not ready: the watch cache has not listed the cluster yet\n"
 
     def metrics(self) -> tuple[int, str, str]:
-        from tasks.escalator.metrics import METRICS
+        from kube_elevator.tasks.escalator.metrics import METRICS
 
         _, problems, acting = self._verdict()
         return 200, EXPOSITION, METRICS.render() + process_metrics(
@@ -212,9 +212,9 @@ def elector_for(liveness: Liveness, api_client: Any, lease_namespace: str,
     """The elector of `--leader-elect`, not yet running; None without it."""
     if not liveness.leader_elect:
         return None
-    from flows.leader import LeaderElector
-    from tasks.adapters.kube_leader import LeaderLease
-    from tasks.core.identity import process_identity
+    from kube_elevator.flows.leader import LeaderElector
+    from kube_elevator.tasks.adapters.kube_leader import LeaderLease
+    from kube_elevator.tasks.core.identity import process_identity
 
     return LeaderElector(LeaderLease(api_client, lease_namespace, liveness.lease_name),
                          process_identity(), liveness.times, say=say)
@@ -225,7 +225,7 @@ def kept_alive(liveness: Liveness, pages: HealthPages, elector: LeaderElector | 
                ) -> Iterator[None]:
     """The health endpoint served and the election run while the body runs; then the election
     stops and releases the Lease (after the ticks it guarded ended), and the endpoint stops."""
-    from tasks.adapters.http_server import ServiceThread, pages_app
+    from kube_elevator.tasks.adapters.http_server import ServiceThread, pages_app
 
     service = None
     if liveness.address is not None:

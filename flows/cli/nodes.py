@@ -13,7 +13,7 @@ import typer
 from rich.table import Table
 from rich.text import Text
 
-from flows.cli.common import (
+from kube_elevator.flows.cli.common import (
     OutputFormat,
     console,
     one_line,
@@ -23,12 +23,18 @@ from flows.cli.common import (
     run_cycle,
     run_until_stopped,
 )
-from flows.cli.liveness import HealthPages, Liveness, elector_for, kept_alive, with_liveness_options
-from tasks.core.decode import load_asg_file, load_cluster_files
-from tasks.core.lease_state import DEFAULT_LEASE_NAMESPACE
-from tasks.escalator.config import NodeGroupConfig
-from tasks.escalator.decide import ScalePlan
-from tasks.node_group_file import load_node_groups
+from kube_elevator.flows.cli.liveness import (
+    HealthPages,
+    Liveness,
+    elector_for,
+    kept_alive,
+    with_liveness_options,
+)
+from kube_elevator.tasks.core.decode import load_asg_file, load_cluster_files
+from kube_elevator.tasks.core.lease_state import DEFAULT_LEASE_NAMESPACE
+from kube_elevator.tasks.escalator.config import NodeGroupConfig
+from kube_elevator.tasks.escalator.plan import ScalePlan
+from kube_elevator.tasks.node_group_file import load_node_groups
 
 
 @reports_input_errors
@@ -150,9 +156,9 @@ def plan(
     print_warnings(config)
     snapshot = load_cluster_files(cluster)
     asgs = load_asg_file(asg) if asg is not None else None
-    from flows.tick import tick
-    from tasks.core.step import run_plain
-    from tasks.steps.source import SnapshotSource
+    from kube_elevator.flows.tick import tick
+    from kube_elevator.tasks.core.step import run_plain
+    from kube_elevator.tasks.steps.source import SnapshotSource
 
     groups = [group.model_copy(update={"dry_mode": True}) if dry_mode else group
               for group in config.node_groups]
@@ -189,21 +195,21 @@ def run(
     loop's (without --once). AWS endpoint and region come from boto3's usual settings
     (AWS_ENDPOINT_URL, AWS_DEFAULT_REGION), so the same command drives moto.
     """
-    from tasks.core.duration import positive_duration_option
-    from tasks.core.lease_state import lease_name
+    from kube_elevator.tasks.core.duration import positive_duration_option
+    from kube_elevator.tasks.core.lease_state import lease_name
 
     config = load_node_groups(nodegroups)  # bad input fails here, before any flow run
     period = positive_duration_option(interval, "--interval")
     liveness.check_lease_name([lease_name(group.name) for group in config.node_groups])
-    from tasks.adapters.kube import KubeClient
+    from kube_elevator.tasks.adapters.kube import KubeClient
 
     kube = KubeClient.from_config(kubeconfig)  # so does a kubeconfig the client cannot use
-    from flows.crash_detection import ensure_crash_detection, heartbeat_environment
+    from kube_elevator.flows.crash_detection import ensure_crash_detection, heartbeat_environment
 
     heartbeat_environment()
     ensure_crash_detection()  # a tick whose process dies ends Crashed on the server
-    from flows.autoscale import autoscale
-    from flows.run_state import run_here
+    from kube_elevator.flows.autoscale import autoscale
+    from kube_elevator.flows.run_state import run_here
 
     def cycle() -> list[dict[str, Any]]:
         return run_here(lambda: autoscale(nodegroups=str(nodegroups), dry_run=dry_run,
@@ -226,9 +232,9 @@ def _run_ticks(tick: Callable[[], bool], period: float, liveness: Liveness, api_
                lease_namespace: str) -> None:
     """`run --interval`: a tick every `period` through the ticker (under leader election, while
     this process leads), with the health endpoint, until SIGTERM or SIGINT."""
-    from flows.cli.common import console_logs_without_tracebacks, say_as, wait_for_stop_signal
-    from flows.prefect_compat import one_client_for_runs
-    from flows.ticker import TickLoop, run_ticks
+    from kube_elevator.flows.cli.common import console_logs_without_tracebacks, say_as, wait_for_stop_signal
+    from kube_elevator.flows.prefect_compat import one_client_for_runs
+    from kube_elevator.flows.ticker import TickLoop, run_ticks
 
     stop = wait_for_stop_signal()
     console_logs_without_tracebacks()

@@ -21,18 +21,18 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from flows.cli.pods_files import object_problems
-from tasks.adapters.prometheus import DEFAULT_RATE_WINDOW, MetricsSource, StaticMetrics
-from tasks.core.documents import load_file
-from tasks.core.errors import InputError
-from tasks.core.selectors import parse_label_selector
-from tasks.core.workload import SCALABLE_KINDS, TargetScale, unsupported_scale_kind
-from tasks.pod_autoscalers.memory import KIND as MEMORY_KIND
-from tasks.pod_autoscalers.memory import PLURAL as MEMORY_PLURAL
-from tasks.pod_autoscalers.wpa.crd import KIND as WPA_KIND
-from tasks.pod_autoscalers.wpa.crd import MONITOR_PLURAL, LabelSelector
-from tasks.pod_autoscalers.wpa.crd import PLURAL as WPA_PLURAL
-from tasks.pod_autoscalers.wpa.decide import Decision
+from kube_elevator.flows.cli.pods_files import object_problems
+from kube_elevator.tasks.adapters.prometheus import DEFAULT_RATE_WINDOW, MetricsSource, StaticMetrics
+from kube_elevator.tasks.core.documents import load_file
+from kube_elevator.tasks.core.errors import InputError
+from kube_elevator.tasks.core.selectors import parse_label_selector
+from kube_elevator.tasks.core.workload import SCALABLE_KINDS, TargetScale, unsupported_scale_kind
+from kube_elevator.tasks.pod_autoscalers.memory import KIND as MEMORY_KIND
+from kube_elevator.tasks.pod_autoscalers.memory import PLURAL as MEMORY_PLURAL
+from kube_elevator.tasks.pod_autoscalers.wpa.crd import KIND as WPA_KIND
+from kube_elevator.tasks.pod_autoscalers.wpa.crd import MONITOR_PLURAL, LabelSelector
+from kube_elevator.tasks.pod_autoscalers.wpa.crd import PLURAL as WPA_PLURAL
+from kube_elevator.tasks.pod_autoscalers.wpa.decide import Decision
 
 
 class ClusterFiles:
@@ -142,8 +142,8 @@ _QUIET.propagate = False
 def plan_autoscalers(cluster: ClusterFiles, metrics: MetricsSource, now: float) -> list[Decision]:
     """What one cycle would decide for every autoscaler in the files: the flow's own cycle,
     reading the files and acting on nothing."""
-    from flows.pod_cycle import cycle
-    from tasks.core.step import run_plain
+    from kube_elevator.flows.pod_cycle import cycle
+    from kube_elevator.tasks.core.step import run_plain
 
     return [result.decision for result in cycle(run_plain, cluster, metrics, now, None,
                                                 logger=_QUIET)]
@@ -186,7 +186,7 @@ def plans_table(decisions: Sequence[Decision]) -> Table:
 
 def failed_autoscalers(results: Sequence[dict[str, Any]]) -> list[str]:
     """A line for each autoscaler whose cycle failed (`pods run --once` then exits 1)."""
-    from flows.cli.common import one_line
+    from kube_elevator.flows.cli.common import one_line
 
     return [f"{result.get('kind')} {result.get('namespace')}/{result.get('name')}: failed: "
             f"{one_line(str(result.get('error') or ''))}"
@@ -195,7 +195,13 @@ def failed_autoscalers(results: Sequence[dict[str, Any]]) -> list[str]:
 
 def register(app: typer.Typer) -> None:
     """Add the `pods` command group (plan, run) to the `elevator` app."""
-    from flows.cli.common import OutputFormat, console, parse_now, reports_input_errors, run_until_stopped
+    from kube_elevator.flows.cli.common import (
+        OutputFormat,
+        console,
+        parse_now,
+        reports_input_errors,
+        run_until_stopped,
+    )
 
     pods = typer.Typer(help="Pod autoscalers: WatermarkPodAutoscaler and MemoryAutoscaler.",
                        no_args_is_help=True)
@@ -251,7 +257,7 @@ def register(app: typer.Typer) -> None:
             OutputFormat.table,
     ) -> None:
         """Run the pod-autoscale flow against a cluster, as Prefect flow runs."""
-        from tasks.core.duration import parse_go_duration
+        from kube_elevator.tasks.core.duration import parse_go_duration
 
         try:
             period = parse_go_duration(interval)
@@ -271,11 +277,11 @@ def register(app: typer.Typer) -> None:
         if problems:
             raise InputError(problems)
         if kubeconfig is not None:  # at the edge, as `elevator run` does: exit 2, one line
-            from tasks.adapters.kube import check_kubeconfig
+            from kube_elevator.tasks.adapters.kube import check_kubeconfig
 
             check_kubeconfig(kubeconfig)
-        from flows.pod_autoscale import controller_metrics, pod_autoscale
-        from flows.run_state import run_here
+        from kube_elevator.flows.pod_autoscale import controller_metrics, pod_autoscale
+        from kube_elevator.flows.run_state import run_here
 
         if metrics_port:
             from prometheus_client import start_http_server

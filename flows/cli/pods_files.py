@@ -19,12 +19,12 @@ from typing import Annotated, Any
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StrictInt, StrictStr
 from pydantic import ValidationError as PydanticValidationError
 
-from tasks.core.quantity import parse_quantity
-from tasks.core.timefmt import parse_time
-from tasks.pod_autoscalers.memory import KIND as MEMORY_KIND
-from tasks.pod_autoscalers.memory import MemoryAutoscalerSpec
-from tasks.pod_autoscalers.wpa.crd import KIND as WPA_KIND
-from tasks.pod_autoscalers.wpa.crd import LabelSelector, WatermarkPodAutoscalerSpec
+from kube_elevator.tasks.core.quantity import parse_quantity
+from kube_elevator.tasks.core.timefmt import parse_time
+from kube_elevator.tasks.pod_autoscalers.memory import KIND as MEMORY_KIND
+from kube_elevator.tasks.pod_autoscalers.memory import MemoryAutoscalerSpec
+from kube_elevator.tasks.pod_autoscalers.wpa.crd import KIND as WPA_KIND
+from kube_elevator.tasks.pod_autoscalers.wpa.crd import LabelSelector, WatermarkPodAutoscalerSpec
 
 SCALABLE_KINDS = ("Deployment", "StatefulSet", "ReplicaSet")
 

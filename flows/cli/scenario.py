@@ -7,9 +7,9 @@ from typing import Annotated
 
 import typer
 
-from flows.cli.common import console, parse_now, reports_input_errors
-from flows.cli.services import http_url
-from tasks.core.errors import InputError
+from kube_elevator.flows.cli.common import console, parse_now, reports_input_errors
+from kube_elevator.flows.cli.services import http_url
+from kube_elevator.tasks.core.errors import InputError
 
 app = typer.Typer(help="Scenarios for elevator simulate and elevator tune.",
                   no_args_is_help=True)
@@ -42,17 +42,17 @@ def from_prometheus(
         "type label nor an allocatable for."))] = "m5.large",
 ) -> None:
     """Build a trace scenario from kube-state-metrics series: last week's workload, replayed."""
-    from fakes.scenario import MAX_SECONDS
-    from fakes.scenario_import import BadAnswer, NodeLabelsMissing, read_history
-    from fakes.scenario_import_files import write_scenario
-    from fakes.scenario_import_nodes import (
+    from kube_elevator.fakes.scenario import MAX_SECONDS
+    from kube_elevator.fakes.scenario_import import BadAnswer, NodeLabelsMissing, read_history
+    from kube_elevator.fakes.scenario_import_files import write_scenario
+    from kube_elevator.fakes.scenario_import_nodes import (
         allowlist_flag,
         ksm_label_name,
         missing_labels_problem,
     )
-    from tasks.adapters.prometheus import MetricUnavailable, PrometheusMetrics
-    from tasks.core.instance_types import INSTANCE_TYPES
-    from tasks.node_group_file import load_node_groups
+    from kube_elevator.tasks.adapters.prometheus import MetricUnavailable, PrometheusMetrics
+    from kube_elevator.tasks.core.instance_types import INSTANCE_TYPES
+    from kube_elevator.tasks.node_group_file import load_node_groups
 
     # Every option is checked before Prometheus is asked (house rule: bad input, exit 2).
     since, until = parse_now(start, "--start"), parse_now(end, "--end")

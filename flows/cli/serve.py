@@ -13,8 +13,8 @@ exit code is 0.
 - `--ticks runs`: every run a Runner subprocess, as `prefect.serve` does, and `autoscale`
   triggered by `elevator watch --ticks events`' pending-pods event.
 
-Also the `prefect.yaml` pull step `set_project_directory`, so a worker finds the entrypoint
-wherever kube-elevator is installed.
+Also the `prefect.yaml` pull step `set_project_directory`, so no path of the deploying machine
+ends up in the deployments.
 """
 
 from __future__ import annotations
@@ -34,13 +34,19 @@ from uuid import UUID
 
 import typer
 
-from flows.cli.common import say_as
-from flows.cli.liveness import HealthPages, Liveness, elector_for, kept_alive, with_liveness_options
-from tasks.core.duration import positive_duration_option
-from tasks.core.errors import InputError
-from tasks.core.health import LoopHealth
-from tasks.core.lease_state import DEFAULT_LEASE_NAMESPACE
-from tasks.escalator.pending_bursts import PENDING_EVENT, RESOURCE_PREFIX
+from kube_elevator.flows.cli.common import say_as
+from kube_elevator.flows.cli.liveness import (
+    HealthPages,
+    Liveness,
+    elector_for,
+    kept_alive,
+    with_liveness_options,
+)
+from kube_elevator.tasks.core.duration import positive_duration_option
+from kube_elevator.tasks.core.errors import InputError
+from kube_elevator.tasks.core.health import LoopHealth
+from kube_elevator.tasks.core.lease_state import DEFAULT_LEASE_NAMESPACE
+from kube_elevator.tasks.escalator.pending_bursts import PENDING_EVENT, RESOURCE_PREFIX
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -50,10 +56,10 @@ if TYPE_CHECKING:
     from prefect.events.schemas.deployment_triggers import DeploymentEventTrigger
     from prefect.runner import Runner
 
-    from flows.deployment_runs import DeploymentRuns
-    from flows.leader import LeaderElector
-    from tasks.adapters.kube import KubeClient
-    from tasks.escalator.config import NodeGroupConfig
+    from kube_elevator.flows.deployment_runs import DeploymentRuns
+    from kube_elevator.flows.leader import LeaderElector
+    from kube_elevator.tasks.adapters.kube import KubeClient
+    from kube_elevator.tasks.escalator.config import NodeGroupConfig
 
 AUTOSCALE_DEPLOYMENT = "autoscale"
 PLAN_DEPLOYMENT = "plan"
@@ -63,21 +69,19 @@ DEFAULT_POLL = "2s"
 # After SIGTERM the run in flight may finish for this long, then it is cancelled: well inside
 # Kubernetes' default 30 s terminationGracePeriodSeconds.
 STOP_GRACE_SECONDS = 20.0
-PROJECT_DIRECTORY = Path(__file__).resolve().parents[2]  # the folder holding `flows/`
 SERVE_LEADER_HELP = ("in-process: elect one leader among the replicas on a Lease; it runs the "
                      "ticks, the others keep their cache warm and take over when its lease runs "
                      "out. (With --ticks runs the Prefect server gives each run to one process.)")
 
 
 def set_project_directory() -> dict[str, str]:
-    """`prefect.yaml` pull step: work in the directory holding the installed `flows` package.
+    """`prefect.yaml` pull step: the entrypoints are module paths (`kube_elevator.flows...`), so a
+    worker loads them from wherever kube-elevator is installed, in any directory.
 
-    With an editable install that is the checkout; with a regular one, site-packages, which
-    holds `flows/autoscale.py` too. Either way the entrypoint resolves, on any worker, without
-    the deploying machine's path baked into the deployment.
+    Without a pull step of its own, `prefect deploy` would add one that changes into the
+    deploying machine's working directory, which a worker does not have.
     """
-    os.chdir(PROJECT_DIRECTORY)
-    return {"directory": str(PROJECT_DIRECTORY)}
+    return {"directory": os.getcwd()}
 
 
 def tick_concurrency() -> ConcurrencyLimitConfig:
@@ -114,7 +118,7 @@ def served_deployments(nodegroups: Path, interval_seconds: float,
     `plan` (manual, dry run)."""
     from prefect.deployments.runner import RunnerDeployment
 
-    from flows.autoscale import autoscale
+    from kube_elevator.flows.autoscale import autoscale
 
     parameters: dict[str, Any] = {
         "nodegroups": str(nodegroups.resolve()),
@@ -160,9 +164,9 @@ def serve(
     *, liveness: Liveness,
 ) -> None:
     """Serve the autoscale and plan deployments from this process (no work pool needed)."""
-    from tasks.core.documents import names_a_file
-    from tasks.core.lease_state import lease_name
-    from tasks.node_group_file import load_node_groups
+    from kube_elevator.tasks.core.documents import names_a_file
+    from kube_elevator.tasks.core.lease_state import lease_name
+    from kube_elevator.tasks.node_group_file import load_node_groups
 
     config = load_node_groups(nodegroups)  # bad input fails here, before anything is registered
     liveness.check_lease_name([lease_name(group.name) for group in config.node_groups])
@@ -171,16 +175,16 @@ def serve(
     if kubeconfig is not None and not names_a_file(kubeconfig):
         raise InputError([f"--kubeconfig: {kubeconfig}: no such file"])
     if pushgateway is not None:
-        from flows.cli.services import http_url
+        from kube_elevator.flows.cli.services import http_url
 
         pushgateway = http_url(pushgateway, "--pushgateway")
-    from flows.crash_detection import heartbeat_environment
+    from kube_elevator.flows.crash_detection import heartbeat_environment
 
     heartbeat_environment()  # before Prefect reads its settings: the runs it starts inherit it
     from prefect.runner import Runner
 
-    from flows.cli.common import console
-    from flows.crash_detection import ensure_crash_detection
+    from kube_elevator.flows.cli.common import console
+    from kube_elevator.flows.crash_detection import ensure_crash_detection
 
     ensure_crash_detection()  # a tick whose process dies ends Crashed, its slot freed
     runner = Runner(name="kube-elevator", query_seconds=poll_seconds, limit=None)
@@ -222,9 +226,9 @@ class InProcessTicks:
     def __init__(self, deployment_id: UUID, node_groups: Sequence[NodeGroupConfig],
                  kube: KubeClient, kubeconfig: Path | None, poll_seconds: float,
                  elector: LeaderElector | None = None) -> None:
-        from flows.cli.watch import IN_PROCESS_SETTLE_SECONDS
-        from flows.ticker import TickLoop
-        from tasks.escalator.pending_bursts import (
+        from kube_elevator.flows.cli.watch import IN_PROCESS_SETTLE_SECONDS
+        from kube_elevator.flows.ticker import TickLoop
+        from kube_elevator.tasks.escalator.pending_bursts import (
             DEFAULT_DEBOUNCE_SECONDS,
             Debouncer,
             PendingPodsEvents,
@@ -249,9 +253,9 @@ class InProcessTicks:
         """Every --poll the runs whose time has come; on a burst (or on taking the lead, with
         the schedule resumed) a run of its own, due now, run at once. True when every run ran
         ended Completed, None when none ran (a quiet poll keeps the last run's verdict)."""
-        from flows.cli.common import print_tick_results, say_as
-        from flows.deployment_runs import BURST_TAG, LEADING_TAG
-        from flows.run_state import RunOutcome
+        from kube_elevator.flows.cli.common import print_tick_results, say_as
+        from kube_elevator.flows.deployment_runs import BURST_TAG, LEADING_TAG
+        from kube_elevator.flows.run_state import RunOutcome
 
         runs = self.runs
         assert runs is not None
@@ -276,8 +280,8 @@ class InProcessTicks:
     def _warm_up(self) -> None:
         """A follower's dry run of the flow (not of the deployment: it claims no run and
         changes nothing), so its takeover run is not this process's first."""
-        from flows.autoscale import autoscale
-        from flows.cli.common import say_as
+        from kube_elevator.flows.autoscale import autoscale
+        from kube_elevator.flows.cli.common import say_as
 
         assert self.runs is not None
         parameters = self.runs.client.read_deployment(self.deployment_id).parameters
@@ -289,11 +293,11 @@ class InProcessTicks:
     def _run(self) -> None:
         from prefect.client.orchestration import get_client
 
-        from flows.autoscale import autoscale
-        from flows.cli.common import say_as
-        from flows.cli.watch import CACHE_START_SECONDS
-        from flows.deployment_runs import DeploymentRuns
-        from flows.ticker import run_cached_ticks
+        from kube_elevator.flows.autoscale import autoscale
+        from kube_elevator.flows.cli.common import say_as
+        from kube_elevator.flows.cli.watch import CACHE_START_SECONDS
+        from kube_elevator.flows.deployment_runs import DeploymentRuns
+        from kube_elevator.flows.ticker import run_cached_ticks
 
         say = say_as("serve")
         try:
@@ -357,7 +361,7 @@ async def run_until_signal(runner: Runner, grace_seconds: float = STOP_GRACE_SEC
 
 
 def _kube_client(kubeconfig: Path | None) -> KubeClient:
-    from tasks.adapters.kube import KubeClient
+    from kube_elevator.tasks.adapters.kube import KubeClient
 
     try:
         return KubeClient.from_config(kubeconfig)
@@ -387,7 +391,7 @@ def _pause(deployment_id: UUID) -> None:
 
 def register(app: typer.Typer) -> None:
     """Add `serve` to the `elevator` app."""
-    from flows.cli.common import reports_input_errors
+    from kube_elevator.flows.cli.common import reports_input_errors
 
     app.command("serve")(reports_input_errors(with_liveness_options(
         leader_elect=True, leader_help=SERVE_LEADER_HELP)(serve)))

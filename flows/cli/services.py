@@ -15,11 +15,11 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from tasks.adapters.http_server import DEFAULT_HOST
-from tasks.adapters.http_server import ServiceThread as ServiceThread  # tests import it here
-from tasks.core.errors import InputError
-from tasks.core.quantity import cpu_milli
-from tasks.load_aware.scoring import (
+from kube_elevator.tasks.adapters.http_server import DEFAULT_HOST
+from kube_elevator.tasks.adapters.http_server import ServiceThread as ServiceThread  # tests import it here
+from kube_elevator.tasks.core.errors import InputError
+from kube_elevator.tasks.core.quantity import cpu_milli
+from kube_elevator.tasks.load_aware.scoring import (
     DEFAULT_REQUESTS_CPU_MILLI,
     DEFAULT_SAFE_VARIANCE_MARGIN,
     DEFAULT_SAFE_VARIANCE_SENSITIVITY,
@@ -31,7 +31,7 @@ from tasks.load_aware.scoring import (
 )
 
 if TYPE_CHECKING:
-    from tasks.load_aware.extender import KubeWatch, Policy
+    from kube_elevator.tasks.load_aware.extender import KubeWatch, Policy
 
 # Kept here rather than imported, so that registering the commands does not load uvicorn,
 # httpx and Starlette into every `elevator` command (they cost ~0.1 s).
@@ -77,7 +77,7 @@ def positive_seconds(value: float, option: str, minimum: float = 0.0) -> float:
 
 
 def policy(text: str) -> Policy:
-    from tasks.load_aware.extender import Policy
+    from kube_elevator.tasks.load_aware.extender import Policy
 
     try:
         return Policy(text)
@@ -89,7 +89,7 @@ def policy(text: str) -> Policy:
 def _warn(message: str) -> None:
     from rich.markup import escape
 
-    from flows.cli.common import errors
+    from kube_elevator.flows.cli.common import errors
 
     # escaped: the message quotes the user's option values, which are no rich markup
     errors.print(f"[yellow]warning:[/yellow] {escape(message)}", highlight=False,
@@ -150,7 +150,7 @@ def _configure_logging() -> None:
 
 
 def _serve_until_signal(service: ServiceThread, what: str) -> None:
-    from flows.cli.common import console, wait_for_stop_signal
+    from kube_elevator.flows.cli.common import console, wait_for_stop_signal
 
     stop = wait_for_stop_signal()
     with service:
@@ -175,7 +175,7 @@ def load_watcher(
         help="Seconds between two fetches of each window.")] = FETCH_INTERVAL_SECONDS,
 ) -> None:
     """Serve load-watcher's GET /watcher from Prometheus node CPU and memory (15m/10m/5m)."""
-    from tasks.load_aware.watcher import LoadWatcher, PrometheusProvider
+    from kube_elevator.tasks.load_aware.watcher import LoadWatcher, PrometheusProvider
 
     url = http_url(prometheus, "--prometheus")
     tcp_port(port)
@@ -214,7 +214,7 @@ def scheduler_extender(
              "Off by default.")] = None,
 ) -> None:
     """Serve kube-scheduler's extender protocol (POST /prioritize, /filter) with Trimaran scores."""
-    from tasks.load_aware.extender import KubeWatch, SchedulerExtender, WatcherCollector
+    from kube_elevator.tasks.load_aware.extender import KubeWatch, SchedulerExtender, WatcherCollector
 
     url = http_url(watcher_url, "--watcher-url")
     chosen = policy(policy_name)
@@ -225,7 +225,7 @@ def scheduler_extender(
     extender = SchedulerExtender(WatcherCollector(url), chosen, tlp, lvrb)
     watch: KubeWatch | None = None
     if kubeconfig is not None:
-        from tasks.adapters.kube import KubeClient
+        from kube_elevator.tasks.adapters.kube import KubeClient
 
         try:
             kube = KubeClient.from_config(kubeconfig)
@@ -248,7 +248,7 @@ def scheduler_extender(
 
 def register(app: typer.Typer) -> None:
     """Add `load-watcher` and `scheduler-extender` to the `elevator` app."""
-    from flows.cli.common import reports_input_errors
+    from kube_elevator.flows.cli.common import reports_input_errors
 
     app.command("load-watcher")(reports_input_errors(load_watcher))
     app.command("scheduler-extender")(reports_input_errors(scheduler_extender))

@@ -12,7 +12,7 @@ import orjson
 import typer
 from rich.table import Table
 
-from flows.cli.common import (
+from kube_elevator.flows.cli.common import (
     OutputFormat,
     console,
     errors,
@@ -21,8 +21,8 @@ from flows.cli.common import (
     require_extra,
     wait_for_stop_signal,
 )
-from tasks.core.errors import InputError
-from tasks.core.output_files import unplottable
+from kube_elevator.tasks.core.errors import InputError
+from kube_elevator.tasks.core.output_files import unplottable
 
 
 class SchedulerProfile(StrEnum):
@@ -45,9 +45,9 @@ def fake_cluster(
     printed `/_faults` URLs (see fakes/faults.py): POST a rule, GET them, DELETE them all.
     """
     require_extra("sim", "moto")
-    from fakes.aws import FakeAws
-    from fakes.aws_faults import AwsFaultProxy
-    from fakes.kube_api.server import FakeKubeApi
+    from kube_elevator.fakes.aws import FakeAws
+    from kube_elevator.fakes.aws_faults import AwsFaultProxy
+    from kube_elevator.fakes.kube_api.server import FakeKubeApi
 
     stop = wait_for_stop_signal()
     with FakeKubeApi(port=kube_port) as kube, FakeAws(port=aws_port) as aws, \
@@ -92,8 +92,8 @@ def simulate(
     from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
 
     require_extra("sim", "moto", *(["matplotlib"] if plot is not None else []))
-    from fakes.scenario import load_scenario, with_profile
-    from flows.simulation import simulate as run_simulation
+    from kube_elevator.fakes.scenario import load_scenario, with_profile
+    from kube_elevator.flows.simulation import simulate as run_simulation
 
     if plot is not None and (problem := unplottable(plot, "--plot")):
         raise InputError([problem])  # before the run, which may take minutes
@@ -122,7 +122,7 @@ def simulate(
     else:
         console.print(summary_table(document["summary"]))
     if plot is not None:
-        from fakes.plot import plot_simulation
+        from kube_elevator.fakes.plot import plot_simulation
 
         written = plot_simulation(document, plot)
         (errors if output is OutputFormat.json else console).print(
@@ -150,7 +150,7 @@ def summary_table(summary: dict[str, object]) -> Table:
     for key, value in summary.items():
         table.add_row(key.replace("_", " "), str(value))
     if "scheduler_profile" in summary:
-        from tasks.scheduler.profiles import KUBERNETES_VERSION
+        from kube_elevator.tasks.scheduler.profiles import KUBERNETES_VERSION
 
         table.caption = (f"pods placed by the {summary['scheduler_profile']} profile of the "
                          f"kube-scheduler {KUBERNETES_VERSION} model")

@@ -11,7 +11,7 @@ import orjson
 import typer
 from rich.table import Table
 
-from flows.cli.common import (
+from kube_elevator.flows.cli.common import (
     OutputFormat,
     console,
     errors,
@@ -19,10 +19,10 @@ from flows.cli.common import (
     reports_input_errors,
     require_extra,
 )
-from tasks.core.duration import positive_duration_option
-from tasks.core.errors import InputError
-from tasks.core.output_files import unplottable, unwritable
-from tasks.scheduler.profiles import PROFILE_NAMES, ProfileName
+from kube_elevator.tasks.core.duration import positive_duration_option
+from kube_elevator.tasks.core.errors import InputError
+from kube_elevator.tasks.core.output_files import unplottable, unwritable
+from kube_elevator.tasks.scheduler.profiles import PROFILE_NAMES, ProfileName
 
 
 def tune(
@@ -66,7 +66,7 @@ def tune(
         problems.extend(unreachable_dask(dask))
     if problems:
         raise InputError(problems)
-    from fakes.scenario import load_scenario
+    from kube_elevator.fakes.scenario import load_scenario
 
     loaded = load_scenario(scenario)  # bad input fails here, before any flow run
     print_warnings(loaded.config)
@@ -74,7 +74,7 @@ def tune(
     os.environ.setdefault("PREFECT_LOGGING_LEVEL", "WARNING")
     from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
 
-    from flows import tune as tuning
+    from kube_elevator.flows import tune as tuning
 
     progress = Progress(TextColumn("trials"), BarColumn(),
                         TextColumn("{task.completed:.0f}/{task.total:.0f}"),
@@ -92,7 +92,7 @@ def tune(
     result: tuning.TuneResult = answer["result"]
     written = tuning.tuned_file(output, tuning.node_group_text(loaded), result)
     if plot is not None:
-        from fakes.plot import plot_front
+        from kube_elevator.fakes.plot import plot_front
 
         plot_front(result, plot)
     summary = result.summary()

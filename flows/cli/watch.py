@@ -21,23 +21,23 @@ from typing import TYPE_CHECKING, Annotated, Any
 import msgspec
 import typer
 
-from flows.cli.common import say_as
-from flows.cli.liveness import (
+from kube_elevator.flows.cli.common import say_as
+from kube_elevator.flows.cli.liveness import (
     HealthPages,
     Liveness,
     elector_for,
     kept_alive,
     with_liveness_options,
 )
-from flows.ticker import Changed, Relisted, TickLoop, run_cached_ticks, run_watch
-from tasks.adapters.kube_watch import PAGE_SIZE, RETRY_SECONDS, WATCH_TIMEOUT_SECONDS, ListWatch
-from tasks.core.api_objects import OBJECT_DECODER
-from tasks.core.duration import positive_duration_option
-from tasks.core.errors import InputError
-from tasks.core.health import LoopHealth
-from tasks.core.lease_state import DEFAULT_LEASE_NAMESPACE
-from tasks.core.records import PodRecord, pod_record
-from tasks.escalator.pending_bursts import (
+from kube_elevator.flows.ticker import Changed, Relisted, TickLoop, run_cached_ticks, run_watch
+from kube_elevator.tasks.adapters.kube_watch import PAGE_SIZE, RETRY_SECONDS, WATCH_TIMEOUT_SECONDS, ListWatch
+from kube_elevator.tasks.core.api_objects import OBJECT_DECODER
+from kube_elevator.tasks.core.duration import positive_duration_option
+from kube_elevator.tasks.core.errors import InputError
+from kube_elevator.tasks.core.health import LoopHealth
+from kube_elevator.tasks.core.lease_state import DEFAULT_LEASE_NAMESPACE
+from kube_elevator.tasks.core.records import PodRecord, pod_record
+from kube_elevator.tasks.escalator.pending_bursts import (
     DEFAULT_DEBOUNCE_SECONDS,
     DEFAULT_SETTLE_SECONDS,
     PENDING_EVENT,
@@ -48,7 +48,7 @@ from tasks.escalator.pending_bursts import (
 )
 
 if TYPE_CHECKING:
-    from flows.leader import LeaderElector
+    from kube_elevator.flows.leader import LeaderElector
 
 log = logging.getLogger(__name__)
 
@@ -148,10 +148,10 @@ def watch(
     """Watch the cluster: run ticks on pending pods here, or send events for a trigger."""
     from prefect.settings import get_current_settings
 
-    from flows.cli.common import console, wait_for_stop_signal
-    from tasks.adapters.kube import KubeClient
-    from tasks.core.lease_state import lease_name
-    from tasks.node_group_file import load_node_groups
+    from kube_elevator.flows.cli.common import console, wait_for_stop_signal
+    from kube_elevator.tasks.adapters.kube import KubeClient
+    from kube_elevator.tasks.core.lease_state import lease_name
+    from kube_elevator.tasks.node_group_file import load_node_groups
 
     config = load_node_groups(nodegroups)
     liveness.check_lease_name([lease_name(group.name) for group in config.node_groups])
@@ -223,9 +223,9 @@ def _watch_and_tick(kube: Any, nodegroups: Path, kubeconfig: Path | None, lease_
                     liveness: Liveness, elector: LeaderElector | None) -> None:
     """Keep the cache, feed its pod changes to the bursts, and run ticks in this process (while
     it leads, under leader election)."""
-    from flows.autoscale import autoscale
-    from flows.cli.common import console_logs_without_tracebacks, print_tick_results
-    from flows.run_state import run_here
+    from kube_elevator.flows.autoscale import autoscale
+    from kube_elevator.flows.cli.common import console_logs_without_tracebacks, print_tick_results
+    from kube_elevator.flows.run_state import run_here
 
     say = say_as("watch")
     kubeconfig_text = str(kubeconfig) if kubeconfig else None
@@ -257,6 +257,6 @@ def _watch_and_tick(kube: Any, nodegroups: Path, kubeconfig: Path | None, lease_
 
 def register(app: typer.Typer) -> None:
     """Add `watch` to the `elevator` app."""
-    from flows.cli.common import reports_input_errors
+    from kube_elevator.flows.cli.common import reports_input_errors
 
     app.command("watch")(reports_input_errors(with_liveness_options(leader_elect=True)(watch)))

@@ -19,17 +19,17 @@ import boto3
 from botocore.config import Config
 from botocore.exceptions import BotoCoreError, ClientError
 
-from tasks.adapters.fleet import FleetCalls, RealClock, WaitClock
-from tasks.core.errors import CloudError
-from tasks.core.records import AsgInstance, AutoScalingGroup, NodeRecord, describe_to_asgs
-from tasks.core.retry import cloud_call_may_pass
-from tasks.core.timeouts import Timeouts, timeouts
+from kube_elevator.tasks.adapters.fleet import FleetCalls, RealClock, WaitClock
+from kube_elevator.tasks.core.errors import CloudError
+from kube_elevator.tasks.core.records import AsgInstance, AutoScalingGroup, NodeRecord, describe_to_asgs
+from kube_elevator.tasks.core.retry import cloud_call_may_pass
+from kube_elevator.tasks.core.timeouts import Timeouts, timeouts
 
 if TYPE_CHECKING:
     from mypy_boto3_autoscaling import AutoScalingClient
     from mypy_boto3_ec2 import EC2Client
 
-    from tasks.core.records import AsgTemplateSource
+    from kube_elevator.tasks.core.records import AsgTemplateSource
 
 # Prefect task retries are our one retry layer: they are visible in the UI, bounded by the
 # task's policy (tasks/core/retry.py), and re-run the whole method, which re-reads the ASG before
@@ -214,7 +214,7 @@ class AsgClient(FleetCalls):
         its tags, zones and instance type (the launch template's, or the first override of a
         MixedInstancesPolicy, as CA does). Groups whose instance type cannot be read are absent.
         """
-        from tasks.core.records import AsgTemplateSource
+        from kube_elevator.tasks.core.records import AsgTemplateSource
 
         sources: dict[str, AsgTemplateSource] = {}
         try:

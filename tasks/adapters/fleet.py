@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from botocore.exceptions import BotoCoreError, ClientError
 
-from tasks.adapters.fleet_request import (
+from kube_elevator.tasks.adapters.fleet_request import (
     ATTACH_BATCH_SIZE,
     ESCALATOR_TAG_KEY,
     ESCALATOR_TAG_VALUE,
@@ -30,8 +30,8 @@ from tasks.adapters.fleet_request import (
     fleet_instance_ids,
     unique,
 )
-from tasks.core.errors import CloudError
-from tasks.core.retry import cloud_call_may_pass
+from kube_elevator.tasks.core.errors import CloudError
+from kube_elevator.tasks.core.retry import cloud_call_may_pass
 
 if TYPE_CHECKING:
     from mypy_boto3_autoscaling import AutoScalingClient

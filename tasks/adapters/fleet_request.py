@@ -13,8 +13,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from tasks.core.errors import CloudError
-from tasks.core.lease_state import format_time
+from kube_elevator.tasks.core.errors import CloudError
+from kube_elevator.tasks.core.lease_state import format_time
 
 LIFECYCLE_ON_DEMAND = "on-demand"
 LIFECYCLE_SPOT = "spot"

@@ -16,7 +16,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Literal
 
-from tasks.core.errors import InputError
+from kube_elevator.tasks.core.errors import InputError
 
 if TYPE_CHECKING:
     import uvicorn

@@ -23,25 +23,25 @@ import orjson
 from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
 
-from tasks.adapters import kube_connections
-from tasks.adapters.kube_pages import PagedList
-from tasks.core.api_objects import OBJECT_DECODER
-from tasks.core.collector import gc_paused
-from tasks.core.decode import ClusterSnapshot, decode_page
-from tasks.core.documents import load_document, names_a_file, read_bytes
-from tasks.core.errors import EvictionBlocked, InputError, LeaseConflict, NodeChanged
-from tasks.core.identity import user_agent
-from tasks.core.lease_state import (
+from kube_elevator.tasks.adapters import kube_connections
+from kube_elevator.tasks.adapters.kube_pages import PagedList
+from kube_elevator.tasks.core.api_objects import OBJECT_DECODER
+from kube_elevator.tasks.core.collector import gc_paused
+from kube_elevator.tasks.core.decode import ClusterSnapshot, decode_page
+from kube_elevator.tasks.core.documents import load_document, names_a_file, read_bytes
+from kube_elevator.tasks.core.errors import EvictionBlocked, InputError, LeaseConflict, NodeChanged
+from kube_elevator.tasks.core.identity import user_agent
+from kube_elevator.tasks.core.lease_state import (
     HOLDER_IDENTITY,
     LAST_TICK,
     GroupState,
     state_from_annotations,
     state_to_annotations,
 )
-from tasks.core.records import ESCALATOR_TAINT_KEY, NodeRecord, PodRecord, node_record
-from tasks.core.timefmt import rfc3339
-from tasks.core.timeouts import Timeouts, timeouts
-from tasks.core.workload import TargetScale, unsupported_scale_kind
+from kube_elevator.tasks.core.records import ESCALATOR_TAINT_KEY, NodeRecord, PodRecord, node_record
+from kube_elevator.tasks.core.timefmt import rfc3339
+from kube_elevator.tasks.core.timeouts import Timeouts, timeouts
+from kube_elevator.tasks.core.workload import TargetScale, unsupported_scale_kind
 
 # Escalator §4: completed and failed pods never count.
 ACTIVE_PODS = "status.phase!=Succeeded,status.phase!=Failed"

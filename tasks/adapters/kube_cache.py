@@ -30,12 +30,12 @@ from typing import Any, Protocol
 
 import msgspec
 
-from tasks.adapters.kube_watch import ListWatch, PageDecoder
-from tasks.core.api_objects import OBJECT_DECODER, RawList, RawObject
-from tasks.core.collector import keep_out_of_collections
-from tasks.core.pdb import PodDisruptionBudget, pdb_from_api
-from tasks.core.records import TERMINAL_PHASES, NodeRecord, PodRecord, node_record, pod_record
-from tasks.core.timeouts import watch_limits
+from kube_elevator.tasks.adapters.kube_watch import ListWatch, PageDecoder
+from kube_elevator.tasks.core.api_objects import OBJECT_DECODER, RawList, RawObject
+from kube_elevator.tasks.core.collector import keep_out_of_collections
+from kube_elevator.tasks.core.pdb import PodDisruptionBudget, pdb_from_api
+from kube_elevator.tasks.core.records import TERMINAL_PHASES, NodeRecord, PodRecord, node_record, pod_record
+from kube_elevator.tasks.core.timeouts import watch_limits
 
 log = logging.getLogger(__name__)
 

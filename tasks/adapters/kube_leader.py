@@ -19,9 +19,9 @@ import orjson
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
-from tasks.core.errors import LeaseConflict
-from tasks.core.leader_election import LeaderRecord
-from tasks.core.timeouts import timeouts
+from kube_elevator.tasks.core.errors import LeaseConflict
+from kube_elevator.tasks.core.leader_election import LeaderRecord
+from kube_elevator.tasks.core.timeouts import timeouts
 
 MANAGED_BY = {"app.kubernetes.io/managed-by": "kube-elevator"}
 LEASES = ("coordination.k8s.io", "v1", "leases")  # group, version, plural

@@ -30,8 +30,8 @@ from urllib.parse import urlencode, urlsplit
 import msgspec
 import urllib3
 
-from tasks.core.api_objects import RawListMetadata
-from tasks.core.timeouts import timeouts
+from kube_elevator.tasks.core.api_objects import RawListMetadata
+from kube_elevator.tasks.core.timeouts import timeouts
 
 T = TypeVar("T")
 # a page's bytes -> (its continue token, what the caller makes of the page)

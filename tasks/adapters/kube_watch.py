@@ -28,10 +28,10 @@ from typing import Any
 import msgspec
 import urllib3
 
-from tasks.adapters.kube_connections import drop_idle_connections
-from tasks.adapters.kube_pages import PagedList
-from tasks.core.collector import gc_paused
-from tasks.core.timeouts import WATCH_SILENCE_LIMIT_SECONDS, timeouts, watch_limits
+from kube_elevator.tasks.adapters.kube_connections import drop_idle_connections
+from kube_elevator.tasks.adapters.kube_pages import PagedList
+from kube_elevator.tasks.core.collector import gc_paused
+from kube_elevator.tasks.core.timeouts import WATCH_SILENCE_LIMIT_SECONDS, timeouts, watch_limits
 
 log = logging.getLogger(__name__)
 

@@ -13,12 +13,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
-from tasks.core.lease_state import GroupState
-from tasks.core.records import ESCALATOR_TAINT_KEY, AutoScalingGroup, NodeRecord, PodRecord
+from kube_elevator.tasks.core.lease_state import GroupState
+from kube_elevator.tasks.core.records import ESCALATOR_TAINT_KEY, AutoScalingGroup, NodeRecord, PodRecord
 
 if TYPE_CHECKING:
-    from tasks.adapters.fleet_request import FleetRequest
-    from tasks.core.records import AsgTemplateSource
+    from kube_elevator.tasks.adapters.fleet_request import FleetRequest
+    from kube_elevator.tasks.core.records import AsgTemplateSource
 
 
 @runtime_checkable  # Prefect validates a flow parameter of type `Adapters` with isinstance

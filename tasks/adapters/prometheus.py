@@ -15,8 +15,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol, cast
 
-from tasks.core.documents import load_json_document, read_bytes
-from tasks.core.errors import InputError, redacted
+from kube_elevator.tasks.core.documents import load_json_document, read_bytes
+from kube_elevator.tasks.core.errors import InputError, redacted
 
 CPU_SERIES = "container_cpu_usage_seconds_total"
 MEMORY_SERIES = "container_memory_working_set_bytes"
@@ -123,7 +123,7 @@ class PrometheusMetrics:
         from prometheus_api_client import PrometheusConnect
         from urllib3.util.retry import Retry
 
-        from tasks.core.timeouts import timeouts
+        from kube_elevator.tasks.core.timeouts import timeouts
 
         self.url = url.rstrip("/")
         self.rate_window = rate_window

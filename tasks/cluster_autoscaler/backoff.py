@@ -9,8 +9,14 @@ from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, replace
 from typing import TypeVar
 
-from tasks.core.lease_state import annotation_time, format_time, name_list, read_annotation, time_map
-from tasks.core.records import AsgInstance
+from kube_elevator.tasks.core.lease_state import (
+    annotation_time,
+    format_time,
+    name_list,
+    read_annotation,
+    time_map,
+)
+from kube_elevator.tasks.core.records import AsgInstance
 
 T = TypeVar("T")
 

@@ -27,12 +27,21 @@ from __future__ import annotations
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
-from tasks.cluster_autoscaler.estimator import estimate_nodes, fits_empty_template
-from tasks.cluster_autoscaler.expanders import ScaleUpOption
-from tasks.cluster_autoscaler.limits import ClusterLimits, ClusterTotals, exceeded_limit, nodes_within_limits
-from tasks.cluster_autoscaler.scale_up_plan import MAX_NODES_PER_SCALE_UP, GroupCandidate, ScaleUpPlan
-from tasks.cluster_autoscaler.templates import TemplateNode
-from tasks.core.records import PodRecord
+from kube_elevator.tasks.cluster_autoscaler.estimator import estimate_nodes, fits_empty_template
+from kube_elevator.tasks.cluster_autoscaler.expanders import ScaleUpOption
+from kube_elevator.tasks.cluster_autoscaler.limits import (
+    ClusterLimits,
+    ClusterTotals,
+    exceeded_limit,
+    nodes_within_limits,
+)
+from kube_elevator.tasks.cluster_autoscaler.scale_up_plan import (
+    MAX_NODES_PER_SCALE_UP,
+    GroupCandidate,
+    ScaleUpPlan,
+)
+from kube_elevator.tasks.cluster_autoscaler.templates import TemplateNode
+from kube_elevator.tasks.core.records import PodRecord
 
 # CA's BasicIgnoredLabels: labels whose value differs from node to node or zone to zone.
 BASIC_IGNORED_LABELS = frozenset({

@@ -22,8 +22,8 @@ from pydantic import (
 )
 from pydantic_core import PydanticCustomError
 
-from tasks.core.duration import GoDuration, go_string, parse_go_duration
-from tasks.core.quantity import GiB, parse_quantity
+from kube_elevator.tasks.core.duration import GoDuration, go_string, parse_go_duration
+from kube_elevator.tasks.core.quantity import GiB, parse_quantity
 
 EXPANDER_NAMES = ("random", "most-pods", "least-waste", "least-nodes", "price", "priority")
 

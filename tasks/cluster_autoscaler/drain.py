@@ -12,11 +12,12 @@ from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 
-from tasks.cluster_autoscaler.unneeded import RemovalSimulation, movable, safe_taint_selection
-from tasks.core.pdb import PodDisruptionBudget
-from tasks.core.records import NodeRecord, PodRecord
-from tasks.escalator.config import NodeGroupConfig
-from tasks.escalator.decide import ScalePlan, taint_time
+from kube_elevator.tasks.cluster_autoscaler.unneeded import RemovalSimulation, movable, safe_taint_selection
+from kube_elevator.tasks.core.pdb import PodDisruptionBudget
+from kube_elevator.tasks.core.records import NodeRecord, PodRecord
+from kube_elevator.tasks.escalator.config import NodeGroupConfig
+from kube_elevator.tasks.escalator.decide import taint_time
+from kube_elevator.tasks.escalator.plan import ScalePlan
 
 
 def pods_on_nodes(pods: Iterable[PodRecord]) -> dict[str, list[PodRecord]]:

@@ -16,10 +16,10 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 
-from tasks.cluster_autoscaler.templates import GPU_RESOURCE
-from tasks.core.api_objects import SAFE_TO_EVICT, SCALE_DOWN_DISABLED
-from tasks.core.pdb import PodDisruptionBudget, matching_pdbs, remaining_pdbs
-from tasks.core.records import TERMINAL_PHASES, NodeRecord, PodRecord
+from kube_elevator.tasks.cluster_autoscaler.templates import GPU_RESOURCE
+from kube_elevator.tasks.core.api_objects import SAFE_TO_EVICT, SCALE_DOWN_DISABLED
+from kube_elevator.tasks.core.pdb import PodDisruptionBudget, matching_pdbs, remaining_pdbs
+from kube_elevator.tasks.core.records import TERMINAL_PHASES, NodeRecord, PodRecord
 
 KUBE_SYSTEM = "kube-system"
 EXPENDABLE_PRIORITY_CUTOFF = -10  # CA --expendable-pods-priority-cutoff's default

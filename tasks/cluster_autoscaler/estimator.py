@@ -7,11 +7,17 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TypeVar
 
-from tasks.cluster_autoscaler.drainability import EXPENDABLE_PRIORITY_CUTOFF
-from tasks.cluster_autoscaler.templates import TemplateNode
-from tasks.core.api_objects import ExtendedResources
-from tasks.core.records import NodeRecord, PodRecord
-from tasks.core.scheduling import fits_constraints, fits_extended, free_extended, sum_extended, take_extended
+from kube_elevator.tasks.cluster_autoscaler.drainability import EXPENDABLE_PRIORITY_CUTOFF
+from kube_elevator.tasks.cluster_autoscaler.templates import TemplateNode
+from kube_elevator.tasks.core.api_objects import ExtendedResources
+from kube_elevator.tasks.core.records import NodeRecord, PodRecord
+from kube_elevator.tasks.core.scheduling import (
+    fits_constraints,
+    fits_extended,
+    free_extended,
+    sum_extended,
+    take_extended,
+)
 
 T = TypeVar("T")
 

@@ -18,12 +18,16 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-from tasks.cluster_autoscaler.config import PRIORITY_CONFIGMAP, ClusterAutoscalerConfig, parse_priorities
-from tasks.cluster_autoscaler.templates import GPU_RESOURCE, TemplateNode
-from tasks.core.documents import load_document
-from tasks.core.errors import InputError
-from tasks.core.quantity import GiB, MiB
-from tasks.core.records import PodRecord
+from kube_elevator.tasks.cluster_autoscaler.config import (
+    PRIORITY_CONFIGMAP,
+    ClusterAutoscalerConfig,
+    parse_priorities,
+)
+from kube_elevator.tasks.cluster_autoscaler.templates import GPU_RESOURCE, TemplateNode
+from kube_elevator.tasks.core.documents import load_document
+from kube_elevator.tasks.core.errors import InputError
+from kube_elevator.tasks.core.quantity import GiB, MiB
+from kube_elevator.tasks.core.records import PodRecord
 
 T = TypeVar("T")
 

@@ -7,10 +7,10 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import TypeVar
 
-from tasks.cluster_autoscaler.config import ClusterAutoscalerConfig
-from tasks.cluster_autoscaler.templates import TemplateNode
-from tasks.core.quantity import GiB
-from tasks.core.records import NodeRecord
+from kube_elevator.tasks.cluster_autoscaler.config import ClusterAutoscalerConfig
+from kube_elevator.tasks.cluster_autoscaler.templates import TemplateNode
+from kube_elevator.tasks.core.quantity import GiB
+from kube_elevator.tasks.core.records import NodeRecord
 
 T = TypeVar("T")
 

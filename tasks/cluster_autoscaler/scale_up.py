@@ -15,17 +15,17 @@ import random
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
-from tasks.cluster_autoscaler.backoff import ProvisioningState
-from tasks.cluster_autoscaler.balancing import BalancedScaleUp, Tolerances, balance_scale_up
-from tasks.cluster_autoscaler.config import ClusterAutoscalerConfig
-from tasks.cluster_autoscaler.estimator import fits_empty_template, free_slots
-from tasks.cluster_autoscaler.expanders import expander_context, priorities_from_configmap
-from tasks.cluster_autoscaler.limits import cluster_limits, cluster_totals
-from tasks.cluster_autoscaler.scale_up_plan import GroupCandidate, ScaleUpPlan, plan_scale_up
-from tasks.cluster_autoscaler.templates import TemplateNode, template_for_group
-from tasks.core.lease_state import GroupState
-from tasks.core.records import AsgTemplateSource, AutoScalingGroup, NodeRecord, PodRecord
-from tasks.escalator.config import NodeGroupConfig
+from kube_elevator.tasks.cluster_autoscaler.backoff import ProvisioningState
+from kube_elevator.tasks.cluster_autoscaler.balancing import BalancedScaleUp, Tolerances, balance_scale_up
+from kube_elevator.tasks.cluster_autoscaler.config import ClusterAutoscalerConfig
+from kube_elevator.tasks.cluster_autoscaler.estimator import fits_empty_template, free_slots
+from kube_elevator.tasks.cluster_autoscaler.expanders import expander_context, priorities_from_configmap
+from kube_elevator.tasks.cluster_autoscaler.limits import cluster_limits, cluster_totals
+from kube_elevator.tasks.cluster_autoscaler.scale_up_plan import GroupCandidate, ScaleUpPlan, plan_scale_up
+from kube_elevator.tasks.cluster_autoscaler.templates import TemplateNode, template_for_group
+from kube_elevator.tasks.core.lease_state import GroupState
+from kube_elevator.tasks.core.records import AsgTemplateSource, AutoScalingGroup, NodeRecord, PodRecord
+from kube_elevator.tasks.escalator.config import NodeGroupConfig
 
 Notes = dict[str, list[str]]  # group (or "cluster") -> note lines, in the order they arose
 

@@ -8,12 +8,22 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import TypeVar
 
-from tasks.cluster_autoscaler.estimator import Slot, estimate_nodes, filter_out_schedulable, upcoming_slots
-from tasks.cluster_autoscaler.expanders import ExpanderContext, ScaleUpOption, choose
-from tasks.cluster_autoscaler.limits import ClusterLimits, ClusterTotals, exceeded_limit, nodes_within_limits
-from tasks.cluster_autoscaler.templates import TemplateNode
-from tasks.core.lease_state import format_time
-from tasks.core.records import PodRecord
+from kube_elevator.tasks.cluster_autoscaler.estimator import (
+    Slot,
+    estimate_nodes,
+    filter_out_schedulable,
+    upcoming_slots,
+)
+from kube_elevator.tasks.cluster_autoscaler.expanders import ExpanderContext, ScaleUpOption, choose
+from kube_elevator.tasks.cluster_autoscaler.limits import (
+    ClusterLimits,
+    ClusterTotals,
+    exceeded_limit,
+    nodes_within_limits,
+)
+from kube_elevator.tasks.cluster_autoscaler.templates import TemplateNode
+from kube_elevator.tasks.core.lease_state import format_time
+from kube_elevator.tasks.core.records import PodRecord
 
 T = TypeVar("T")
 

@@ -8,10 +8,10 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TypeVar
 
-from tasks.core.api_objects import CPU, MEMORY, PODS, ExtendedResources, Taint
-from tasks.core.instance_types import instance_capacity, instance_gpus
-from tasks.core.quantity import parse_quantity
-from tasks.core.records import (
+from kube_elevator.tasks.core.api_objects import CPU, MEMORY, PODS, ExtendedResources, Taint
+from kube_elevator.tasks.core.instance_types import instance_capacity, instance_gpus
+from kube_elevator.tasks.core.quantity import parse_quantity
+from kube_elevator.tasks.core.records import (
     DEFAULT_MAX_PODS,
     ESCALATOR_TAINT_KEY,
     FORCE_TAINT_KEY,
@@ -19,7 +19,7 @@ from tasks.core.records import (
     NodeRecord,
     PodRecord,
 )
-from tasks.core.scheduling import free_extended, sum_extended
+from kube_elevator.tasks.core.scheduling import free_extended, sum_extended
 
 T = TypeVar("T")
 

@@ -21,15 +21,15 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
-from tasks.cluster_autoscaler.config import ScaleDownOptions
-from tasks.cluster_autoscaler.drainability import (
+from kube_elevator.tasks.cluster_autoscaler.config import ScaleDownOptions
+from kube_elevator.tasks.cluster_autoscaler.drainability import (
     NodeDrainability,
     is_gpu_node,
     node_drainability,
     node_utilization,
 )
-from tasks.core.pdb import PodDisruptionBudget, remaining_pdbs
-from tasks.core.records import (
+from kube_elevator.tasks.core.pdb import PodDisruptionBudget, remaining_pdbs
+from kube_elevator.tasks.core.records import (
     FORCE_TAINT_KEY,
     TERMINAL_PHASES,
     AutoScalingGroup,
@@ -37,10 +37,17 @@ from tasks.core.records import (
     PodRecord,
     Resources,
 )
-from tasks.core.scheduling import fits_constraints, fits_extended, free_extended, sum_extended, take_extended
-from tasks.escalator.config import NodeGroupConfig
-from tasks.escalator.decide import ScalePlan, taint_time
-from tasks.escalator.node_selection import nodes_to_taint
+from kube_elevator.tasks.core.scheduling import (
+    fits_constraints,
+    fits_extended,
+    free_extended,
+    sum_extended,
+    take_extended,
+)
+from kube_elevator.tasks.escalator.config import NodeGroupConfig
+from kube_elevator.tasks.escalator.decide import taint_time
+from kube_elevator.tasks.escalator.node_selection import nodes_to_taint
+from kube_elevator.tasks.escalator.plan import ScalePlan
 
 # CA --scale-down-non-empty-candidates-count and the candidate pool (ratio, min count): how
 # many occupied nodes one tick simulates, which bounds its cost on large clusters.

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import msgspec
 
-from tasks.core.quantity import QuantityText
+from kube_elevator.tasks.core.quantity import QuantityText
 
 # --- raw API JSON, only the fields we read ---------------------------------------------
 # One struct decodes any object kind (unknown fields are skipped), so a mixed `List` such as

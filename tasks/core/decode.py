@@ -22,14 +22,21 @@ import msgspec
 import orjson
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from tasks.core.api_objects import OBJECT_DECODER, RawMetadata, RawObject
-from tasks.core.collector import gc_paused
-from tasks.core.documents import depth_limited, load_document, load_json_document, read_bytes
-from tasks.core.errors import InputError, join_location
-from tasks.core.lease_state import LEASE_PREFIX, GroupState, state_from_annotations
-from tasks.core.pdb import PodDisruptionBudget, pdb_from_api
-from tasks.core.quantity import cpu_milli, memory_bytes
-from tasks.core.records import AsgInstance, AutoScalingGroup, NodeRecord, PodRecord, node_record, pod_record
+from kube_elevator.tasks.core.api_objects import OBJECT_DECODER, RawMetadata, RawObject
+from kube_elevator.tasks.core.collector import gc_paused
+from kube_elevator.tasks.core.documents import depth_limited, load_document, load_json_document, read_bytes
+from kube_elevator.tasks.core.errors import InputError, join_location
+from kube_elevator.tasks.core.lease_state import LEASE_PREFIX, GroupState, state_from_annotations
+from kube_elevator.tasks.core.pdb import PodDisruptionBudget, pdb_from_api
+from kube_elevator.tasks.core.quantity import cpu_milli, memory_bytes
+from kube_elevator.tasks.core.records import (
+    AsgInstance,
+    AutoScalingGroup,
+    NodeRecord,
+    PodRecord,
+    node_record,
+    pod_record,
+)
 
 
 class _ListMetadata(msgspec.Struct, gc=False):

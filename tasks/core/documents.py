@@ -32,7 +32,7 @@ from typing import Any
 import orjson
 import yaml
 
-from tasks.core.errors import InputError, join_location
+from kube_elevator.tasks.core.errors import InputError, join_location
 
 MAX_DEPTH = 100
 MAX_NODES = 1_000_000

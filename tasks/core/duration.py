@@ -8,7 +8,7 @@ from typing import Annotated, Any
 from pydantic import AfterValidator, BeforeValidator
 from pydantic_core import PydanticCustomError
 
-from tasks.core.errors import InputError
+from kube_elevator.tasks.core.errors import InputError
 
 _DURATION_UNITS_NS = {
     "ns": 1,

@@ -7,7 +7,7 @@ Nodes from the same table, so both sides agree on what a `m5.large` holds.
 
 from __future__ import annotations
 
-from tasks.core.quantity import GiB
+from kube_elevator.tasks.core.quantity import GiB
 
 # instance type -> (vCPU, memory GiB)
 INSTANCE_TYPES: dict[str, tuple[int, int]] = {

@@ -40,8 +40,8 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import TypeVar
 
-from tasks.core.errors import shown
-from tasks.core.records import Resources
+from kube_elevator.tasks.core.errors import shown
+from kube_elevator.tasks.core.records import Resources
 
 LEASE_PREFIX = "elevator-"
 DEFAULT_LEASE_NAMESPACE = "kube-system"

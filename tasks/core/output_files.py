@@ -14,7 +14,7 @@ import secrets
 import stat
 from pathlib import Path
 
-from tasks.core.errors import InputError
+from kube_elevator.tasks.core.errors import InputError
 
 # What matplotlib's Agg backend writes, by file extension.
 PLOT_FORMATS = frozenset({"png", "pdf", "svg", "svgz", "eps", "ps", "jpg", "jpeg", "tif",

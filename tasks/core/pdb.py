@@ -10,8 +10,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from tasks.core.records import PodRecord
-from tasks.core.selectors import Expression, LabelSelector, label_selector
+from kube_elevator.tasks.core.records import PodRecord
+from kube_elevator.tasks.core.selectors import Expression, LabelSelector, label_selector
 
 
 @dataclass(frozen=True)

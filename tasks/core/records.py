@@ -13,7 +13,7 @@ from typing import Any
 
 import msgspec
 
-from tasks.core.api_objects import (
+from kube_elevator.tasks.core.api_objects import (
     ANNOTATIONS_DECODER,
     CPU,
     MEMORY,
@@ -33,7 +33,7 @@ from tasks.core.api_objects import (
     Toleration,
     absent,
 )
-from tasks.core.quantity import QuantityText, cpu_milli, memory_bytes
+from kube_elevator.tasks.core.quantity import QuantityText, cpu_milli, memory_bytes
 
 # --- records -----------------------------------------------------------------------------
 

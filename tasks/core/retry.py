@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
 
-from tasks.core.errors import CloudError, InputError, LeaseConflict, NodeChanged
+from kube_elevator.tasks.core.errors import CloudError, InputError, LeaseConflict, NodeChanged
 
 if TYPE_CHECKING:
     from prefect import Task

@@ -12,9 +12,9 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Protocol
 
-from tasks.core.api_objects import ExtendedResources, NodeSelectorTerm, Taint, Toleration
-from tasks.core.records import PodRecord
-from tasks.core.selectors import api_requirement
+from kube_elevator.tasks.core.api_objects import ExtendedResources, NodeSelectorTerm, Taint, Toleration
+from kube_elevator.tasks.core.records import PodRecord
+from kube_elevator.tasks.core.selectors import api_requirement
 
 
 class SchedulableNode(Protocol):

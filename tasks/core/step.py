@@ -10,7 +10,7 @@ import functools
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Generic, ParamSpec, Protocol, TypeVar
 
-from tasks.core.retry import RETRIES, backoff_seconds, retry_only_transient
+from kube_elevator.tasks.core.retry import RETRIES, backoff_seconds, retry_only_transient
 
 if TYPE_CHECKING:
     from prefect import Task

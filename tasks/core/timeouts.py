@@ -22,7 +22,7 @@ import math
 import os
 from dataclasses import dataclass
 
-from tasks.core.errors import InputError
+from kube_elevator.tasks.core.errors import InputError
 
 CONNECT_TIMEOUT_SECONDS = 5.0
 READ_TIMEOUT_SECONDS = 30.0

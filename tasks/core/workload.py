@@ -6,8 +6,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from tasks.core.quantity import memory_bytes
-from tasks.core.timefmt import parse_time
+from kube_elevator.tasks.core.quantity import memory_bytes
+from kube_elevator.tasks.core.timefmt import parse_time
 
 # --- pods, targets ------------------------------------------------------------------------------
 

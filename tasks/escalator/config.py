@@ -18,8 +18,8 @@ from pydantic import (
     StrictInt,
 )
 
-from tasks.core.duration import duration_or_zero, go_string, parse_go_duration
-from tasks.core.lease_state import CLAIM_SETTLE_SECONDS
+from kube_elevator.tasks.core.duration import duration_or_zero, go_string, parse_go_duration
+from kube_elevator.tasks.core.lease_state import CLAIM_SETTLE_SECONDS
 
 # --- the models ---------------------------------------------------------------------------
 

@@ -10,9 +10,9 @@ from collections import defaultdict
 from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass
 
-from tasks.core.records import ESCALATOR_TAINT_KEY, FORCE_TAINT_KEY, NodeRecord, PodRecord
-from tasks.escalator.config import NodeGroupConfig
-from tasks.escalator.utilization import GroupPods
+from kube_elevator.tasks.core.records import ESCALATOR_TAINT_KEY, FORCE_TAINT_KEY, NodeRecord, PodRecord
+from kube_elevator.tasks.escalator.config import NodeGroupConfig
+from kube_elevator.tasks.escalator.utilization import GroupPods
 
 DEFAULT_GROUP_NAME = "default"
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Literal
 
-from tasks.core.records import NodeRecord
+from kube_elevator.tasks.core.records import NodeRecord
 
 Selection = Literal["oldest", "least_loaded"]
 
@@ -32,7 +32,7 @@ def nodes_to_taint(untainted: Sequence[NodeRecord], count: int, selection: Selec
 
 def cpu_load_from_watcher(document: bytes, source: str) -> dict[str, float]:
     """Node name -> CPU utilization percent (the AVG of the newest window) from watcher JSON."""
-    from tasks.load_aware.scoring import parse_watcher_metrics
+    from kube_elevator.tasks.load_aware.scoring import parse_watcher_metrics
 
     metrics = parse_watcher_metrics(document, source)
     loads: dict[str, float] = {}

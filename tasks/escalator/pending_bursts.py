@@ -13,9 +13,9 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from tasks.core.records import PodRecord
-from tasks.escalator.config import NodeGroupConfig
-from tasks.escalator.filter_nodes import pod_matches_group, pods_by_group
+from kube_elevator.tasks.core.records import PodRecord
+from kube_elevator.tasks.escalator.config import NodeGroupConfig
+from kube_elevator.tasks.escalator.filter_nodes import pod_matches_group, pods_by_group
 
 PENDING_EVENT = "elevator.node-group.pods-pending"
 RESOURCE_PREFIX = "elevator.node-group."

@@ -6,7 +6,7 @@ import sys
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from tasks.core.records import NodeRecord, PodRecord, Resources
+from kube_elevator.tasks.core.records import NodeRecord, PodRecord, Resources
 
 # Escalator's sentinel for "no untainted capacity but work to do": scale up from zero.
 SCALE_FROM_ZERO = sys.float_info.max

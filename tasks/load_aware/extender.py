@@ -30,11 +30,11 @@ from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import Route
 
-from tasks.adapters.kube_watch import ListWatch
-from tasks.core.documents import check_depth
-from tasks.core.errors import InputError, join_location
-from tasks.core.quantity import cpu_milli, memory_bytes
-from tasks.load_aware.scoring import (
+from kube_elevator.tasks.adapters.kube_watch import ListWatch
+from kube_elevator.tasks.core.documents import check_depth
+from kube_elevator.tasks.core.errors import InputError, join_location
+from kube_elevator.tasks.core.quantity import cpu_milli, memory_bytes
+from kube_elevator.tasks.load_aware.scoring import (
     METRICS_AGENT_REPORTING_INTERVAL_SECONDS,
     BoundPod,
     ContainerLoad,

@@ -16,8 +16,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from tasks.core.errors import InputError, join_location, shown
-from tasks.core.gomath import go_round as go_round  # re-exported: the tests read it here
+from kube_elevator.tasks.core.errors import InputError, join_location, shown
+from kube_elevator.tasks.core.gomath import go_round as go_round  # re-exported: the tests read it here
 
 log = logging.getLogger(__name__)
 

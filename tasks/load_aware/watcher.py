@@ -29,10 +29,10 @@ from starlette.requests import Request
 from starlette.responses import PlainTextResponse, Response
 from starlette.routing import Route
 
-from tasks.core.documents import load_json_document, read_bytes
-from tasks.core.errors import InputError, join_location
-from tasks.core.timeouts import timeouts
-from tasks.load_aware.scoring import (
+from kube_elevator.tasks.core.documents import load_json_document, read_bytes
+from kube_elevator.tasks.core.errors import InputError, join_location
+from kube_elevator.tasks.core.timeouts import timeouts
+from kube_elevator.tasks.load_aware.scoring import (
     AVERAGE,
     CPU,
     MEMORY,

@@ -17,9 +17,9 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from tasks.core.timefmt import parse_time, rfc3339
-from tasks.core.workload import PodState, TargetScale
-from tasks.pod_autoscalers.wpa.crd import (
+from kube_elevator.tasks.core.timefmt import parse_time, rfc3339
+from kube_elevator.tasks.core.workload import PodState, TargetScale
+from kube_elevator.tasks.pod_autoscalers.wpa.crd import (
     ABLE_TO_SCALE,
     SCALING_ACTIVE,
     SCALING_LIMITED,
@@ -30,8 +30,8 @@ from tasks.pod_autoscalers.wpa.crd import (
     ObjectMeta,
     validation_problems,
 )
-from tasks.pod_autoscalers.wpa.decide import Decision
-from tasks.pod_autoscalers.wpa.validate import ObjectView
+from kube_elevator.tasks.pod_autoscalers.wpa.decide import Decision
+from kube_elevator.tasks.pod_autoscalers.wpa.validate import ObjectView
 
 GROUP = "elevator.io"
 VERSION = "v1alpha1"

@@ -32,8 +32,8 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from tasks.core.records import NodeRecord
-from tasks.scheduler.framework import (
+from kube_elevator.tasks.core.records import NodeRecord
+from kube_elevator.tasks.scheduler.framework import (
     NodeScore,
     ResourceScores,
     node_admits,
@@ -42,10 +42,10 @@ from tasks.scheduler.framework import (
     score_feasible,
     weighted_totals,
 )
-from tasks.scheduler.noderesources import fits_request
-from tasks.scheduler.objects import SchedPod
-from tasks.scheduler.profiles import Profile
-from tasks.scheduler.state import ClusterState, Key, NodeState
+from kube_elevator.tasks.scheduler.noderesources import fits_request
+from kube_elevator.tasks.scheduler.objects import SchedPod
+from kube_elevator.tasks.scheduler.profiles import Profile
+from kube_elevator.tasks.scheduler.state import ClusterState, Key, NodeState
 
 MIN_FEASIBLE_NODES_TO_FIND = 100
 MIN_FEASIBLE_NODES_PERCENTAGE_TO_FIND = 5

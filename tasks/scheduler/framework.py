@@ -14,15 +14,15 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from tasks.scheduler import podtopologyspread
-from tasks.scheduler.noderesources import balanced_score, best_effort, fit_score, fits_request
-from tasks.scheduler.objects import (
+from kube_elevator.tasks.scheduler import podtopologyspread
+from kube_elevator.tasks.scheduler.noderesources import balanced_score, best_effort, fit_score, fits_request
+from kube_elevator.tasks.scheduler.objects import (
     SchedPod,
     Workloads,
     node_from_api,
     sched_pod,
 )
-from tasks.scheduler.profiles import (
+from kube_elevator.tasks.scheduler.profiles import (
     BALANCED_ALLOCATION,
     IMAGE_LOCALITY,
     INTER_POD_AFFINITY,
@@ -34,7 +34,7 @@ from tasks.scheduler.profiles import (
     Profile,
     profile_named,
 )
-from tasks.scheduler.simple_plugins import (
+from kube_elevator.tasks.scheduler.simple_plugins import (
     default_normalize_score,
     intolerable_taints,
     prefer_no_schedule_tolerations,
@@ -44,7 +44,7 @@ from tasks.scheduler.simple_plugins import (
     schedulable,
     tolerates_do_not_schedule,
 )
-from tasks.scheduler.state import ClusterState, NodeState, cluster_from
+from kube_elevator.tasks.scheduler.state import ClusterState, NodeState, cluster_from
 
 MAX_NODE_SCORE = 100
 TERMINAL_PHASES = ("Succeeded", "Failed")

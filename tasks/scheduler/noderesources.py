@@ -18,8 +18,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
-from tasks.core.api_objects import CPU, MEMORY
-from tasks.scheduler.objects import SchedPod
+from kube_elevator.tasks.core.api_objects import CPU, MEMORY
+from kube_elevator.tasks.scheduler.objects import SchedPod
 
 MAX_NODE_SCORE = 100
 EPHEMERAL_STORAGE = "ephemeral-storage"

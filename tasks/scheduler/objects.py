@@ -16,7 +16,7 @@ from typing import Any
 import msgspec
 import orjson
 
-from tasks.core.api_objects import (
+from kube_elevator.tasks.core.api_objects import (
     CPU,
     MEMORY,
     OBJECT_DECODER,
@@ -28,8 +28,8 @@ from tasks.core.api_objects import (
     RawSpec,
     Toleration,
 )
-from tasks.core.records import NodeRecord, node_record, pod_requests
-from tasks.core.selectors import LabelRequirement, LabelSelector, selector_from_api
+from kube_elevator.tasks.core.records import NodeRecord, node_record, pod_requests
+from kube_elevator.tasks.core.selectors import LabelRequirement, LabelSelector, selector_from_api
 
 # pkg/scheduler/util/pod_resources.go: what a container without a cpu or memory request counts
 # as when nodes are scored (never when they are filtered).

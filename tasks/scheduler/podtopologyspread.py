@@ -24,18 +24,18 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
-from tasks.core.api_objects import Taint
-from tasks.core.gomath import go_log, go_round
-from tasks.core.selectors import LabelRequirement, LabelSelector
-from tasks.scheduler.noderesources import MAX_NODE_SCORE
-from tasks.scheduler.objects import (
+from kube_elevator.tasks.core.api_objects import Taint
+from kube_elevator.tasks.core.gomath import go_log, go_round
+from kube_elevator.tasks.core.selectors import LabelRequirement, LabelSelector
+from kube_elevator.tasks.scheduler.noderesources import MAX_NODE_SCORE
+from kube_elevator.tasks.scheduler.objects import (
     HONOR,
     IGNORE,
     SCHEDULE_ANYWAY,
     SchedPod,
     SpreadConstraint,
 )
-from tasks.scheduler.simple_plugins import required_affinity_matches, tolerates_do_not_schedule
+from kube_elevator.tasks.scheduler.simple_plugins import required_affinity_matches, tolerates_do_not_schedule
 
 HOSTNAME = "kubernetes.io/hostname"
 ZONE = "topology.kubernetes.io/zone"

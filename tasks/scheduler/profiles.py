@@ -20,8 +20,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Literal
 
-from tasks.scheduler.noderesources import DEFAULT_RESOURCES, ResourceSpec, validate_resources
-from tasks.scheduler.objects import PreferredTerm
+from kube_elevator.tasks.scheduler.noderesources import DEFAULT_RESOURCES, ResourceSpec, validate_resources
+from kube_elevator.tasks.scheduler.objects import PreferredTerm
 
 KUBERNETES_VERSION = "v1.35"
 

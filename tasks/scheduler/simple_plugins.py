@@ -20,10 +20,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from tasks.core.api_objects import Taint, Toleration
-from tasks.core.records import NodeRecord
-from tasks.core.scheduling import term_matches, tolerates
-from tasks.scheduler.objects import PreferredTerm, SchedPod
+from kube_elevator.tasks.core.api_objects import Taint, Toleration
+from kube_elevator.tasks.core.records import NodeRecord
+from kube_elevator.tasks.core.scheduling import term_matches, tolerates
+from kube_elevator.tasks.scheduler.objects import PreferredTerm, SchedPod
 
 UNSCHEDULABLE_TAINT = Taint("node.kubernetes.io/unschedulable", "", "NoSchedule")
 DO_NOT_SCHEDULE_EFFECTS = ("NoSchedule", "NoExecute")

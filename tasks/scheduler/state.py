@@ -15,10 +15,10 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from functools import lru_cache
 
-from tasks.core.api_objects import Taint
-from tasks.core.records import NodeRecord
-from tasks.core.selectors import LabelSelector
-from tasks.scheduler.objects import SchedPod
+from kube_elevator.tasks.core.api_objects import Taint
+from kube_elevator.tasks.core.records import NodeRecord
+from kube_elevator.tasks.core.selectors import LabelSelector
+from kube_elevator.tasks.scheduler.objects import SchedPod
 
 Key = tuple[str, str]  # (namespace, name)
 

@@ -10,12 +10,17 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from tasks.adapters.ports import CloudActions, KubeActions
-from tasks.cluster_autoscaler.scale_up import decide_scale_up
-from tasks.cluster_autoscaler.unneeded import plan_scale_down
-from tasks.core.lease_state import GroupState, lease_name
-from tasks.core.records import ESCALATOR_TAINT_KEY, AsgTemplateSource, AutoScalingGroup, NodeRecord
-from tasks.core.step import step
+from kube_elevator.tasks.adapters.ports import CloudActions, KubeActions
+from kube_elevator.tasks.cluster_autoscaler.scale_up import decide_scale_up
+from kube_elevator.tasks.cluster_autoscaler.unneeded import plan_scale_down
+from kube_elevator.tasks.core.lease_state import GroupState, lease_name
+from kube_elevator.tasks.core.records import (
+    ESCALATOR_TAINT_KEY,
+    AsgTemplateSource,
+    AutoScalingGroup,
+    NodeRecord,
+)
+from kube_elevator.tasks.core.step import step
 
 # The decisions, as task runs of their own (pure: records and `now` in, a plan out).
 plan_unschedulable_scale_up = step(decide_scale_up, "plan-unschedulable-scale-up")

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from tasks.cluster_autoscaler.drain import EvictionResult
-from tasks.core.errors import EvictionBlocked
-from tasks.core.records import PodRecord
-from tasks.core.step import step
-from tasks.steps.node_groups import Adapters
+from kube_elevator.tasks.cluster_autoscaler.drain import EvictionResult
+from kube_elevator.tasks.core.errors import EvictionBlocked
+from kube_elevator.tasks.core.records import PodRecord
+from kube_elevator.tasks.core.step import step
+from kube_elevator.tasks.steps.node_groups import Adapters
 
 
 @step

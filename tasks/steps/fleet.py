@@ -9,10 +9,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from tasks.adapters.fleet_request import FleetRequest
-from tasks.adapters.ports import CloudActions
-from tasks.core.step import step
-from tasks.escalator.config import NodeGroupConfig
+from kube_elevator.tasks.adapters.fleet_request import FleetRequest
+from kube_elevator.tasks.adapters.ports import CloudActions
+from kube_elevator.tasks.core.step import step
+from kube_elevator.tasks.escalator.config import NodeGroupConfig
 
 
 def fleet_request(group: NodeGroupConfig, count: int, claim: str, now: float) -> FleetRequest:

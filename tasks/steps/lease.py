@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from tasks.adapters.ports import KubeActions
-from tasks.core.acting import may_act
-from tasks.core.errors import LeaseConflict
-from tasks.core.lease_state import GroupState, lease_name
-from tasks.core.step import step
+from kube_elevator.tasks.adapters.ports import KubeActions
+from kube_elevator.tasks.core.acting import may_act
+from kube_elevator.tasks.core.errors import LeaseConflict
+from kube_elevator.tasks.core.lease_state import GroupState, lease_name
+from kube_elevator.tasks.core.step import step
 
 
 @step

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from tasks.core.step import step
-from tasks.escalator.node_selection import cpu_load_from_watcher
+from kube_elevator.tasks.core.step import step
+from kube_elevator.tasks.escalator.node_selection import cpu_load_from_watcher
 
 
 @step
@@ -11,7 +11,7 @@ def read_node_load(watcher_url: str) -> dict[str, float]:
     """The tick step for `least_loaded` groups: one GET of the load watcher's `/watcher`."""
     import httpx
 
-    from tasks.core.timeouts import timeouts
+    from kube_elevator.tasks.core.timeouts import timeouts
 
     limits = timeouts()
     url = f"{watcher_url.rstrip('/')}/watcher"

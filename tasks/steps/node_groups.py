@@ -11,10 +11,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
-from tasks.adapters.ports import CloudActions, KubeActions  # at run time: Prefect validates `Adapters`
-from tasks.core.records import ESCALATOR_TAINT_KEY, AutoScalingGroup, NodeRecord
-from tasks.core.step import step
-from tasks.escalator.decide import ScalePlan
+from kube_elevator.tasks.adapters.ports import (  # at run time: Prefect validates `Adapters`
+    CloudActions,
+    KubeActions,
+)
+from kube_elevator.tasks.core.records import ESCALATOR_TAINT_KEY, AutoScalingGroup, NodeRecord
+from kube_elevator.tasks.core.step import step
+from kube_elevator.tasks.escalator.plan import ScalePlan
 
 Status = Literal["acted", "nothing to do", "dry run", "lost race", "failed"]
 

@@ -12,10 +12,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from tasks.core.step import Runner, step
-from tasks.escalator.metrics import METRICS, EscalatorMetrics, push
-from tasks.steps.node_groups import ActionsDone, GroupResult
-from tasks.steps.source import CacheReading
+from kube_elevator.tasks.core.step import Runner, step
+from kube_elevator.tasks.escalator.metrics import METRICS, EscalatorMetrics, push
+from kube_elevator.tasks.steps.node_groups import ActionsDone, GroupResult
+from kube_elevator.tasks.steps.source import CacheReading
 
 EVENT_PREFIX = "elevator.node-group"
 # The flow run's tags for what its tick did, for the UI's tag filter and Prefect automations.

@@ -14,19 +14,19 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol
 
-from tasks.core.lease_state import GroupState, lease_name
-from tasks.core.pdb import PodDisruptionBudget, pdb_from_api
-from tasks.core.records import TERMINAL_PHASES, AutoScalingGroup, NodeRecord, PodRecord
-from tasks.core.retry import is_retryable
-from tasks.core.step import step
-from tasks.escalator.config import NodeGroupConfig
-from tasks.escalator.decide import asg_from_config
-from tasks.escalator.filter_nodes import nodes_by_group, pods_by_group
-from tasks.escalator.utilization import GroupPods, PodTally
+from kube_elevator.tasks.core.lease_state import GroupState, lease_name
+from kube_elevator.tasks.core.pdb import PodDisruptionBudget, pdb_from_api
+from kube_elevator.tasks.core.records import TERMINAL_PHASES, AutoScalingGroup, NodeRecord, PodRecord
+from kube_elevator.tasks.core.retry import is_retryable
+from kube_elevator.tasks.core.step import step
+from kube_elevator.tasks.escalator.config import NodeGroupConfig
+from kube_elevator.tasks.escalator.decide import asg_from_config
+from kube_elevator.tasks.escalator.filter_nodes import nodes_by_group, pods_by_group
+from kube_elevator.tasks.escalator.utilization import GroupPods, PodTally
 
 if TYPE_CHECKING:
-    from tasks.adapters.kube_cache import ClusterCache, KindAge
-    from tasks.steps.node_groups import Adapters
+    from kube_elevator.tasks.adapters.kube_cache import ClusterCache, KindAge
+    from kube_elevator.tasks.steps.node_groups import Adapters
 
 log = logging.getLogger(__name__)
 

@@ -15,7 +15,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from tasks.escalator.config import NodeGroupConfig, validate_node_group
+from kube_elevator.tasks.escalator.config import NodeGroupConfig, validate_node_group
 
 # (name, low, high, step): the knob's range; integers with step 1, seconds with coarser steps
 # (a simulation that ticks every minute cannot tell 61 s from 60 s).

@@ -12,8 +12,8 @@ import botocore.session
 import pytest
 from botocore.exceptions import ClientError, EndpointConnectionError, ReadTimeoutError
 
-from fakes.aws import FakeAws, fail_next_calls
-from tasks.adapters.cloud import (
+from kube_elevator.fakes.aws import FakeAws, fail_next_calls
+from kube_elevator.tasks.adapters.cloud import (
     CLIENT_CONFIG,
     EMPTY_PROVIDER_ID,
     MIN_SIZE_REACHED,
@@ -21,9 +21,9 @@ from tasks.adapters.cloud import (
     AsgClient,
     instance_id_from_provider_id,
 )
-from tasks.core.errors import CloudError
-from tasks.core.records import AutoScalingGroup, NodeRecord
-from tasks.core.retry import is_retryable
+from kube_elevator.tasks.core.errors import CloudError
+from kube_elevator.tasks.core.records import AutoScalingGroup, NodeRecord
+from kube_elevator.tasks.core.retry import is_retryable
 
 SET_DESIRED = "SetDesiredCapacity"
 TERMINATE = "TerminateInstanceInAutoScalingGroup"

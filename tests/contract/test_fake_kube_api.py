@@ -22,10 +22,10 @@ import pytest
 from kubernetes import client, watch
 from kubernetes.client.exceptions import ApiException
 
-from fakes.kube_api.errors import Conflict, NotFound
-from fakes.kube_api.server import FakeKubeApi
-from fakes.kube_api.tables import human_duration
-from tasks.core.selectors import SelectorError, parse_field_selector, parse_label_selector
+from kube_elevator.fakes.kube_api.errors import Conflict, NotFound
+from kube_elevator.fakes.kube_api.server import FakeKubeApi
+from kube_elevator.fakes.kube_api.tables import human_duration
+from kube_elevator.tasks.core.selectors import SelectorError, parse_field_selector, parse_label_selector
 
 Obj = dict[str, Any]
 RFC3339 = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ$")

@@ -11,9 +11,9 @@ import pytest
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
-from fakes.kube_api.server import FakeKubeApi
-from tasks.adapters.kube import KubeClient
-from tasks.core.errors import EvictionBlocked
+from kube_elevator.fakes.kube_api.server import FakeKubeApi
+from kube_elevator.tasks.adapters.kube import KubeClient
+from kube_elevator.tasks.core.errors import EvictionBlocked
 
 Obj = dict[str, Any]
 NS = "shop"

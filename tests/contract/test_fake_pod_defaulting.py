@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 from kubernetes import client
 
-from fakes.kube_api.server import FakeKubeApi
-from tasks.adapters.kube import KubeClient
+from kube_elevator.fakes.kube_api.server import FakeKubeApi
+from kube_elevator.tasks.adapters.kube import KubeClient
 
 GiB = 2**30
 MiB = 2**20

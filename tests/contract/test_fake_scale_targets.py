@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from fakes.kube_api.server import FakeKubeApi
-from tasks.adapters.kube import KubeClient
+from kube_elevator.fakes.kube_api.server import FakeKubeApi
+from kube_elevator.tasks.adapters.kube import KubeClient
 
 PLURALS = {"Deployment": "deployments", "StatefulSet": "statefulsets",
            "ReplicaSet": "replicasets"}

@@ -29,14 +29,14 @@ from botocore.exceptions import ClientError, ConnectionClosedError, ReadTimeoutE
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
-from fakes.aws import FakeAws
-from fakes.aws_faults import AwsFaultProxy
-from fakes.cluster import node_for_instance
-from fakes.kube_api.server import FakeKubeApi
-from tasks.adapters.cloud import AsgClient, client_config
-from tasks.adapters.kube import KubeClient
-from tasks.core.errors import CloudError, InputError
-from tasks.core.timeouts import READ_TIMEOUT_ENV, Timeouts, timeouts
+from kube_elevator.fakes.aws import FakeAws
+from kube_elevator.fakes.aws_faults import AwsFaultProxy
+from kube_elevator.fakes.cluster import node_for_instance
+from kube_elevator.fakes.kube_api.server import FakeKubeApi
+from kube_elevator.tasks.adapters.cloud import AsgClient, client_config
+from kube_elevator.tasks.adapters.kube import KubeClient
+from kube_elevator.tasks.core.errors import CloudError, InputError
+from kube_elevator.tasks.core.timeouts import READ_TIMEOUT_ENV, Timeouts, timeouts
 from tests.builders import group_dict
 from tests.hostile_shapes import billion_laughs
 
@@ -337,7 +337,7 @@ def elevator(*args: str | Path, env: dict[str, str] | None = None,
              timeout: float = 120) -> subprocess.CompletedProcess[str]:
     environment = {**os.environ, **(env or {})}
     environment.pop("PREFECT_API_URL", None)  # an ephemeral Prefect server of its own
-    return subprocess.run([sys.executable, "-m", "flows.cli", *map(str, args)],
+    return subprocess.run([sys.executable, "-m", "kube_elevator.flows.cli", *map(str, args)],
                           capture_output=True, text=True, timeout=timeout, check=False,
                           env=environment)
 
@@ -406,7 +406,8 @@ def test_fake_cluster_takes_faults_from_another_process(tmp_path: Path) -> None:
     """`elevator fake-cluster` prints both admin URLs; rules posted there reach the clients."""
     kubeconfig = tmp_path / "kubeconfig.yaml"
     server = subprocess.Popen(
-        [sys.executable, "-m", "flows.cli", "fake-cluster", "--kubeconfig-out", str(kubeconfig)],
+        [sys.executable, "-m", "kube_elevator.flows.cli", "fake-cluster",
+         "--kubeconfig-out", str(kubeconfig)],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         assert server.stdout is not None
@@ -504,8 +505,8 @@ def test_run_loop_reports_a_failed_tick_and_goes_on(capsys: pytest.CaptureFixtur
     """Issue 14 item 5, looping mode: a failed tick is one error line, and the next tick runs."""
     import signal
 
-    from flows.cli.common import OutputFormat, run_until_stopped
-    from flows.cli.nodes import failed_groups
+    from kube_elevator.flows.cli.common import OutputFormat, run_until_stopped
+    from kube_elevator.flows.cli.nodes import failed_groups
 
     saved = {signum: signal.getsignal(signum) for signum in (signal.SIGTERM, signal.SIGINT)}
     ticks: list[int] = []

@@ -16,15 +16,15 @@ from typing import Any
 
 import pytest
 
-from fakes.aws import FakeAws, fail_next_calls
-from fakes.aws_faults import AwsFaultProxy
-from fakes.memory_world import MemoryCloud, MemoryWorld
-from flows.fleet import one_shot_scale_up, tag_node_groups
-from tasks.adapters.cloud import CLIENT_CONFIG, AsgClient
-from tasks.adapters.fleet_request import NO_ASG, NO_SUBNETS, NOT_ALL_STARTED, FleetRequest
-from tasks.adapters.ports import CloudActions
-from tasks.core.errors import CloudError
-from tasks.core.step import run_plain
+from kube_elevator.fakes.aws import FakeAws, fail_next_calls
+from kube_elevator.fakes.aws_faults import AwsFaultProxy
+from kube_elevator.fakes.memory_world import MemoryCloud, MemoryWorld
+from kube_elevator.flows.fleet import one_shot_scale_up, tag_node_groups
+from kube_elevator.tasks.adapters.cloud import CLIENT_CONFIG, AsgClient
+from kube_elevator.tasks.adapters.fleet_request import NO_ASG, NO_SUBNETS, NOT_ALL_STARTED, FleetRequest
+from kube_elevator.tasks.adapters.ports import CloudActions
+from kube_elevator.tasks.core.errors import CloudError
+from kube_elevator.tasks.core.step import run_plain
 from tests.builders import SteppingClock, make_group
 
 NOW = 1_800_000_000.0
@@ -150,7 +150,7 @@ def test_a_repeated_client_token_gets_the_first_fleet(
         aws: FakeAws, fleet_asg: Callable[..., FleetAsg]) -> None:
     """AWS's idempotency for CreateFleet, which `fakes.aws` adds to moto: what a retry relies
     on when DescribeInstances does not show the instances yet (eventual consistency)."""
-    from tasks.adapters.fleet_request import create_fleet_input
+    from kube_elevator.tasks.adapters.fleet_request import create_fleet_input
 
     asg = fleet_asg()
     ec2 = aws.client("ec2")

@@ -11,12 +11,12 @@ from typing import Any
 
 import pytest
 
-from fakes.kube_api.server import FakeKubeApi
-from flows.autoscale import live_tick
-from tasks.adapters.kube import KubeClient
-from tasks.adapters.kube_cache import ClusterCache
-from tasks.core.records import PodRecord
-from tasks.core.step import run_plain
+from kube_elevator.fakes.kube_api.server import FakeKubeApi
+from kube_elevator.flows.autoscale import live_tick
+from kube_elevator.tasks.adapters.kube import KubeClient
+from kube_elevator.tasks.adapters.kube_cache import ClusterCache
+from kube_elevator.tasks.core.records import PodRecord
+from kube_elevator.tasks.core.step import run_plain
 from tests.builders import api_node, api_pod, make_group
 
 
@@ -125,12 +125,12 @@ def test_bookmarks_keep_a_quiet_watch_current() -> None:
 
 def test_a_tick_reading_the_cache_decides_as_one_that_lists(
         fake_kube: FakeKubeApi, fake_aws: Any, kubeconfig: Path) -> None:
-    from tasks.adapters.cloud import AsgClient
-    from tasks.steps.node_groups import Adapters
+    from kube_elevator.tasks.adapters.cloud import AsgClient
+    from kube_elevator.tasks.steps.node_groups import Adapters
 
     fake_aws.create_asg("cache-asg", 1, 10, 2)
     for index, instance in enumerate(fake_aws.instances("cache-asg")):
-        from fakes.cluster import node_for_instance
+        from kube_elevator.fakes.cluster import node_for_instance
 
         fake_kube.create("nodes", node_for_instance(instance, {"customer": "batch"}, 1000,
                                                     4000 * 2**20, 1_700_000_000.0 + index))
@@ -170,8 +170,8 @@ def test_a_pod_the_cache_cannot_read_is_skipped_not_fatal(
 
 def test_the_group_index_follows_every_change(fake_kube: FakeKubeApi,
                                                cache: ClusterCache) -> None:
-    from tasks.escalator.filter_nodes import pods_by_group
-    from tasks.escalator.utilization import GroupPods, PodTally, summarize_pods
+    from kube_elevator.tasks.escalator.filter_nodes import pods_by_group
+    from kube_elevator.tasks.escalator.utilization import GroupPods, PodTally, summarize_pods
 
     groups = [make_group(), make_group(name="web", label_value="web")]
 
@@ -210,7 +210,7 @@ def test_a_watch_stopped_while_connecting_does_not_spoil_the_next_request(
     opens unread. Handed back to the client's pool, that connection would give the next request
     the stream's end as its answer (`BadStatusLine`), and our client does not retry underneath:
     a write would be applied with its answer lost. So it is closed instead."""
-    from tasks.adapters.kube_watch import ListWatch
+    from kube_elevator.tasks.adapters.kube_watch import ListWatch
 
     with FakeKubeApi() as kube:
         core = KubeClient.from_config(kube.write_kubeconfig(tmp_path / "kubeconfig")).core
@@ -230,7 +230,7 @@ def test_a_loop_stopped_while_listing_leaves_the_list_at_the_next_page() -> None
     pages (seconds at 150,000 pods, longer than `stop()` waits for its thread, and a daemon
     thread alive at interpreter exit aborts the process), nor hand on a part of the list as
     the cluster's state, nor start a watch."""
-    from tasks.adapters.kube_watch import ListWatch
+    from kube_elevator.tasks.adapters.kube_watch import ListWatch
 
     with FakeKubeApi() as kube:
         for index in range(7):
@@ -293,7 +293,7 @@ def test_a_list_whose_continue_token_expired_starts_again(tmp_path: Path) -> Non
 def test_a_server_that_ends_every_watch_at_once_is_not_asked_in_a_tight_loop() -> None:
     """A server or proxy that ends each watch as soon as it opens, with nothing in it: as
     client-go's reflector does, the loop waits before asking again, as after a failure."""
-    from tasks.adapters.kube_watch import ListWatch
+    from kube_elevator.tasks.adapters.kube_watch import ListWatch
 
     retry_seconds = 0.5
     with FakeKubeApi() as kube:

@@ -16,16 +16,16 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from fakes.aws import FakeAws
-from fakes.kube_api.server import FakeKubeApi
-from flows.autoscale import live_tick
-from tasks.adapters.cloud import AsgClient
-from tasks.adapters.kube import KubeClient
-from tasks.adapters.kube_cache import ClusterCache
-from tasks.core.step import run_plain
-from tasks.escalator.filter_nodes import pods_by_group
-from tasks.escalator.utilization import GroupPods, PodTally, summarize_pods
-from tasks.steps.node_groups import Adapters
+from kube_elevator.fakes.aws import FakeAws
+from kube_elevator.fakes.kube_api.server import FakeKubeApi
+from kube_elevator.flows.autoscale import live_tick
+from kube_elevator.tasks.adapters.cloud import AsgClient
+from kube_elevator.tasks.adapters.kube import KubeClient
+from kube_elevator.tasks.adapters.kube_cache import ClusterCache
+from kube_elevator.tasks.core.step import run_plain
+from kube_elevator.tasks.escalator.filter_nodes import pods_by_group
+from kube_elevator.tasks.escalator.utilization import GroupPods, PodTally, summarize_pods
+from kube_elevator.tasks.steps.node_groups import Adapters
 from tests.builders import api_node, api_pod, make_group
 
 HISTORY = 4  # the server remembers 4 changes per kind: a held watch soon meets 410 Gone

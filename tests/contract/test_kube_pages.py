@@ -21,10 +21,10 @@ import urllib3
 import yaml
 from kubernetes import client
 
-from fakes.kube_api.server import FakeKubeApi
-from tasks.adapters.kube import KubeClient
-from tasks.adapters.kube_pages import PagedList, _ClientFetch, _fetch_for, continue_token_ahead
-from tasks.adapters.kube_watch import ListWatch
+from kube_elevator.fakes.kube_api.server import FakeKubeApi
+from kube_elevator.tasks.adapters.kube import KubeClient
+from kube_elevator.tasks.adapters.kube_pages import PagedList, _ClientFetch, _fetch_for, continue_token_ahead
+from kube_elevator.tasks.adapters.kube_watch import ListWatch
 from tests.builders import api_node, api_pod
 
 

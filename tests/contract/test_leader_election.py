@@ -13,15 +13,15 @@ import kubernetes.client
 import pytest
 
 from benchmarks.event_latency import wait_until
-from fakes.kube_api.server import FakeKubeApi
-from flows.leader import LeaderElector
-from tasks.adapters.kube import KubeClient
-from tasks.adapters.kube_leader import LeaderLease
-from tasks.core.acting import install_acting_guard
-from tasks.core.errors import LeaseConflict
-from tasks.core.leader_election import ElectionTimes
-from tasks.core.lease_state import GroupState
-from tasks.steps.lease import write_lock
+from kube_elevator.fakes.kube_api.server import FakeKubeApi
+from kube_elevator.flows.leader import LeaderElector
+from kube_elevator.tasks.adapters.kube import KubeClient
+from kube_elevator.tasks.adapters.kube_leader import LeaderLease
+from kube_elevator.tasks.core.acting import install_acting_guard
+from kube_elevator.tasks.core.errors import LeaseConflict
+from kube_elevator.tasks.core.leader_election import ElectionTimes
+from kube_elevator.tasks.core.lease_state import GroupState
+from kube_elevator.tasks.steps.lease import write_lock
 
 NAMESPACE, NAME = "kube-system", "elevator-leader"
 LEASE_PATH = f"/apis/coordination.k8s.io/v1/namespaces/{NAMESPACE}/leases/{NAME}"

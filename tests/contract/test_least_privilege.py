@@ -202,10 +202,10 @@ def _pod_autoscaler_cycle(fake_kube: Any, kubeconfig: Path, tmp_path: Path) -> N
     """One cycle that reads and writes everything the pod autoscaler may: both CRDs (list,
     status update), a WPA's DatadogMonitor (lifecycle control), a Deployment's /scale (get,
     patch) and its pods (list). Metrics come from a file: no Prometheus needed."""
-    from flows.pod_cycle import cycle
-    from tasks.adapters.kube import KubeClient
-    from tasks.adapters.prometheus import StaticMetrics
-    from tasks.core.step import run_plain
+    from kube_elevator.flows.pod_cycle import cycle
+    from kube_elevator.tasks.adapters.kube import KubeClient
+    from kube_elevator.tasks.adapters.prometheus import StaticMetrics
+    from kube_elevator.tasks.core.step import run_plain
 
     fake_kube.register_custom_resource("datadoghq.com", "v1alpha1", "watermarkpodautoscalers",
                                        "WatermarkPodAutoscaler", short_names=("wpa",))

@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 import yaml
 
-from tasks.node_group_file import parse_node_groups
+from kube_elevator.tasks.node_group_file import parse_node_groups
 from tests import recording
 from tests.contract.test_least_privilege import NODE_RBAC, POD_RBAC
 

@@ -13,9 +13,9 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from flows.cli.services import ServiceThread
-from tasks.adapters.prometheus import ExternalQuery, MetricUnavailable, PrometheusMetrics
-from tasks.pod_autoscalers.wpa.crd import LabelSelector
+from kube_elevator.flows.cli.services import ServiceThread
+from kube_elevator.tasks.adapters.prometheus import ExternalQuery, MetricUnavailable, PrometheusMetrics
+from kube_elevator.tasks.pod_autoscalers.wpa.crd import LabelSelector
 
 QUEUE = ExternalQuery("queue_depth", LabelSelector.model_validate({}))
 

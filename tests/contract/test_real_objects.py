@@ -31,7 +31,7 @@ from typing import Any
 import pytest
 import yaml
 
-from fakes.snapshots import node_json
+from kube_elevator.fakes.snapshots import node_json
 from tests.builders import group_dict
 
 MiB = 2**20
@@ -57,7 +57,7 @@ def shared_dump(name: str) -> Path:
 
 
 def elevator(*args: str | Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "flows.cli", *map(str, args)],
+    return subprocess.run([sys.executable, "-m", "kube_elevator.flows.cli", *map(str, args)],
                           capture_output=True, text=True, timeout=120, check=False, cwd=REPO)
 
 
@@ -187,9 +187,9 @@ def test_ca_counts_the_pods_an_eks_node_admits_not_the_kubelet_default() -> None
     (status.allocatable.pods: 58 on these m6gd.2xlarge), not the kubelet's default 110; the
     scheduler says "Too many pods" beyond it. CA's free room, its templates from a live node and
     its removal simulation read the node's own number."""
-    from tasks.cluster_autoscaler.estimator import filter_out_schedulable, free_slots
-    from tasks.cluster_autoscaler.templates import template_from_node
-    from tasks.core.decode import load_cluster_files
+    from kube_elevator.tasks.cluster_autoscaler.estimator import filter_out_schedulable, free_slots
+    from kube_elevator.tasks.cluster_autoscaler.templates import template_from_node
+    from kube_elevator.tasks.core.decode import load_cluster_files
     from tests.builders import make_pod, pending_pod
 
     snapshot = load_cluster_files([HONEYCOMB / "nodes.json", HONEYCOMB / "pods.json"])

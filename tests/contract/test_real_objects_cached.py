@@ -18,18 +18,18 @@ from typing import Any
 
 import pytest
 
-from fakes.aws import FakeAws
-from fakes.kube_api.server import FakeKubeApi
-from flows.autoscale import live_tick
-from tasks.adapters.cloud import AsgClient
-from tasks.adapters.kube import KubeClient
-from tasks.adapters.kube_cache import ClusterCache
-from tasks.core.records import PodRecord
-from tasks.core.step import run_plain
-from tasks.escalator.config import NodeGroupConfig
-from tasks.escalator.filter_nodes import pods_by_group
-from tasks.escalator.utilization import GroupPods, PodTally, summarize_pods
-from tasks.steps.node_groups import Adapters
+from kube_elevator.fakes.aws import FakeAws
+from kube_elevator.fakes.kube_api.server import FakeKubeApi
+from kube_elevator.flows.autoscale import live_tick
+from kube_elevator.tasks.adapters.cloud import AsgClient
+from kube_elevator.tasks.adapters.kube import KubeClient
+from kube_elevator.tasks.adapters.kube_cache import ClusterCache
+from kube_elevator.tasks.core.records import PodRecord
+from kube_elevator.tasks.core.step import run_plain
+from kube_elevator.tasks.escalator.config import NodeGroupConfig
+from kube_elevator.tasks.escalator.filter_nodes import pods_by_group
+from kube_elevator.tasks.escalator.utilization import GroupPods, PodTally, summarize_pods
+from kube_elevator.tasks.steps.node_groups import Adapters
 from tests.builders import make_group
 from tests.contract.test_kube_cache_properties import canonical
 from tests.contract.test_real_objects import (

@@ -16,18 +16,18 @@ import urllib3
 from prometheus_client.parser import text_string_to_metric_families
 
 from benchmarks.event_latency import wait_until
-from fakes.freezing_proxy import FreezingProxy
-from fakes.kube_api.server import FakeKubeApi
-from flows.autoscale import live_tick
-from tasks.adapters.kube import KubeClient
-from tasks.adapters.kube_cache import ClusterCache, KindAge
-from tasks.adapters.kube_watch import ListWatch
-from tasks.core.errors import InputError
-from tasks.core.step import run_plain
-from tasks.core.timeouts import CACHE_FRESHNESS_BOUND_ENV, WATCH_SILENCE_LIMIT_ENV
-from tasks.escalator.metrics import EscalatorMetrics
-from tasks.steps.report import cache_note, record_cache_ages
-from tasks.steps.source import CachedSource, CacheReading, cache_freshness
+from kube_elevator.fakes.freezing_proxy import FreezingProxy
+from kube_elevator.fakes.kube_api.server import FakeKubeApi
+from kube_elevator.flows.autoscale import live_tick
+from kube_elevator.tasks.adapters.kube import KubeClient
+from kube_elevator.tasks.adapters.kube_cache import ClusterCache, KindAge
+from kube_elevator.tasks.adapters.kube_watch import ListWatch
+from kube_elevator.tasks.core.errors import InputError
+from kube_elevator.tasks.core.step import run_plain
+from kube_elevator.tasks.core.timeouts import CACHE_FRESHNESS_BOUND_ENV, WATCH_SILENCE_LIMIT_ENV
+from kube_elevator.tasks.escalator.metrics import EscalatorMetrics
+from kube_elevator.tasks.steps.report import cache_note, record_cache_ages
+from kube_elevator.tasks.steps.source import CachedSource, CacheReading, cache_freshness
 from tests.builders import api_node, api_pod, make_group
 
 KINDS = ("pods", "nodes", "poddisruptionbudgets")
@@ -276,11 +276,11 @@ def test_a_kind_whose_server_stays_silent_is_listed_by_the_tick(
     """The cache's path to the server is gone (its proxy stopped): past the bound, the tick
     reconnects, hears nothing within the wait, and lists every kind itself, through its own
     client, so the pods made since reach the decision."""
-    from tasks.adapters.cloud import AsgClient
-    from tasks.steps.node_groups import Adapters
+    from kube_elevator.tasks.adapters.cloud import AsgClient
+    from kube_elevator.tasks.steps.node_groups import Adapters
 
     fake_aws.create_asg("silent-asg", 1, 10, 2)
-    from fakes.cluster import node_for_instance
+    from kube_elevator.fakes.cluster import node_for_instance
 
     for index, instance in enumerate(fake_aws.instances("silent-asg")):
         fake_kube.create("nodes", node_for_instance(instance, {"customer": "batch"}, 1000,
@@ -346,8 +346,8 @@ def test_a_quiet_watch_gets_a_bookmark_two_seconds_before_its_end(
 
 
 def test_freeze_is_refused_where_nothing_streams() -> None:
-    from fakes.aws_faults import AwsFaultProxy
-    from fakes.faults import FaultSpecError
+    from kube_elevator.fakes.aws_faults import AwsFaultProxy
+    from kube_elevator.fakes.faults import FaultSpecError
 
     with pytest.raises(FaultSpecError, match="'freeze' is not one of"):
         AwsFaultProxy("http://127.0.0.1:1").faults.add("freeze")

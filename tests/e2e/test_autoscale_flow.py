@@ -18,17 +18,17 @@ import yaml
 from prefect import flow, get_client
 from prefect.client.schemas.filters import FlowRunFilter, FlowRunFilterId
 
-from fakes.aws import FakeAws, fail_next_calls
-from fakes.cluster import node_for_instance
-from fakes.kube_api.server import FakeKubeApi
-from flows.autoscale import autoscale, live_tick
-from flows.run_state import RunFailed, run_here
-from tasks.adapters.cloud import AsgClient
-from tasks.adapters.kube import KubeClient
-from tasks.core.step import run_as_task
-from tasks.core.timefmt import rfc3339
-from tasks.node_group_file import load_node_groups
-from tasks.steps.node_groups import Adapters
+from kube_elevator.fakes.aws import FakeAws, fail_next_calls
+from kube_elevator.fakes.cluster import node_for_instance
+from kube_elevator.fakes.kube_api.server import FakeKubeApi
+from kube_elevator.flows.autoscale import autoscale, live_tick
+from kube_elevator.flows.run_state import RunFailed, run_here
+from kube_elevator.tasks.adapters.cloud import AsgClient
+from kube_elevator.tasks.adapters.kube import KubeClient
+from kube_elevator.tasks.core.step import run_as_task
+from kube_elevator.tasks.core.timefmt import rfc3339
+from kube_elevator.tasks.node_group_file import load_node_groups
+from kube_elevator.tasks.steps.node_groups import Adapters
 from tests.builders import group_dict
 
 pytestmark = pytest.mark.usefixtures("prefect_server")
@@ -157,7 +157,7 @@ def test_the_first_unlocked_tick_after_a_scale_out_observes_each_new_nodes_regis
     """Escalator's `node_group_node_registration_lag`: once the lock of a scale-out is released,
     each node registered since gets the seconds from its instance's EC2 LaunchTime to its
     creation. On the clock moto launches instances by, the wall clock."""
-    from tasks.escalator.metrics import METRICS
+    from kube_elevator.tasks.escalator.metrics import METRICS
 
     cluster = cluster_factory(2)
     old_nodes = set(cluster.node_names)
@@ -241,7 +241,7 @@ def test_a_live_tick_at_another_time_is_refused_and_a_dry_one_is_not(
     """Started by hand with `now` two hours ago, a live tick would taint nodes with that time,
     and the next real tick would delete them before their grace periods: only a dry run (or a
     fake cluster's simulated clock) may take `now`."""
-    from tasks.core.errors import InputError
+    from kube_elevator.tasks.core.errors import InputError
 
     monkeypatch.delenv("ELEVATOR_SIMULATED_CLOCK")
     cluster = cluster_factory(4, min_nodes=1)  # no pods: a live tick would taint two nodes

@@ -9,8 +9,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from fakes.scenario import load_scenario
-from flows.simulation import simulate
+from kube_elevator.fakes.scenario import load_scenario
+from kube_elevator.flows.simulation import simulate
 from tests.e2e.test_cluster_autoscaler_e2e import ca_group, write
 
 SIZES = {"a": 1, "b": 3, "c": 6}  # the proposal's worked example

@@ -12,14 +12,14 @@ import orjson
 import pytest
 import yaml
 
-from fakes.snapshots import SyntheticGroup, asg_description, synthetic_items, write_list
+from kube_elevator.fakes.snapshots import SyntheticGroup, asg_description, synthetic_items, write_list
 from tests.builders import group_dict
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "deployments" / "examples"
 
 
 def elevator(*args: str | Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "flows.cli", *map(str, args)],
+    return subprocess.run([sys.executable, "-m", "kube_elevator.flows.cli", *map(str, args)],
                           capture_output=True, text=True, timeout=120, check=False)
 
 
@@ -140,7 +140,7 @@ WITHOUT_SIM = """
 import sys
 sys.modules["moto"] = None  # as if `pip install kube-elevator` without the sim extra
 sys.modules["matplotlib"] = None
-from flows.cli import main
+from kube_elevator.flows.cli import main
 sys.argv = ["elevator", *sys.argv[1:]]
 main()
 """

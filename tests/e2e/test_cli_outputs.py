@@ -14,7 +14,7 @@ EXAMPLES = Path(__file__).resolve().parents[2] / "deployments" / "examples"
 
 
 def elevator(*args: str | Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "flows.cli", *map(str, args)],
+    return subprocess.run([sys.executable, "-m", "kube_elevator.flows.cli", *map(str, args)],
                           capture_output=True, text=True, timeout=300, check=False)
 
 

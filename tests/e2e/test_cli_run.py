@@ -14,7 +14,7 @@ import boto3
 import yaml
 from kubernetes import client, config
 
-from fakes.cluster import node_for_instance
+from kube_elevator.fakes.cluster import node_for_instance
 from tests.builders import group_dict
 
 MiB = 2**20
@@ -23,7 +23,8 @@ MiB = 2**20
 def test_fake_cluster_and_run_once_scale_up_from_another_process(tmp_path: Path) -> None:
     kubeconfig = tmp_path / "kubeconfig.yaml"
     server = subprocess.Popen(
-        [sys.executable, "-m", "flows.cli", "fake-cluster", "--kubeconfig-out", str(kubeconfig)],
+        [sys.executable, "-m", "kube_elevator.flows.cli", "fake-cluster",
+         "--kubeconfig-out", str(kubeconfig)],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         assert server.stdout is not None
@@ -65,7 +66,7 @@ def test_fake_cluster_and_run_once_scale_up_from_another_process(tmp_path: Path)
         env = {**os.environ, **exports, "PREFECT_SERVER_ANALYTICS_ENABLED": "false"}
         env.pop("PREFECT_API_URL", None)
         tick = subprocess.run(
-            [sys.executable, "-m", "flows.cli", "run", "--nodegroups", str(nodegroups),
+            [sys.executable, "-m", "kube_elevator.flows.cli", "run", "--nodegroups", str(nodegroups),
              "--kubeconfig", str(kubeconfig), "--once", "--output", "json"],
             capture_output=True, text=True, env=env, timeout=300, check=False)
         assert tick.returncode == 0, tick.stderr[-3000:]
@@ -85,7 +86,7 @@ def test_run_rejects_bad_input_without_traceback(tmp_path: Path) -> None:
     nodegroups = tmp_path / "ng.yaml"
     nodegroups.write_text(yaml.safe_dump({"node_groups": [group_dict(name="")]}))
     result = subprocess.run(
-        [sys.executable, "-m", "flows.cli", "run", "--nodegroups", str(nodegroups), "--once"],
+        [sys.executable, "-m", "kube_elevator.flows.cli", "run", "--nodegroups", str(nodegroups), "--once"],
         capture_output=True, text=True, timeout=60, check=False)
     assert result.returncode == 2
     assert "node_groups[0]: name cannot be empty" in result.stderr

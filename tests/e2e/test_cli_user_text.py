@@ -15,7 +15,7 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
-from flows.cli import app
+from kube_elevator.flows.cli import app
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "deployments" / "examples"
 

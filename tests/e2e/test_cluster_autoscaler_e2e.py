@@ -7,17 +7,17 @@ from typing import Any
 
 import yaml
 
-from fakes.aws import FakeAws
-from fakes.cluster import node_for_instance
-from fakes.kube_api.server import FakeKubeApi
-from fakes.scenario import load_scenario
-from flows.autoscale import live_tick
-from flows.simulation import simulate
-from tasks.adapters.cloud import AsgClient
-from tasks.adapters.kube import KubeClient
-from tasks.core.step import run_plain
-from tasks.node_group_file import parse_node_groups
-from tasks.steps.node_groups import Adapters, GroupResult
+from kube_elevator.fakes.aws import FakeAws
+from kube_elevator.fakes.cluster import node_for_instance
+from kube_elevator.fakes.kube_api.server import FakeKubeApi
+from kube_elevator.fakes.scenario import load_scenario
+from kube_elevator.flows.autoscale import live_tick
+from kube_elevator.flows.simulation import simulate
+from kube_elevator.tasks.adapters.cloud import AsgClient
+from kube_elevator.tasks.adapters.kube import KubeClient
+from kube_elevator.tasks.core.step import run_plain
+from kube_elevator.tasks.node_group_file import parse_node_groups
+from kube_elevator.tasks.steps.node_groups import Adapters, GroupResult
 from tests.builders import group_dict
 
 TICK = 60

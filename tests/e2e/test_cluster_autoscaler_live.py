@@ -15,19 +15,19 @@ from typing import Any
 import pytest
 import yaml
 
-from fakes.aws import FakeAws
-from fakes.aws_faults import AwsFaultProxy
-from fakes.cluster import node_for_instance
-from fakes.kube_api.server import FakeKubeApi
-from flows.autoscale import live_tick
-from tasks.adapters.cloud import AsgClient, client_config
-from tasks.adapters.kube import KubeClient
-from tasks.core.lease_state import lease_name
-from tasks.core.step import Step, run_plain
-from tasks.core.timeouts import Timeouts
-from tasks.node_group_file import LoadedConfig, parse_node_groups
-from tasks.steps.drain import evict_pods
-from tasks.steps.node_groups import Adapters, GroupResult
+from kube_elevator.fakes.aws import FakeAws
+from kube_elevator.fakes.aws_faults import AwsFaultProxy
+from kube_elevator.fakes.cluster import node_for_instance
+from kube_elevator.fakes.kube_api.server import FakeKubeApi
+from kube_elevator.flows.autoscale import live_tick
+from kube_elevator.tasks.adapters.cloud import AsgClient, client_config
+from kube_elevator.tasks.adapters.kube import KubeClient
+from kube_elevator.tasks.core.lease_state import lease_name
+from kube_elevator.tasks.core.step import Step, run_plain
+from kube_elevator.tasks.core.timeouts import Timeouts
+from kube_elevator.tasks.node_group_file import LoadedConfig, parse_node_groups
+from kube_elevator.tasks.steps.drain import evict_pods
+from kube_elevator.tasks.steps.node_groups import Adapters, GroupResult
 from tests import recording
 from tests.builders import group_dict
 from tests.e2e.test_fault_ticks import run_retrying
@@ -485,7 +485,7 @@ def test_an_instance_that_never_joined_is_terminated_only_once_its_back_off_is_s
     would leave the next tick seeing no unregistered instance, which it counts as a success:
     the group would never back off. So the Lease goes first, and a failed write terminates
     nothing this tick."""
-    from tasks.cluster_autoscaler.backoff import BACKOFF_UNTIL
+    from kube_elevator.tasks.cluster_autoscaler.backoff import BACKOFF_UNTIL
 
     monkeypatch.setenv("ELEVATOR_RETRY_DELAY_SECONDS", "0")
     asg = f"{prefix()}-a"

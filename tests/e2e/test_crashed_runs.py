@@ -27,9 +27,9 @@ from prefect.client.schemas.objects import FlowRun
 from prefect.events.filters import EventFilter, EventNameFilter, EventResourceFilter
 from prefect.settings import PREFECT_API_URL
 
-from fakes.aws import FakeAws
-from fakes.kube_api.server import FakeKubeApi
-from flows.crash_detection import AUTOMATION_NAME, OWN_FLOWS, ensure_crash_detection
+from kube_elevator.fakes.aws import FakeAws
+from kube_elevator.fakes.kube_api.server import FakeKubeApi
+from kube_elevator.flows.crash_detection import AUTOMATION_NAME, OWN_FLOWS, ensure_crash_detection
 from tests.contract.test_faults import two_groups
 
 pytestmark = pytest.mark.usefixtures("prefect_server")
@@ -74,7 +74,7 @@ def test_a_killed_tick_ends_crashed(fake_aws: FakeAws, fake_kube: FakeKubeApi,
     env = {**os.environ, **fake_aws.env(), "PREFECT_API_URL": str(PREFECT_API_URL.value()),
            "ELEVATOR_READ_TIMEOUT_SECONDS": "600", "ELEVATOR_RETRY_DELAY_SECONDS": "0"}
     process = subprocess.Popen(
-        [sys.executable, "-m", "flows.cli", "run", "--nodegroups", str(nodegroups),
+        [sys.executable, "-m", "kube_elevator.flows.cli", "run", "--nodegroups", str(nodegroups),
          "--kubeconfig", str(kubeconfig), "--once"],
         env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
@@ -116,9 +116,9 @@ sleeps()
 
 
 def test_own_flows_are_the_projects_flows() -> None:
-    from flows.autoscale import autoscale
-    from flows.pod_autoscale import pod_autoscale
-    from flows.tune import tune_flow
+    from kube_elevator.flows.autoscale import autoscale
+    from kube_elevator.flows.pod_autoscale import pod_autoscale
+    from kube_elevator.flows.tune import tune_flow
 
     assert set(OWN_FLOWS) == {autoscale.name, pod_autoscale.name, tune_flow.name}
 

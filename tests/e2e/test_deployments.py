@@ -13,13 +13,14 @@ from typing import Any
 
 import pytest
 import yaml
+from prefect.flows import load_flow_from_entrypoint
 
 from benchmarks.event_latency import ROOT, BurstCluster, Child, PrefectServer
-from fakes.aws import FakeAws
-from fakes.kube_api.server import FakeKubeApi
-from flows.autoscale import autoscale
-from flows.cli.serve import pending_pods_trigger, set_project_directory, tick_concurrency
-from tasks.node_group_file import parse_node_groups
+from kube_elevator.fakes.aws import FakeAws
+from kube_elevator.fakes.kube_api.server import FakeKubeApi
+from kube_elevator.flows.autoscale import autoscale
+from kube_elevator.flows.cli.serve import pending_pods_trigger, set_project_directory, tick_concurrency
+from kube_elevator.tasks.node_group_file import parse_node_groups
 
 PREFECT_YAML = ROOT / "deployments" / "prefect.yaml"
 WORKER_YAML = ROOT / "deployments" / "kubernetes" / "overlays" / "worker" / "worker.yaml"
@@ -52,8 +53,7 @@ def test_both_deployments_run_the_autoscale_flow_with_its_own_parameters() -> No
     flow_parameters = set(inspect.signature(autoscale.fn).parameters)
     for name in ("autoscale", "plan"):
         spec = deployment(name)
-        path, function = spec["entrypoint"].split(":")
-        assert (ROOT / path).is_file() and function == "autoscale"
+        assert load_flow_from_entrypoint(spec["entrypoint"]) is autoscale
         assert set(spec["parameters"]) <= flow_parameters
         assert set(spec["parameters"]) == {"nodegroups", "dry_run", "lease_namespace"}
     assert deployment("autoscale")["parameters"]["dry_run"] is False
@@ -61,11 +61,10 @@ def test_both_deployments_run_the_autoscale_flow_with_its_own_parameters() -> No
 
 
 def test_the_tune_deployment_runs_the_tune_flow_by_hand() -> None:
-    from flows.tune import tune_flow
+    from kube_elevator.flows.tune import tune_flow
 
     spec = deployment("tune")
-    path, function = spec["entrypoint"].split(":")
-    assert (ROOT / path).is_file() and function == "tune_flow"
+    assert load_flow_from_entrypoint(spec["entrypoint"]) is tune_flow
     assert set(spec["parameters"]) <= set(inspect.signature(tune_flow.fn).parameters)
     assert spec["schedules"] == [] and "triggers" not in spec
 
@@ -86,11 +85,12 @@ def test_autoscale_ticks_every_minute_one_at_a_time_and_on_pending_pods() -> Non
 
 def test_the_pull_step_works_from_wherever_the_project_is_installed(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    assert prefect_yaml()["pull"] == [{"flows.cli.serve.set_project_directory": {}}]
+    assert prefect_yaml()["pull"] == [{"kube_elevator.flows.cli.serve.set_project_directory": {}}]
     monkeypatch.chdir(tmp_path)
     output = set_project_directory()
-    assert Path.cwd() == Path(output["directory"])
-    assert (Path.cwd() / deployment("autoscale")["entrypoint"].split(":")[0]).is_file()
+    assert Path.cwd() == Path(output["directory"]) == tmp_path
+    # Module-path entrypoints: they load from any directory, no checkout needed.
+    assert load_flow_from_entrypoint(deployment("autoscale")["entrypoint"]) is autoscale
 
 
 # --- the worker manifests -----------------------------------------------------------------------
@@ -159,7 +159,7 @@ def test_the_worker_runs_as_the_rbac_service_account() -> None:
 
 def test_the_tune_scenario_is_mounted_where_the_tune_deployment_reads_it(
         tmp_path: Path) -> None:
-    from fakes.scenario import load_scenario
+    from kube_elevator.fakes.scenario import load_scenario
 
     found = manifests()
     pod = found["Deployment"]["spec"]["template"]["spec"]
@@ -180,7 +180,7 @@ def test_the_tune_scenario_is_mounted_where_the_tune_deployment_reads_it(
 
 
 def test_the_worker_s_runs_send_heartbeats_for_crash_detection() -> None:
-    from flows.crash_detection import HEARTBEAT_SECONDS
+    from kube_elevator.flows.crash_detection import HEARTBEAT_SECONDS
 
     pod = manifests()["Deployment"]["spec"]["template"]["spec"]
     worker = next(c for c in pod["containers"] if c["name"] == "worker")

@@ -18,24 +18,33 @@ from typing import Any
 import orjson
 import pytest
 
-from fakes.aws import FakeAws
-from fakes.cluster import node_for_instance
-from fakes.kube_api.server import FakeKubeApi
-from fakes.scenario import load_scenario
-from flows.simulation import simulate
-from tasks.cluster_autoscaler.balancing import difference, similar
-from tasks.cluster_autoscaler.estimator import (
+from kube_elevator.fakes.aws import FakeAws
+from kube_elevator.fakes.cluster import node_for_instance
+from kube_elevator.fakes.kube_api.server import FakeKubeApi
+from kube_elevator.fakes.scenario import load_scenario
+from kube_elevator.flows.simulation import simulate
+from kube_elevator.tasks.cluster_autoscaler.balancing import difference, similar
+from kube_elevator.tasks.cluster_autoscaler.estimator import (
     estimate_nodes,
     filter_out_schedulable,
     fits_empty_template,
     free_slots,
     upcoming_slots,
 )
-from tasks.cluster_autoscaler.expanders import ExpanderContext, ScaleUpOption, pod_price, price_score
-from tasks.cluster_autoscaler.templates import TemplateNode, template_from_asg, template_from_node
-from tasks.cluster_autoscaler.unneeded import RemovalSimulation
-from tasks.core.api_objects import OBJECT_DECODER
-from tasks.core.records import AsgTemplateSource, NodeRecord, PodRecord, node_record
+from kube_elevator.tasks.cluster_autoscaler.expanders import (
+    ExpanderContext,
+    ScaleUpOption,
+    pod_price,
+    price_score,
+)
+from kube_elevator.tasks.cluster_autoscaler.templates import (
+    TemplateNode,
+    template_from_asg,
+    template_from_node,
+)
+from kube_elevator.tasks.cluster_autoscaler.unneeded import RemovalSimulation
+from kube_elevator.tasks.core.api_objects import OBJECT_DECODER
+from kube_elevator.tasks.core.records import AsgTemplateSource, NodeRecord, PodRecord, node_record
 from tests.builders import GiB, MiB, pending_pod, plain_node
 from tests.e2e.test_cluster_autoscaler_e2e import asg as scenario_asg
 from tests.e2e.test_cluster_autoscaler_e2e import ca_group, write
@@ -203,9 +212,9 @@ def test_ca_scale_down_simulation_counts_extended_resources() -> None:
 def test_ca_gpu_node_utilization_is_its_gpus_against_the_gpu_threshold() -> None:
     """CA utilization.Calculate: a GPU node is as used as its GPUs are, whatever its CPU; its
     unneeded check compares that with --scale-down-gpu-utilization-threshold."""
-    from tasks.cluster_autoscaler.config import ScaleDownOptions
-    from tasks.cluster_autoscaler.drainability import node_utilization
-    from tasks.cluster_autoscaler.unneeded import threshold_of
+    from kube_elevator.tasks.cluster_autoscaler.config import ScaleDownOptions
+    from kube_elevator.tasks.cluster_autoscaler.drainability import node_utilization
+    from kube_elevator.tasks.cluster_autoscaler.unneeded import threshold_of
 
     two_gpus = node("gpu-a", extended=((GPU, 2),))
     cpu_heavy = pod("etl", 3000, node_name="gpu-a", unschedulable=False, phase="Running")

@@ -16,21 +16,21 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
-from fakes.aws import FakeAws
-from fakes.cluster import _decoded, node_for_instance
-from fakes.kube_api.errors import Conflict
-from fakes.kube_api.server import FakeKubeApi
-from fakes.memory_world import MemoryCloud, MemoryKube, MemoryWorld
-from fakes.scenario import load_scenario, with_profile
-from flows.cli import app
-from flows.simulation import simulate
-from tasks.adapters.cloud import AsgClient
-from tasks.adapters.kube import KubeClient
-from tasks.adapters.ports import CloudActions, KubeActions
-from tasks.core.errors import CloudError, InputError, LeaseConflict
-from tasks.core.lease_state import GroupState, ScaleLock
-from tasks.core.records import NodeRecord, node_record
-from tasks.scheduler.profiles import PROFILE_NAMES
+from kube_elevator.fakes.aws import FakeAws
+from kube_elevator.fakes.cluster import _decoded, node_for_instance
+from kube_elevator.fakes.kube_api.errors import Conflict
+from kube_elevator.fakes.kube_api.server import FakeKubeApi
+from kube_elevator.fakes.memory_world import MemoryCloud, MemoryKube, MemoryWorld
+from kube_elevator.fakes.scenario import load_scenario, with_profile
+from kube_elevator.flows.cli import app
+from kube_elevator.flows.simulation import simulate
+from kube_elevator.tasks.adapters.cloud import AsgClient
+from kube_elevator.tasks.adapters.kube import KubeClient
+from kube_elevator.tasks.adapters.ports import CloudActions, KubeActions
+from kube_elevator.tasks.core.errors import CloudError, InputError, LeaseConflict
+from kube_elevator.tasks.core.lease_state import GroupState, ScaleLock
+from kube_elevator.tasks.core.records import NodeRecord, node_record
+from kube_elevator.tasks.scheduler.profiles import PROFILE_NAMES
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "deployments" / "examples"
 # The scenario files among deployments/examples/scenario*.yaml (scenario-nodegroups.yaml is the
@@ -149,10 +149,10 @@ def test_a_later_pod_of_higher_priority_binds_first_where_daemonsets_left_room()
     1900m); when the 1500m blocker finishes, room for one of the two waiting 900m pods is left
     (it would be two without the DaemonSet), and the later one of higher priority takes it.
     The DaemonSet pod is not the group's workload (Escalator counts no DaemonSet pod)."""
-    from fakes.cluster import simulated_scheduler
-    from fakes.scenario import AsgSpec, DaemonSetSpec, Wave
-    from flows.simulation_memory import MemoryCluster
-    from tasks.node_group_file import parse_node_groups
+    from kube_elevator.fakes.cluster import simulated_scheduler
+    from kube_elevator.fakes.scenario import AsgSpec, DaemonSetSpec, Wave
+    from kube_elevator.flows.simulation_memory import MemoryCluster
+    from kube_elevator.tasks.node_group_file import parse_node_groups
     from tests.builders import group_dict
 
     selector = {"customer": "batch"}

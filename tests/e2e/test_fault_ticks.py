@@ -24,19 +24,19 @@ from typing import Any, ParamSpec, TypeVar
 import pytest
 import yaml
 
-from fakes.aws import FakeAws
-from fakes.aws_faults import AwsFaultProxy
-from fakes.cluster import node_for_instance
-from fakes.kube_api.server import FakeKubeApi
-from flows.autoscale import live_tick
-from tasks.adapters.cloud import AsgClient, client_config
-from tasks.adapters.kube import KubeClient
-from tasks.core.lease_state import lease_name
-from tasks.core.retry import RETRIES, is_retryable
-from tasks.core.step import Step
-from tasks.core.timeouts import Timeouts
-from tasks.node_group_file import load_node_groups
-from tasks.steps.node_groups import Adapters, GroupResult
+from kube_elevator.fakes.aws import FakeAws
+from kube_elevator.fakes.aws_faults import AwsFaultProxy
+from kube_elevator.fakes.cluster import node_for_instance
+from kube_elevator.fakes.kube_api.server import FakeKubeApi
+from kube_elevator.flows.autoscale import live_tick
+from kube_elevator.tasks.adapters.cloud import AsgClient, client_config
+from kube_elevator.tasks.adapters.kube import KubeClient
+from kube_elevator.tasks.core.lease_state import lease_name
+from kube_elevator.tasks.core.retry import RETRIES, is_retryable
+from kube_elevator.tasks.core.step import Step
+from kube_elevator.tasks.core.timeouts import Timeouts
+from kube_elevator.tasks.node_group_file import load_node_groups
+from kube_elevator.tasks.steps.node_groups import Adapters, GroupResult
 from tests.builders import group_dict
 from tests.killed_tick import kill_tick_at
 

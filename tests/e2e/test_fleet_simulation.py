@@ -13,9 +13,9 @@ from typing import Any
 
 import yaml
 
-from fakes.aws import FakeAws
-from fakes.scenario import load_scenario
-from flows.simulation import simulate
+from kube_elevator.fakes.aws import FakeAws
+from kube_elevator.fakes.scenario import load_scenario
+from kube_elevator.flows.simulation import simulate
 
 GROUP: dict[str, Any] = {
     "name": "batch", "label_key": "customer", "label_value": "batch",

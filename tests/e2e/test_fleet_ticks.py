@@ -25,15 +25,15 @@ from typing import Any
 import pytest
 import yaml
 
-from fakes.aws import FakeAws, fail_next_calls
-from fakes.aws_faults import AwsFaultProxy
-from fakes.cluster import node_for_instance
-from fakes.kube_api.server import FakeKubeApi
-from tasks.adapters.cloud import AsgClient, client_config
-from tasks.adapters.kube import KubeClient
-from tasks.core.lease_state import lease_name
-from tasks.core.timeouts import Timeouts
-from tasks.steps.node_groups import Adapters, GroupResult
+from kube_elevator.fakes.aws import FakeAws, fail_next_calls
+from kube_elevator.fakes.aws_faults import AwsFaultProxy
+from kube_elevator.fakes.cluster import node_for_instance
+from kube_elevator.fakes.kube_api.server import FakeKubeApi
+from kube_elevator.tasks.adapters.cloud import AsgClient, client_config
+from kube_elevator.tasks.adapters.kube import KubeClient
+from kube_elevator.tasks.core.lease_state import lease_name
+from kube_elevator.tasks.core.timeouts import Timeouts
+from kube_elevator.tasks.steps.node_groups import Adapters, GroupResult
 from tests.builders import SteppingClock, group_dict
 from tests.e2e.test_fault_ticks import Group
 from tests.killed_tick import kill_tick_at
@@ -343,7 +343,7 @@ def test_escalators_example_file_validates_and_scales_up_in_one_shot(
     before (every attach refused) leaves nothing running outside the ASG."""
     config = tmp_path / "nodegroups_config.yaml"
     config.write_text(EXAMPLE)
-    validated = subprocess.run([sys.executable, "-m", "flows.cli", "validate", str(config)],
+    validated = subprocess.run([sys.executable, "-m", "kube_elevator.flows.cli", "validate", str(config)],
                                capture_output=True, text=True, timeout=120, check=False)
     assert validated.returncode == 0, validated.stderr
     assert "scale-up: EC2 Fleet of lt-1a2b3c4d version 1 (on-demand; t2.large, t3.large)" \
@@ -392,7 +392,7 @@ def test_in_a_flow_run_each_fleet_call_is_a_task_run(
     from prefect import get_client
     from prefect.client.schemas.filters import FlowRunFilter, FlowRunFilterId
 
-    from flows.autoscale import autoscale
+    from kube_elevator.flows.autoscale import autoscale
 
     group = make_fleet_group(fake_aws, fake_kube, proxy, kubeconfig, tmp_path)
     state = autoscale(nodegroups=str(group.config), now=datetime.fromtimestamp(T0, UTC),

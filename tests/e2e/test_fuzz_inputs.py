@@ -27,8 +27,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from typer.testing import CliRunner
 
-from flows.cli import app
-from tasks.core.duration import parse_go_duration
+from kube_elevator.flows.cli import app
+from kube_elevator.tasks.core.duration import parse_go_duration
 from tests.e2e.test_pods_cli import write_files
 from tests.hostile_shapes import key_paths, replaced
 
@@ -464,7 +464,7 @@ def test_go_duration_takes_what_go_takes(text: str) -> None:
 def test_the_real_exit_codes(files: dict[str, Path], tmp_path: Path) -> None:
     """The same checks through the installed entry point: exit 2, one line, no traceback."""
     bad = mutated(files, "nodegroups", BILLION_LAUGHS, "bomb")
-    done = subprocess.run([sys.executable, "-m", "flows.cli", "validate", str(bad)],
+    done = subprocess.run([sys.executable, "-m", "kube_elevator.flows.cli", "validate", str(bad)],
                           capture_output=True, text=True, timeout=60, check=False)
     assert done.returncode == 2 and "Traceback" not in done.stderr
     assert done.stderr.count("\n") == 1 and str(bad) in done.stderr

@@ -17,7 +17,7 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tasks.core.documents import SELF_REFERENCE, TOO_DEEP
+from kube_elevator.tasks.core.documents import SELF_REFERENCE, TOO_DEEP
 from tests.e2e.test_fuzz_inputs import READERS, assert_clean, copy_examples, elevator, mutated
 from tests.hostile_shapes import (
     WRONG_TYPES,

@@ -37,10 +37,10 @@ from benchmarks.event_latency import (
     identity,
     wait_until,
 )
-from fakes.aws import FakeAws
-from fakes.kube_api.policy import RecordedRequest
-from fakes.kube_api.server import FakeKubeApi
-from flows.cli import watch as watch_module
+from kube_elevator.fakes.aws import FakeAws
+from kube_elevator.fakes.kube_api.policy import RecordedRequest
+from kube_elevator.fakes.kube_api.server import FakeKubeApi
+from kube_elevator.flows.cli import watch as watch_module
 from tests.builders import group_dict
 
 LEASES = "/apis/coordination.k8s.io/v1/namespaces/kube-system/leases"
@@ -152,7 +152,7 @@ def test_a_real_prometheus_scrapes_run_intervals_metrics(
         env: dict[str, str], fake_kube: FakeKubeApi, fake_aws: FakeAws, tmp_path: Path,
         prometheus_binary: str) -> None:
     cluster = BurstCluster(fake_kube, fake_aws, tmp_path)
-    run = Child([sys.executable, "-m", "flows.cli", "run", "--nodegroups",
+    run = Child([sys.executable, "-m", "kube_elevator.flows.cli", "run", "--nodegroups",
                  str(cluster.nodegroups), "--kubeconfig", str(cluster.kubeconfig), "--interval",
                  "2s", *FREE_HEALTH_PORT], env, tmp_path / "run.log")
     try:

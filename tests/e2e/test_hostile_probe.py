@@ -206,7 +206,7 @@ def run_one(command: Sequence[str], seconds: float, scratch: Path) -> tuple[int 
     with tempfile.TemporaryFile(dir=scratch) as output:
         start = time.perf_counter()
         process = subprocess.Popen(
-            [sys.executable, "-m", "flows.cli", *command], stdout=output,
+            [sys.executable, "-m", "kube_elevator.flows.cli", *command], stdout=output,
             stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, preexec_fn=_cap_memory,
             cwd=scratch)
         deadline = start + seconds

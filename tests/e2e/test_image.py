@@ -147,12 +147,14 @@ def test_the_wheel_carries_every_file_of_the_packages(image: Path, tmp_path: Pat
                       "import importlib.metadata as m, json; "
                       "print(json.dumps([str(f) for f in m.files('kube-elevator')]))")
     assert listing.returncode == 0, listing.stderr
-    installed = {name for name in json.loads(listing.stdout)
-                 if name.startswith(("flows/", "tasks/", "fakes/"))}
-    shipped = {str(path.relative_to(ROOT)) for package in ("flows", "tasks", "fakes")
+    installed = set(json.loads(listing.stdout))
+    shipped = {f"kube_elevator/{path.relative_to(ROOT)}" for package in ("flows", "tasks", "fakes")
                for path in (ROOT / package).rglob("*")
                if path.is_file() and "__pycache__" not in path.parts}
     assert shipped and shipped <= installed
+    # One namespace: nothing else lands at the top of site-packages.
+    top_level = {name.split("/")[0] for name in installed if not name.startswith("..")}
+    assert {name for name in top_level if not name.endswith(".dist-info")} == {"kube_elevator"}
 
 
 def test_elevator_from_the_image_venv_plans_as_the_checkout_does(image: Path,
@@ -162,7 +164,8 @@ def test_elevator_from_the_image_venv_plans_as_the_checkout_does(image: Path,
     assert {"plan", "serve", "watch", "pods", "load-watcher"} <= set(
         re.findall(r"│ ([a-z-]+) ", helped.stdout))
     where = outside(tmp_path, image / "bin" / "python", "-c",
-                    "import flows, tasks; print(flows.__file__, tasks.__file__)")
+                    "import kube_elevator.flows as f, kube_elevator.tasks as t; "
+                    "print(f.__file__, t.__file__)")
     assert all(path.startswith(str(image)) for path in where.stdout.split()), where.stdout
     planned = outside(tmp_path, image / "bin" / "elevator", *PLAN)
     assert planned.returncode == 0, planned.stderr

@@ -6,11 +6,11 @@ from pathlib import Path
 
 import yaml
 
-from fakes.scenario import load_scenario
-from flows.simulation import simulate
-from tasks.core.lease_state import GroupState
-from tasks.escalator.decide import plan_group
-from tasks.escalator.node_selection import cpu_load_from_watcher, nodes_to_taint
+from kube_elevator.fakes.scenario import load_scenario
+from kube_elevator.flows.simulation import simulate
+from kube_elevator.tasks.core.lease_state import GroupState
+from kube_elevator.tasks.escalator.decide import plan_group
+from kube_elevator.tasks.escalator.node_selection import cpu_load_from_watcher, nodes_to_taint
 from tests.builders import group_dict, make_asg, make_group, make_node
 
 
@@ -62,8 +62,8 @@ def test_simulator_places_pods_through_the_extender(tmp_path: Path) -> None:
 
 
 def test_simulated_pod_usage_is_published_as_cadvisor_series() -> None:
-    from fakes.load import SimulatedMetricsProvider, usage_factor
-    from fakes.pod_metrics import PodMetricsServer
+    from kube_elevator.fakes.load import SimulatedMetricsProvider, usage_factor
+    from kube_elevator.fakes.pod_metrics import PodMetricsServer
     from tests.builders import make_pod
 
     clock = [1000.0]

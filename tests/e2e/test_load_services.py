@@ -28,18 +28,24 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 from typer.testing import CliRunner
 
-from fakes.kube_api.server import FakeKubeApi
-from flows.cli.services import ServiceThread, register
-from tasks.adapters.kube import KubeClient
-from tasks.load_aware.extender import BoundPods, KubeWatch, Policy, SchedulerExtender, WatcherCollector
-from tasks.load_aware.scoring import (
+from kube_elevator.fakes.kube_api.server import FakeKubeApi
+from kube_elevator.flows.cli.services import ServiceThread, register
+from kube_elevator.tasks.adapters.kube import KubeClient
+from kube_elevator.tasks.load_aware.extender import (
+    BoundPods,
+    KubeWatch,
+    Policy,
+    SchedulerExtender,
+    WatcherCollector,
+)
+from kube_elevator.tasks.load_aware.scoring import (
     LoadVariationRiskBalancingArgs,
     Metric,
     PodLoad,
     TargetLoadPackingArgs,
     Window,
 )
-from tasks.load_aware.watcher import LoadWatcher, PrometheusProvider, prom_query
+from kube_elevator.tasks.load_aware.watcher import LoadWatcher, PrometheusProvider, prom_query
 from tests.builders import api_node, api_pod
 
 NOW = 1_767_225_600.0
@@ -546,8 +552,8 @@ def test_a_busy_port_exits_2() -> None:
 
 
 def test_command_defaults_match_the_services() -> None:
-    import flows.cli.services as commands
-    import tasks.load_aware.watcher as watcher
+    import kube_elevator.flows.cli.services as commands
+    import kube_elevator.tasks.load_aware.watcher as watcher
 
     assert commands.WATCHER_PORT == watcher.DEFAULT_PORT == 2020
     assert commands.FETCH_INTERVAL_SECONDS == watcher.FETCH_INTERVAL_SECONDS == 60

@@ -20,10 +20,10 @@ from starlette.responses import PlainTextResponse, Response
 from starlette.routing import Route
 from typer.testing import CliRunner
 
-from flows.cli.services import ServiceThread
-from tasks.load_aware.extender import Policy, SchedulerExtender, WatcherCollector
-from tasks.load_aware.scoring import Metric, TargetLoadPackingArgs, Window
-from tasks.load_aware.watcher import LoadWatcher
+from kube_elevator.flows.cli.services import ServiceThread
+from kube_elevator.tasks.load_aware.extender import Policy, SchedulerExtender, WatcherCollector
+from kube_elevator.tasks.load_aware.scoring import Metric, TargetLoadPackingArgs, Window
+from kube_elevator.tasks.load_aware.watcher import LoadWatcher
 from tests.e2e.test_load_services import (
     NODES,
     TLP_DOCUMENT,

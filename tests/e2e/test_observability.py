@@ -14,9 +14,9 @@ from typing import Any
 
 import pytest
 
-from tasks.escalator.metrics import EscalatorMetrics
-from tasks.steps.node_groups import ActionsDone, GroupResult
-from tasks.steps.report import events_for
+from kube_elevator.tasks.escalator.metrics import EscalatorMetrics
+from kube_elevator.tasks.steps.node_groups import ActionsDone, GroupResult
+from kube_elevator.tasks.steps.report import events_for
 from tests.builders import make_asg, make_group, make_node, make_pod
 from tests.e2e.test_autoscale_flow import T0, Cluster
 
@@ -53,8 +53,8 @@ def test_counters_keep_escalators_names_and_histograms_have_its_buckets() -> Non
 
 
 def test_events_say_what_happened() -> None:
-    from tasks.core.lease_state import GroupState
-    from tasks.escalator.decide import plan_group
+    from kube_elevator.tasks.core.lease_state import GroupState
+    from kube_elevator.tasks.escalator.decide import plan_group
 
     nodes = [make_node("n1"), make_node("n2")]
     plan = plan_group(make_group(), [make_pod(f"p{i}") for i in range(10)], nodes,
@@ -139,7 +139,7 @@ def test_a_tick_pushes_escalators_metrics_and_publishes_an_artifact(
 def test_the_grafana_dashboard_queries_only_metrics_we_export() -> None:
     import json
 
-    from tasks.escalator.metrics import COUNTERS, GAUGES, HISTOGRAMS
+    from kube_elevator.tasks.escalator.metrics import COUNTERS, GAUGES, HISTOGRAMS
 
     dashboard = json.loads((Path(__file__).resolve().parents[2] / "deployments" / "grafana"
                             / "kube-elevator-dashboard.json").read_text())

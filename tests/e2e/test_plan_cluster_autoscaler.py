@@ -38,7 +38,7 @@ def plan_notes(tmp_path: Path, **cluster_autoscaler: Any) -> list[str]:
         api_pod("web-0", cpu="500m", memory="100Mi", node="batch-node-0",
                 node_selector={"customer": "batch"}, scheduled=True),
         unschedulable("job-0", "800m")]}))
-    done = subprocess.run([sys.executable, "-m", "flows.cli", "plan", "--nodegroups",
+    done = subprocess.run([sys.executable, "-m", "kube_elevator.flows.cli", "plan", "--nodegroups",
                            str(config), "--cluster", str(cluster), "--now", str(NOW),
                            "--output", "json"],
                           capture_output=True, text=True, timeout=120, check=False)

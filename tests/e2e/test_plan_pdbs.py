@@ -13,8 +13,8 @@ import orjson
 import pytest
 import yaml
 
-from tasks.core.decode import load_cluster_files
-from tasks.core.errors import InputError
+from kube_elevator.tasks.core.decode import load_cluster_files
+from kube_elevator.tasks.core.errors import InputError
 from tests.builders import api_node, api_pod, group_dict
 
 NOW = 1795262400.0  # 2026-11-21T12:00:00Z
@@ -22,7 +22,7 @@ DOOMED, KEPT = "batch-node-0", "batch-node-1"
 
 
 def elevator(*args: str | Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "flows.cli", *map(str, args)],
+    return subprocess.run([sys.executable, "-m", "kube_elevator.flows.cli", *map(str, args)],
                           capture_output=True, text=True, timeout=120, check=False)
 
 

@@ -21,14 +21,14 @@ from typing import Any
 
 import pytest
 
-from fakes.kube_api.server import FakeKubeApi
-from fakes.pod_metrics import PodMetricsServer
-from flows.pod_autoscale import WatermarkMetrics
-from flows.pod_cycle import cycle
-from tasks.adapters.kube import KubeClient
-from tasks.adapters.prometheus import PrometheusMetrics
-from tasks.core.step import run_plain
-from tasks.core.timefmt import parse_time, rfc3339
+from kube_elevator.fakes.kube_api.server import FakeKubeApi
+from kube_elevator.fakes.pod_metrics import PodMetricsServer
+from kube_elevator.flows.pod_autoscale import WatermarkMetrics
+from kube_elevator.flows.pod_cycle import cycle
+from kube_elevator.tasks.adapters.kube import KubeClient
+from kube_elevator.tasks.adapters.prometheus import PrometheusMetrics
+from kube_elevator.tasks.core.step import run_plain
+from kube_elevator.tasks.core.timefmt import parse_time, rfc3339
 
 REPO = Path(__file__).resolve().parents[2]
 T0 = 1_795_262_400.0  # the autoscalers' clock: 2026-11-21T12:00:00Z
@@ -405,7 +405,7 @@ def test_invalid_objects_are_reported_in_conditions_and_the_log_and_left_alone(
 def test_the_prefect_flow_runs_a_cycle(prefect_server: None, fake_kube: FakeKubeApi,
                                        cluster: KubeClient, kubeconfig: Path,
                                        pod_metrics: PodMetricsServer) -> None:
-    from flows.pod_autoscale import controller_metrics, pod_autoscale
+    from kube_elevator.flows.pod_autoscale import controller_metrics, pod_autoscale
 
     namespace = "shop-flow"
     Workload(fake_kube, pod_metrics, namespace, "web", 3).stop()
@@ -429,8 +429,8 @@ def test_a_cycle_that_failed_ends_the_run_failed_and_keeps_every_result(
     """One autoscaler's cycle raised (its target's /scale is forbidden): the others are still
     reported, and the run ends Failed naming it. A metric Prometheus cannot give is not a
     failure: WPA reports it as a condition."""
-    from flows.pod_autoscale import pod_autoscale
-    from flows.run_state import RunFailed, run_here
+    from kube_elevator.flows.pod_autoscale import pod_autoscale
+    from kube_elevator.flows.run_state import RunFailed, run_here
 
     namespace = "shop-failed"
     Workload(fake_kube, pod_metrics, namespace, "web", 3).stop()  # the invalid ones' target
@@ -538,10 +538,10 @@ def test_fake_cadvisor_counter_grows_at_the_set_rate() -> None:
 
 
 def test_external_metrics_become_promql() -> None:
-    from tasks.adapters.prometheus import ExternalQuery, parse_series_key
-    from tasks.pod_autoscalers.wpa.crd import LabelSelector
-    from tasks.pod_autoscalers.wpa.readings import external_query
-    from tasks.pod_autoscalers.wpa.validate import parse_watermark
+    from kube_elevator.tasks.adapters.prometheus import ExternalQuery, parse_series_key
+    from kube_elevator.tasks.pod_autoscalers.wpa.crd import LabelSelector
+    from kube_elevator.tasks.pod_autoscalers.wpa.readings import external_query
+    from kube_elevator.tasks.pod_autoscalers.wpa.validate import parse_watermark
 
     selector = LabelSelector.model_validate({
         "matchLabels": {"queue": 'or"ders'},
@@ -574,13 +574,13 @@ def test_the_load_watcher_finds_a_real_prometheus_healthy(prometheus_url: str) -
     `/watcher/health` would answer 503 for ever, and no probe on it would pass."""
     import asyncio
 
-    from tasks.load_aware.watcher import PrometheusProvider
+    from kube_elevator.tasks.load_aware.watcher import PrometheusProvider
 
     assert asyncio.run(PrometheusProvider(prometheus_url).healthy())
 
 
 def test_an_unreachable_prometheus_holds_the_autoscaler() -> None:
-    from tasks.adapters.prometheus import MetricUnavailable
+    from kube_elevator.tasks.adapters.prometheus import MetricUnavailable
 
     source = PrometheusMetrics(f"http://127.0.0.1:{free_port()}", retries=0, timeout=1)
     with pytest.raises(MetricUnavailable, match="unreachable"):
@@ -595,12 +595,12 @@ def test_an_unreachable_prometheus_holds_the_autoscaler() -> None:
 
 
 def test_gauges_are_rewritten_each_cycle_and_vanished_series_removed() -> None:
-    from flows.pod_cycle import AutoscalerResult
-    from tasks.core.workload import OwnerReference as Owner
-    from tasks.core.workload import PodState, TargetScale
-    from tasks.pod_autoscalers.wpa.decide import decide_watermark
-    from tasks.pod_autoscalers.wpa.proposal import MetricReading
-    from tasks.pod_autoscalers.wpa.validate import parse_watermark
+    from kube_elevator.flows.pod_cycle import AutoscalerResult
+    from kube_elevator.tasks.core.workload import OwnerReference as Owner
+    from kube_elevator.tasks.core.workload import PodState, TargetScale
+    from kube_elevator.tasks.pod_autoscalers.wpa.decide import decide_watermark
+    from kube_elevator.tasks.pod_autoscalers.wpa.proposal import MetricReading
+    from kube_elevator.tasks.pod_autoscalers.wpa.validate import parse_watermark
 
     def decision(value: int | None, lifecycle: bool = False) -> AutoscalerResult:
         obj = {"metadata": {"name": "w", "namespace": "ns", "labels": {"team": "a"},

@@ -17,10 +17,10 @@ from typing import Any
 
 import pytest
 
-from fakes.kube_api.server import FakeKubeApi
-from flows.pod_cycle import cycle
-from tasks.adapters.kube import KubeClient
-from tasks.adapters.prometheus import StaticMetrics
+from kube_elevator.fakes.kube_api.server import FakeKubeApi
+from kube_elevator.flows.pod_cycle import cycle
+from kube_elevator.tasks.adapters.kube import KubeClient
+from kube_elevator.tasks.adapters.prometheus import StaticMetrics
 from tests.e2e.test_fault_ticks import run_retrying
 from tests.e2e.test_pods_cli import watermark
 

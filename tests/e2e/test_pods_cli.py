@@ -10,7 +10,7 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
-from flows.cli.pods import register
+from kube_elevator.flows.cli.pods import register
 
 NOW = "2026-11-21T12:00:00Z"
 GiB = 2**30
@@ -208,11 +208,11 @@ def test_pods_plan_decides_as_the_live_cycle(app: typer.Typer, tmp_path: Path,
     """One composition (DESIGN.md §3): the same objects, served by the fake API to the live
     cycle (real client over HTTP, acting on nothing) and read from files by `pods plan`, give
     the same decisions. A finished pod of the target is in both and counts in neither."""
-    from flows.pod_cycle import cycle
-    from tasks.adapters.kube import KubeClient
-    from tasks.adapters.prometheus import StaticMetrics
-    from tasks.core.step import run_plain
-    from tasks.core.timefmt import parse_time
+    from kube_elevator.flows.pod_cycle import cycle
+    from kube_elevator.tasks.adapters.kube import KubeClient
+    from kube_elevator.tasks.adapters.prometheus import StaticMetrics
+    from kube_elevator.tasks.core.step import run_plain
+    from kube_elevator.tasks.core.timefmt import parse_time
 
     fake_kube.register_custom_resource("datadoghq.com", "v1alpha1", "watermarkpodautoscalers",
                                        "WatermarkPodAutoscaler", short_names=("wpa",))

@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from flows.prefect_compat import SERVER_SETTINGS, default_server_settings
+from kube_elevator.flows.prefect_compat import SERVER_SETTINGS, default_server_settings
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -58,7 +58,7 @@ def test_the_server_settings_are_prefects_own_and_a_users_own_wins(
 EPHEMERAL = r"""
 import os, sqlite3, sys, time
 from datetime import UTC, datetime, timedelta
-from flows.prefect_compat import default_server_settings, install
+from kube_elevator.flows.prefect_compat import default_server_settings, install
 default_server_settings(os.environ)
 assert install()
 from prefect import flow

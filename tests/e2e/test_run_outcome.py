@@ -25,13 +25,13 @@ from prefect import get_client
 from prefect.client.schemas.filters import FlowFilter, FlowFilterName
 from prefect.settings import PREFECT_API_URL
 
-from fakes.aws import FakeAws
-from fakes.cluster import node_for_instance
-from fakes.kube_api.server import FakeKubeApi
-from fakes.prefect_faults import LostAnswerProxy
-from flows.autoscale import autoscale
-from flows.run_state import RunOutcome, run_here
-from tasks.core.errors import InputError
+from kube_elevator.fakes.aws import FakeAws
+from kube_elevator.fakes.cluster import node_for_instance
+from kube_elevator.fakes.kube_api.server import FakeKubeApi
+from kube_elevator.fakes.prefect_faults import LostAnswerProxy
+from kube_elevator.flows.autoscale import autoscale
+from kube_elevator.flows.run_state import RunOutcome, run_here
+from kube_elevator.tasks.core.errors import InputError
 from tests.builders import group_dict
 from tests.e2e.test_autoscale_flow import T0, Cluster, at
 
@@ -65,7 +65,7 @@ def test_run_once_reports_its_tick_when_the_completed_answer_is_lost(
     with LostAnswerProxy(str(PREFECT_API_URL.value())) as proxy:
         env = {**os.environ, **fake_aws.env(), "PREFECT_API_URL": proxy.api_url}
         tick = subprocess.run(
-            [sys.executable, "-m", "flows.cli", "run", "--nodegroups", str(nodegroups),
+            [sys.executable, "-m", "kube_elevator.flows.cli", "run", "--nodegroups", str(nodegroups),
              "--kubeconfig", str(kubeconfig), "--once", "--output", "json"],
             env=env, capture_output=True, text=True, timeout=300, check=False)
     assert proxy.lost == 1, "the Completed transition's answer was never lost"

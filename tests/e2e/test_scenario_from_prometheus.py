@@ -24,7 +24,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from fakes.scenario import DaemonSetSpec, load_scenario
+from kube_elevator.fakes.scenario import DaemonSetSpec, load_scenario
 from tests.builders import GiB, MiB, group_dict
 
 HOUR = 3600
@@ -233,7 +233,7 @@ def prometheus(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 
 
 def elevator(*args: str | Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "flows.cli", *map(str, args)],
+    return subprocess.run([sys.executable, "-m", "kube_elevator.flows.cli", *map(str, args)],
                           capture_output=True, text=True, timeout=300, check=False)
 
 

@@ -23,8 +23,8 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from fakes.scenario import load_scenario
-from flows.cli.services import ServiceThread
+from kube_elevator.fakes.scenario import load_scenario
+from kube_elevator.flows.cli.services import ServiceThread
 from tests.builders import GiB, group_dict
 
 START = 1_700_000_000
@@ -116,7 +116,7 @@ def elevator(*args: str | Path, file_size_limit: int | None = None
         if file_size_limit is not None:
             resource.setrlimit(resource.RLIMIT_FSIZE, (file_size_limit, file_size_limit))
 
-    return subprocess.run([sys.executable, "-m", "flows.cli", *map(str, args)],
+    return subprocess.run([sys.executable, "-m", "kube_elevator.flows.cli", *map(str, args)],
                           capture_output=True, text=True, timeout=300, check=False,
                           preexec_fn=limited)
 

@@ -30,13 +30,13 @@ from benchmarks.event_latency import (
     health_url,
     wait_until,
 )
-from fakes.aws import FakeAws
-from fakes.kube_api.server import FakeKubeApi
-from flows.cli import serve as serve_module
-from flows.cli import watch as watch_module
-from flows.cli.watch import Changed, PodWatch, Relisted, run_watch
-from tasks.core.records import PodRecord
-from tasks.escalator.pending_bursts import (
+from kube_elevator.fakes.aws import FakeAws
+from kube_elevator.fakes.kube_api.server import FakeKubeApi
+from kube_elevator.flows.cli import serve as serve_module
+from kube_elevator.flows.cli import watch as watch_module
+from kube_elevator.flows.cli.watch import Changed, PodWatch, Relisted, run_watch
+from kube_elevator.tasks.core.records import PodRecord
+from kube_elevator.tasks.escalator.pending_bursts import (
     PENDING_EVENT,
     Debouncer,
     PendingByGroup,
@@ -45,7 +45,7 @@ from tasks.escalator.pending_bursts import (
     group_resource_id,
     is_pending_unscheduled,
 )
-from tasks.node_group_file import parse_node_groups
+from kube_elevator.tasks.node_group_file import parse_node_groups
 from tests.builders import group_dict, make_pod
 from tests.e2e.test_deployments import api
 from tests.e2e.test_health_leader import samples
@@ -390,7 +390,7 @@ def test_serve_runs_the_autoscale_deployment_in_process_from_its_cache(
     from prefect.deployments import run_deployment
     from prefect.settings import PREFECT_API_URL, temporary_settings
 
-    from flows.deployment_runs import BURST_TAG
+    from kube_elevator.flows.deployment_runs import BURST_TAG
 
     cluster = BurstCluster(fake_kube, fake_aws, tmp_path)
     before = cluster.desired()
@@ -449,8 +449,8 @@ def test_a_run_another_process_claimed_is_never_run_here(server: PrefectServer) 
     from prefect.states import Pending
     from prefect.utilities.engine import propose_state_sync
 
-    from flows.autoscale import autoscale
-    from flows.deployment_runs import DeploymentRuns
+    from kube_elevator.flows.autoscale import autoscale
+    from kube_elevator.flows.deployment_runs import DeploymentRuns
 
     with temporary_settings({PREFECT_API_URL: server.api_url}), \
             get_client(sync_client=True) as client:
@@ -474,8 +474,8 @@ def test_of_the_schedules_late_runs_only_the_newest_is_due(server: PrefectServer
     from prefect.client.orchestration import get_client
     from prefect.settings import PREFECT_API_URL, temporary_settings
 
-    from flows.autoscale import autoscale
-    from flows.deployment_runs import DeploymentRuns
+    from kube_elevator.flows.autoscale import autoscale
+    from kube_elevator.flows.deployment_runs import DeploymentRuns
 
     with temporary_settings({PREFECT_API_URL: server.api_url}), \
             get_client(sync_client=True) as client:

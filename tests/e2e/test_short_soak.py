@@ -16,18 +16,18 @@ from typing import Any
 import kubernetes.client
 
 from benchmarks.soak import DRY_GROUP, make_world
-from fakes.aws import FakeAws
-from fakes.kube_api.server import FakeKubeApi
-from flows.autoscale import live_tick, make_adapters
-from tasks.adapters.kube import KubeClient
-from tasks.adapters.kube_cache import ClusterCache
-from tasks.core.lease_state import DRY_MODE_TAINTED, lease_name, name_list
-from tasks.core.records import PodRecord
-from tasks.core.step import run_plain
-from tasks.escalator.filter_nodes import pods_by_group
-from tasks.escalator.utilization import GroupPods, summarize_pods
-from tasks.node_group_file import load_node_groups
-from tasks.steps.source import CachedSource
+from kube_elevator.fakes.aws import FakeAws
+from kube_elevator.fakes.kube_api.server import FakeKubeApi
+from kube_elevator.flows.autoscale import live_tick, make_adapters
+from kube_elevator.tasks.adapters.kube import KubeClient
+from kube_elevator.tasks.adapters.kube_cache import ClusterCache
+from kube_elevator.tasks.core.lease_state import DRY_MODE_TAINTED, lease_name, name_list
+from kube_elevator.tasks.core.records import PodRecord
+from kube_elevator.tasks.core.step import run_plain
+from kube_elevator.tasks.escalator.filter_nodes import pods_by_group
+from kube_elevator.tasks.escalator.utilization import GroupPods, summarize_pods
+from kube_elevator.tasks.node_group_file import load_node_groups
+from kube_elevator.tasks.steps.source import CachedSource
 
 T0 = 1_800_000_000.0
 ROUNDS = 100

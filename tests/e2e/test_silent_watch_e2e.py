@@ -10,10 +10,10 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.event_latency import BurstCluster, InProcessRig, PrefectServer, wait_until
-from fakes.aws import FakeAws
-from fakes.freezing_proxy import FreezingProxy
-from fakes.kube_api.server import FakeKubeApi
-from tasks.core.timeouts import WATCH_SILENCE_LIMIT_ENV
+from kube_elevator.fakes.aws import FakeAws
+from kube_elevator.fakes.freezing_proxy import FreezingProxy
+from kube_elevator.fakes.kube_api.server import FakeKubeApi
+from kube_elevator.tasks.core.timeouts import WATCH_SILENCE_LIMIT_ENV
 
 SILENCE_LIMIT_SECONDS = 3
 

@@ -12,9 +12,9 @@ from typing import Any
 import pytest
 import yaml
 
-from fakes.scenario import load_scenario
-from flows.simulation import simulate
-from tasks.core.errors import InputError
+from kube_elevator.fakes.scenario import load_scenario
+from kube_elevator.flows.simulation import simulate
+from kube_elevator.tasks.core.errors import InputError
 from tests.builders import group_dict
 
 TICK = 60
@@ -130,7 +130,7 @@ def test_bad_scenarios_name_the_file_the_key_path_and_the_rule(tmp_path: Path) -
 def test_simulate_command_prints_json_and_writes_the_plot(tmp_path: Path) -> None:
     path = write_scenario(tmp_path, duration="5m")
     plot = tmp_path / "run.png"
-    result = subprocess.run([sys.executable, "-m", "flows.cli", "simulate", str(path),
+    result = subprocess.run([sys.executable, "-m", "kube_elevator.flows.cli", "simulate", str(path),
                              "--output", "json", "--plot", str(plot)],
                             capture_output=True, text=True, timeout=300, check=False)
     assert result.returncode == 0, result.stderr[-2000:]
@@ -142,7 +142,7 @@ def test_simulate_command_prints_json_and_writes_the_plot(tmp_path: Path) -> Non
         "nodes", "untainted", "tainted", "asg_desired", "pending_pods", "running_pods",
         "cpu_percent", "mem_percent", "delta"}
     assert plot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
-    bad = subprocess.run([sys.executable, "-m", "flows.cli", "simulate",
+    bad = subprocess.run([sys.executable, "-m", "kube_elevator.flows.cli", "simulate",
                           str(tmp_path / "missing.yaml")],
                          capture_output=True, text=True, timeout=60, check=False)
     assert bad.returncode == 2 and "cannot read file" in bad.stderr

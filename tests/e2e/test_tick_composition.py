@@ -21,16 +21,16 @@ import yaml
 from kubernetes import client
 from typer.testing import CliRunner
 
-from fakes.aws import FakeAws
-from fakes.cluster import node_for_instance
-from fakes.kube_api.server import FakeKubeApi
-from flows.autoscale import live_tick
-from flows.cli import app
-from tasks.adapters.cloud import AsgClient
-from tasks.adapters.kube import KubeClient
-from tasks.core.step import run_plain
-from tasks.node_group_file import load_node_groups
-from tasks.steps.node_groups import Adapters
+from kube_elevator.fakes.aws import FakeAws
+from kube_elevator.fakes.cluster import node_for_instance
+from kube_elevator.fakes.kube_api.server import FakeKubeApi
+from kube_elevator.flows.autoscale import live_tick
+from kube_elevator.flows.cli import app
+from kube_elevator.tasks.adapters.cloud import AsgClient
+from kube_elevator.tasks.adapters.kube import KubeClient
+from kube_elevator.tasks.core.step import run_plain
+from kube_elevator.tasks.node_group_file import load_node_groups
+from kube_elevator.tasks.steps.node_groups import Adapters
 from tests.builders import api_pod, group_dict
 
 T0 = 1_800_000_000.0

@@ -13,15 +13,15 @@ from typing import Any
 import pytest
 import yaml
 
-from flows.tune import tune_flow
-from tasks.node_group_file import load_node_groups
+from kube_elevator.flows.tune import tune_flow
+from kube_elevator.tasks.node_group_file import load_node_groups
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "deployments" / "examples"
 SCENARIO = str(EXAMPLES / "scenario.yaml")
 
 
 def elevator(*args: str | Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "flows.cli", *map(str, args)],
+    return subprocess.run([sys.executable, "-m", "kube_elevator.flows.cli", *map(str, args)],
                           capture_output=True, text=True, timeout=600, check=False)
 
 

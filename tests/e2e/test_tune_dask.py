@@ -77,7 +77,7 @@ def elsewhere(tmp_path: Path, prefect_env: dict[str, str]) -> Iterator[tuple[str
 
 def tune(output: Path, env: dict[str, str], *options: str) -> dict[str, object]:
     done = subprocess.run(
-        [sys.executable, "-m", "flows.cli", "tune", SCENARIO, "--trials", "4", "--seeds", "1",
+        [sys.executable, "-m", "kube_elevator.flows.cli", "tune", SCENARIO, "--trials", "4", "--seeds", "1",
          "--held-out", "2", "--batch", "1", "--parallel", "2", "--seed", "7", "--output",
          str(output), "--format", "json", *options],
         cwd=ROOT, env=env, capture_output=True, text=True, timeout=600, check=False)

@@ -20,8 +20,8 @@ from typing import Any
 import pytest
 
 from benchmarks.event_latency import ROOT, BurstCluster, Child, PrefectServer, wait_until
-from fakes.aws import FakeAws
-from fakes.kube_api.server import FakeKubeApi
+from kube_elevator.fakes.aws import FakeAws
+from kube_elevator.fakes.kube_api.server import FakeKubeApi
 from tests.e2e.test_deployments import api, deployed, worker  # noqa: F401  (module fixtures)
 
 CHROMIUM = Path("/usr/bin/chromium")
@@ -184,7 +184,7 @@ def test_the_tune_runs_pareto_picture_shows_in_the_ui(server: PrefectServer,
     import sys
 
     scenario = ROOT / "deployments" / "examples" / "scenario.yaml"
-    code = ("from flows.tune import tune_flow; "
+    code = ("from kube_elevator.flows.tune import tune_flow; "
             f"tune_flow(scenario={str(scenario)!r}, trials=2, batch=2, parallel=1, seeds=1, "
             "held_out_seeds=1)")
     done = subprocess.run([sys.executable, "-c", code], env=server.env(), cwd=ROOT,

@@ -10,8 +10,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from flows.cluster_autoscaler import live_reads, scale_up_unschedulable
-from tasks.cluster_autoscaler.balancing import (
+from kube_elevator.flows.cluster_autoscaler import live_reads, scale_up_unschedulable
+from kube_elevator.tasks.cluster_autoscaler.balancing import (
     IGNORED_LABELS,
     BalancedScaleUp,
     Tolerances,
@@ -21,16 +21,16 @@ from tasks.cluster_autoscaler.balancing import (
     similar,
     within_tolerance,
 )
-from tasks.cluster_autoscaler.config import ClusterAutoscalerConfig
-from tasks.cluster_autoscaler.expanders import ExpanderContext
-from tasks.cluster_autoscaler.limits import ClusterLimits, ClusterTotals
-from tasks.cluster_autoscaler.scale_up_plan import GroupCandidate, ScaleUpPlan, plan_scale_up
-from tasks.cluster_autoscaler.templates import TemplateNode
-from tasks.core.lease_state import GroupState, lease_name
-from tasks.core.records import AsgInstance, AutoScalingGroup, NodeRecord, PodRecord
-from tasks.core.step import run_plain
-from tasks.escalator.config import NodeGroupConfig
-from tasks.steps.node_groups import Adapters
+from kube_elevator.tasks.cluster_autoscaler.config import ClusterAutoscalerConfig
+from kube_elevator.tasks.cluster_autoscaler.expanders import ExpanderContext
+from kube_elevator.tasks.cluster_autoscaler.limits import ClusterLimits, ClusterTotals
+from kube_elevator.tasks.cluster_autoscaler.scale_up_plan import GroupCandidate, ScaleUpPlan, plan_scale_up
+from kube_elevator.tasks.cluster_autoscaler.templates import TemplateNode
+from kube_elevator.tasks.core.lease_state import GroupState, lease_name
+from kube_elevator.tasks.core.records import AsgInstance, AutoScalingGroup, NodeRecord, PodRecord
+from kube_elevator.tasks.core.step import run_plain
+from kube_elevator.tasks.escalator.config import NodeGroupConfig
+from kube_elevator.tasks.steps.node_groups import Adapters
 from tests.builders import GiB, MiB, make_group, pending_pod
 
 NOW = 1_800_000_000.0

@@ -8,21 +8,22 @@ from typing import Any
 
 import msgspec
 
-from tasks.cluster_autoscaler.config import ScaleDownOptions
-from tasks.cluster_autoscaler.drain import pods_on_nodes
-from tasks.cluster_autoscaler.unneeded import (
+from kube_elevator.tasks.cluster_autoscaler.config import ScaleDownOptions
+from kube_elevator.tasks.cluster_autoscaler.drain import pods_on_nodes
+from kube_elevator.tasks.cluster_autoscaler.unneeded import (
     GroupView,
     RemovalSimulation,
     plan_scale_down,
     safe_taint_selection,
 )
-from tasks.core.api_objects import Taint
-from tasks.core.lease_state import GroupState
-from tasks.core.pdb import PodDisruptionBudget
-from tasks.core.records import NodeRecord, PodRecord, Resources
-from tasks.core.selectors import label_selector
-from tasks.escalator.config import NodeGroupConfig
-from tasks.escalator.decide import ScalePlan, plan_group
+from kube_elevator.tasks.core.api_objects import Taint
+from kube_elevator.tasks.core.lease_state import GroupState
+from kube_elevator.tasks.core.pdb import PodDisruptionBudget
+from kube_elevator.tasks.core.records import NodeRecord, PodRecord, Resources
+from kube_elevator.tasks.core.selectors import label_selector
+from kube_elevator.tasks.escalator.config import NodeGroupConfig
+from kube_elevator.tasks.escalator.decide import plan_group
+from kube_elevator.tasks.escalator.plan import ScalePlan
 from tests.builders import MiB, make_asg, make_group, make_node, make_pod
 
 NOW = 1_000_000.0

@@ -7,7 +7,7 @@ claim records the desired capacity it raises from and to, so the next tick can t
 
 from __future__ import annotations
 
-from tasks.core.lease_state import (
+from kube_elevator.tasks.core.lease_state import (
     CLAIM_SETTLE_SECONDS,
     GroupState,
     ScaleLock,

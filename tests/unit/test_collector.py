@@ -8,7 +8,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from tasks.core.collector import (
+from kube_elevator.tasks.core.collector import (
     TICKING_PROCESS_THRESHOLD,
     collect_less_often,
     keep_out_of_collections,

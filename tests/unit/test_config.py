@@ -7,16 +7,16 @@ from typing import Any
 
 import pytest
 
-from tasks.core.duration import parse_go_duration
-from tasks.core.errors import InputError
-from tasks.escalator.config import validate_node_group
-from tasks.node_group_file import load_node_groups, parse_node_groups
+from kube_elevator.tasks.core.duration import parse_go_duration
+from kube_elevator.tasks.core.errors import InputError
+from kube_elevator.tasks.escalator.config import validate_node_group
+from kube_elevator.tasks.node_group_file import load_node_groups, parse_node_groups
 from tests.builders import group_dict, make_group
 
 
 def problems_of(**overrides: Any) -> list[str]:
     """Escalator's messages for one group (without the file prefix)."""
-    from tasks.escalator.config import NodeGroupConfig
+    from kube_elevator.tasks.escalator.config import NodeGroupConfig
 
     return validate_node_group(NodeGroupConfig.model_validate(group_dict(**overrides)))
 

@@ -8,14 +8,14 @@ from typing import Any
 import pytest
 import yaml
 
-from tasks.cluster_autoscaler.config import (
+from kube_elevator.tasks.cluster_autoscaler.config import (
     PRIORITY_CONFIGMAP,
     ClusterAutoscalerConfig,
     parse_cores_total,
     parse_memory_total,
 )
-from tasks.core.errors import InputError
-from tasks.node_group_file import load_node_groups, parse_node_groups
+from kube_elevator.tasks.core.errors import InputError
+from kube_elevator.tasks.node_group_file import load_node_groups, parse_node_groups
 from tests.builders import group_dict
 
 GiB = 2**30

@@ -7,12 +7,17 @@ from typing import Any
 import msgspec
 import pytest
 
-from tasks.core.api_objects import MatchExpression, NodeSelectorTerm, Taint
-from tasks.core.lease_state import GroupState, ScaleLock
-from tasks.core.records import Resources
-from tasks.escalator.decide import ScalePlan, calc_scale_up_delta, is_group_healthy, plan_group
-from tasks.escalator.filter_nodes import classify_nodes, pod_matches_group, pods_by_group
-from tasks.escalator.utilization import SCALE_FROM_ZERO, PercentCalculationError, calc_percent_usage
+from kube_elevator.tasks.core.api_objects import MatchExpression, NodeSelectorTerm, Taint
+from kube_elevator.tasks.core.lease_state import GroupState, ScaleLock
+from kube_elevator.tasks.core.records import Resources
+from kube_elevator.tasks.escalator.decide import calc_scale_up_delta, is_group_healthy, plan_group
+from kube_elevator.tasks.escalator.filter_nodes import classify_nodes, pod_matches_group, pods_by_group
+from kube_elevator.tasks.escalator.plan import ScalePlan
+from kube_elevator.tasks.escalator.utilization import (
+    SCALE_FROM_ZERO,
+    PercentCalculationError,
+    calc_percent_usage,
+)
 from tests.builders import MiB, make_asg, make_group, make_node, make_pod
 
 NOW = 1_800_000_000.0
@@ -252,7 +257,7 @@ def test_deletion_refused_when_it_would_breach_asg_min_size() -> None:
 def test_a_scale_down_counts_the_reaps_it_could_not_do() -> None:
     """§7.1 step 1: node_delete_errors{node} per failed reap of a scale-down; the node's name
     when its instance is not in the ASG (NodeNotInNodeGroup), "" when a minimum refused."""
-    from tasks.core.records import AsgInstance, AutoScalingGroup
+    from kube_elevator.tasks.core.records import AsgInstance, AutoScalingGroup
 
     nodes = [make_node("a", created=1), make_node("b", created=2),
              make_node("t1", created=3, tainted_at=1)]
@@ -400,7 +405,7 @@ def test_escalator_delete_nodes_refuses_instance_not_in_group() -> None:
     """Escalator pkg/cloudprovider/aws `DeleteNodes`: a node whose instance the ASG does not hold
     is refused (NodeNotInNodeGroup: "node %s, %s belongs in a different node group than %s"),
     so the plan neither lists it for deletion nor counts it off the ASG's desired capacity."""
-    from tasks.core.records import AsgInstance, AutoScalingGroup
+    from kube_elevator.tasks.core.records import AsgInstance, AutoScalingGroup
 
     ours = AsgInstance("i-ours", "us-east-1a")
     nodes = [make_node("keep", created=1),

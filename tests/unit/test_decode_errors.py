@@ -9,9 +9,9 @@ from typing import Any
 import orjson
 import pytest
 
-from tasks.core import decode
-from tasks.core.decode import load_cluster_files
-from tasks.core.errors import InputError
+from kube_elevator.tasks.core import decode
+from kube_elevator.tasks.core.decode import load_cluster_files
+from kube_elevator.tasks.core.errors import InputError
 
 
 def kube_proxy(**labels: Any) -> dict[str, Any]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import msgspec
 import pytest
 
-from tasks.core.documents import (
+from kube_elevator.tasks.core.documents import (
     MAX_DEPTH,
     SELF_REFERENCE,
     TOO_DEEP,
@@ -13,7 +13,7 @@ from tasks.core.documents import (
     load_document,
     load_json_document,
 )
-from tasks.core.errors import InputError
+from kube_elevator.tasks.core.errors import InputError
 
 
 def nested(levels: int) -> bytes:

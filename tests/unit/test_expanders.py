@@ -11,13 +11,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tasks.cluster_autoscaler.backoff import (
+from kube_elevator.tasks.cluster_autoscaler.backoff import (
     ProvisioningState,
     check_provisioning,
     record_failure,
     record_success,
 )
-from tasks.cluster_autoscaler.estimator import (
+from kube_elevator.tasks.cluster_autoscaler.estimator import (
     estimate_nodes,
     filter_out_schedulable,
     fits_empty_template,
@@ -25,7 +25,7 @@ from tasks.cluster_autoscaler.estimator import (
     unschedulable_pods,
     upcoming_slots,
 )
-from tasks.cluster_autoscaler.expanders import (
+from kube_elevator.tasks.cluster_autoscaler.expanders import (
     EXPANDERS,
     ExpanderContext,
     ScaleUpOption,
@@ -42,7 +42,7 @@ from tasks.cluster_autoscaler.expanders import (
     random_expander,
     waste_score,
 )
-from tasks.cluster_autoscaler.limits import (
+from kube_elevator.tasks.cluster_autoscaler.limits import (
     ClusterLimits,
     ClusterTotals,
     cluster_limits,
@@ -50,17 +50,23 @@ from tasks.cluster_autoscaler.limits import (
     exceeded_limit,
     nodes_within_limits,
 )
-from tasks.cluster_autoscaler.scale_up_plan import GroupCandidate, plan_scale_up
-from tasks.cluster_autoscaler.templates import (
+from kube_elevator.tasks.cluster_autoscaler.scale_up_plan import GroupCandidate, plan_scale_up
+from kube_elevator.tasks.cluster_autoscaler.templates import (
     TemplateNode,
     template_for_group,
     template_from_asg,
     template_from_node,
 )
-from tasks.core.api_objects import OBJECT_DECODER, MatchExpression, NodeSelectorTerm, Taint, Toleration
-from tasks.core.records import AsgInstance, AsgTemplateSource, NodeRecord, PodRecord
-from tasks.core.scheduling import fits_constraints
-from tasks.node_group_file import parse_node_groups
+from kube_elevator.tasks.core.api_objects import (
+    OBJECT_DECODER,
+    MatchExpression,
+    NodeSelectorTerm,
+    Taint,
+    Toleration,
+)
+from kube_elevator.tasks.core.records import AsgInstance, AsgTemplateSource, NodeRecord, PodRecord
+from kube_elevator.tasks.core.scheduling import fits_constraints
+from kube_elevator.tasks.node_group_file import parse_node_groups
 from tests.builders import GiB, MiB, pending_pod, plain_node
 
 NOW = 1_800_000_000.0
@@ -283,8 +289,8 @@ def test_match_fields_and_empty_terms_follow_the_scheduler() -> None:
     """A term's matchFields (metadata.name) must hold too; an empty term matches no node
     (k8s NodeSelectorTerm: "A null or empty node selector term matches no objects"); Gt and Lt
     compare as Go's ParseInt reads the label, so "1_0" or an over-int64 number is no number."""
-    from tasks.core.records import pod_record
-    from tasks.core.scheduling import fits_constraints
+    from kube_elevator.tasks.core.records import pod_record
+    from kube_elevator.tasks.core.scheduling import fits_constraints
     from tests.builders import api_pod
 
     def decoded(terms: list[dict[str, Any]]) -> PodRecord:

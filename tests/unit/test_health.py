@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from prometheus_client.parser import text_string_to_metric_families
 
-from tasks.core.health import (
+from kube_elevator.tasks.core.health import (
     HealthLimits,
     LoopHealth,
     LoopState,
@@ -13,7 +13,7 @@ from tasks.core.health import (
     liveness_problems,
     process_metrics,
 )
-from tasks.escalator.metrics import EscalatorMetrics
+from kube_elevator.tasks.escalator.metrics import EscalatorMetrics
 
 ONE_SECOND = HealthLimits(1.0, 1.0)
 

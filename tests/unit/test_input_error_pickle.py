@@ -6,7 +6,7 @@ import pickle
 
 import cloudpickle
 
-from tasks.core.errors import InputError
+from kube_elevator.tasks.core.errors import InputError
 
 
 def test_an_input_error_unpickles_with_its_problems() -> None:

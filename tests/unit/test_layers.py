@@ -10,6 +10,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGES = ("flows", "tasks", "fakes")
+NAMESPACE = "kube_elevator"
 SYSTEMS = ("escalator", "cluster_autoscaler", "pod_autoscalers", "load_aware")
 
 
@@ -40,6 +41,8 @@ def imports_of(name: str, path: Path, known: dict[str, Path]) -> set[str]:
         else:
             continue
         for imported in names:
+            # Installed under one namespace: `kube_elevator.tasks` is the folder tasks/.
+            imported = imported.removeprefix(NAMESPACE + ".")
             while imported and imported not in known:
                 imported = imported.rpartition(".")[0]
             if imported and imported != name:
@@ -170,3 +173,21 @@ def test_the_walk_finds_a_cycle(tmp_path: Path) -> None:
     (tmp_path / "tasks/core/a.py").write_text("from tasks.core import b\n")
     (tmp_path / "tasks/core/b.py").write_text("def f():\n    import tasks.core.a\n")
     assert problems(tmp_path) == ["cycle through tasks.core.a", "cycle through tasks.core.b"]
+
+
+def test_every_import_of_ours_names_the_namespace() -> None:
+    """A bare `import flows` works in the checkout only: in a user's venv their own `flows/`
+    package answers, so every module (and every test) imports `kube_elevator.…`."""
+    bare = []
+    for folder in (*PACKAGES, "tests", "benchmarks"):
+        for path in sorted((ROOT / folder).rglob("*.py")):
+            for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+                if isinstance(node, ast.Import):
+                    names = [alias.name for alias in node.names]
+                elif isinstance(node, ast.ImportFrom) and not node.level:
+                    names = [node.module or ""]
+                else:
+                    continue
+                bare += [f"{path.relative_to(ROOT)}:{node.lineno} {name}" for name in names
+                         if name.split(".")[0] in PACKAGES]
+    assert bare == []

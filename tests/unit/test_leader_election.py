@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from tasks.core.leader_election import (
+from kube_elevator.tasks.core.leader_election import (
     ElectionTimes,
     LeaderRecord,
     Observed,

@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
-from tasks.core.errors import InputError
-from tasks.load_aware.scoring import (
+from kube_elevator.tasks.core.errors import InputError
+from kube_elevator.tasks.load_aware.scoring import (
     BoundPod,
     ContainerLoad,
     LoadVariationRiskBalancingArgs,
@@ -422,7 +422,7 @@ def test_a_value_just_past_0_100_is_the_bound_and_a_broken_one_leaves_the_node_w
         "above": {"metrics": [cpu(120, "STD")]},
         "huge": {"metrics": [cpu(-1e308)]},
     }}})
-    with caplog.at_level(logging.WARNING, "tasks.load_aware.scoring"):
+    with caplog.at_level(logging.WARNING, "kube_elevator.tasks.load_aware.scoring"):
         doc = parse_watcher_metrics(payload, "http://w:2020/watcher")
     # 0 and 100 are percentages; a type the scores do not read only has to be finite.
     ok = node_metrics(doc, "ok")

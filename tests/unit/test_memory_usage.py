@@ -6,16 +6,16 @@ from typing import Any
 
 import pytest
 
-from tasks.core.timefmt import rfc3339
-from tasks.core.workload import PodState, TargetScale
-from tasks.pod_autoscalers.memory import (
+from kube_elevator.tasks.core.timefmt import rfc3339
+from kube_elevator.tasks.core.workload import PodState, TargetScale
+from kube_elevator.tasks.pod_autoscalers.memory import (
     decide_memory,
     memory_scale_failed,
     memory_utilization,
     parse_memory_autoscaler,
     proposed_replicas,
 )
-from tasks.pod_autoscalers.wpa.crd import ABLE_TO_SCALE, SCALING_ACTIVE
+from kube_elevator.tasks.pod_autoscalers.wpa.crd import ABLE_TO_SCALE, SCALING_ACTIVE
 
 NOW = 1_795_262_400.0
 GiB = 2**30

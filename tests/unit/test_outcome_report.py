@@ -5,10 +5,11 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from tasks.core.lease_state import GroupState
-from tasks.escalator.decide import ScalePlan, plan_group
-from tasks.steps.node_groups import ActionsDone, GroupResult
-from tasks.steps.report import changed_nothing, outcome_line, outcome_tags
+from kube_elevator.tasks.core.lease_state import GroupState
+from kube_elevator.tasks.escalator.decide import plan_group
+from kube_elevator.tasks.escalator.plan import ScalePlan
+from kube_elevator.tasks.steps.node_groups import ActionsDone, GroupResult
+from kube_elevator.tasks.steps.report import changed_nothing, outcome_line, outcome_tags
 from tests.builders import make_asg, make_group, make_node, make_pod
 
 T0 = 1_800_000_000.0

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tasks.core.output_files import unplottable, unwritable, write_atomically
+from kube_elevator.tasks.core.output_files import unplottable, unwritable, write_atomically
 
 
 def test_a_file_is_replaced_whole_and_keeps_its_permissions(tmp_path: Path) -> None:
@@ -28,8 +28,8 @@ def test_a_write_that_fails_leaves_the_previous_file_and_no_temporary(tmp_path: 
     program = (
         "import resource, sys\n"
         "from pathlib import Path\n"
-        "from tasks.core.errors import InputError\n"
-        "from tasks.core.output_files import write_atomically\n"
+        "from kube_elevator.tasks.core.errors import InputError\n"
+        "from kube_elevator.tasks.core.output_files import write_atomically\n"
         "resource.setrlimit(resource.RLIMIT_FSIZE, (4096, resource.RLIM_INFINITY))\n"
         "try:\n"
         f"    write_atomically(Path({str(target)!r}), b'x' * 100_000, '--output')\n"

@@ -14,8 +14,8 @@ from typing import Any
 import orjson
 import pytest
 
-from tasks.core.api_objects import OBJECT_DECODER
-from tasks.core.records import PodRecord, pod_record
+from kube_elevator.tasks.core.api_objects import OBJECT_DECODER
+from kube_elevator.tasks.core.records import PodRecord, pod_record
 
 GiB = 2**30
 

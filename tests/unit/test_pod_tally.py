@@ -8,8 +8,8 @@ from dataclasses import replace
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tasks.core.records import PodRecord
-from tasks.escalator.utilization import GroupPods, PodTally, group_utilization, summarize_pods
+from kube_elevator.tasks.core.records import PodRecord
+from kube_elevator.tasks.escalator.utilization import GroupPods, PodTally, group_utilization, summarize_pods
 from tests.builders import make_pod, plain_node
 
 NODES = ["n0", "n1", "n2"]

@@ -7,10 +7,11 @@ from typing import Any, cast
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tasks.core.lease_state import GroupState, ScaleLock
-from tasks.core.records import AutoScalingGroup, NodeRecord
-from tasks.escalator.decide import ScalePlan, plan_group, taint_time
-from tasks.steps.node_groups import ActionsDone, Adapters, taint_and_remove, untaint_or_increase
+from kube_elevator.tasks.core.lease_state import GroupState, ScaleLock
+from kube_elevator.tasks.core.records import AutoScalingGroup, NodeRecord
+from kube_elevator.tasks.escalator.decide import plan_group, taint_time
+from kube_elevator.tasks.escalator.plan import ScalePlan
+from kube_elevator.tasks.steps.node_groups import ActionsDone, Adapters, taint_and_remove, untaint_or_increase
 from tests.builders import make_group, make_node, make_pod
 
 NOW = 1_800_000_000

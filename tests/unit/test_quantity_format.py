@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tasks.core.quantity import canonical_quantity
+from kube_elevator.tasks.core.quantity import canonical_quantity
 
 # TestQuantityString's canonical forms, each with its alternate spelling, and
 # TestQuantityParseEmit; ids name the upstream case.

@@ -10,11 +10,11 @@ import msgspec
 import orjson
 import pytest
 
-from tasks.core.api_objects import OBJECT_DECODER
-from tasks.core.decode import decode_list_document, load_asg_file, load_cluster_files
-from tasks.core.errors import InputError
-from tasks.core.quantity import cpu_milli, memory_bytes, parse_quantity
-from tasks.core.records import pod_record
+from kube_elevator.tasks.core.api_objects import OBJECT_DECODER
+from kube_elevator.tasks.core.decode import decode_list_document, load_asg_file, load_cluster_files
+from kube_elevator.tasks.core.errors import InputError
+from kube_elevator.tasks.core.quantity import cpu_milli, memory_bytes, parse_quantity
+from kube_elevator.tasks.core.records import pod_record
 
 
 @pytest.mark.parametrize(
@@ -215,7 +215,7 @@ def test_a_big_yaml_snapshot_without_aliases_is_read(tmp_path: Path,
     (The limit is lowered to 5,000 here, to keep the file small.)"""
     import yaml
 
-    from tasks.core import documents
+    from kube_elevator.tasks.core import documents
 
     monkeypatch.setattr(documents, "MAX_NODES", 5_000)
     count = 100  # about 95 values each

@@ -7,7 +7,7 @@ from typing import Any
 import orjson
 import pytest
 
-from tasks.cluster_autoscaler.drainability import (
+from kube_elevator.tasks.cluster_autoscaler.drainability import (
     DrainOptions,
     Outcome,
     below_threshold,
@@ -17,10 +17,16 @@ from tasks.cluster_autoscaler.drainability import (
     node_utilization,
     pod_verdict,
 )
-from tasks.core.api_objects import OBJECT_DECODER, LocalVolume, MatchExpression, NodeSelectorTerm, Toleration
-from tasks.core.pdb import PodDisruptionBudget, pdb_from_api, remaining_pdbs
-from tasks.core.records import NodeRecord, PodRecord, node_record, pod_record
-from tasks.core.selectors import label_selector
+from kube_elevator.tasks.core.api_objects import (
+    OBJECT_DECODER,
+    LocalVolume,
+    MatchExpression,
+    NodeSelectorTerm,
+    Toleration,
+)
+from kube_elevator.tasks.core.pdb import PodDisruptionBudget, pdb_from_api, remaining_pdbs
+from kube_elevator.tasks.core.records import NodeRecord, PodRecord, node_record, pod_record
+from kube_elevator.tasks.core.selectors import label_selector
 from tests.builders import GiB, MiB, plain_node
 
 

@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 import yaml
 
-from fakes.scenario import DaemonSetSpec, load_scenario
-from tasks.core.errors import InputError
+from kube_elevator.fakes.scenario import DaemonSetSpec, load_scenario
+from kube_elevator.tasks.core.errors import InputError
 from tests.builders import group_dict
 
 

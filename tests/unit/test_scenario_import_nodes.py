@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from fakes.scenario import DaemonSetSpec
-from fakes.scenario_import import PerNodePod, per_node_pods, scheduler_request
-from fakes.scenario_import_nodes import (
+from kube_elevator.fakes.scenario import DaemonSetSpec
+from kube_elevator.fakes.scenario_import import PerNodePod, per_node_pods, scheduler_request
+from kube_elevator.fakes.scenario_import_nodes import (
     NodeSize,
     holds,
     ksm_label_name,
@@ -19,7 +19,7 @@ from fakes.scenario_import_nodes import (
     simulated_size,
     typical_size,
 )
-from tasks.core.quantity import GiB, MiB
+from kube_elevator.tasks.core.quantity import GiB, MiB
 
 
 # kube-state-metrics' TestKubeLabelsToPrometheusLabels (internal/store/utils_test.go), the cases

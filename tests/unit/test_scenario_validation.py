@@ -10,9 +10,9 @@ import pytest
 import yaml
 from pydantic import ValidationError
 
-import fakes.scenario
-from fakes.scenario import MAX_PODS, LoadedScenario, Scenario, load_scenario
-from tasks.core.errors import InputError
+import kube_elevator.fakes.scenario as fake_scenarios
+from kube_elevator.fakes.scenario import MAX_PODS, LoadedScenario, Scenario, load_scenario
+from kube_elevator.tasks.core.errors import InputError
 from tests.builders import group_dict
 
 HEADER = "arrival_s,cpu,memory,duration_s,node_group"
@@ -79,8 +79,8 @@ def test_a_large_trace_over_the_cap_is_refused_before_any_row_is_modelled(
     """A model per row took 1.4 GB for a 1,000,001-row trace before it was refused."""
     scenario, trace = write_trace(tmp_path, f"{HEADER}\n" + f"{ROW}\n" * (MAX_PODS + 1))
     modelled = []
-    real = fakes.scenario.TracePod.model_validate
-    monkeypatch.setattr(fakes.scenario.TracePod, "model_validate",
+    real = fake_scenarios.TracePod.model_validate
+    monkeypatch.setattr(fake_scenarios.TracePod, "model_validate",
                         lambda *args, **kwargs: modelled.append(1) or real(*args, **kwargs))
     assert problems_of(scenario) == [
         f"{trace}: line 1000002: row 1,000,001 passes the cap of 1,000,000 pods, the workload's "

@@ -12,10 +12,10 @@ from typing import Any
 
 import pytest
 
-from tasks.scheduler.cycle import QueuedPod, Scheduler, num_feasible_nodes_to_find
-from tasks.scheduler.framework import score_nodes
-from tasks.scheduler.objects import SchedPod, Workloads, node_from_api, sched_pod
-from tasks.scheduler.profiles import LEAST_ALLOCATED, Profile, profile_named
+from kube_elevator.tasks.scheduler.cycle import QueuedPod, Scheduler, num_feasible_nodes_to_find
+from kube_elevator.tasks.scheduler.framework import score_nodes
+from kube_elevator.tasks.scheduler.objects import SchedPod, Workloads, node_from_api, sched_pod
+from kube_elevator.tasks.scheduler.profiles import LEAST_ALLOCATED, Profile, profile_named
 from tests.builders import MakeNode, MakePod
 
 
@@ -168,7 +168,7 @@ def test_topology_weights_take_gos_log_which_differs_from_cs_in_the_last_bit() -
     for about 1 % of integers (3 among them), which can tip a score rounded at .5."""
     import math
 
-    from tasks.core.gomath import go_log
+    from kube_elevator.tasks.core.gomath import go_log
 
     assert go_log(1.0) == 0.0
     differing = [n for n in range(1, 10_001) if go_log(float(n)) != math.log(float(n))]

@@ -10,8 +10,8 @@ from collections.abc import Iterator
 import pytest
 
 from benchmarks.event_latency import wait_until
-from flows.ticker import TickLoop, run_ticks
-from tasks.core import acting
+from kube_elevator.flows.ticker import TickLoop, run_ticks
+from kube_elevator.tasks.core import acting
 
 
 class Ticks:

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import yaml
 
-from flows.tune import refine
-from tasks.core.duration import parse_go_duration
-from tasks.tuning.space import Evaluation, Knobs, Limits, current_knobs
+from kube_elevator.flows.tune import refine
+from kube_elevator.tasks.core.duration import parse_go_duration
+from kube_elevator.tasks.tuning.space import Evaluation, Knobs, Limits, current_knobs
 from tests.builders import group_dict, make_group
 
 GROUPS = [make_group(name="batch")]
@@ -66,7 +66,7 @@ def test_the_local_search_spends_no_more_than_its_budget() -> None:
 
 
 def test_the_front_shows_settings_that_did_the_same_once() -> None:
-    from flows.tune import TuneResult
+    from kube_elevator.flows.tune import TuneResult
 
     same = Evaluation(100.0, 10.0, (50.0,), (0,))
     result = TuneResult((), trials=[
@@ -81,7 +81,7 @@ def test_the_front_shows_settings_that_did_the_same_once() -> None:
 
 def test_a_search_that_found_nothing_says_so_and_leaves_the_file_as_it_was(
         tmp_path: Path) -> None:
-    from flows.tune import TuneResult, tuned_file
+    from kube_elevator.flows.tune import TuneResult, tuned_file
 
     original = tmp_path / "nodegroups.yaml"
     original.write_text(f"# ours\n{yaml.safe_dump({'node_groups': [group_dict()]})}")
@@ -98,7 +98,7 @@ def test_a_knob_shared_through_a_yaml_anchor_is_changed_for_the_tuned_group_only
         tmp_path: Path) -> None:
     """Real node-group files share settings with an anchor and merge keys (`<<: *defaults`):
     the tuned group gets its own value, the other groups keep the shared one."""
-    from flows.tune import TuneResult, tuned_file
+    from kube_elevator.flows.tune import TuneResult, tuned_file
 
     shared = {key: value for key, value in group_dict().items()
               if key in ("fast_node_removal_rate", "soft_delete_grace_period")}
@@ -123,7 +123,7 @@ def test_a_knob_shared_through_a_yaml_anchor_is_changed_for_the_tuned_group_only
 def test_a_knob_the_file_leaves_out_is_written_in_only_when_it_changes(tmp_path: Path) -> None:
     """A file without `slow_node_removal_rate` runs with Escalator's 0: the tuned file does not
     list "None -> 0" as a change nor write the 0 in; a real change says the key was not set."""
-    from flows.tune import TuneResult, tuned_file
+    from kube_elevator.flows.tune import TuneResult, tuned_file
 
     left_out = {key: value for key, value in group_dict().items()
                 if key != "slow_node_removal_rate"}

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from fakes.scenario import Wave, load_scenario, perturbed
-from tasks.escalator.config import validate_node_group
-from tasks.tuning.space import (
+from kube_elevator.fakes.scenario import Wave, load_scenario, perturbed
+from kube_elevator.tasks.escalator.config import validate_node_group
+from kube_elevator.tasks.tuning.space import (
     INT_RANGES,
     KNOB_STEPS,
     KNOBS,

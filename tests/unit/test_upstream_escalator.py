@@ -18,19 +18,27 @@ from typing import Any
 import orjson
 import pytest
 
-from tasks.core.api_objects import OBJECT_DECODER
-from tasks.core.errors import InputError
-from tasks.core.lease_state import GroupState
-from tasks.core.records import AutoScalingGroup, NodeRecord, PodRecord, Resources, node_record, pod_record
-from tasks.escalator.config import NodeGroupConfig, validate_node_group
-from tasks.escalator.decide import ScalePlan, calc_scale_up_delta, plan_group
-from tasks.escalator.filter_nodes import node_matches_group, pod_matches_group, pods_by_group
-from tasks.escalator.utilization import (
+from kube_elevator.tasks.core.api_objects import OBJECT_DECODER
+from kube_elevator.tasks.core.errors import InputError
+from kube_elevator.tasks.core.lease_state import GroupState
+from kube_elevator.tasks.core.records import (
+    AutoScalingGroup,
+    NodeRecord,
+    PodRecord,
+    Resources,
+    node_record,
+    pod_record,
+)
+from kube_elevator.tasks.escalator.config import NodeGroupConfig, validate_node_group
+from kube_elevator.tasks.escalator.decide import calc_scale_up_delta, plan_group
+from kube_elevator.tasks.escalator.filter_nodes import node_matches_group, pod_matches_group, pods_by_group
+from kube_elevator.tasks.escalator.plan import ScalePlan
+from kube_elevator.tasks.escalator.utilization import (
     PercentCalculationError,
     calc_percent_usage,
     group_utilization,
 )
-from tasks.node_group_file import NodeGroupsFile, load_node_groups
+from kube_elevator.tasks.node_group_file import NodeGroupsFile, load_node_groups
 
 NOW = 1_800_000_000.0
 HOUR = 3600.0

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from tasks.adapters.fleet_request import (
+from kube_elevator.tasks.adapters.fleet_request import (
     ATTACH_BATCH_SIZE,
     NO_INSTANCES,
     NO_SUBNETS,
@@ -27,15 +27,15 @@ from tasks.adapters.fleet_request import (
     instance_ready,
     template_overrides,
 )
-from tasks.core.errors import CloudError
-from tasks.core.lease_state import (
+from kube_elevator.tasks.core.errors import CloudError
+from kube_elevator.tasks.core.lease_state import (
     CLAIM_SETTLE_SECONDS,
     GroupState,
     ScaleLock,
     state_from_annotations,
     state_to_annotations,
 )
-from tasks.escalator.config import AwsOptions, NodeGroupConfig
+from kube_elevator.tasks.escalator.config import AwsOptions, NodeGroupConfig
 
 SUBNETS = "subnetID-1,subnetID-2"  # aws_test.go mockASG.VPCZoneIdentifier
 TYPES = ("instance-1", "instance-2")  # mockAWSConfig.InstanceTypeOverrides

@@ -16,9 +16,9 @@ from typing import Any
 
 import pytest
 
-from tasks.scheduler.framework import score_nodes
-from tasks.scheduler.noderesources import ResourceSpec
-from tasks.scheduler.profiles import (
+from kube_elevator.tasks.scheduler.framework import score_nodes
+from kube_elevator.tasks.scheduler.noderesources import ResourceSpec
+from kube_elevator.tasks.scheduler.profiles import (
     BALANCED_ALLOCATION,
     LEAST_ALLOCATED,
     MOST_ALLOCATED,

@@ -17,16 +17,16 @@ from typing import Any
 
 import pytest
 
-from tasks.scheduler.framework import score_nodes
-from tasks.scheduler.objects import Workloads, node_from_api, sched_pod
-from tasks.scheduler.podtopologyspread import (
+from kube_elevator.tasks.scheduler.framework import score_nodes
+from kube_elevator.tasks.scheduler.objects import Workloads, node_from_api, sched_pod
+from kube_elevator.tasks.scheduler.podtopologyspread import (
     HOSTNAME,
     ZONE,
     pre_score,
     topology_normalizing_weight,
 )
-from tasks.scheduler.profiles import POD_TOPOLOGY_SPREAD
-from tasks.scheduler.state import cluster_from
+from kube_elevator.tasks.scheduler.profiles import POD_TOPOLOGY_SPREAD
+from kube_elevator.tasks.scheduler.state import cluster_from
 from tests.builders import MakeNode, MakePod, exists_selector
 
 ANYWAY = "ScheduleAnyway"

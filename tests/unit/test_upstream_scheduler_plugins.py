@@ -16,10 +16,10 @@ from typing import Any
 
 import pytest
 
-from tasks.core.api_objects import MatchExpression, NodeSelectorTerm
-from tasks.scheduler.framework import score_nodes
-from tasks.scheduler.objects import PreferredTerm
-from tasks.scheduler.profiles import (
+from kube_elevator.tasks.core.api_objects import MatchExpression, NodeSelectorTerm
+from kube_elevator.tasks.scheduler.framework import score_nodes
+from kube_elevator.tasks.scheduler.objects import PreferredTerm
+from kube_elevator.tasks.scheduler.profiles import (
     LEAST_ALLOCATED,
     NODE_AFFINITY,
     TAINT_TOLERATION,

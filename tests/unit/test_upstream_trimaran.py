@@ -16,8 +16,8 @@ from typing import Any
 
 import pytest
 
-from tasks.load_aware.extender import BoundPods
-from tasks.load_aware.scoring import (
+from kube_elevator.tasks.load_aware.extender import BoundPods
+from kube_elevator.tasks.load_aware.scoring import (
     ContainerLoad,
     NodeLoad,
     PodLoad,

@@ -13,10 +13,10 @@ from typing import Any
 
 import pytest
 
-from tasks.core.timefmt import parse_time, rfc3339
-from tasks.core.workload import OwnerReference as Owner
-from tasks.core.workload import PodState, TargetScale, owned_by, pod_state
-from tasks.pod_autoscalers.wpa.crd import (
+from kube_elevator.tasks.core.timefmt import parse_time, rfc3339
+from kube_elevator.tasks.core.workload import OwnerReference as Owner
+from kube_elevator.tasks.core.workload import PodState, TargetScale, owned_by, pod_state
+from kube_elevator.tasks.pod_autoscalers.wpa.crd import (
     ABLE_TO_SCALE,
     ABOVE_HIGH_WATERMARK,
     BELOW_LOW_WATERMARK,
@@ -28,9 +28,14 @@ from tasks.pod_autoscalers.wpa.crd import (
     milli_of,
     milli_value,
 )
-from tasks.pod_autoscalers.wpa.decide import decide_watermark, log_attributes, scale_failed
-from tasks.pod_autoscalers.wpa.gates import MonitorReading, lifecycle_control, limit_replicas, scale_gate
-from tasks.pod_autoscalers.wpa.proposal import (
+from kube_elevator.tasks.pod_autoscalers.wpa.decide import decide_watermark, log_attributes, scale_failed
+from kube_elevator.tasks.pod_autoscalers.wpa.gates import (
+    MonitorReading,
+    lifecycle_control,
+    limit_replicas,
+    scale_gate,
+)
+from kube_elevator.tasks.pod_autoscalers.wpa.proposal import (
     MetricError,
     MetricReading,
     adjusted_watermarks,
@@ -41,7 +46,7 @@ from tasks.pod_autoscalers.wpa.proposal import (
     resource_proposal,
     round_up_to_multiple,
 )
-from tasks.pod_autoscalers.wpa.validate import WatermarkRules, parse_watermark
+from kube_elevator.tasks.pod_autoscalers.wpa.validate import WatermarkRules, parse_watermark
 
 NOW = 1_795_262_400.0  # 2026-11-21T12:00:00Z
 TARGET = "foo-bar-123"

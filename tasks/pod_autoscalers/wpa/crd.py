@@ -12,9 +12,9 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from pydantic.alias_generators import to_camel
 
-from tasks.core.quantity import parse_quantity
-from tasks.core.selectors import label_selector
-from tasks.core.timefmt import parse_time, rfc3339
+from kube_elevator.tasks.core.quantity import parse_quantity
+from kube_elevator.tasks.core.selectors import label_selector
+from kube_elevator.tasks.core.timefmt import parse_time, rfc3339
 
 GROUP = "datadoghq.com"
 VERSION = "v1alpha1"

@@ -19,9 +19,9 @@ from typing import Any
 
 import orjson
 
-from tasks.core.timefmt import parse_time, rfc3339
-from tasks.core.workload import PodState, TargetScale
-from tasks.pod_autoscalers.wpa.crd import (
+from kube_elevator.tasks.core.timefmt import parse_time, rfc3339
+from kube_elevator.tasks.core.workload import PodState, TargetScale
+from kube_elevator.tasks.pod_autoscalers.wpa.crd import (
     ABLE_TO_SCALE,
     ABOVE_HIGH_WATERMARK,
     BELOW_LOW_WATERMARK,
@@ -35,15 +35,20 @@ from tasks.pod_autoscalers.wpa.crd import (
     Conditions,
     format_milli,
 )
-from tasks.pod_autoscalers.wpa.gates import MonitorReading, lifecycle_control, limit_replicas, scale_gate
-from tasks.pod_autoscalers.wpa.proposal import (
+from kube_elevator.tasks.pod_autoscalers.wpa.gates import (
+    MonitorReading,
+    lifecycle_control,
+    limit_replicas,
+    scale_gate,
+)
+from kube_elevator.tasks.pod_autoscalers.wpa.proposal import (
     MetricError,
     MetricReading,
     Proposal,
     external_proposal,
     resource_proposal,
 )
-from tasks.pod_autoscalers.wpa.validate import ParsedWatermark, WatermarkRules
+from kube_elevator.tasks.pod_autoscalers.wpa.validate import ParsedWatermark, WatermarkRules
 
 # --- §4.4: the reconcile decision ---------------------------------------------------------------
 

@@ -7,8 +7,8 @@ import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from tasks.core.timefmt import parse_time
-from tasks.pod_autoscalers.wpa.crd import (
+from kube_elevator.tasks.core.timefmt import parse_time
+from kube_elevator.tasks.pod_autoscalers.wpa.crd import (
     ABLE_TO_SCALE,
     ABOVE_HIGH_WATERMARK,
     BELOW_LOW_WATERMARK,
@@ -18,7 +18,7 @@ from tasks.pod_autoscalers.wpa.crd import (
     Conditions,
     _int32,
 )
-from tasks.pod_autoscalers.wpa.validate import WatermarkRules
+from kube_elevator.tasks.pod_autoscalers.wpa.validate import WatermarkRules
 
 # --- §4.2: velocity limits and min/max ----------------------------------------------------------
 

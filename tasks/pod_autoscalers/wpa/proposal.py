@@ -6,9 +6,9 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-from tasks.core.workload import PodState, TargetScale, owned_by
-from tasks.pod_autoscalers.wpa.crd import Position, _int32, _trunc_div, go_map
-from tasks.pod_autoscalers.wpa.validate import MetricRule, WatermarkRules
+from kube_elevator.tasks.core.workload import PodState, TargetScale, owned_by
+from kube_elevator.tasks.pod_autoscalers.wpa.crd import Position, _int32, _trunc_div, go_map
+from kube_elevator.tasks.pod_autoscalers.wpa.validate import MetricRule, WatermarkRules
 
 # --- §3: one metric's proposal ------------------------------------------------------------------
 

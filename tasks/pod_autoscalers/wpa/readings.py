@@ -9,10 +9,10 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 
-from tasks.adapters.prometheus import ExternalQuery, MetricsSource, MetricUnavailable
-from tasks.pod_autoscalers.wpa.crd import LabelSelector, milli_of
-from tasks.pod_autoscalers.wpa.proposal import MetricReading
-from tasks.pod_autoscalers.wpa.validate import (
+from kube_elevator.tasks.adapters.prometheus import ExternalQuery, MetricsSource, MetricUnavailable
+from kube_elevator.tasks.pod_autoscalers.wpa.crd import LabelSelector, milli_of
+from kube_elevator.tasks.pod_autoscalers.wpa.proposal import MetricReading
+from kube_elevator.tasks.pod_autoscalers.wpa.validate import (
     AGGREGATION_ANNOTATION,
     MetricRule,
     ParsedWatermark,

@@ -8,8 +8,8 @@ from typing import Any, Literal
 
 from pydantic import ValidationError
 
-from tasks.core.quantity import canonical_quantity
-from tasks.pod_autoscalers.wpa.crd import (
+from kube_elevator.tasks.core.quantity import canonical_quantity
+from kube_elevator.tasks.pod_autoscalers.wpa.crd import (
     ALGORITHMS,
     CONVERGE_TYPES,
     DEFAULT_ALGORITHM,
