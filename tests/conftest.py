@@ -45,6 +45,18 @@ def prefect_server() -> Iterator[None]:
 
 
 @pytest.fixture(scope="session")
+def kube_elevator_wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The wheel, built once a session from the Dockerfile's build context as the image's
+    install script builds it (tests/image_build.py)."""
+    from tests.image_build import UV, build_context, build_wheel
+
+    if not UV.exists():
+        pytest.skip(f"uv is not in the test venv ({UV}): make installs it from requirements/")
+    context = build_context(tmp_path_factory.mktemp("build-context"))
+    return build_wheel(context, tmp_path_factory.mktemp("wheel"))
+
+
+@pytest.fixture(scope="session")
 def fake_aws() -> Iterator[FakeAws]:
     with FakeAws() as aws, aws.environment():
         yield aws
