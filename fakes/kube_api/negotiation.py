@@ -115,8 +115,21 @@ def negotiate(response: Response, accept: str, rt: ResourceType) -> Response:
     if not isinstance(body, dict) or message_for(str(body.get("apiVersion", "")),
                                                  str(body.get("kind", ""))) is None:
         return response  # a Table, or a kind without a protobuf form: JSON as the server would
-    return Response(encode_object(body), status_code=response.status_code, headers=headers,
+    try:
+        encoded = encode_object(body)
+    except (ProtobufError, ValueError, TypeError) as exc:
+        # The stored object does not fit its kind's schema: answer JSON (client-go reads the
+        # answer's own Content-Type) rather than fail a request the store has already served.
+        log.warning("protobuf: cannot encode %s %s (%s); answered JSON", body.get("kind"),
+                    _name(body), exc)
+        return response
+    return Response(encoded, status_code=response.status_code, headers=headers,
                     media_type=PROTOBUF)
+
+
+def _name(body: dict[str, Any]) -> str:
+    meta = body.get("metadata")
+    return str(meta.get("name", "")) if isinstance(meta, dict) else ""
 
 
 async def protobuf_frames(lines: AsyncIterable[Any]) -> AsyncIterator[bytes]:

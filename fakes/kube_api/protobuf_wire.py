@@ -47,6 +47,9 @@ ALIAS_VERSIONS = {"core": "v1", "apps": "apps/v1", "coordination": "coordination
                   "policy": "policy/v1", "events": "events.k8s.io/v1",
                   "autoscaling": "autoscaling/v1", "meta": "meta.k8s.io/v1"}
 _VERSION_ALIAS = {v: a for a, v in ALIAS_VERSIONS.items()}
+# The meta kinds every group version registers (metav1.AddToGroupVersion).
+_META_KINDS = frozenset({"Status", "DeleteOptions", "WatchEvent", "List",
+                         "PartialObjectMetadata", "PartialObjectMetadataList"})
 
 
 class ProtobufError(ValueError):
@@ -105,7 +108,7 @@ def message_for(api_version: str, kind: str) -> Message | None:
     meta kinds under any group version, as every group registers them."""
     alias = _VERSION_ALIAS.get(api_version)
     found = SCHEMA.get(f"{alias}.{kind}") if alias else None
-    return found or SCHEMA.get(f"meta.{kind}")
+    return found or (SCHEMA.get(f"meta.{kind}") if kind in _META_KINDS else None)
 
 
 # Wire primitives ---------------------------------------------------------------------------
@@ -428,16 +431,20 @@ def _value_to_wire(field: Field, value: Any, path: str) -> bytes:
 
 
 def encode_message(message: Message, obj: dict[str, Any], path: str = "",
-                   top_level: bool = False) -> bytes:
-    """A JSON-shaped dict as the message's bytes, fields in number order."""
+                   top_level: bool = False, inlined: bool = False) -> bytes:
+    """A JSON-shaped dict as the message's bytes, fields in number order (`inlined`: `obj`
+    is the parent's, whose own keys the parent checks)."""
     out = bytearray()
     for field in message.fields:
         where = f"{path}.{field.name}" if path else field.name
         if field.inline:
-            out += _length(field.number, encode_message(SCHEMA[field.type], obj, path))
+            out += _length(field.number,
+                           encode_message(SCHEMA[field.type], obj, path, inlined=True))
             continue
         value = obj.get(field.name)
         if value is None:
+            if not (field.pointer or field.repeated or field.map):
+                out += _tag(field.number, field.wire) + _zero(field)
             continue
         if field.map:
             if not isinstance(value, dict):
@@ -455,10 +462,27 @@ def encode_message(message: Message, obj: dict[str, Any], path: str = "",
                 out += _tag(field.number, field.wire) + _value_to_wire(field, item, where)
         else:
             out += _tag(field.number, field.wire) + _value_to_wire(field, value, where)
-    for key in obj.keys() - _known_names(message):
+    for key in () if inlined else obj.keys() - _known_names(message):
         if not (top_level and key in ("apiVersion", "kind")):
             _report(message.name, f"key {key!r}", "is not in the schema (not sent)")
     return bytes(out)
+
+
+def _zero(field: Field) -> bytes:
+    """What Go writes for a non-pointer field left at its zero value: gogo's generated
+    Marshal emits every one (proto2), so our bytes are Go's byte for byte."""
+    if field.type in ("meta.Time", "meta.MicroTime"):
+        return b"\x00"  # the zero time marshals to nothing
+    if field.type == "resource.Quantity":
+        return _value_to_wire(field, "0", field.name)
+    if field.type == "intstr.IntOrString":
+        return _value_to_wire(field, 0, field.name)
+    if field.type in ("meta.Duration", "meta.FieldsV1", "runtime.RawExtension"):
+        payload = _tag(1, VARINT) + b"\x00" if field.type == "meta.Duration" else b""
+        return _varint(len(payload)) + payload
+    if field.type in SCHEMA:
+        return _value_to_wire(field, {}, field.name)
+    return _scalar_to_wire(field.type, "" if field.type in ("string", "bytes") else 0)
 
 
 _KNOWN: dict[str, frozenset[str]] = {}
