@@ -468,9 +468,19 @@ def encode_message(message: Message, obj: dict[str, Any], path: str = "",
     return bytes(out)
 
 
+_ZEROS: dict[str, bytes] = {}
+
+
 def _zero(field: Field) -> bytes:
     """What Go writes for a non-pointer field left at its zero value: gogo's generated
     Marshal emits every one (proto2), so our bytes are Go's byte for byte."""
+    zero = _ZEROS.get(field.type)
+    if zero is None:
+        zero = _ZEROS[field.type] = _zero_payload(field)
+    return zero
+
+
+def _zero_payload(field: Field) -> bytes:
     if field.type in ("meta.Time", "meta.MicroTime"):
         return b"\x00"  # the zero time marshals to nothing
     if field.type == "resource.Quantity":

@@ -130,6 +130,17 @@ def test_watch_streams_length_prefixed_watch_events(kube: FakeKubeApi,
         ("ADDED", "Pod", "pb-pod")]
 
 
+def test_watch_from_a_compacted_version_gets_a_protobuf_410() -> None:
+    with FakeKubeApi(history_size=1) as kube, httpx.Client(base_url=kube.url) as http:
+        for name in ("a", "b", "c"):
+            kube.create("configmaps", {"metadata": {"name": name, "namespace": "pb"}})
+        watch = http.get("/api/v1/namespaces/pb/configmaps", headers=proto(), params={
+            "watch": "true", "resourceVersion": "1"})
+    [(kind, status)] = decode_watch_frames(watch.content)
+    assert (kind, status["kind"], status["code"], status["reason"]) == (
+        "ERROR", "Status", 410, "Expired")
+
+
 def test_custom_resources_refuse_protobuf(kube: FakeKubeApi, http: httpx.Client) -> None:
     """As the API server: no protobuf for custom resources, 415 for a body, 406 when the
     client accepts nothing else, JSON when it also accepts JSON."""
