@@ -213,6 +213,12 @@ def test_status_and_delete_options_under_any_group_version() -> None:
     # meta/v1 DeleteOptions{1 gracePeriodSeconds, 4 propagationPolicy}, sent as policy/v1's
     options = envelope("policy/v1", "DeleteOptions", num(1, 30) + ld(4, "Foreground"))
     assert decode_object(options)["propagationPolicy"] == "Foreground"
+    # policy/v1 Eviction{1 metadata, 2 deleteOptions}
+    eviction = envelope("policy/v1", "Eviction", ld(1, ld(1, "p") + ld(3, "ns"))
+                        + ld(2, num(1, 0)))
+    assert decode_object(eviction) == {
+        "apiVersion": "policy/v1", "kind": "Eviction", "metadata": {"name": "p", "namespace": "ns"},
+        "deleteOptions": {"gracePeriodSeconds": 0}}
 
 
 def test_watch_frame_is_length_prefixed_bare_watch_event() -> None:
