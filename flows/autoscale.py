@@ -26,6 +26,7 @@ from prefect.client.schemas.objects import State
 from kube_elevator.flows import prefect_compat
 from kube_elevator.flows.run_state import Results, final_state, tag_run
 from kube_elevator.flows.tick import tick
+from kube_elevator.tasks.adapters.blocks import AwsCredentialsBlock, ClusterBlock, block_name
 from kube_elevator.tasks.adapters.kube_cache import ClusterCache, process_cache
 from kube_elevator.tasks.cluster_autoscaler.config import ClusterAutoscalerConfig
 from kube_elevator.tasks.core.errors import InputError, redacted
@@ -117,10 +118,10 @@ def autoscale(
     dry_run: bool = False,
     lease_namespace: str = DEFAULT_LEASE_NAMESPACE,
     kubeconfig: str | None = None,
-    aws_credentials_block: str | None = None,
+    aws_credentials_block: AwsCredentialsBlock | str | None = None,
     pushgateway: str | None = None,
     load_watcher_url: str | None = None,
-    cluster_block: str | None = None,
+    cluster_block: ClusterBlock | str | None = None,
 ) -> State[Any]:
     """One Escalator tick for every node group in `nodegroups`.
 
@@ -131,20 +132,22 @@ def autoscale(
         dry_run: Decide and report only: no taint, no ASG change, no Lease write.
         lease_namespace: Namespace of the `elevator-<group>` Leases that hold each group's state.
         kubeconfig: kubeconfig path; empty for in-cluster config (or ~/.kube/config).
-        aws_credentials_block: Name of a prefect-aws AwsCredentials block; empty for boto3's
-            default chain.
+        aws_credentials_block: A prefect-aws AwsCredentials block, or its name; empty for
+            boto3's default chain.
         pushgateway: Prometheus Pushgateway URL to push Escalator's metrics to; empty: none.
         load_watcher_url: Load watcher URL, for groups with `scale_down_selection: least_loaded`.
-        cluster_block: Name of a prefect-kubernetes KubernetesClusterConfig (or
-            KubernetesCredentials) block, in place of kubeconfig; empty for kubeconfig.
+        cluster_block: A prefect-kubernetes KubernetesClusterConfig block, or the name of one
+            (or of a KubernetesCredentials block), in place of kubeconfig; empty: kubeconfig.
     """
     # The run form sends "" for a field left empty: that is "not given".
     kubeconfig, pushgateway = kubeconfig or None, pushgateway or None
-    load_watcher_url, aws_credentials_block = load_watcher_url or None, aws_credentials_block or None
-    cluster_block = cluster_block or None
+    load_watcher_url = load_watcher_url or None
     try:
-        results = _tick(nodegroups, now, dry_run, lease_namespace, kubeconfig,
-                        aws_credentials_block, pushgateway, load_watcher_url, cluster_block)
+        # A block chosen in the UI's form arrives loaded; the tick reads blocks by name.
+        credentials_name = block_name(aws_credentials_block, "aws_credentials_block")
+        results = _tick(nodegroups, now, dry_run, lease_namespace, kubeconfig, credentials_name,
+                        pushgateway, load_watcher_url,
+                        block_name(cluster_block, "cluster_block"))
     except BaseException:
         tag_run([FAILED])  # bad input, or every group stopped: the run fails
         raise

@@ -36,10 +36,12 @@ with `dry_run` the deployment `plan`), `plan` (a tick on files, `elevator plan`)
 **The node-group file**: `load_node_groups(path)` validates Escalator's YAML or JSON and
 returns a `LoadedConfig`; a bad file raises `InputError` naming the file, the key and the rule.
 
-**Blocks**: the flows take Prefect's own blocks by name (`cluster_block`, a
-prefect-kubernetes `KubernetesClusterConfig`; `aws_credentials_block`, a prefect-aws
-`AwsCredentials`; the `blocks` extra); `register_block_types` registers their types with a
-server, as `elevator serve` does.
+**Blocks**: the flows take Prefect's own blocks (`cluster_block`, a prefect-kubernetes
+`KubernetesClusterConfig`; `aws_credentials_block`, a prefect-aws `AwsCredentials`; the `blocks`
+extra), chosen in the run form's block picker or by name. A flow of one's own types such a
+parameter `ClusterBlock | str | None` (or `AwsCredentialsBlock | str | None`) for the same
+picker, and `block_name` reads the name back; `register_block_types` registers the block types
+with a server, as `elevator serve` does.
 
 A flow of one's own, with a check between the decision and the scale-up, is
 `deployments/examples/approval_flow.py`; a tick on the shipped snapshot, with no cluster:
@@ -115,18 +117,21 @@ _HOMES: dict[str, str] = {
     "NodeGroupConfig": "tasks.escalator.config",
     "InputError": "tasks.core.errors",
     "register_block_types": "tasks.adapters.blocks",
+    "ClusterBlock": "tasks.adapters.blocks",
+    "AwsCredentialsBlock": "tasks.adapters.blocks",
+    "block_name": "tasks.adapters.blocks",
 }
 
-__all__ = ["ActionsDone", "Adapters", "AsgClient", "AutoScalingGroup", "GroupInputs",
-           "GroupResult", "GroupState", "InputError", "KubeClient", "LiveSource",
-           "LoadedConfig", "NodeGroupConfig", "NodeRecord", "PodRecord", "Runner", "ScalePlan",
-           "SnapshotSource", "Step", "TickSource", "Utilization", "autoscale", "collect_nodes",
-           "collect_pdbs", "collect_pods", "compute_utilization", "decide",
-           "describe_node_groups", "evict_pods", "filter_nodes", "filter_pods", "live_tick",
-           "load_node_groups", "load_scenario", "make_adapters", "plan", "pod_autoscale",
-           "read_locks", "register_block_types", "run_as_task", "run_plain", "simulate",
-           "step", "taint_and_remove", "tick", "tune_flow", "untaint_or_increase",
-           "write_lock"]
+__all__ = ["ActionsDone", "Adapters", "AsgClient", "AutoScalingGroup", "AwsCredentialsBlock",
+           "ClusterBlock", "GroupInputs", "GroupResult", "GroupState", "InputError",
+           "KubeClient", "LiveSource", "LoadedConfig", "NodeGroupConfig", "NodeRecord",
+           "PodRecord", "Runner", "ScalePlan", "SnapshotSource", "Step", "TickSource",
+           "Utilization", "autoscale", "block_name", "collect_nodes", "collect_pdbs",
+           "collect_pods", "compute_utilization", "decide", "describe_node_groups",
+           "evict_pods", "filter_nodes", "filter_pods", "live_tick", "load_node_groups",
+           "load_scenario", "make_adapters", "plan", "pod_autoscale", "read_locks",
+           "register_block_types", "run_as_task", "run_plain", "simulate", "step",
+           "taint_and_remove", "tick", "tune_flow", "untaint_or_increase", "write_lock"]
 
 
 def __getattr__(name: str) -> Any:
@@ -151,7 +156,12 @@ if TYPE_CHECKING:  # what mypy and editors see; at run time `__getattr__` import
     from kube_elevator.flows.simulation import simulate
     from kube_elevator.flows.tick import tick
     from kube_elevator.flows.tune import tune_flow
-    from kube_elevator.tasks.adapters.blocks import register_block_types
+    from kube_elevator.tasks.adapters.blocks import (
+        AwsCredentialsBlock,
+        ClusterBlock,
+        block_name,
+        register_block_types,
+    )
     from kube_elevator.tasks.adapters.cloud import AsgClient
     from kube_elevator.tasks.adapters.kube import KubeClient
     from kube_elevator.tasks.core.errors import InputError

@@ -68,8 +68,8 @@ def approved_autoscale(
     timeout_seconds: int = 3600,
     on_timeout: Literal["approve", "refuse"] = "refuse",
     kubeconfig: str | None = None,
-    cluster_block: str | None = None,
-    aws_credentials_block: str | None = None,
+    cluster_block: ke.ClusterBlock | str | None = None,
+    aws_credentials_block: ke.AwsCredentialsBlock | str | None = None,
     lease_namespace: str = "kube-system",
     poll_seconds: int = 10,
 ) -> State[Any]:
@@ -82,16 +82,17 @@ def approved_autoscale(
         timeout_seconds: How long the run waits for an answer.
         on_timeout: What an unanswered question means: approve or refuse.
         kubeconfig: kubeconfig path; empty for cluster_block, in-cluster or ~/.kube/config.
-        cluster_block: Name of a prefect-kubernetes KubernetesClusterConfig block.
-        aws_credentials_block: Name of a prefect-aws AwsCredentials block; empty for boto3's
-            default chain.
+        cluster_block: A prefect-kubernetes KubernetesClusterConfig block, or its name.
+        aws_credentials_block: A prefect-aws AwsCredentials block, or its name; empty for
+            boto3's default chain.
         lease_namespace: Namespace of the elevator-<group> Leases.
         poll_seconds: How often the paused run asks the server whether it was answered.
     """
     logger = get_run_logger()
     groups = ke.load_node_groups(nodegroups).node_groups
     adapters = ke.make_adapters(kubeconfig or None, lease_namespace,
-                                aws_credentials_block or None, cluster_block or None)
+                                ke.block_name(aws_credentials_block, "aws_credentials_block"),
+                                ke.block_name(cluster_block, "cluster_block"))
     source = ke.LiveSource(adapters)
     planned = ke.tick(ke.run_as_task, source, None, groups, datetime.now(UTC).timestamp())
     large = _large_scale_ups(planned, approve_above_nodes)

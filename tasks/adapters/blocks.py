@@ -10,12 +10,69 @@ synchronous `kubernetes` client, so the block gives its kubeconfig and context, 
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
-from kube_elevator.tasks.adapters.kube import KubeClient
+from pydantic_core import CoreSchema, core_schema
+
 from kube_elevator.tasks.core.errors import InputError
 
+if TYPE_CHECKING:
+    from kube_elevator.tasks.adapters.kube import KubeClient
+
 BLOCKS_EXTRA = "pip install 'kube-elevator[blocks]' (prefect-kubernetes and prefect-aws)"
+
+
+class BlockChoice:
+    """A flow parameter's type that makes the Prefect UI's run form offer the saved blocks of
+    one type (a block picker; the parameter may also be a block's name, `str`).
+
+    Prefect hands a block chosen in the form to the flow loaded (it resolves `{"$ref": ...}`
+    parameters), so any value passes validation here, and `block_name` reads the name back.
+    The schema is written out, with the block type's slug, so that the flow's module needs not
+    import the collection (~3 s for prefect-kubernetes) to describe the parameter.
+    """
+
+    title: ClassVar[str]
+    slug: ClassVar[str]
+
+    @classmethod
+    def __get_pydantic_core_schema__(cls, source: Any, handler: Any) -> CoreSchema:
+        return core_schema.any_schema(ref=cls.title)  # a definition of its own, by $ref
+
+    @classmethod
+    def __get_pydantic_json_schema__(cls, schema: CoreSchema, handler: Any) -> dict[str, Any]:
+        # No property of its own: a block chosen is `{"$ref": ...}`, which the server must
+        # find valid under its reference schema alone (a parameter's anyOf is checked oneOf).
+        return {"title": cls.title, "type": "object", "block_type_slug": cls.slug,
+                "block_schema_references": {}, "properties": {}, "additionalProperties": False}
+
+
+class ClusterBlock(BlockChoice):
+    """A prefect-kubernetes `KubernetesClusterConfig` block."""
+
+    title = "KubernetesClusterConfig"
+    slug = "kubernetes-cluster-config"
+
+
+class AwsCredentialsBlock(BlockChoice):
+    """A prefect-aws `AwsCredentials` block."""
+
+    title = "AwsCredentials"
+    slug = "aws-credentials"
+
+
+def block_name(value: object, parameter: str) -> str | None:
+    """The name of the block a flow parameter names or holds (the UI's block picker hands over
+    the block itself, loaded); None for none."""
+    if value is None or value == "":
+        return None
+    if isinstance(value, str):
+        return value
+    name = getattr(value, "_block_document_name", None)
+    if not isinstance(name, str) or not name:
+        raise InputError([f"{parameter}: give a saved block, or the name of one "
+                          f"(got an unsaved {type(value).__name__})"])
+    return name
 
 
 def _cluster_block_types() -> tuple[Any, Any]:
@@ -50,6 +107,8 @@ def cluster_config_from_block(name: str) -> tuple[dict[str, Any], str | None]:
 
 def kube_client_from_block(name: str) -> KubeClient:
     """The tick's Kubernetes client for the cluster the block `name` describes."""
+    from kube_elevator.tasks.adapters.kube import KubeClient
+
     kubeconfig, context = cluster_config_from_block(name)
     return KubeClient.from_config_dict(kubeconfig, context, f"cluster block {name!r}")
 

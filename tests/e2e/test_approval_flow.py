@@ -79,8 +79,9 @@ def test_a_run_started_by_hand_with_blocks_chosen_scales_the_asg_they_name(
     assert register_block_types() == ["kubernetes-cluster-config", "kubernetes-credentials",
                                       "aws-credentials"]
     suffix = cluster.asg[-12:].lower().replace("_", "-")
-    KubernetesClusterConfig(config=yaml.safe_load(cluster.kubeconfig.read_text()),
-                            context_name="fake").save(f"fake-cluster-{suffix}")
+    cluster_block_id = KubernetesClusterConfig(
+        config=yaml.safe_load(cluster.kubeconfig.read_text()), context_name="fake",
+    ).save(f"fake-cluster-{suffix}")
     AwsCredentials(aws_access_key_id=FAKE_ACCESS_KEY_ID,
                    aws_secret_access_key=FAKE_SECRET_ACCESS_KEY, region_name=fake_aws.region,
                    aws_client_parameters=AwsClientParameters(endpoint_url=fake_aws.endpoint_url),
@@ -89,8 +90,10 @@ def test_a_run_started_by_hand_with_blocks_chosen_scales_the_asg_they_name(
         name=f"blocks-{suffix}", entrypoint_type=EntrypointType.MODULE_PATH).apply()
     before = cluster.desired()
     with get_client(sync_client=True) as client:
+        # The cluster as the form's block picker sends it, the credentials by name.
         run = client.create_flow_run_from_deployment(deployment_id, parameters={
-            "nodegroups": str(cluster.nodegroups), "cluster_block": f"fake-cluster-{suffix}",
+            "nodegroups": str(cluster.nodegroups),
+            "cluster_block": {"$ref": {"block_document_id": str(cluster_block_id)}},
             "aws_credentials_block": f"moto-{suffix}"})
     # As a worker runs it: a process of its own, which knows the cluster and the cloud only
     # through the blocks (no kubeconfig parameter, no AWS environment).
@@ -101,6 +104,25 @@ def test_a_run_started_by_hand_with_blocks_chosen_scales_the_asg_they_name(
     assert ended.state.is_completed(), ended.state.message
     assert cluster.desired() > before
     assert "scaled-up" in ended.tags
+
+
+def test_the_run_form_offers_the_saved_blocks_of_each_type() -> None:
+    """The parameters' schema names the collections' block types as their own classes do, so
+    the UI's form shows a block picker for each (and still takes a name)."""
+    from prefect.utilities.callables import parameter_schema
+    from prefect_aws import AwsCredentials
+    from prefect_kubernetes.credentials import KubernetesClusterConfig
+
+    from kube_elevator import autoscale
+
+    schema = parameter_schema(autoscale).model_dump()
+    for parameter, block_type in (("cluster_block", KubernetesClusterConfig),
+                                  ("aws_credentials_block", AwsCredentials)):
+        choices = schema["properties"][parameter]["anyOf"]
+        (reference,) = [choice["$ref"] for choice in choices if "$ref" in choice]
+        offered = schema["definitions"][reference.rsplit("/", 1)[1]]
+        assert offered["block_type_slug"] == block_type.get_block_type_slug()
+        assert {"type": "string"} in choices and {"type": "null"} in choices
 
 
 def test_a_missing_cluster_block_fails_the_run_naming_it(prefect_server: None,
