@@ -1,0 +1,88 @@
+"""moto in this process (`mock_aws`), behind the same helpers as `fakes.aws.FakeAws`.
+
+`FakeAws` runs moto's threaded HTTP server, which another process can reach (a Prefect worker,
+a CLI under test) and which costs a server start; `InProcessAws` patches botocore in this
+process, as `moto.mock_aws` does, so boto3 clients made here with no `endpoint_url` reach moto
+without a socket. Both hold moto's one per-process state; like `mock_aws`, starting an
+`InProcessAws` resets it (each test starts with an empty AWS).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from botocore.config import Config
+
+from kube_elevator.fakes.aws import FakeAws, extend_moto
+
+
+class InProcessAws(FakeAws):
+    """moto's `mock_aws` for the life of this object: boto3 in this process reaches moto."""
+
+    def __init__(self, region: str = "us-east-1") -> None:
+        super().__init__(region)
+        self._mock: Any = None
+
+    def start(self) -> InProcessAws:
+        if self._mock is not None:
+            return self
+        from moto import mock_aws
+
+        extend_moto()
+        self._mock = mock_aws()
+        self._mock.start()
+        return self
+
+    def stop(self) -> None:
+        if self._mock is not None:
+            self._mock.stop()
+        self._mock = None
+        self._shared_session = None
+        self._helper_clients.clear()
+
+    def __enter__(self) -> InProcessAws:
+        return self.start()
+
+    def reset(self) -> None:
+        """Forget every resource (moto's backends; affects all moto users in this process)."""
+        from moto.core.base_backend import BackendDict
+
+        BackendDict.reset()
+
+    @property
+    def endpoint_url(self) -> str:
+        raise RuntimeError("moto runs in this process, with no endpoint: for code in another "
+                           "process, use fake_cluster(aws='server')")
+
+    def env(self) -> dict[str, str]:
+        """The region and moto's dummy credentials (there is no endpoint to point at)."""
+        return self._env()
+
+    def _env(self) -> dict[str, str]:
+        return {"AWS_DEFAULT_REGION": self.region,
+                "AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing"}
+
+    @contextmanager
+    def environment(self) -> Iterator[None]:
+        """`env()` in os.environ, and no `AWS_ENDPOINT_URL` (it would lead boto3 past moto)."""
+        keys = [*self._env(), "AWS_ENDPOINT_URL"]
+        saved = {key: os.environ.get(key) for key in keys}
+        os.environ.update(self._env())
+        os.environ.pop("AWS_ENDPOINT_URL", None)
+        try:
+            yield
+        finally:
+            for key, value in saved.items():
+                if value is None:
+                    os.environ.pop(key, None)
+                else:
+                    os.environ[key] = value
+
+    def client(self, service: str, config: Config | None = None) -> Any:
+        """A new boto3 client for `service`, reaching moto in this process."""
+        if self._shared_session is None:
+            self._shared_session = self.session()
+        return self._shared_session.client(service, config=config)  # type: ignore[call-overload]
