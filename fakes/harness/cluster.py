@@ -31,6 +31,7 @@ from kube_elevator.fakes.harness.aws import InProcessAws
 from kube_elevator.fakes.harness.clock import ManualClock
 from kube_elevator.fakes.kube_api.server import FakeKubeApi
 from kube_elevator.fakes.scenario import AsgSpec, DaemonSetSpec
+from kube_elevator.tasks.escalator.config import NodeGroupConfig
 from kube_elevator.tasks.scheduler.profiles import DEFAULT_PROFILE
 
 AwsMode = Literal["in-process", "server"]
@@ -189,7 +190,14 @@ class FakeCluster:
                        instance_type=instance_type, node_labels=dict(labels or {}),
                        boot_delay=boot_delay_seconds, availability_zone=zone,
                        daemonsets=[DaemonSetSpec(**dict(d)) for d in daemonsets])
-        self.world.add_asg(spec, self.clock.now())
+        return self.add_asg(spec)
+
+    def add_asg(self, spec: AsgSpec, node_groups: Sequence[NodeGroupConfig] = ()) -> AsgSpec:
+        """An ASG as a scenario file describes it (`fakes.scenario.AsgSpec`); `node_groups` are
+        kube-elevator node groups whose one-shot launch templates it should carry."""
+        world = self.world
+        world.groups = [*world.groups, *node_groups]
+        world.add_asg(spec, self.clock.now())
         return spec
 
     def advance(self, seconds: float = 0.0) -> float:

@@ -1,0 +1,65 @@
+"""The fake API's `/openapi/v3` and `/openapi/v2`: `kubectl create` validates against it (issue 34
+item 7: it failed with `failed to download openapi` unless `--validate=false`)."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from kube_elevator.fakes.kube_api import FakeKubeApi
+
+
+@pytest.fixture(scope="module")
+def api() -> Iterator[FakeKubeApi]:
+    with FakeKubeApi() as server:
+        yield server
+
+
+def test_the_v3_index_names_a_document_per_group_version_with_patch_taking_field_validation(
+        api: FakeKubeApi) -> None:
+    api.register_custom_resource("example.com", "v1", "widgets", "Widget")
+    index = httpx.get(api.url + "/openapi/v3").json()["paths"]
+    assert {"api/v1", "apis/apps/v1", "apis/coordination.k8s.io/v1",
+            "apis/example.com/v1"} <= set(index)
+    document = httpx.get(api.url + index["api/v1"]["serverRelativeURL"]).json()
+    patch = document["paths"]["/api/v1/nodes/{name}"]["patch"]
+    assert patch["x-kubernetes-group-version-kind"] == {"group": "", "version": "v1",
+                                                        "kind": "Node"}
+    assert {"name": "fieldValidation", "in": "query"}.items() <= patch["parameters"][0].items()
+    widgets = httpx.get(api.url + index["apis/example.com/v1"]["serverRelativeURL"]).json()
+    assert "/apis/example.com/v1/namespaces/{namespace}/widgets/{name}" in widgets["paths"]
+    assert "com.example.v1.Widget" in widgets["components"]["schemas"]
+    assert httpx.get(api.url + "/openapi/v3/apis/nothing.example.com/v1").status_code == 404
+
+
+def test_v2_is_json_for_json_and_406_for_client_gos_protobuf_only_accept(api: FakeKubeApi) -> None:
+    document = httpx.get(api.url + "/openapi/v2", headers={"Accept": "application/json"}).json()
+    assert document["swagger"] == "2.0"
+    assert "/apis/apps/v1/namespaces/{namespace}/deployments/{name}/scale" in document["paths"]
+    assert "io.k8s.api.apps.v1.Deployment" in document["definitions"]
+    protobuf = httpx.get(api.url + "/openapi/v2", headers={
+        "Accept": "application/com.github.proto-openapi.spec.v2@v1.0+protobuf"})
+    assert protobuf.status_code == 406 and protobuf.json()["reason"] == "NotAcceptable"
+
+
+@pytest.mark.skipif(shutil.which("kubectl") is None, reason="kubectl is not installed")
+def test_kubectl_create_validates_without_validate_false(api: FakeKubeApi,
+                                                         tmp_path: Path) -> None:
+    kubeconfig = api.write_kubeconfig(tmp_path / "kubeconfig")
+    manifest = tmp_path / "node.yaml"
+    manifest.write_text("apiVersion: v1\nkind: Node\nmetadata:\n  name: by-hand\n"
+                        "  labels: {pool: workers}\n")
+    done = subprocess.run(["kubectl", "--kubeconfig", str(kubeconfig), "--cache-dir",
+                           str(tmp_path / "cache"), "create", "-f", str(manifest)],
+                          capture_output=True, text=True, timeout=60, check=False)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "node/by-hand created"
+    assert api.get("nodes", "by-hand")["metadata"]["labels"] == {"pool": "workers"}
+    (create,) = [r for r in api.requests if r.verb == "create" and r.resource == "nodes"]
+    assert create.query.get("fieldValidation") == "Strict"  # kubectl left validation to us
+    assert any(r.path.startswith("/openapi/") and r.status == 200 for r in api.requests)
