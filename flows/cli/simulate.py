@@ -68,15 +68,16 @@ def fake_cluster(
     from kube_elevator.fakes.harness.cluster import FakeCluster
     from kube_elevator.fakes.kube_api.server import FakeKubeApi
     from kube_elevator.fakes.scenario import load_scenario
+    from kube_elevator.tasks.scheduler.profiles import DEFAULT_PROFILE
 
     loaded = load_scenario(scenario) if scenario is not None else None  # bad input: before
     stop = wait_for_stop_signal()                                       # anything starts
+    profile, seed = ((loaded.scenario.scheduler.profile, loaded.scenario.seed)
+                     if loaded is not None else (DEFAULT_PROFILE, 1))
     with FakeKubeApi(port=kube_port) as kube, FakeAws(port=aws_port) as aws, \
             AwsFaultProxy(aws.endpoint_url) as proxy, \
             FakeCluster(kube=kube, aws=aws, workdir=kubeconfig_out.parent,
-                        **({} if loaded is None else {
-                            "scheduler_profile": loaded.scenario.scheduler.profile,
-                            "seed": loaded.scenario.seed})) as cluster:
+                        scheduler_profile=profile, seed=seed) as cluster:
         if loaded is not None:
             for asg in loaded.scenario.asgs:
                 cluster.add_asg(asg, loaded.config.node_groups)
