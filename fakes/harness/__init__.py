@@ -8,87 +8,13 @@
         cluster.advance(60)                         # official client, boto3
         assert len(cluster.nodes()) == ...
 
-A `fake_cluster()` is a `FakeCluster` (fakes/harness/cluster.py) started for the duration of a
-`with` block or of each call of a decorated function (async ones too), with `KUBECONFIG` and
-the `AWS_*` variables pointing at it meanwhile, as moto's `mock_aws` does for AWS alone;
-`current()` is the innermost one active (for code inside a decorated function). The pytest
-plugin (fakes/harness/plugin.py, the `pytest11` entry point of the `harness` extra) offers the
-same as fixtures.
+`fake_cluster()` (context.py) starts a `FakeCluster` (cluster.py) for the duration of a `with`
+block or of each call of a decorated function (async ones too), with `KUBECONFIG` and the
+`AWS_*` variables pointing at it meanwhile, as moto's `mock_aws` does for AWS alone; `current()`
+is the innermost one active (for code inside a decorated function). The pytest plugin
+(plugin.py, the `pytest11` entry point of the `harness` extra) offers the same as fixtures.
+
+The public names are `kube_elevator.harness`'s. This package's own import is empty on purpose:
+the plugin lives in it, and pytest imports the plugin in every session of a venv that has the
+package, which must cost nothing until a fixture is used.
 """
-
-from __future__ import annotations
-
-import functools
-import inspect
-from collections.abc import Callable
-from contextlib import ExitStack
-from pathlib import Path
-from types import TracebackType
-from typing import Any, TypeVar, cast
-
-from kube_elevator.fakes.aws import fail_next_calls
-from kube_elevator.fakes.freezing_proxy import FreezingProxy
-from kube_elevator.fakes.harness.aws import InProcessAws
-from kube_elevator.fakes.harness.clock import ManualClock
-from kube_elevator.fakes.harness.cluster import AwsMode, FakeCluster
-from kube_elevator.fakes.kube_api.server import FakeKubeApi
-from kube_elevator.tasks.scheduler.profiles import DEFAULT_PROFILE
-
-__all__ = ["FakeCluster", "FakeKubeApi", "FreezingProxy", "InProcessAws", "ManualClock",
-           "current", "fail_next_calls", "fake_cluster"]
-
-F = TypeVar("F", bound=Callable[..., Any])
-_ACTIVE: list[FakeCluster] = []
-
-
-def current() -> FakeCluster:
-    """The innermost `fake_cluster()` active now (RuntimeError if none)."""
-    if not _ACTIVE:
-        raise RuntimeError("no fake_cluster() is active")
-    return _ACTIVE[-1]
-
-
-class fake_cluster:  # named as moto's mock_aws, which it sits beside
-    """A fresh `FakeCluster` for a `with` block, or for each call of a decorated function.
-
-    `aws`: "in-process" (moto's `mock_aws`: boto3 in this process only, the fastest) or
-    "server" (moto's HTTP server: `AWS_ENDPOINT_URL` reaches it from other processes too).
-    `set_environment`: export `KUBECONFIG` and the `AWS_*` variables meanwhile.
-    """
-
-    def __init__(self, *, aws: AwsMode = "in-process", start_time: float | None = None,
-                 scheduler_profile: str = DEFAULT_PROFILE, seed: int = 1,
-                 workdir: Path | None = None, set_environment: bool = True) -> None:
-        self._options: dict[str, Any] = {"aws": aws, "start_time": start_time,
-                                         "scheduler_profile": scheduler_profile, "seed": seed,
-                                         "workdir": workdir}
-        self._set_environment = set_environment
-        self._open: list[ExitStack] = []
-
-    def __enter__(self) -> FakeCluster:
-        with ExitStack() as stack:
-            cluster = stack.enter_context(FakeCluster(**self._options))
-            if self._set_environment:
-                stack.enter_context(cluster.environment())
-            _ACTIVE.append(cluster)
-            stack.callback(_ACTIVE.remove, cluster)
-            self._open.append(stack.pop_all())
-        return cluster
-
-    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
-                 tb: TracebackType | None) -> None:
-        self._open.pop().close()
-
-    def __call__(self, func: F) -> F:
-        if inspect.iscoroutinefunction(func):
-            @functools.wraps(func)
-            async def run_async(*args: Any, **kwargs: Any) -> Any:
-                with self:
-                    return await func(*args, **kwargs)
-            return cast(F, run_async)
-
-        @functools.wraps(func)
-        def run(*args: Any, **kwargs: Any) -> Any:
-            with self:
-                return func(*args, **kwargs)
-        return cast(F, run)
