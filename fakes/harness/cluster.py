@@ -98,7 +98,7 @@ class FakeCluster:
 
     def stop(self) -> None:
         stack, self._stack = self._stack, None
-        self._world = None
+        self._world = self._kube = self._aws = self._kubeconfig = None
         if stack is not None:
             stack.close()
 
