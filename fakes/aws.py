@@ -35,9 +35,9 @@ import boto3
 import botocore.session
 from botocore.awsrequest import AWSResponse, HTTPHeaders
 from botocore.config import Config
-from moto.server import ThreadedMotoServer
 
 if TYPE_CHECKING:
+    from moto.server import ThreadedMotoServer
     from mypy_boto3_autoscaling import AutoScalingClient
     from mypy_boto3_ec2 import EC2Client
     from mypy_boto3_ec2.literals import InstanceTypeType
@@ -69,6 +69,8 @@ class FakeAws:
         """Start the server; port 0 (the default) lets the OS pick a free one, read back after."""
         if self._server is not None:
             return self
+        from moto.server import ThreadedMotoServer  # flask and werkzeug: ~0.3 s, here only
+
         extend_moto()
         # werkzeug logs every request to stderr; tests make hundreds.
         logging.getLogger("werkzeug").setLevel(logging.ERROR)
