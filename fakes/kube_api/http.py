@@ -20,7 +20,7 @@ from kube_elevator.fakes.kube_api.negotiation import (
     negotiate,
 )
 from kube_elevator.fakes.kube_api.objects import _load, _metadata, _raw_with_kind, _Rec, _Watcher
-from kube_elevator.fakes.kube_api.openapi import served, wants_v2_protobuf_only
+from kube_elevator.fakes.kube_api.openapi import V2_PROTOBUF_ANSWER, served, v2_protobuf, wants_v2_protobuf
 from kube_elevator.fakes.kube_api.patch import _PATCH_TYPES
 from kube_elevator.fakes.kube_api.policy import _FAULT_MESSAGES, _TRUE, RecordedRequest, _Route
 from kube_elevator.fakes.kube_api.protobuf_wire import PROTOBUF
@@ -143,9 +143,9 @@ class KubeHttp(KubeStore):
         if path == "/version":
             return self._json(SERVER_VERSION)
         if path.startswith("/openapi/"):
-            if path == "/openapi/v2" and wants_v2_protobuf_only(accept):
-                raise ApiError(406, "NotAcceptable",
-                               "only application/json is served for /openapi/v2")
+            if path == "/openapi/v2" and wants_v2_protobuf(accept):
+                return Response(v2_protobuf(self._group_versions),
+                                media_type=V2_PROTOBUF_ANSWER)
             document = served(path, self._group_versions)
             if document is not None:
                 return self._json(document)

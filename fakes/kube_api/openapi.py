@@ -12,11 +12,11 @@ fallback), and with neither it fails: `failed to download openapi`.
 So each document here lists, for every resource the fake serves (custom resources included),
 its paths with their operations, each tagged with `x-kubernetes-group-version-kind` and
 `x-kubernetes-action` and taking `fieldValidation`, `dryRun` and `fieldManager` as the real
-server's do, and a schema per kind that names its group-version-kind and top-level fields. Not
-served: the kinds' full schemas (so `kubectl explain` shows the top level only, and the fake
-does not refuse unknown fields under `fieldValidation=Strict`: it accepts the parameter and
-stores what it is given) and `/openapi/v2` in protobuf (406 Not Acceptable: the JSON document
-is there for tools and people that ask for JSON).
+server's do, and a schema per kind that names its group-version-kind and top-level fields. `/openapi/v2`
+is served in gnostic's protobuf (what client-go asks for: its paths, operations, parameters and
+extensions) and in JSON (with the schemas too). Not served: the kinds' full schemas (so `kubectl
+explain` shows the top level only, and the fake does not refuse unknown fields under
+`fieldValidation=Strict`: it accepts the parameter and stores what it is given).
 """
 
 from __future__ import annotations
@@ -26,10 +26,15 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 import orjson
+import yaml
 
+from kube_elevator.fakes.kube_api.protobuf_wire import _length
 from kube_elevator.fakes.kube_api.resources import Obj, ResourceType
 
 V2_PROTOBUF = "application/com.github.proto-openapi.spec.v2"
+# kube-openapi's answer to `...spec.v2@v1.0+protobuf` (client-go's Accept): Go's mime parser
+# refuses the `@`, so the server names it with a dot.
+V2_PROTOBUF_ANSWER = "application/com.github.proto-openapi.spec.v2.v1.0+protobuf"
 
 _QUERY_PARAMETERS = ("fieldValidation", "dryRun", "fieldManager", "pretty")
 _ACTIONS = (("get", "get"), ("put", "put"), ("patch", "patch"), ("delete", "delete"))
@@ -133,9 +138,50 @@ def v2_document(group_versions: Mapping[str, list[ResourceType]]) -> Obj:
     return _document((rt for types in group_versions.values() for rt in types), v3=False)
 
 
-def wants_v2_protobuf_only(accept: str) -> bool:
+def wants_v2_protobuf(accept: str) -> bool:
     """client-go's OpenAPISchema asks protobuf and nothing else."""
     return V2_PROTOBUF in accept and "json" not in accept and "*/*" not in accept
+
+
+# gnostic's openapi_v2 messages (github.com/google/gnostic openapiv2/OpenAPIv2.proto): the
+# field numbers of what is written here; every field written is a string or a message.
+_PATH_ITEM_OPERATIONS = {"get": 2, "put": 3, "post": 4, "delete": 5, "patch": 8}
+
+
+def _text(number: int, value: str) -> bytes:
+    return _length(number, value.encode())
+
+
+def _named_any(name: str, value: Any) -> bytes:
+    """NamedAny{name = 1, value = 2: Any{yaml = 2}}: how gnostic carries an extension."""
+    return _text(1, name) + _length(2, _text(2, yaml.safe_dump(value, sort_keys=True)))
+
+
+def _operation_v2(operation: Obj) -> bytes:
+    out = _text(5, operation["operationId"])  # operation_id
+    for parameter in operation["parameters"]:
+        query = _text(2, parameter["in"]) + _text(4, parameter["name"]) \
+            + _text(6, parameter["type"])  # QueryParameterSubSchema in, name, type
+        # ParametersItem.parameter = 1 > Parameter.non_body_parameter = 2
+        #   > NonBodyParameter.query_parameter_sub_schema = 3
+        out += _length(8, _length(1, _length(2, _length(3, query))))
+    for name in ("x-kubernetes-action", "x-kubernetes-group-version-kind"):
+        out += _length(13, _named_any(name, operation[name]))  # vendor_extension
+    return out
+
+
+def v2_protobuf(group_versions: Mapping[str, list[ResourceType]]) -> bytes:
+    """`/openapi/v2` as client-go asks it: a gnostic Document with the paths and their
+    operations (parameters and extensions; not the schemas, which kubectl reads only to
+    validate on its own a kind whose PATCH takes no `fieldValidation`)."""
+    document = v2_document(group_versions)
+    paths = b""
+    for path, item in document["paths"].items():
+        operations = b"".join(_length(_PATH_ITEM_OPERATIONS[verb], _operation_v2(operation))
+                              for verb, operation in item.items())
+        paths += _length(2, _text(1, path) + _length(2, operations))  # NamedPathItem
+    info = _text(1, document["info"]["title"]) + _text(2, document["info"]["version"])
+    return _text(1, document["swagger"]) + _length(2, info) + _length(8, paths)
 
 
 def served(path: str, group_versions: Mapping[str, list[ResourceType]]) -> Any:
