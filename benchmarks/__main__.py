@@ -246,7 +246,9 @@ def harness_figures() -> list[Figure]:
     assert isinstance(ready, list)
     median = statistics.median(ready)
     tests = int(str(measured["tests"]))
-    per_test = float(str(measured["pytest_seconds"])) / tests
+    later = measured["later_tests"]
+    assert isinstance(later, list)
+    per_test = statistics.median(later)
     return [
         Figure("harness: a fresh fake_cluster() (fake API, in-process moto, simulated cluster) "
                "to the first answers of the official client and boto3, warm process, median of "
@@ -255,8 +257,11 @@ def harness_figures() -> list[Figure]:
                f"fresh process, imports included: {float(str(measured['cold'])):.2f} s",
                median < READY_TARGET_SECONDS),
         Figure(f"harness: pytest session of {tests} small tests, the plugin's fake_cluster "
-               "fixture in each", f"{float(str(measured['session_seconds'])):.1f} s wall, "
-               f"{per_test:.2f} s a test", "reported", "", None),
+               "fixture in each (a node group, a pod bound, read back)",
+               f"{float(str(measured['session_seconds'])):.1f} s wall; a test after the first: "
+               f"median {per_test:.2f} s", "a cluster per test affordable (≤ 0.5 s)",
+               f"the first test, imports included: {float(str(measured['first_test'])):.1f} s",
+               per_test <= 0.5),
     ]
 
 

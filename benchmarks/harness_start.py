@@ -8,7 +8,8 @@
 2. `session`: a generated file of `--tests` small tests, each taking the plugin's
    `fake_cluster` fixture (a node group of one node, a pod bound to it, read back with the
    official client), run by pytest in a subprocess from an empty folder: the wall time of the
-   whole session and its mean per test.
+   whole session, the first test (which pays the imports), and the median of the others
+   (setup + call + teardown, from pytest's durations).
 
     .venv/bin/python -m benchmarks.harness_start --clusters 20 --tests 50
 """
@@ -80,14 +81,19 @@ def measure(clusters: int = 20, tests: int = 50) -> dict[str, object]:
                                 for index in range(tests)))
         started = time.perf_counter()
         done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
-                               str(path)], cwd=folder, capture_output=True, text=True,
-                              check=False, timeout=900)
+                               "--durations=0", "--durations-min=0", str(path)], cwd=folder,
+                              capture_output=True, text=True, check=False, timeout=900)
         session = time.perf_counter() - started
     if done.returncode != 0 or not re.search(rf"\b{tests} passed\b", done.stdout):
         raise RuntimeError("the generated session failed:\n" + done.stdout[-3000:])
     reported = float(re.findall(r"passed in ([\d.]+)s", done.stdout)[-1])
+    per_test = [0.0] * tests  # setup + call + teardown, from pytest's durations
+    for seconds, index in re.findall(r"([\d.]+)s (?:setup|call|teardown)\s+\S+::test_cluster_(\d+)",
+                                     done.stdout):
+        per_test[int(index)] += float(seconds)
     return {"ready": ready, "cold": cold, "session_seconds": session,
-            "pytest_seconds": reported, "tests": tests}
+            "pytest_seconds": reported, "tests": tests, "first_test": per_test[0],
+            "later_tests": per_test[1:]}
 
 
 def main() -> None:
@@ -103,9 +109,13 @@ def main() -> None:
           f"{READY_TARGET_SECONDS} s)")
     print(f"ready for a first request, fresh process (imports included): "
           f"{measured['cold']:.2f} s")
+    later = measured["later_tests"]
+    assert isinstance(later, list)
     print(f"pytest session of {measured['tests']} tests, a cluster each: "
           f"{measured['session_seconds']:.1f} s wall ({measured['pytest_seconds']:.1f} s by "
-          f"pytest), {float(measured['pytest_seconds']) / int(measured['tests']):.3f} s a test")
+          f"pytest); the first test {measured['first_test']:.2f} s (the imports), the others "
+          f"median {statistics.median(later):.3f} s, max {max(later):.3f} s (setup + call + "
+          "teardown)")
 
 
 if __name__ == "__main__":
