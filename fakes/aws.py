@@ -26,7 +26,7 @@ import os
 import threading
 import urllib.request
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Literal, cast, overload
@@ -127,16 +127,8 @@ class FakeAws:
     def environment(self) -> Iterator[None]:
         """`env()` in this process's os.environ for the duration (boto3's default chain and a
         Prefect flow then reach the fake), the previous values restored after."""
-        saved = {key: os.environ.get(key) for key in self.env()}
-        os.environ.update(self.env())
-        try:
+        with environ_set(self.env()):
             yield
-        finally:
-            for key, value in saved.items():
-                if value is None:
-                    os.environ.pop(key, None)
-                else:
-                    os.environ[key] = value
 
     def session(self) -> boto3.Session:
         """A new boto3 session with the fake's region and dummy credentials.
@@ -263,6 +255,25 @@ class FakeAws:
         ec2: EC2Client = self._helper("ec2")
         answer = ec2.describe_instances(InstanceIds=[instance_id])
         return answer["Reservations"][0]["Instances"][0]["State"]["Name"]
+
+
+@contextmanager
+def environ_set(values: Mapping[str, str | None]) -> Iterator[None]:
+    """os.environ with `values` (None: unset) for the duration, the previous values restored."""
+    saved = {key: os.environ.get(key) for key in values}
+    try:
+        for key, value in values.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+        yield
+    finally:
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
 
 
 # --- moto, extended where the fleet path needs AWS's behaviour -----------------------------------

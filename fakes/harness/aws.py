@@ -20,7 +20,13 @@ import botocore.loaders
 import botocore.session
 from botocore.config import Config
 
-from kube_elevator.fakes.aws import FAKE_ACCESS_KEY_ID, FAKE_SECRET_ACCESS_KEY, FakeAws, extend_moto
+from kube_elevator.fakes.aws import (
+    FAKE_ACCESS_KEY_ID,
+    FAKE_SECRET_ACCESS_KEY,
+    FakeAws,
+    environ_set,
+    extend_moto,
+)
 
 # moto's EC2 loads ~2,600 default AMIs each time its state is reset (twice a test: ~1 s); the
 # harness's launch templates name an image moto does not check, so by default they are skipped.
@@ -109,18 +115,8 @@ class InProcessAws(FakeAws):
     @contextmanager
     def environment(self) -> Iterator[None]:
         """`env()` in os.environ, and no `AWS_ENDPOINT_URL` (it would lead boto3 past moto)."""
-        keys = [*self._env(), "AWS_ENDPOINT_URL"]
-        saved = {key: os.environ.get(key) for key in keys}
-        os.environ.update(self._env())
-        os.environ.pop("AWS_ENDPOINT_URL", None)
-        try:
+        with environ_set({**self._env(), "AWS_ENDPOINT_URL": None}):
             yield
-        finally:
-            for key, value in saved.items():
-                if value is None:
-                    os.environ.pop(key, None)
-                else:
-                    os.environ[key] = value
 
     def client(self, service: str, config: Config | None = None) -> Any:
         """A new boto3 client for `service`, reaching moto in this process."""

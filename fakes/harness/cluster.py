@@ -11,7 +11,6 @@ the clock and then steps the world, so a test decides when nodes join and pods a
 
 from __future__ import annotations
 
-import os
 import shutil
 import tempfile
 import time
@@ -23,7 +22,7 @@ from typing import Any, Literal, TypeVar
 
 import kubernetes.client
 
-from kube_elevator.fakes.aws import FakeAws, fail_next_calls
+from kube_elevator.fakes.aws import FakeAws, environ_set, fail_next_calls
 from kube_elevator.fakes.cluster import SimulatedCluster, simulated_scheduler
 from kube_elevator.fakes.faults import FaultInjector
 from kube_elevator.fakes.freezing_proxy import FreezingProxy
@@ -161,20 +160,14 @@ class FakeCluster:
 
         modules: tuple[Any, ...] = (kubernetes.config, kubernetes.config.kube_config)
         defaults = [module.KUBE_CONFIG_DEFAULT_LOCATION for module in modules]
-        saved = os.environ.get("KUBECONFIG")
-        os.environ["KUBECONFIG"] = str(self.kubeconfig)
         for module in modules:
             module.KUBE_CONFIG_DEFAULT_LOCATION = str(self.kubeconfig)
         try:
-            with self.aws.environment():
+            with environ_set({"KUBECONFIG": str(self.kubeconfig)}), self.aws.environment():
                 yield
         finally:
             for module, default in zip(modules, defaults, strict=True):
                 module.KUBE_CONFIG_DEFAULT_LOCATION = default
-            if saved is None:
-                os.environ.pop("KUBECONFIG", None)
-            else:
-                os.environ["KUBECONFIG"] = saved
 
     # --- the world ------------------------------------------------------------------------
 
