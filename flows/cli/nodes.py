@@ -24,10 +24,9 @@ from kube_elevator.flows.cli.common import (
     run_until_stopped,
 )
 from kube_elevator.flows.cli.liveness import (
-    HealthPages,
     Liveness,
     elector_for,
-    kept_alive,
+    run_ticks_alive,
     with_liveness_options,
 )
 from kube_elevator.tasks.core.decode import load_asg_file, load_cluster_files
@@ -232,18 +231,10 @@ def _run_ticks(tick: Callable[[], bool], period: float, liveness: Liveness, api_
                lease_namespace: str) -> None:
     """`run --interval`: a tick every `period` through the ticker (under leader election, while
     this process leads), with the health endpoint, until SIGTERM or SIGINT."""
-    from kube_elevator.flows.cli.common import console_logs_without_tracebacks, say_as, wait_for_stop_signal
-    from kube_elevator.flows.prefect_compat import one_client_for_runs
-    from kube_elevator.flows.ticker import TickLoop, run_ticks
+    from kube_elevator.flows.cli.common import say_as
 
-    stop = wait_for_stop_signal()
-    console_logs_without_tracebacks()
-    elector = elector_for(liveness, api_client, lease_namespace, say_as("run"))
-    loop = TickLoop(lambda _why: tick(), period,
-                    may_act=elector.may_act if elector is not None else None)
-    pages = HealthPages(lambda: loop.health, lambda: True, liveness.limits, loop.clock, elector)
-    with kept_alive(liveness, pages, elector), one_client_for_runs():
-        run_ticks(loop, stop)
+    run_ticks_alive(tick, period, liveness,
+                    elector_for(liveness, api_client, lease_namespace, say_as("run")))
 
 
 def failed_groups(results: Sequence[dict[str, Any]]) -> list[str]:
