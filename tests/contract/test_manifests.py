@@ -240,6 +240,31 @@ def test_escalator_s_role_runs_two_leader_elected_replicas_probed_on_the_contrac
     assert parse_node_groups(content, "nodegroups.yaml").node_groups
 
 
+def test_every_long_lived_command_is_probed_on_its_own_health_address(
+        rendered: dict[str, Path]) -> None:
+    """`pods run`, the load watcher and the extender serve /health-check and /ready on
+    --health-address (issue 34): each container passes it on the pod IP, at a port that is none
+    of its other ports, and its liveness and readiness probes ask those paths there."""
+    probed = {}
+    for overlay, deployment in deployments(rendered):
+        if overlay not in ("pod-autoscalers", "load-aware"):
+            continue
+        (container,) = deployment["spec"]["template"]["spec"]["containers"]
+        arguments = container["args"]
+        host, _, port = arguments[arguments.index("--health-address") + 1].rpartition(":")
+        assert host == "0.0.0.0", arguments
+        (named,) = [p for p in container["ports"] if p["containerPort"] == int(port)]
+        others = {p["containerPort"] for p in container["ports"]} - {int(port)}
+        assert others and int(port) not in others, container["ports"]
+        liveness, readiness = container["livenessProbe"], container["readinessProbe"]
+        assert (liveness["httpGet"]["path"], probe_port(container, liveness)) == (
+            "/health-check", int(port)), named
+        assert (readiness["httpGet"]["path"], probe_port(container, readiness)) == (
+            "/ready", int(port)), named
+        probed[arguments[0] if arguments[0] != "pods" else "pods run"] = int(port)
+    assert probed == {"pods run": 8086, "load-watcher": 8087, "scheduler-extender": 8088}
+
+
 def test_the_autoscalers_are_system_cluster_critical_and_single_writers_are_never_doubled(
         rendered: dict[str, Path]) -> None:
     """Escalator and the Cluster Autoscaler run at system-cluster-critical: the process that
