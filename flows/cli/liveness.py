@@ -190,8 +190,8 @@ class HealthPages:
                      "the watch cache has not listed the cluster yet"),
                  metrics: Callable[[], str] | None = None) -> None:
         """`loop` names what the limits count in the problems (a tick, a cycle, a fetch);
-        `not_ready` says (or tells when asked) why `/ready` answers 503; `metrics` is the exposition `/metrics`
-        serves before the `elevator_*` metrics (default: Escalator's)."""
+        `not_ready` says (or tells when asked) why `/ready` answers 503; `metrics` is the
+        exposition `/metrics` serves before the `elevator_*` metrics (default: Escalator's)."""
         self.health = health
         self.ready = ready
         self.limits = limits

@@ -198,6 +198,7 @@ def register(app: typer.Typer) -> None:
     from kube_elevator.flows.cli.common import (
         OutputFormat,
         console,
+        errors,
         parse_now,
         reports_input_errors,
         run_cycle,
@@ -307,10 +308,15 @@ def register(app: typer.Typer) -> None:
                 raise InputError([f"--metrics-host/--metrics-port: {metrics_host}:"
                                   f"{metrics_port}: {error.strerror or error}"]) from None
         def cycle() -> list[dict[str, Any]]:
-            return run_here(lambda: pod_autoscale(
+            outcome = run_here(lambda: pod_autoscale(
                 prometheus_url=prometheus, dry_run=dry_run, namespace=namespace,
                 rate_window=rate_window, kubeconfig=str(kubeconfig) if kubeconfig else None,
-                return_state=True)).results()
+                return_state=True))
+            results = outcome.results()
+            for note in outcome.notes:  # what the cycle could not see: never silence
+                errors.print(f"[yellow]note:[/yellow] {escape(note)}", highlight=False,
+                             markup=True, soft_wrap=True)
+            return results
 
         def line(result: dict[str, Any]) -> str:
             return (f"{result['kind']} {result['namespace']}/{result['name']}: "
