@@ -218,3 +218,51 @@ def test_refresh_records_each_fetch() -> None:
     assert asyncio.run(extender.refresh()) is False
     state = extender.health.state()
     assert (state.succeeded, state.failed) == (0, 1)
+
+
+# --- pods run: every "nothing" says why -------------------------------------------------------
+
+
+def test_pods_run_without_the_crds_says_so_and_names_an_unreachable_prometheus(
+        prefect_server: None, fake_kube: FakeKubeApi, kubeconfig: Path) -> None:
+    """A cluster without the CRDs (the API answers 404) and a Prometheus nobody listens on:
+    the cycle has nothing to scale, exits 0, and says why in one line each."""
+    import typer
+    from typer.testing import CliRunner
+
+    from kube_elevator.flows.cli.pods import register
+
+    app = typer.Typer()
+
+    @app.callback()
+    def main() -> None:
+        """A bare app, as flows.cli's."""
+
+    register(app)
+    prometheus = f"http://127.0.0.1:{free_port()}"
+    arguments = ["pods", "run", "--once", "--prometheus", prometheus, "--kubeconfig",
+                 str(kubeconfig), "--metrics-port", "0"]
+    result = CliRunner().invoke(app, arguments)
+    assert result.exit_code == 0, result.output
+    notes = [line for line in result.stderr.splitlines() if line.startswith("note: ")]
+    assert notes == [
+        "note: the WatermarkPodAutoscaler CRD is not installed (the API answered 404 for "
+        "watermarkpodautoscalers.datadoghq.com/v1alpha1): no WatermarkPodAutoscaler to scale; "
+        "install it with DataDog's CRD, from the watermarkpodautoscaler chart or repository "
+        "(config/crd)",
+        "note: the MemoryAutoscaler CRD is not installed (the API answered 404 for "
+        "memoryautoscalers.elevator.io/v1alpha1): no MemoryAutoscaler to scale; install it "
+        "with kubectl apply -f deployments/kubernetes/base/memoryautoscaler-crd.yaml (or apply "
+        "the Kustomize base: kubectl apply -k deployments/kubernetes/base)",
+        f"note: Prometheus at {prometheus} is unreachable: ConnectionError: no autoscaler "
+        "could read its metrics"], result.stderr
+
+    # With the CRDs and a Prometheus that answers: nothing to say.
+    fake_kube.register_custom_resource("datadoghq.com", "v1alpha1", "watermarkpodautoscalers",
+                                       "WatermarkPodAutoscaler", short_names=("wpa",))
+    fake_kube.install_crd(REPO / "deployments/kubernetes/base/memoryautoscaler-crd.yaml")
+    with serving(FakePrometheus({}).app()) as prometheus_url:
+        arguments[4] = prometheus_url
+        result = CliRunner().invoke(app, arguments)
+    assert result.exit_code == 0, result.output
+    assert "note:" not in result.stderr
