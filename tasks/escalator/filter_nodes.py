@@ -87,7 +87,9 @@ def pod_matching_notes(pods: Sequence[PodRecord], groups: Sequence[NodeGroupConf
     """
     notes: dict[str, list[str]] = {group.name: [] for group in groups}
     if not any(grouped.get(group.name) for group in groups):
-        candidates = [pod for pod in pods if not pod.owned_by_daemonset]
+        # A node's own pods (DaemonSet, static, mirror) need no group: never counted.
+        candidates = [pod for pod in pods
+                      if not (pod.owned_by_daemonset or pod.static or pod.mirror)]
         if candidates:
             rule = ("a pod belongs to a group by a nodeSelector or a required In node affinity "
                     "on the group's label_key=label_value (" + ", ".join(
@@ -102,11 +104,13 @@ def pod_matching_notes(pods: Sequence[PodRecord], groups: Sequence[NodeGroupConf
     for group in groups:
         if group.name != DEFAULT_GROUP_NAME:
             continue
-        taken = {(pod.namespace, pod.name) for other in groups
+        selecting = [pod for pod in pods if not pod.owned_by_daemonset
+                     and selects_labels(pod, group.label_key, group.label_value)]
+        if not selecting:
+            continue
+        taken = {(pod.namespace, pod.name) for other in groups if other.name != group.name
                  for pod in grouped.get(other.name, ())}
-        dropped = [pod for pod in pods if not pod.owned_by_daemonset
-                   and selects_labels(pod, group.label_key, group.label_value)
-                   and (pod.namespace, pod.name) not in taken]
+        dropped = [pod for pod in selecting if (pod.namespace, pod.name) not in taken]
         if dropped:
             notes[group.name].append(
                 f"{len(dropped)} pods select this group's labels ({group.label_key}="
