@@ -13,6 +13,9 @@ import orjson
 import yaml
 from typer.testing import CliRunner
 
+from benchmarks.event_latency import BurstCluster
+from kube_elevator.fakes.aws import FakeAws
+from kube_elevator.fakes.kube_api.server import FakeKubeApi
 from kube_elevator.flows.cli import app
 from tests.builders import api_node, api_pod, group_dict
 from tests.e2e.test_cli import elevator
@@ -95,3 +98,21 @@ def test_a_group_named_default_says_which_pods_select_its_labels(tmp_path: Path)
         "only pods without a selector (Escalator's rule), and no other group takes them: "
         "default/pinned-0, default/pinned-1"]}
     assert "2 pods select this group's labels (pool=default)" in table
+
+
+def test_a_live_tick_prints_the_note_under_its_group(
+        prefect_server: None, fake_kube: FakeKubeApi, fake_aws: FakeAws, tmp_path: Path) -> None:
+    """`run --once`: the tick's line for each group, and under it the note (in JSON, the
+    group's `notes`, as `plan` prints them)."""
+    cluster = BurstCluster(fake_kube, fake_aws, tmp_path, nodes=1)
+    for index in range(3):
+        fake_kube.create("pods", api_pod(f"web-{index}", "shop", cpu="100m",
+                                         node_selector={"customer": "web"}), namespace="shop")
+    arguments = ["run", "--nodegroups", str(cluster.nodegroups), "--kubeconfig",
+                 str(cluster.kubeconfig), "--once", "--dry-run"]
+    note = ("none of the 3 pods matches a node group: a pod belongs to a group by a "
+            "nodeSelector or a required In node affinity on the group's label_key=label_value "
+            "(batch: customer=batch): shop/web-0, shop/web-1, shop/web-2")
+    text = CliRunner().invoke(app, arguments)
+    assert text.exit_code == 0, text.output
+    assert f"\n  note: {note}" in text.stdout, text.stdout
