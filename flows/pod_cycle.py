@@ -82,8 +82,8 @@ def list_autoscalers(source: PodAutoscalerSource, group: str, version: str, plur
 
 # How to install each CRD, for the note of a cluster that lacks it.
 INSTALL_CRD = {
-    watermark.KIND: "DataDog's CRD, from the watermarkpodautoscaler chart or repository "
-                    "(config/crd)",
+    watermark.KIND: "DataDog's watermarkpodautoscaler Helm chart (or the CRD in that "
+                    "repository's config/crd)",
     memory_usage.KIND: "kubectl apply -f deployments/kubernetes/base/memoryautoscaler-crd.yaml "
                        "(or apply the Kustomize base: kubectl apply -k "
                        "deployments/kubernetes/base)",

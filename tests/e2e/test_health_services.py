@@ -248,8 +248,8 @@ def test_pods_run_without_the_crds_says_so_and_names_an_unreachable_prometheus(
     assert notes == [
         "note: the WatermarkPodAutoscaler CRD is not installed (the API answered 404 for "
         "watermarkpodautoscalers.datadoghq.com/v1alpha1): no WatermarkPodAutoscaler to scale; "
-        "install it with DataDog's CRD, from the watermarkpodautoscaler chart or repository "
-        "(config/crd)",
+        "install it with DataDog's watermarkpodautoscaler Helm chart (or the CRD in that "
+        "repository's config/crd)",
         "note: the MemoryAutoscaler CRD is not installed (the API answered 404 for "
         "memoryautoscalers.elevator.io/v1alpha1): no MemoryAutoscaler to scale; install it "
         "with kubectl apply -f deployments/kubernetes/base/memoryautoscaler-crd.yaml (or apply "
