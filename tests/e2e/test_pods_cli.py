@@ -172,6 +172,36 @@ def test_plan_holds_when_a_metric_has_no_data(app: typer.Typer, tmp_path: Path) 
         in entry["conditions"]
 
 
+def test_plan_says_ready_pods_are_not_the_targets(app: typer.Typer, tmp_path: Path) -> None:
+    """Issue 34 item 6: Ready pods of another owner were blamed on readiness (`none is
+    ready`, FailedGetExternalMetric)."""
+    strangers = [pod(f"api-6f7d9-{i}", "api", {"app": "web"}) for i in range(3)]
+    cluster, metrics = write_files(tmp_path, extra=strangers)
+    document = plan_json(app, "--cluster", str(cluster), "--metrics", str(metrics))
+    # web's four pods plus three of `api` that web's selector also lists: web's own count.
+    queue = next(e for e in document["autoscalers"] if e["name"] == "web-queue")
+    assert queue["desired_replicas"] == 8, queue
+    lone = tmp_path / "lone"
+    lone.mkdir()
+    cluster, metrics = write_files(lone)
+    items = orjson.loads(cluster.read_bytes())["items"]
+    items = [item for item in items if not (item["kind"] == "Pod"
+                                            and item["metadata"]["name"].startswith("web-"))]
+    cluster.write_bytes(orjson.dumps({"kind": "List", "items": [*items, *strangers]}))
+    samples = orjson.loads(metrics.read_bytes())
+    samples["pods"] = {f"shop/api-6f7d9-{i}": {"cpu": 1.2} for i in range(3)}
+    metrics.write_bytes(orjson.dumps(samples))
+    document = plan_json(app, "--cluster", str(cluster), "--metrics", str(metrics))
+    by_name = {entry["name"]: entry for entry in document["autoscalers"]}
+    for name in ("web-queue", "web-cpu"):
+        entry = by_name[name]
+        assert "none of the 3 pods that app=web lists is owned by Deployment/web (they belong "\
+            "to ReplicaSet/api-6f7d9)" in entry["reason"], entry["reason"]
+        assert "ready" not in entry["reason"], entry["reason"]
+        assert {"type": "ScalingActive", "status": "False", "reason": "PodsNotOwnedByTarget"} \
+            in entry["conditions"]
+
+
 def test_plan_table(app: typer.Typer, tmp_path: Path) -> None:
     cluster, metrics = write_files(tmp_path)
     result = CliRunner().invoke(app, ["pods", "plan", "--cluster", str(cluster), "--metrics",
