@@ -68,6 +68,22 @@ def positive_duration_option(text: str, option: str) -> float:
 DURATION_EXAMPLES = "e.g. 30s, 5m, 1h30m"
 
 
+def seconds_option(text: str, option: str) -> float:
+    """A command-line time that was plain seconds once (`--interval 60`): a Go duration
+    (`90s`, `5m`) as every other interval, or a plain number of seconds as before. The
+    range is the caller's to check; text that is neither is an InputError naming the option."""
+    try:
+        return float(text)
+    except ValueError:
+        pass
+    try:
+        return parse_go_duration(text)
+    except ValueError:
+        raise InputError([f"{option}: {json.dumps(text, ensure_ascii=False)}: not a duration; "
+                          f"use a number and a unit, {DURATION_EXAMPLES} (or plain seconds)"]) \
+            from None
+
+
 def duration_problem(text: str, *, zero_allowed: bool = False) -> str | None:
     """Why `text` is no usable duration, naming the value, the rule and an example
     (`"90x": not a duration; use a number and a unit, e.g. 30s, 5m, 1h30m`), or None."""
