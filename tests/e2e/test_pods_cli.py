@@ -202,6 +202,26 @@ def test_plan_says_ready_pods_are_not_the_targets(app: typer.Typer, tmp_path: Pa
             in entry["conditions"]
 
 
+def test_the_shipped_examples_plan_and_decide(app: typer.Typer) -> None:
+    """Issue 34: example WPA, MemoryAutoscaler and metrics files that `pods plan` runs on as
+    README and `--help` show it."""
+    examples = Path(__file__).resolve().parents[2] / "deployments" / "examples"
+    document = plan_json(app, "--cluster", str(examples / "pod-autoscalers.yaml"),
+                         "--metrics", str(examples / "pod-metrics.json"))
+    by_name = {entry["name"]: entry for entry in document["autoscalers"]}
+    assert set(by_name) == {"web-cpu", "web-queue", "cache-memory"}
+    for entry in by_name.values():  # each decided on its metric: a value and a proposal
+        assert entry["value"] is not None and entry["proposal"] is not None, entry
+        assert entry["desired_replicas"] > entry["current_replicas"], entry
+    # mean 1.1 cores > 880m: ceil(3 * 1100 / 800) = 5, limited to 3 + 50 % = 4
+    assert (by_name["web-cpu"]["proposal"], by_name["web-cpu"]["desired_replicas"]) == (5, 4)
+    # 420 queued / 3 ready = 140 per pod > 110
+    assert by_name["web-queue"]["value"] == 140.0
+    # 1.65 GiB working set of 2 GiB of limits = 82.5 % vs 60 %: ceil(2 * 82.5 / 60) = 3
+    assert (by_name["cache-memory"]["value"], by_name["cache-memory"]["desired_replicas"]) \
+        == (82.5, 3)
+
+
 def test_plan_table(app: typer.Typer, tmp_path: Path) -> None:
     cluster, metrics = write_files(tmp_path)
     result = CliRunner().invoke(app, ["pods", "plan", "--cluster", str(cluster), "--metrics",
