@@ -126,3 +126,37 @@ def test_architecture_doc_cites_nothing_outside_the_repository() -> None:
                            r"[\w./-]+)`", text):
         assert (ROOT / path).exists() or (ROOT / path.rstrip("/")).exists() or \
             any(ROOT.glob(path + "*")), f"docs/architecture.md cites {path}, not in the repo"
+
+
+def _legends_clear_of_the_axes(figure: Any) -> None:
+    """No legend box overlaps a panel's plotting area (rendered, in display pixels)."""
+    figure.canvas.draw()
+    renderer = figure.canvas.get_renderer()
+    legends = [*figure.legends, *(axis.get_legend() for axis in figure.axes
+                                  if axis.get_legend() is not None)]
+    assert legends
+    for legend in legends:
+        box = legend.get_window_extent(renderer)
+        for axis in figure.axes:
+            assert not box.overlaps(axis.get_window_extent(renderer)), axis.get_title()
+
+
+def test_plot_legends_cover_no_data() -> None:
+    """The simulation's legend sat inside each panel, over the lines; tune's over the trials."""
+    import matplotlib.pyplot as plt
+
+    from kube_elevator.fakes.plot import front_figure, simulation_figure
+    from kube_elevator.flows.tune import Evaluation, TuneResult
+    from tests.builders import make_group
+
+    scenario = ROOT / "deployments" / "examples" / "scenario.yaml"
+    document = {"ticks": _fast_ticks(scenario), "summary": {}}
+    figure = simulation_figure(document)
+    _legends_clear_of_the_axes(figure)
+    plt.close(figure)
+    trials = [({"batch": {"slow_node_removal_rate": index}},
+               Evaluation(1000.0 + 50 * index, 900.0 - 40 * index, (60.0,), (0,)), index % 3 > 0)
+              for index in range(20)]
+    figure = front_figure(TuneResult((make_group(),), trials=trials, chosen=trials[4][0]))
+    _legends_clear_of_the_axes(figure)
+    plt.close(figure)
