@@ -8,6 +8,7 @@ file and the group (spec/escalator.md §3.2).
 from __future__ import annotations
 
 import difflib
+import typing
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -83,12 +84,36 @@ def _key_path(location: Iterable[int | str], raw_groups: Any) -> str:
                    for i, p in enumerate(parts))
 
 
+def _model_at(location: Iterable[int | str]) -> type[BaseModel] | None:
+    """The model that holds the key at `location` (its parent's), walking the file's models."""
+    model: type[BaseModel] = NodeGroupsFile
+    for part in list(location)[:-1]:
+        if isinstance(part, int):
+            continue
+        field_info = model.model_fields.get(part)
+        if field_info is None:
+            return None
+        candidates = [field_info.annotation, *typing.get_args(field_info.annotation)]
+        found = [kind for kind in candidates
+                 if isinstance(kind, type) and issubclass(kind, BaseModel)]
+        if not found:
+            return None
+        model = found[0]
+    return model
+
+
 def _pydantic_problems(error: ValidationError, source: str, raw_groups: Any) -> list[str]:
     problems = []
     for detail in error.errors():
         rule = detail["msg"]
-        if "input" in detail and detail["type"] not in ("missing", "go_duration"):
+        if "input" in detail and detail["type"] not in ("missing", "go_duration",
+                                                          "extra_forbidden"):
             rule = f"{rule}, got {shown(detail['input'])}"
+        if detail["type"] == "extra_forbidden" and (model := _model_at(detail["loc"])):
+            close = difflib.get_close_matches(str(detail["loc"][-1]), list(model.model_fields),
+                                              n=1, cutoff=0.75)
+            if close:
+                rule = f"{rule}; did you mean `{close[0]}`?"
         problems.append(join_location(source, _key_path(detail["loc"], raw_groups), rule))
     return problems
 

@@ -121,7 +121,8 @@ def test_memory_total_takes_gib_as_ca_or_quantities() -> None:
 @pytest.mark.parametrize(
     ("keys", "problem"),
     [
-        ({"enable": True}, "f.yaml: cluster_autoscaler.enable: Extra inputs are not permitted"),
+        ({"enable": True}, "f.yaml: cluster_autoscaler.enable: Extra inputs are not permitted; "
+                           "did you mean `enabled`?"),
         ({"enabled": "yes"}, "f.yaml: cluster_autoscaler.enabled: Input should be a valid boolean"),
         ({"expander": "cheapest"}, "f.yaml: cluster_autoscaler.expander: unknown expander "
                                    "'cheapest'; known: random, most-pods, least-waste, "
@@ -171,7 +172,8 @@ def test_memory_total_takes_gib_as_ca_or_quantities() -> None:
         ({"scale_down": {"drain": "true"}},
          "f.yaml: cluster_autoscaler.scale_down.drain: Input should be a valid boolean"),
         ({"scale_down": {"drian": True}},
-         "f.yaml: cluster_autoscaler.scale_down.drian: Extra inputs are not permitted"),
+         "f.yaml: cluster_autoscaler.scale_down.drian: Extra inputs are not permitted; did you "
+         "mean `drain`?"),
         ({"prices": {"m5.large": "cheap"}},
          "f.yaml: cluster_autoscaler.prices.m5.large: Input should be a valid number"),
         ({"prices": {"m5.large": -1}},
