@@ -53,6 +53,7 @@ from kube_elevator.tasks.steps.node_groups import (
     ActionsDone,
     Adapters,
     GroupResult,
+    Status,
     registration_lags,
     taint_and_remove,
     untaint_or_increase,
@@ -178,7 +179,11 @@ def _tick_group(
                                              now, done)
         if failure:
             return GroupResult(plan, "failed", done, message=failure, asg=asg)
-    return GroupResult(plan, "acted", done, asg=asg, registration_lags_seconds=lags)
+    # Only the Lease changed (a node's capacity cached, a lock released; a scale-down that a
+    # minimum held back): nothing was done to the cluster, and the status says so.
+    status: Status = "acted" if plan.changes_anything or done != ActionsDone() \
+        else "nothing to do"
+    return GroupResult(plan, status, done, asg=asg, registration_lags_seconds=lags)
 
 
 def _registration_lags(run: Runner, actuator: Adapters, plan: ScalePlan,

@@ -48,6 +48,7 @@ def reports_input_errors(command: Callable[P, R]) -> Callable[P, R]:
         try:
             return command(*args, **kwargs)
         except InputError as error:
+            print_warning_lines(error.warnings)
             for problem in error.problems:
                 # escaped: a key path such as `clusters[c]` is no rich markup tag
                 errors.print(f"[red]error:[/red] {escape(problem)}", highlight=False,
@@ -91,7 +92,11 @@ def parse_now(text: str | None, option: str = "--now") -> float:
 
 
 def print_warnings(config: LoadedConfig) -> None:
-    for warning in config.warnings:
+    print_warning_lines(config.warnings)
+
+
+def print_warning_lines(warnings: Sequence[str]) -> None:
+    for warning in warnings:
         # escaped: an unknown key such as `[/foo]` is the file's text, no rich markup tag
         errors.print(f"[yellow]warning:[/yellow] {escape(warning)}", highlight=False,
                      markup=True, soft_wrap=True)

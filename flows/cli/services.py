@@ -210,17 +210,20 @@ def load_watcher(
     state: Annotated[Path | None, typer.Option(
         help="JSON file keeping the latest metrics, so a restart answers at once.")] = None,
     host: Annotated[str, typer.Option(help="Address to listen on.")] = DEFAULT_HOST,
-    interval: Annotated[float, typer.Option(
-        help="Seconds between two fetches of each window.")] = FETCH_INTERVAL_SECONDS,
+    interval: Annotated[str, typer.Option(
+        help="Time between two fetches of each window: a duration (90s, 5m) as every other "
+             "interval, or plain seconds.")] = f"{FETCH_INTERVAL_SECONDS:g}s",
     *, liveness: Liveness,
 ) -> None:
     """Serve load-watcher's GET /watcher from Prometheus node CPU and memory (15m/10m/5m)."""
+    from kube_elevator.tasks.core.duration import seconds_option
     from kube_elevator.tasks.load_aware.watcher import LoadWatcher, PrometheusProvider
 
     url = http_url(prometheus, "--prometheus")
     tcp_port(port)
-    positive_seconds(interval, "--interval", MIN_FETCH_INTERVAL_SECONDS)
-    watcher = LoadWatcher(PrometheusProvider(url), state, interval_seconds=interval)
+    period = positive_seconds(seconds_option(interval, "--interval"), "--interval",
+                              MIN_FETCH_INTERVAL_SECONDS)
+    watcher = LoadWatcher(PrometheusProvider(url), state, interval_seconds=period)
     watcher.load_state()  # a malformed state file is bad input: exit 2 before serving
     _configure_logging()
     _serve_until_signal(ServiceThread(watcher.app(), host, port, "load-watcher"),

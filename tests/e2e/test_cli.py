@@ -46,8 +46,8 @@ def test_validate_reports_every_problem_and_exits_2(tmp_path: Path) -> None:
     assert result.returncode == 2
     assert "Traceback" not in result.stderr
     assert f"{config}: node_groups[0] (a): label_key cannot be empty" in result.stderr
-    assert (f"{config}: node_groups[1] (b): soft_delete_grace_period must be less than "
-            "hard_delete_grace_period") in result.stderr
+    assert (f"{config}: node_groups[1] (b): soft_delete_grace_period (1h) must be less than "
+            "hard_delete_grace_period (10m)") in result.stderr
 
 
 def test_plan_json_on_the_shipped_example() -> None:
