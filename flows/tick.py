@@ -43,7 +43,7 @@ from kube_elevator.tasks.core.retry import is_retryable
 from kube_elevator.tasks.core.step import Runner, run_plain
 from kube_elevator.tasks.escalator.config import NodeGroupConfig
 from kube_elevator.tasks.escalator.decide import GroupInputs, decide, missing_asg_plan
-from kube_elevator.tasks.escalator.filter_nodes import nodes_by_group
+from kube_elevator.tasks.escalator.filter_nodes import nodes_by_group, pod_matching_notes
 from kube_elevator.tasks.escalator.plan import ScalePlan
 from kube_elevator.tasks.escalator.utilization import GroupPods
 from kube_elevator.tasks.steps.drain import evict_pods
@@ -296,7 +296,10 @@ def tick(
         if ca.scale_down.enabled and removal is not None:
             results = _scale_down_unneeded(run, actuator, reads, ca, groups, results, removal,
                                            group_nodes, asgs, now)
-    return results
+    # Pods no group takes, said rather than left out in silence (issue 34).
+    matching = pod_matching_notes(pods, groups, grouped)
+    return [_annotated(result, matching.get(result.plan.name, ()), result.done)
+            for result in results]
 
 
 def _settled(one: Callable[[NodeGroupConfig], GroupResult],

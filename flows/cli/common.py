@@ -171,12 +171,17 @@ def say_as(command: str) -> Callable[[str], None]:
     return say
 
 
+def note_lines(result: dict[str, Any]) -> str:
+    """A group's notes (what its tick left out, and why), a line each under its result."""
+    return "".join(f"\n  note: {note}" for note in result.get("notes") or ())
+
+
 def print_tick_results(why: str, results: Sequence[dict[str, Any]]) -> None:
     """A line per node group of an in-process tick's results."""
     for result in results:
         console.print(f"tick ({why}): {result['name']}: {result['status']} "
-                      f"(delta {result['delta']:+d}) {result['reason']}", highlight=False,
-                      markup=False, soft_wrap=True)
+                      f"(delta {result['delta']:+d}) {result['reason']}{note_lines(result)}",
+                      highlight=False, markup=False, soft_wrap=True)
     sys.stdout.flush()
 
 

@@ -129,7 +129,8 @@ def test_plan_bad_inputs_exit_2_without_traceback(tmp_path: Path) -> None:
         assert result.returncode == 2, (extra, result.stdout)
         assert message in result.stderr.replace("\n", "")
         assert "Traceback" not in result.stderr
-    result = elevator("plan", "--nodegroups", config, "--asg", asgs, "--output", "json")
+    result = elevator("plan", "--nodegroups", config, "--empty-cluster", "--asg", asgs,
+                      "--output", "json")
     (plan,) = json.loads(result.stdout)["node_groups"]
     assert plan["error"] == 'could not find node group "batch-asg" on cloud provider'
 

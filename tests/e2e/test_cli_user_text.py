@@ -55,7 +55,7 @@ def test_an_unknown_key_is_warned_about_as_it_is(tmp_path: Path, key: str) -> No
     document = example_groups()
     document[key] = 1
     path = write_groups(tmp_path / "nodegroups.yaml", document)
-    for command in (["validate", path], ["plan", "--nodegroups", path]):
+    for command in (["validate", path], ["plan", "--nodegroups", path, "--empty-cluster"]):
         code, output = elevator(*command)
         assert code == 0, output
         assert f"warning: {path}: {key}: unknown top-level key, ignored" in output, output
@@ -73,7 +73,7 @@ def test_validate_prints_a_group_name_as_it_is(tmp_path: Path, name: str) -> Non
 @pytest.mark.parametrize("name", MARKUP_NAMES)
 def test_plan_table_shows_a_group_name_as_it_is(tmp_path: Path, name: str) -> None:
     path = named(tmp_path, name)
-    code, output = elevator("plan", "--nodegroups", path)
+    code, output = elevator("plan", "--nodegroups", path, "--empty-cluster")
     assert code == 0, output
     assert f"│ {name} " in output, output
     assert "❌" not in output
@@ -81,7 +81,7 @@ def test_plan_table_shows_a_group_name_as_it_is(tmp_path: Path, name: str) -> No
 
 def test_plan_table_keeps_the_dry_mark(tmp_path: Path) -> None:
     path = named(tmp_path, "[/x]")
-    code, output = elevator("plan", "--nodegroups", path, "--dry-mode")
+    code, output = elevator("plan", "--nodegroups", path, "--dry-mode", "--empty-cluster")
     assert code == 0, output
     assert "│ [/x] (dry) " in output, output
 
@@ -90,7 +90,7 @@ def test_an_error_line_quotes_a_group_name_as_it_is(tmp_path: Path) -> None:
     document = example_groups()
     document["node_groups"][0].update(name="ba:x:tch", min_nodes=40)  # above max_nodes
     path = write_groups(tmp_path / "nodegroups.yaml", document)
-    for command in (["validate", path], ["plan", "--nodegroups", path]):
+    for command in (["validate", path], ["plan", "--nodegroups", path, "--empty-cluster"]):
         code, output = elevator(*command)
         assert code == 2, output
         assert f"error: {path}: node_groups[0] (ba:x:tch): " in output, output
