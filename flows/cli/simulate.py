@@ -59,8 +59,6 @@ def fake_cluster(
     AWS is reached through a fault proxy in front of moto. Both take faults over HTTP at the
     printed `/_faults` URLs (see fakes/faults.py): POST a rule, GET them, DELETE them all.
     Without --scenario the cluster starts empty and nothing joins or schedules by itself.
-
-    Example: elevator fake-cluster --scenario deployments/examples/scenario.yaml
     """
     require_extra("sim", "moto")
     from kube_elevator.fakes.aws import FakeAws
