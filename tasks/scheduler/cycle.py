@@ -34,8 +34,10 @@ from typing import Any
 
 from kube_elevator.tasks.core.records import NodeRecord
 from kube_elevator.tasks.scheduler.framework import (
+    ClusterFilters,
     NodeScore,
     ResourceScores,
+    cluster_filters,
     node_admits,
     plugin_scores,
     resource_scores,
@@ -43,7 +45,7 @@ from kube_elevator.tasks.scheduler.framework import (
     weighted_totals,
 )
 from kube_elevator.tasks.scheduler.noderesources import fits_request
-from kube_elevator.tasks.scheduler.objects import SchedPod
+from kube_elevator.tasks.scheduler.objects import NamespaceLabels, SchedPod
 from kube_elevator.tasks.scheduler.profiles import Profile
 from kube_elevator.tasks.scheduler.state import ClusterState, Key, NodeState
 
@@ -81,8 +83,10 @@ class QueuedPod:
 class Scheduler:
     """The simulated kube-scheduler (see the module docstring); `seed` seeds the tie-break."""
 
-    def __init__(self, profile: Profile, seed: int) -> None:
+    def __init__(self, profile: Profile, seed: int,
+                 namespaces: NamespaceLabels | None = None) -> None:
         self.profile = profile
+        self.namespaces: NamespaceLabels = dict(namespaces or {})
         self.cluster = ClusterState()
         self.next_start_node_index = 0
         self.rng = random.Random(seed)
@@ -175,12 +179,15 @@ class Scheduler:
         decisions: list[tuple[Key, str | None]] = []
         failed: set[tuple[Any, ...]] = set()
         for queued in self.queue_order(pending):
-            shape = queued.pod.filter_shape
-            node_name = None if shape in failed else self.schedule_one(queued.pod)
-            if node_name is None:
-                failed.add(shape)
-            else:
+            pod = queued.pod
+            shape = pod.filter_shape
+            node_name = None if shape in failed else self.schedule_one(pod)
+            if node_name is not None:
                 self.bind(queued.key, queued.pod, node_name)
+            elif not (pod.hard_spread or (pod.affinity is not None and pod.affinity.required)):
+                # a pod placed may satisfy another's affinity or even out a spread: only the
+                # others are skipped
+                failed.add(shape)
             decisions.append((queued.key, node_name))
         return decisions
 
@@ -209,8 +216,15 @@ class Scheduler:
             self._by_age = sorted(self.cluster.nodes.values(),
                                   key=lambda s: (s.record.created_unix_seconds, s.name))
         admitted = {node.name for _, node in self._admitting(pod)}
+        filters = self._cluster_filters(pod)
         return [node for node in self._by_age
-                if node.name in admitted and fits_request(pod, node)]
+                if node.name in admitted and fits_request(pod, node)
+                and (filters is None or filters.admits(node))]
+
+    def _cluster_filters(self, pod: SchedPod) -> ClusterFilters | None:
+        """The PreFilter answers of the filters reading other pods (None: none applies)."""
+        return cluster_filters(pod, self.cluster.order(), self.profile, self.namespaces,
+                               self.cluster.affinity_counts)
 
     def find_nodes_that_fit(self, pod: SchedPod) -> list[NodeState]:
         """findNodesThatPassFilters: the nodes that pass, in the order of a walk of the
@@ -223,6 +237,9 @@ class Scheduler:
         start = self.next_start_node_index
         passing = [(position, node) for position, node in self._admitting(pod)
                    if fits_request(pod, node)]
+        filters = self._cluster_filters(pod)
+        if filters is not None:
+            passing = [(position, node) for position, node in passing if filters.admits(node)]
         split = bisect.bisect_left(passing, start, key=lambda item: item[0])
         walked = passing[split:] + passing[:split]
         if len(walked) < wanted:
@@ -254,7 +271,8 @@ class Scheduler:
     def scores(self, pod: SchedPod, feasible: Sequence[NodeState]) -> list[NodeScore]:
         """The feasible nodes' scores, the resource scores served from the cache."""
         return score_feasible(pod, feasible, self.cluster.order(), self.profile,
-                              self._resource_scores(pod))
+                              self._resource_scores(pod), namespaces=self.namespaces,
+                              affinity_counts=self.cluster.affinity_counts)
 
     def schedule_one(self, pod: SchedPod) -> str | None:
         """schedulePod: the node for the pod, None when none passes the filters."""
@@ -267,7 +285,9 @@ class Scheduler:
         if len(feasible) == 1:
             return feasible[0].name
         totals = weighted_totals(plugin_scores(pod, feasible, self.cluster.order(),
-                                               self.profile, self._resource_scores(pod)),
+                                               self.profile, self._resource_scores(pod),
+                                               namespaces=self.namespaces,
+                                               affinity_counts=self.cluster.affinity_counts),
                                  self.profile)
         best = max(totals)
         winners = [node.name for node, total in zip(feasible, totals, strict=True)
