@@ -416,7 +416,7 @@ def read_pod_affinity(affinity: Mapping[str, Any], namespace: str) -> PodAffinit
     """The pod's podAffinity and podAntiAffinity (None when it has neither)."""
     together = affinity.get("podAffinity")
     apart = affinity.get("podAntiAffinity")
-    if not together and not apart:
+    if together is None and apart is None:
         return None
     required = "requiredDuringSchedulingIgnoredDuringExecution"
     preferred = "preferredDuringSchedulingIgnoredDuringExecution"
