@@ -273,7 +273,8 @@ class Volumes:
     def __init__(self, objects: Iterable[Mapping[str, Any]] = ()) -> None:
         self.claims: dict[tuple[str, str], Mapping[str, Any]] = {}
         self.volumes: dict[str, Mapping[str, str]] = {}  # PV name -> its labels
-        self.binding_modes: dict[str, str] = {}  # StorageClass name -> volumeBindingMode
+        # StorageClass name -> its volumeBindingMode ("" when unset)
+        self.binding_modes: dict[str, str] = {}
         for obj in objects:
             kind = str(obj.get("kind", ""))
             metadata = obj.get("metadata") or {}
@@ -284,7 +285,7 @@ class Volumes:
             elif kind == "PersistentVolume":
                 self.volumes[name] = dict(metadata.get("labels") or {})
             elif kind == "StorageClass":
-                self.binding_modes[name] = str(obj.get("volumeBindingMode") or "Immediate")
+                self.binding_modes[name] = str(obj.get("volumeBindingMode") or "")
 
     def zones(self, namespace: str, spec: Mapping[str, Any]) -> tuple[tuple[VolumeZone, ...], str]:
         """VolumeZone's PreFilter (getPVbyPod): the zone labels of the PVs the pod's claims
@@ -307,7 +308,9 @@ class Volumes:
                     return (), "PersistentVolumeClaim had no pv name and storageClass name"
                 mode = self.binding_modes.get(class_name)
                 if mode is None:
-                    return (), f'storageclass.storage.k8s.io "{class_name}" not found'
+                    return (), f'storageclasses.storage.k8s.io "{class_name}" not found'
+                if not mode:
+                    return (), f'VolumeBindingMode not set for StorageClass "{class_name}"'
                 if mode == WAIT_FOR_FIRST_CONSUMER:
                     continue
                 return (), "PersistentVolume had no name"
