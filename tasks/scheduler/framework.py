@@ -277,9 +277,10 @@ Objects = Iterable[Mapping[str, Any]] | Mapping[str, Any]
 
 
 @dataclass
-class _Snapshot:
+class Snapshot:
     """A cluster built from API objects: the incoming pod, the node states in the order given,
-    the namespaces' labels."""
+    the namespaces' labels. Bound pods are keyed (namespace, "<index>/<name>"), the index
+    counting the pods given that have not finished."""
 
     pod: SchedPod
     cluster: ClusterState
@@ -289,8 +290,8 @@ class _Snapshot:
     node_objects: list[Mapping[str, Any]]
 
 
-def _snapshot(pod: Mapping[str, Any], nodes: Objects, pods: Objects, all_nodes: Objects | None,
-              workloads: Objects, namespaces: Objects, volumes: Objects) -> _Snapshot:
+def snapshot_of(pod: Mapping[str, Any], nodes: Objects, pods: Objects, all_nodes: Objects | None,
+              workloads: Objects, namespaces: Objects, volumes: Objects) -> Snapshot:
     known = Workloads(_items(workloads))
     catalog = Volumes(_items(volumes))
     incoming = sched_pod(pod, known, catalog)
@@ -307,7 +308,7 @@ def _snapshot(pod: Mapping[str, Any], nodes: Objects, pods: Objects, all_nodes: 
         [((p.namespace, f"{index}/{p.name}"), p) for index, p in enumerate(existing)])
     listed = [cluster.nodes[node_from_api(obj).name] for obj in node_objects]
     every = [cluster.nodes[node_from_api(obj).name] for obj in every_object]
-    return _Snapshot(incoming, cluster, listed, every, namespace_labels(namespaces),
+    return Snapshot(incoming, cluster, listed, every, namespace_labels(namespaces),
                      [*node_objects, *others])
 
 
@@ -339,7 +340,7 @@ def score_nodes(pod: Mapping[str, Any], nodes: Objects, pods: Objects = (),
     chosen = profile_named(profile) if isinstance(profile, str) else profile
     if chosen.first_fit:
         raise ValueError("the first-fit profile scores no node: it takes the oldest that fits")
-    snap = _snapshot(pod, nodes, pods, all_nodes, workloads, namespaces, volumes)
+    snap = snapshot_of(pod, nodes, pods, all_nodes, workloads, namespaces, volumes)
     scores = score_feasible(snap.pod, snap.listed, snap.every, chosen,
                             namespaces=snap.namespaces,
                             affinity_counts=snap.cluster.affinity_counts)
@@ -352,7 +353,7 @@ def filter_nodes(pod: Mapping[str, Any], nodes: Objects, pods: Objects = (),
     """The names of `nodes` (every node of the cluster) that pass kube-scheduler v1.35's
     filters for `pod`, in the order given; the arguments as `score_nodes`'."""
     chosen = profile_named(profile) if isinstance(profile, str) else profile
-    snap = _snapshot(pod, nodes, pods, None, workloads, namespaces, volumes)
+    snap = snapshot_of(pod, nodes, pods, None, workloads, namespaces, volumes)
     filters = cluster_filters(snap.pod, snap.every, chosen, snap.namespaces,
                               snap.cluster.affinity_counts)
     return [node.name for node in snap.every if filter_node(snap.pod, node, filters)]
@@ -363,6 +364,7 @@ __all__ = [
     "NodeScore",
     "ResourceScores",
     "Scores",
+    "Snapshot",
     "cluster_filters",
     "filter_node",
     "filter_nodes",
@@ -372,6 +374,7 @@ __all__ = [
     "resource_scores",
     "score_feasible",
     "score_nodes",
+    "snapshot_of",
     "unmodelled_plugins",
     "weighted_totals",
 ]

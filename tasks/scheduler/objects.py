@@ -159,6 +159,8 @@ class SchedPod:
     # ReplicationController; None when there is none (no system default spreading then).
     default_selector: LabelSelector | None = None
     priority: int = 0
+    # spec.preemptionPolicy Never: it waits rather than preempt (PodEligibleToPreemptOthers)
+    preempt_never: bool = False
     terminating: bool = False
     # podAffinity or podAntiAffinity given (framework.podWithAffinity), and their terms
     pod_affinity: bool = False
@@ -497,6 +499,7 @@ def sched_pod(obj: Mapping[str, Any], workloads: Workloads = NO_WORKLOADS,
         default_selector=workloads.default_selector(namespace, labels,
                                                     controller_owner(metadata)),
         priority=int(body.get("priority") or 0),
+        preempt_never=body.get("preemptionPolicy") == "Never",
         terminating=metadata.get("deletionTimestamp") is not None,
         pod_affinity=inter_pod is not None, affinity=inter_pod, host_ports=host_ports(body),
         volume_zones=zones, volume_error=volume_error)

@@ -38,16 +38,19 @@ class NodeState:
     __slots__ = ("affinity_pods", "allocatable_cpu_milli", "allocatable_extended",
                  "allocatable_memory_bytes", "allowed_pods", "cluster_counts", "label_counts",
                  "labels", "name", "nonzero_cpu_milli", "nonzero_memory_bytes", "pods",
-                 "record", "requested_cpu_milli", "requested_extended",
+                 "priorities", "record", "requested_cpu_milli", "requested_extended",
                  "requested_memory_bytes", "resource_key", "taints", "used_ports", "version")
 
-    def __init__(self, record: NodeRecord, cluster_counts: list[int] | None = None) -> None:
+    def __init__(self, record: NodeRecord, cluster_counts: list[int] | None = None,
+                 priorities: dict[int, int] | None = None) -> None:
         self.pods: dict[Key, SchedPod] = {}
         # PodsWithAffinity (those with required anti-affinity among them), UsedPorts
         self.affinity_pods: dict[Key, SchedPod] = {}
         self.used_ports: dict[HostPort, int] = {}
         # [pods with affinity, pods with required anti-affinity] over the cluster's nodes
         self.cluster_counts = cluster_counts if cluster_counts is not None else [0, 0]
+        # the cluster's pods per priority (DefaultPreemption looks for lower ones)
+        self.priorities = priorities if priorities is not None else {}
         self.requested_cpu_milli = self.requested_memory_bytes = 0
         self.nonzero_cpu_milli = self.nonzero_memory_bytes = 0
         self.requested_extended: dict[str, int] = {}
@@ -103,6 +106,12 @@ class NodeState:
         self.nonzero_memory_bytes += sign * pod.nonzero_memory_bytes
         for name, amount in pod.extended:
             self.requested_extended[name] = self.requested_extended.get(name, 0) + sign * amount
+        priorities = self.priorities
+        count = priorities.get(pod.priority, 0) + sign
+        if count:
+            priorities[pod.priority] = count
+        else:
+            priorities.pop(pod.priority, None)
         if not pod.terminating:  # countPodsMatchSelector bypasses terminating pods
             label_key = (pod.namespace, pod.label_set)
             count = self.label_counts.get(label_key, 0) + sign
@@ -135,7 +144,14 @@ class NodeState:
             self.cluster_counts[0] -= 1
             if pod.required_anti_affinity:
                 self.cluster_counts[1] -= 1
+        for pod in self.pods.values():
+            count = self.priorities.get(pod.priority, 0) - 1
+            if count:
+                self.priorities[pod.priority] = count
+            else:
+                self.priorities.pop(pod.priority, None)
         self.cluster_counts = [0, 0]
+        self.priorities = {}
 
     def count_matching(self, selector: LabelSelector | None, namespace: str) -> int:
         """countPodsMatchSelector: this node's pods in `namespace`, not terminating, that the
@@ -215,9 +231,10 @@ class ClusterState:
         self._order: list[NodeState] | None = None
         # [pods with pod (anti-)affinity, pods with required anti-affinity] on all nodes
         self.affinity_counts = [0, 0]
+        self.priorities: dict[int, int] = {}  # priority -> pods on all nodes
 
     def add_node(self, record: NodeRecord) -> NodeState:
-        state = NodeState(record, self.affinity_counts)
+        state = NodeState(record, self.affinity_counts, self.priorities)
         self.nodes[record.name] = state
         self.tree.add(record.name, zone_key(record.labels))
         self._order = None
