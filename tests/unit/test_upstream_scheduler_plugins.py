@@ -4,9 +4,10 @@ nodeaffinity/node_affinity_test.go TestNodeAffinityPriority.
 
 Each parametrize id is the upstream case's name; pods, nodes and expected scores are
 upstream's, run through `score_nodes`; "PreScore returns error when an incoming Pod has a
-broken affinity" is `score_nodes` raising `SchedulingError` with upstream's message. Upstream's "all nodes are same priority as NodeAffinity is nil" calls Score without
-PreScore (0 everywhere); through the framework, as here, PreScore skips the plugin, so it scores
-no node, which adds the same 0 to every total.
+broken affinity" is `score_nodes` raising `SchedulingError` with upstream's message.
+Upstream's "all nodes are same priority as NodeAffinity is nil" calls Score without PreScore (0
+everywhere); through the framework, as here, PreScore skips the plugin, so it scores no node,
+which adds the same 0 to every total.
 """
 
 from __future__ import annotations
