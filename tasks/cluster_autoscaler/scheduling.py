@@ -10,7 +10,7 @@ so the common case keeps the resource-only bookkeeping of `estimator`.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 
 from kube_elevator.tasks.cluster_autoscaler.templates import TemplateNode
 from kube_elevator.tasks.core.records import NodeRecord, PodRecord
@@ -79,6 +79,14 @@ class FilterSnapshot:
 
     def fits(self, pod: SchedPod, name: str) -> bool:
         return self.failing(pod, name) is None
+
+    def checker(self, pod: SchedPod) -> Callable[[str], bool]:
+        """Whether the pod passes the filters on a node, for the snapshot as it is now (the
+        PreFilter answers computed once for all the nodes asked about)."""
+        filters = cluster_filters(pod, list(self.cluster.nodes.values()), PROFILE,
+                                  affinity_counts=self.cluster.affinity_counts)
+        nodes = self.cluster.nodes
+        return lambda name: name in nodes and failing_filter(pod, nodes[name], filters) is None
 
     def first_fit(self, pod: SchedPod, names: Sequence[str]) -> str | None:
         """SchedulePodOnAnyNodeMatching over `names`, in order."""
