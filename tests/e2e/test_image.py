@@ -9,42 +9,106 @@ from __future__ import annotations
 import json
 import os
 import re
+import shlex
+import shutil
 import subprocess
 import sys
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 from packaging.utils import canonicalize_name
 
-from tests.image_build import DOCKERFILE, UV, build_context, install_call, stages
 from tests.locks import ROOT, applicable
 
+DOCKERFILE = ROOT / "Dockerfile"
 EXAMPLES = ROOT / "deployments" / "examples"
 PLAN = ["plan", "--nodegroups", str(EXAMPLES / "nodegroups.yaml"), "--cluster",
         str(EXAMPLES / "cluster.json"), "--asg", str(EXAMPLES / "asgs.json"),
         "--now", "2026-11-21T12:00:00Z", "--output", "json"]
+UV = Path(sys.executable).parent / "uv"
 
 
-def run_install(context: Path, arguments: list[str], wheel: Path | None = None,
+@dataclass(frozen=True)
+class Stage:
+    base: str
+    workdir: str
+    copies: list[tuple[list[str], str, str]]  # (sources, destination, --from stage or "")
+    runs: list[str]
+    instructions: dict[str, str]  # the last of each other instruction: USER, ENTRYPOINT, ENV
+
+
+def stages(text: str) -> list[Stage]:
+    """The Dockerfile's stages, continuation lines joined, comments dropped."""
+    found: list[Stage] = []
+    for line in re.sub(r"\\\n", " ", text).splitlines():
+        if not line.strip() or line.lstrip().startswith("#"):
+            continue
+        keyword, _, rest = line.strip().partition(" ")
+        keyword, rest = keyword.upper(), rest.strip()
+        if keyword == "FROM":
+            found.append(Stage(rest.split()[0], "/", [], [], {}))
+        elif keyword == "WORKDIR":
+            found[-1] = Stage(found[-1].base, rest, found[-1].copies, found[-1].runs,
+                              found[-1].instructions)
+        elif keyword == "COPY":
+            words = shlex.split(rest)
+            origin = next((w.split("=", 1)[1] for w in words if w.startswith("--from=")), "")
+            paths = [w for w in words if not w.startswith("--")]
+            found[-1].copies.append((paths[:-1], paths[-1], origin))
+        elif keyword == "RUN":
+            found[-1].runs.append(rest)
+        else:
+            found[-1].instructions[keyword] = rest
+    return found
+
+
+def install_call(stage: Stage) -> list[str]:
+    """`deployments/image/install.sh VENV LOCK EXTRAS` as the build stage's RUN line calls it."""
+    (call,) = [re.search(r"sh (deployments/image/install\.sh(?: [^&;|]+)?)", run)
+               for run in stage.runs if "install.sh" in run]
+    assert call is not None
+    return shlex.split(call.group(1))
+
+
+def lay_out_build_context(stage: Stage, into: Path) -> None:
+    """The files the stage's COPY lines put in its WORKDIR, from the checkout."""
+    for sources, destination, origin in stage.copies:
+        assert not origin
+        for source in sources:
+            target = into / destination if destination not in ("./", ".") else into
+            if destination.endswith("/"):
+                target = target / Path(source).name
+            if (ROOT / source).is_dir():
+                shutil.copytree(ROOT / source, target,
+                                ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+            else:
+                target.parent.mkdir(parents=True, exist_ok=True)
+                shutil.copyfile(ROOT / source, target)
+
+
+def run_install(context: Path, arguments: list[str], wheel_dir: Path | None = None
                 ) -> subprocess.CompletedProcess[str]:
-    """install.sh with `arguments`; `wheel` built already (the session's), else it builds one."""
+    """install.sh with `arguments`; with `wheel_dir`, the wheel built there once is reused."""
+    if not UV.exists():
+        pytest.skip(f"uv is not in the test venv ({UV}): make installs it from requirements/")
     python = Path(sys.base_prefix) / "bin" / "python3"
+    reuse = {"WHEEL_DIR": str(wheel_dir)} if wheel_dir is not None else {}
     return subprocess.run(["sh", *arguments], cwd=context, capture_output=True, text=True,
                           timeout=900, check=False,
-                          env={**os.environ, "UV": str(UV), "WHEEL": str(wheel or ""),
+                          env={**os.environ, "UV": str(UV), **reuse,
                                "PYTHON": str(python) if python.exists() else "python3"})
 
 
 @pytest.fixture(scope="module")
-def image(tmp_path_factory: pytest.TempPathFactory, kube_elevator_wheel: Path) -> Iterator[Path]:
-    """The build stage's install, run on its build context with the session's wheel (built
-    from that context as the script builds it); yields the venv it made."""
+def image(tmp_path_factory: pytest.TempPathFactory, build_context: Path,
+          wheel_dir: Path) -> Iterator[Path]:
+    """The build stage's install, run on its build context; yields the venv it made."""
     build, _ = stages(DOCKERFILE.read_text())
-    context = build_context(tmp_path_factory.mktemp("build-context"))
     script, venv, *rest = install_call(build)
     target = tmp_path_factory.mktemp("image") / Path(venv).name
-    done = run_install(context, [script, str(target), *rest], kube_elevator_wheel)
+    done = run_install(build_context, [script, str(target), *rest], wheel_dir)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     yield target
 
@@ -119,7 +183,8 @@ def test_elevator_from_the_image_venv_plans_as_the_checkout_does(image: Path,
 def test_a_lock_that_misses_a_requirement_fails_the_install(tmp_path: Path) -> None:
     """The last step asks for kube-elevator[tune] with no index: the lock must hold it all."""
     build, _ = stages(DOCKERFILE.read_text())
-    context = build_context(tmp_path / "context")
+    context = tmp_path / "context"
+    lay_out_build_context(build, context)
     script, _, lock, extras = install_call(build)
     text = (context / lock).read_text()
     (context / lock).write_text(re.sub(r"(?ms)^optuna==.*?(?=^\S)", "", text))

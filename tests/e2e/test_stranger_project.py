@@ -9,7 +9,6 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -17,7 +16,7 @@ import pytest
 from benchmarks.event_latency import BurstCluster
 from kube_elevator.fakes.aws import FakeAws
 from kube_elevator.fakes.kube_api.server import FakeKubeApi
-from tests.image_build import UV
+from tests.e2e.test_image import DOCKERFILE, install_call, run_install, stages
 from tests.locks import ROOT
 
 # The stranger's own modules, named as ours were before they moved under kube_elevator.
@@ -41,22 +40,14 @@ print(json.dumps({"their_tick": flows.tick.WHOSE, "their_tasks": tasks.WHOSE,
 
 
 @pytest.fixture(scope="module")
-def stranger_venv(tmp_path_factory: pytest.TempPathFactory, kube_elevator_wheel: Path) -> Path:
-    """An empty venv with the runtime lock (hashes checked, nothing resolved) and the wheel."""
+def stranger_venv(tmp_path_factory: pytest.TempPathFactory, build_context: Path,
+                  wheel_dir: Path) -> Path:
+    """An empty venv with the runtime lock (hashes checked, nothing resolved) and the wheel,
+    by the image's install script: the session's wheel, shared with test_image.py."""
+    script, *_ = install_call(stages(DOCKERFILE.read_text())[0])
     venv = tmp_path_factory.mktemp("stranger") / "venv"
-    python = Path(sys.base_prefix) / "bin" / "python3"
-    environment = {**os.environ, "UV_PYTHON_DOWNLOADS": "never"}
-    for command in (
-        ["venv", "--quiet", "--python", str(python if python.exists() else "python3"),
-         str(venv)],
-        ["pip", "install", "--quiet", "--python", str(venv / "bin" / "python"),
-         "--require-hashes", "--no-deps", "-r", str(ROOT / "requirements" / "runtime.txt")],
-        ["pip", "install", "--quiet", "--python", str(venv / "bin" / "python"), "--no-index",
-         f"kube-elevator @ file://{kube_elevator_wheel}"],
-    ):
-        done = subprocess.run([str(UV), *command], capture_output=True, text=True, timeout=900,
-                              check=False, env=environment)
-        assert done.returncode == 0, done.stderr[-3000:]
+    done = run_install(build_context, [script, str(venv), "requirements/runtime.txt"], wheel_dir)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     return venv
 
 
