@@ -1,4 +1,5 @@
-"""Build the API reference of kube_elevator's public names with pdoc: `make docs`.
+"""Build the API reference of kube_elevator's public names (and of the documented module
+`kube_elevator.harness`) with pdoc: `make docs`.
 
     python docs/api_reference.py OUTPUT_DIRECTORY
 
@@ -24,7 +25,7 @@ def build(output: Path) -> Path:
         getattr(kube_elevator, name)
     pdoc.render.configure(docformat="google", show_source=False,
                           footer_text=f"kube-elevator {kube_elevator.__version__}")
-    pdoc.pdoc("kube_elevator", output_directory=output)
+    pdoc.pdoc("kube_elevator", "kube_elevator.harness", output_directory=output)
     return output / "kube_elevator.html"
 
 

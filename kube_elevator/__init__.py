@@ -43,6 +43,9 @@ parameter `ClusterBlock | str | None` (or `AwsCredentialsBlock | str | None`) fo
 picker, and `block_name` reads the name back; `register_block_types` registers the block types
 with a server, as `elevator serve` does.
 
+**The harness**: `kube_elevator.harness`, a documented module of its own (docs/harness.md):
+the fake cluster as a test harness for anyone's code, and the `harness` extra's pytest plugin.
+
 A flow of one's own, with a check between the decision and the scale-up, is
 `deployments/examples/approval_flow.py`; a tick on the shipped snapshot, with no cluster:
 

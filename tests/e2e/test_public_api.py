@@ -93,6 +93,11 @@ def test_the_api_reference_builds_with_every_public_name(tmp_path: Path) -> None
     section = html[html.index('<section id="untaint_or_increase">'):]
     assert "ActionsDone" in section[:3000] and "Escalator §6" in section[:3000]
     assert "internal" in html  # the page says the rest is internal
+    import kube_elevator.harness as harness
+
+    harness_page = (tmp_path / "api" / "kube_elevator" / "harness.html").read_text(
+        encoding="utf-8")
+    assert [name for name in harness.__all__ if f'id="{name}"' not in harness_page] == []
 
 
 @pytest.mark.parametrize(("where", "code"), examples(), ids=[w for w, _ in examples()])
