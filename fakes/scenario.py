@@ -26,6 +26,12 @@ from pydantic import (
     model_validator,
 )
 
+from kube_elevator.fakes.scenario_constraints import (
+    Affinity,
+    ContainerPort,
+    LabelSelector,
+    TopologySpreadConstraint,
+)
 from kube_elevator.tasks.core.documents import as_text, load_file, names_a_file, read_bytes
 from kube_elevator.tasks.core.duration import parse_go_duration
 from kube_elevator.tasks.core.errors import InputError, join_location
@@ -187,6 +193,26 @@ class Wave(_Strict):
     extended: dict[str, MemoryQuantity] = {}
     # spec.priority, a PriorityClass's value: the scheduler takes higher priorities first.
     priority: StrictInt = Field(default=0, ge=-2_147_483_648, le=1_000_000_000)
+    # What real workloads say about placement (Kubernetes' own shapes, camelCase inside):
+    # labels besides `app: <name>`, affinity, spreading, host ports, and a volume in one zone
+    # (each pod its own, as a StatefulSet's volumeClaimTemplate on EBS).
+    labels: dict[str, str] = {}
+    affinity: Affinity | None = None
+    topology_spread_constraints: list[TopologySpreadConstraint] = []
+    ports: list[ContainerPort] = []
+    volume_zone: str | None = Field(default=None, min_length=1, max_length=63)
+
+    @field_validator("labels")
+    @classmethod
+    def valid_labels(cls, value: dict[str, str]) -> dict[str, str]:
+        LabelSelector.model_validate({"matchLabels": value})
+        return value
+
+    @property
+    def constrained(self) -> bool:
+        """Whether the wave's pods carry anything beyond requests, selectors and tolerations."""
+        return bool(self.affinity or self.topology_spread_constraints or self.ports
+                    or self.volume_zone)
 
 
 class TracePod(_Strict):
