@@ -60,8 +60,10 @@ SIMULATED_WORKLOADS = SimulatedWorkloads()
 
 def simulated_scheduler(profile: str = DEFAULT_PROFILE, seed: int = 1) -> Scheduler:
     """The scheduler a simulation runs: the scenario's profile, its tie-break seeded by the
-    scenario's seed."""
-    return Scheduler(profile_named(profile), seed)
+    scenario's seed. Preemption evicts workload pods only: the DaemonSet pods stand for the
+    node-critical pods a cluster runs at system priority."""
+    return Scheduler(profile_named(profile), seed,
+                     can_evict=lambda key: key[0] == POD_NAMESPACE)
 
 
 def _decoded(obj: Mapping[str, Any]) -> RawObject:
@@ -333,7 +335,10 @@ class SimulatedCluster:
         self.scheduler.sync_nodes(sorted(nodes, key=lambda n: self.joined.get(n.name, -1)))
         self.scheduler.sync_pods(bound, self.sched_pods.__getitem__)
         decisions = (place_queue(self.scheduler, pending, self.place, records.__getitem__, now)
-                     if self.place else self.scheduler.schedule_queue(pending))
+                     if self.place else self.scheduler.schedule_queue(pending, now))
+        for key, _ in self.scheduler.take_preempted():  # their controllers re-create them
+            if key in self.pods:
+                self._evict(self.pods[key], now)
         for key, target in decisions:
             life = self.pods[key]
             if target is None:
@@ -357,7 +362,8 @@ class SimulatedCluster:
                         life.namespace)
 
     def _evict(self, life: PodLife, now: float) -> None:
-        """Its node is gone: the pod is re-created pending (as a Job controller would)."""
+        """Its node is gone, or preemption evicted it: the pod is re-created pending (as its
+        controller would)."""
         self.kube.patch("pods", life.name, {"spec": {"nodeName": None}}, life.namespace)
         self._set_pod_status(life, "Pending", scheduled=False)
         life.bound_at, life.node, life.pending_since = None, None, now

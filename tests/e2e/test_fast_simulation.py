@@ -169,7 +169,9 @@ def test_a_later_pod_of_higher_priority_binds_first_where_daemonsets_left_room()
         return Wave(at=0, count=1, cpu=cpu, memory="256Mi", duration=duration,
                     node_selector=selector, name=name, priority=priority)
 
-    for offset, name, arrival in [(0, "blocker-0000", wave("blocker", "1500m", duration=60)),
+    # the blocker is of the high pod's priority: it cannot be preempted
+    for offset, name, arrival in [(0, "blocker-0000", wave("blocker", "1500m", priority=100,
+                                                            duration=60)),
                                   (10, "low-0000", wave("low", "900m")),
                                   (20, "high-0000", wave("high", "900m", priority=100))]:
         cluster.arrive(name, arrival, selector, start + offset)
