@@ -29,8 +29,9 @@ from pydantic import (
 from kube_elevator.fakes.scenario_constraints import (
     Affinity,
     ContainerPort,
-    LabelSelector,
     TopologySpreadConstraint,
+    label_value,
+    qualified_name,
 )
 from kube_elevator.tasks.core.documents import as_text, load_file, names_a_file, read_bytes
 from kube_elevator.tasks.core.duration import parse_go_duration
@@ -205,8 +206,18 @@ class Wave(_Strict):
     @field_validator("labels")
     @classmethod
     def valid_labels(cls, value: dict[str, str]) -> dict[str, str]:
-        LabelSelector.model_validate({"matchLabels": value})
+        if "app" in value:
+            raise ValueError("app is the wave's own label (app: <its name>), which its "
+                             "ReplicaSet or Job selects: choose another key")
+        for key, label in value.items():
+            qualified_name(key)
+            label_value(label)
         return value
+
+    @field_validator("volume_zone")
+    @classmethod
+    def valid_zone(cls, value: str | None) -> str | None:
+        return None if value is None else label_value(value)
 
     @property
     def constrained(self) -> bool:
@@ -458,7 +469,7 @@ def load_scenario(path: str | Path) -> LoadedScenario:
         raise InputError([join_location(source, "asgs", f"no ASG named {name!r}, which the "
                                                         "node-group config uses")
                           for name in missing])
-    unlabelled = _unlabelled_asgs(scenario, config)
+    unlabelled = _unlabelled_asgs(scenario, config) + _zones_of_no_asg(scenario)
     if unlabelled:
         raise InputError([join_location(source, key, rule) for key, rule in unlabelled])
     arrivals: list[TracePod | Wave] = list(scenario.workload)
@@ -496,6 +507,17 @@ def _unlabelled_asgs(scenario: Scenario, config: LoadedConfig) -> list[tuple[str
                          f"{found} {wanted}, the label of node group {group.name!r}, so the "
                          "group never has a node"))
     return problems
+
+
+def _zones_of_no_asg(scenario: Scenario) -> list[tuple[str, str]]:
+    """(key path, rule) for each wave whose volume is in a zone no ASG launches nodes in:
+    VolumeZone keeps its pods off every node, so they would never run."""
+    zones = sorted({asg.availability_zone for asg in scenario.asgs})
+    return [(f"workload[{index}].volume_zone",
+             f"{wave.volume_zone!r} is the availability_zone of no ASG ({', '.join(zones)}): "
+             "a pod whose volume is there could never run")
+            for index, wave in enumerate(scenario.workload)
+            if wave.volume_zone is not None and wave.volume_zone not in zones]
 
 
 def with_profile(loaded: LoadedScenario, profile: str | None) -> LoadedScenario:

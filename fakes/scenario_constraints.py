@@ -22,7 +22,7 @@ _QUALIFIED_NAME = re.compile(rf"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z
 _LABEL_VALUE = re.compile(rf"^({_NAME})?$")
 
 
-def _qualified_name(value: str) -> str:
+def qualified_name(value: str) -> str:
     prefix = value.rpartition("/")[0]
     if len(prefix) > 253 or not _QUALIFIED_NAME.match(value):
         raise ValueError(f"{value!r} is not a valid label key (a name of at most 63 characters: "
@@ -31,7 +31,7 @@ def _qualified_name(value: str) -> str:
     return value
 
 
-def _label_value(value: str) -> str:
+def label_value(value: str) -> str:
     if not _LABEL_VALUE.match(value):
         raise ValueError(f"{value!r} is not a valid label value (at most 63 characters: "
                          "letters, digits, '-', '_', '.', beginning and ending with a letter or "
@@ -57,7 +57,7 @@ class LabelSelectorRequirement(_Kube):
     operator: Literal["In", "NotIn", "Exists", "DoesNotExist"]
     values: list[str] = []
 
-    _key = field_validator("key")(lambda cls, value: _qualified_name(value))
+    _key = field_validator("key")(lambda cls, value: qualified_name(value))
 
     @model_validator(mode="after")
     def values_as_the_operator_needs(self) -> LabelSelectorRequirement:
@@ -77,8 +77,8 @@ class LabelSelector(_Kube):
     @classmethod
     def valid_labels(cls, value: dict[str, str]) -> dict[str, str]:
         for key, label in value.items():
-            _qualified_name(key)
-            _label_value(label)
+            qualified_name(key)
+            label_value(label)
         return value
 
 
@@ -87,7 +87,7 @@ class NodeSelectorRequirement(_Kube):
     operator: Literal["In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt"]
     values: list[str] = []
 
-    _key = field_validator("key")(lambda cls, value: _qualified_name(value))
+    _key = field_validator("key")(lambda cls, value: qualified_name(value))
 
     @model_validator(mode="after")
     def values_as_the_operator_needs(self) -> NodeSelectorRequirement:
@@ -130,7 +130,7 @@ class PodAffinityTerm(_Kube):
     match_label_keys: list[str] = Field(default=[], alias="matchLabelKeys")
     mismatch_label_keys: list[str] = Field(default=[], alias="mismatchLabelKeys")
 
-    _topology_key = field_validator("topology_key")(lambda cls, value: _qualified_name(value))
+    _topology_key = field_validator("topology_key")(lambda cls, value: qualified_name(value))
 
 
 class WeightedPodAffinityTerm(_Kube):
@@ -168,7 +168,7 @@ class TopologySpreadConstraint(_Kube):
         default=None, alias="nodeTaintsPolicy")
     match_label_keys: list[str] = Field(default=[], alias="matchLabelKeys")
 
-    _topology_key = field_validator("topology_key")(lambda cls, value: _qualified_name(value))
+    _topology_key = field_validator("topology_key")(lambda cls, value: qualified_name(value))
 
     @model_validator(mode="after")
     def min_domains_only_when_hard(self) -> TopologySpreadConstraint:

@@ -260,3 +260,87 @@ def test_a_nodegroups_path_that_names_no_file_is_one_error(tmp_path: Path, name:
         load_scenario(path)
     assert raised.value.problems == [
         f"{path}: nodegroups: {name!r} names no file (a path from the scenario's folder)"]
+
+
+# --- issue 37: what real workloads say about placement ------------------------------------------
+
+ANTI_AFFINITY = "affinity.podAntiAffinity.requiredDuringSchedulingIgnoredDuringExecution[0]"
+
+
+@pytest.mark.parametrize(("fields", "path", "rule"), [
+    ({"affinity": {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
+        {"labelSelector": {"matchLabels": {"app": "web"}}}]}}},
+     f"{ANTI_AFFINITY}.topologyKey", "Field required"),
+    ({"affinity": {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
+        {"topologyKey": "kubernetes.io/hostname",
+         "labelSelector": {"matchExpresions": []}}]}}},
+     f"{ANTI_AFFINITY}.labelSelector.matchExpresions", "Extra inputs are not permitted"),
+    ({"affinity": {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
+        {"topologyKey": "host name"}]}}},
+     f"{ANTI_AFFINITY}.topologyKey", "'host name' is not a valid label key"),
+    ({"affinity": {"podAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [
+        {"weight": 0, "podAffinityTerm": {"topologyKey": "kubernetes.io/hostname"}}]}}},
+     "affinity.podAffinity.preferredDuringSchedulingIgnoredDuringExecution[0].weight",
+     "Input should be greater than or equal to 1"),
+    ({"affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+        "nodeSelectorTerms": [{"matchExpressions": [{"key": "pool", "operator": "In"}]}]}}}},
+     "affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms"
+     "[0].matchExpressions[0]", "values: must be non-empty when operator is In"),
+    ({"topology_spread_constraints": [{"maxSkew": 0, "topologyKey": "zone",
+                                       "whenUnsatisfiable": "DoNotSchedule"}]},
+     "topology_spread_constraints[0].maxSkew", "Input should be greater than or equal to 1"),
+    ({"topology_spread_constraints": [{"maxSkew": 1, "topologyKey": "zone",
+                                       "whenUnsatisfiable": "Never"}]},
+     "topology_spread_constraints[0].whenUnsatisfiable",
+     "Input should be 'DoNotSchedule' or 'ScheduleAnyway'"),
+    ({"topology_spread_constraints": [{"maxSkew": 1, "topologyKey": "zone", "minDomains": 2,
+                                       "whenUnsatisfiable": "ScheduleAnyway"}]},
+     "topology_spread_constraints[0]",
+     "minDomains: may be set only when whenUnsatisfiable is DoNotSchedule"),
+    ({"ports": [{"containerPort": 80, "hostPort": 70000}]}, "ports[0].hostPort",
+     "Input should be less than or equal to 65535"),
+    ({"ports": [{"containerPort": 80, "protocol": "tcp"}]}, "ports[0].protocol",
+     "Input should be 'TCP', 'UDP' or 'SCTP'"),
+    ({"labels": {"tier": "-front"}}, "labels", "'-front' is not a valid label value"),
+    ({"labels": {"app": "other"}}, "labels", "app is the wave's own label"),
+    ({"volume_zone": "us-west-2a"}, "volume_zone",
+     "'us-west-2a' is the availability_zone of no ASG (us-east-1a): a pod whose volume is "
+     "there could never run"),
+], ids=["topology-key-missing", "selector-typo", "topology-key-invalid", "weight-zero",
+        "in-without-values", "max-skew-zero", "when-unsatisfiable", "min-domains-soft",
+        "host-port-range", "protocol-case", "label-value", "app-label", "zone-of-no-asg"])
+def test_placement_keys_are_checked_as_kubernetes_checks_them(
+        tmp_path: Path, fields: dict[str, Any], path: str, rule: str) -> None:
+    """Issue 37: a wave's affinity, spreading, ports, labels and volume zone are Kubernetes'
+    own shapes (camelCase, as copied from a pod template); a typo or a value the API server
+    refuses is one line naming the file, the key path and the rule."""
+    scenario = write_scenario(tmp_path, workload=[{**WAVE, **fields}])
+    problems = problems_of(scenario)
+    assert len(problems) == 1
+    assert problems[0].startswith(f"{scenario}: workload[0].{path}: {rule}"), problems
+
+
+def test_a_wave_with_placement_constraints_loads_in_kubernetes_shapes(tmp_path: Path) -> None:
+    """The bundled example's waves carry every kind of constraint; they load as the pod
+    template says them and go into the pod as the API holds them."""
+    from kube_elevator.fakes.cluster import pod_body
+
+    examples = Path(__file__).resolve().parents[2] / "deployments" / "examples"
+    loaded = load_scenario(examples / "scenario-constraints.yaml")
+    web = next(wave for wave in loaded.scenario.workload if wave.name == "web")
+    assert web.constrained
+    body = pod_body("web-0000", web, {}, 0.0)
+    assert body["metadata"]["labels"] == {"tier": "frontend", "app": "web"}
+    assert body["spec"]["affinity"]["podAntiAffinity"] == {
+        "requiredDuringSchedulingIgnoredDuringExecution": [{
+            "labelSelector": {"matchLabels": {"app": "web"}},
+            "topologyKey": "kubernetes.io/hostname"}]}
+    assert body["spec"]["topologySpreadConstraints"] == [{
+        "maxSkew": 1, "topologyKey": "topology.kubernetes.io/zone",
+        "whenUnsatisfiable": "DoNotSchedule", "labelSelector": {"matchLabels": {"app": "web"}}}]
+    ingress = next(wave for wave in loaded.scenario.workload if wave.name == "ingress")
+    assert pod_body("ingress-0000", ingress, {}, 0.0)["spec"]["containers"][0]["ports"] == [
+        {"containerPort": 8443, "hostPort": 8443}]
+    db = next(wave for wave in loaded.scenario.workload if wave.name == "db-b")
+    assert pod_body("db-b-0000", db, {}, 0.0)["spec"]["volumes"] == [
+        {"name": "data", "persistentVolumeClaim": {"claimName": "data-db-b-0000"}}]
