@@ -110,6 +110,36 @@ def filter_node(pod: SchedPod, node: NodeState,
             and (filters is None or filters.admits(node)))
 
 
+NODE_LEVEL = "NodeUnschedulable/TaintToleration/NodeAffinity"
+NODE_PORTS = "NodePorts"
+VOLUME_ZONE = "VolumeZone"
+SPREAD_FILTER = "PodTopologySpread"
+INTER_POD_AFFINITY_FILTER = "InterPodAffinity"
+
+
+def failing_filter(pod: SchedPod, node: NodeState,
+                   filters: ClusterFilters | None = None) -> str | None:
+    """The first filter, in the default profile's order, that refuses the pod on the node
+    (RunFilterPlugins stops there), None when all pass."""
+    if not node_admits(pod, node):
+        return NODE_LEVEL
+    if pod.host_ports and ports_conflict(node.used_ports, pod.host_ports):
+        return NODE_PORTS
+    if not fits_request(pod, node):
+        return NODE_RESOURCES_FIT
+    if pod.volume_error or (pod.volume_zones
+                            and not volume_zones_match(pod.volume_zones, node.labels)):
+        return VOLUME_ZONE
+    if filters is not None:
+        if filters.spread is not None and not podtopologyspread_filter.satisfies(
+                filters.spread, pod, node.labels):
+            return SPREAD_FILTER
+        if filters.affinity is not None and not interpodaffinity.satisfies(
+                filters.affinity, node.labels, filters.namespaces):
+            return INTER_POD_AFFINITY_FILTER
+    return None
+
+
 @dataclass
 class ClusterFilters:
     """The PreFilter answers of the filters that read more than the node for one pod:
@@ -366,6 +396,7 @@ __all__ = [
     "Scores",
     "Snapshot",
     "cluster_filters",
+    "failing_filter",
     "filter_node",
     "filter_nodes",
     "namespace_labels",

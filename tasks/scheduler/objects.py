@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Any
 
 import msgspec
@@ -22,14 +23,22 @@ from kube_elevator.tasks.core.api_objects import (
     MEMORY,
     OBJECT_DECODER,
     ExtendedResources,
+    HostPort,
     NodeSelectorTerm,
+    PodPlacement,
     RawContainer,
     RawObject,
     RawResources,
     RawSpec,
     Toleration,
 )
-from kube_elevator.tasks.core.records import NodeRecord, node_record, pod_requests
+from kube_elevator.tasks.core.records import (
+    NodeRecord,
+    PodRecord,
+    node_record,
+    pod_placement,
+    pod_requests,
+)
 from kube_elevator.tasks.core.selectors import (
     LabelRequirement,
     LabelSelector,
@@ -130,7 +139,6 @@ class PodAffinity:
     preferred_anti: tuple[WeightedAffinityTerm, ...] = ()
 
 
-HostPort = tuple[str, str, int]  # (hostIP, protocol, hostPort), sanitised as HostPortInfo does
 VolumeZone = tuple[str, frozenset[str]]  # a bound PV's zone or region label: key, its zones
 
 
@@ -441,20 +449,21 @@ def read_pod_affinity(affinity: Mapping[str, Any], namespace: str) -> PodAffinit
                        weighted(together, "podAffinity"), weighted(apart, "podAntiAffinity"))
 
 
-def host_ports(body: Mapping[str, Any]) -> tuple[HostPort, ...]:
-    """nodeports getContainerPorts: the host ports of the pod's containers (and of its
-    restartable init containers, the sidecars), protocol TCP and IP 0.0.0.0 when unset."""
-    found: list[HostPort] = []
-    containers = list(body.get("containers") or ())
-    containers += [c for c in body.get("initContainers") or ()
-                   if c.get("restartPolicy") == "Always"]
-    for container in containers:
-        for port in container.get("ports") or ():
-            number = int(port.get("hostPort") or 0)
-            if number > 0:
-                found.append((str(port.get("hostIP") or "0.0.0.0"),
-                              str(port.get("protocol") or "TCP"), number))
-    return tuple(found)
+@lru_cache(maxsize=8192)
+def placement_terms(placement: PodPlacement | None, namespace: str
+                    ) -> tuple[PodAffinity | None, tuple[SpreadConstraint, ...]]:
+    """A pod's podAffinity/podAntiAffinity terms and topology spread constraints, read from
+    its `PodPlacement` (the JSON pod records keep); parsed once per distinct placement."""
+    if placement is None:
+        return None, ()
+    affinity: dict[str, Any] = {}
+    if placement.pod_affinity:
+        affinity["podAffinity"] = orjson.loads(placement.pod_affinity)
+    if placement.pod_anti_affinity:
+        affinity["podAntiAffinity"] = orjson.loads(placement.pod_anti_affinity)
+    spread = orjson.loads(placement.spread_constraints) if placement.spread_constraints else ()
+    return (read_pod_affinity(affinity, namespace),
+            tuple(_constraint(c) for c in spread or ()))
 
 
 def controller_owner(metadata: Mapping[str, Any]) -> tuple[str, str, str] | None:
@@ -484,7 +493,8 @@ def sched_pod(obj: Mapping[str, Any], workloads: Workloads = NO_WORKLOADS,
     namespace = str(metadata.get("namespace") or "")
     labels = dict(metadata.get("labels") or {})
     zones, volume_error = volumes.zones(namespace, body) if volumes is not None else ((), "")
-    inter_pod = read_pod_affinity(affinity, namespace)
+    placement = pod_placement(spec)
+    inter_pod, spread = placement_terms(placement, namespace)
     return SchedPod(
         namespace=namespace, name=str(metadata.get("name") or ""), labels=labels,
         node_name=str(body.get("nodeName") or ""), cpu_milli=cpu, memory_bytes=memory,
@@ -494,15 +504,34 @@ def sched_pod(obj: Mapping[str, Any], workloads: Workloads = NO_WORKLOADS,
         preferred_terms=tuple(PreferredTerm(int(p.get("weight", 0)), _term(p.get("preference")))
                               for p in preferred),
         tolerations=spec.tolerations or (),
-        spread_constraints=tuple(_constraint(c)
-                                 for c in body.get("topologySpreadConstraints") or ()),
+        spread_constraints=spread,
         default_selector=workloads.default_selector(namespace, labels,
                                                     controller_owner(metadata)),
         priority=int(body.get("priority") or 0),
         preempt_never=body.get("preemptionPolicy") == "Never",
         terminating=metadata.get("deletionTimestamp") is not None,
-        pod_affinity=inter_pod is not None, affinity=inter_pod, host_ports=host_ports(body),
+        pod_affinity=inter_pod is not None, affinity=inter_pod,
+        host_ports=placement.host_ports if placement is not None else (),
         volume_zones=zones, volume_error=volume_error)
+
+
+def sched_from_record(record: PodRecord) -> SchedPod:
+    """The scheduler's view of a pod record, as the Cluster Autoscaler holds pods: what the
+    filters read (requests, node selector and required terms, tolerations, labels, priority,
+    pod (anti-)affinity, spreading, host ports); the parts only scores read are left out."""
+    inter_pod, spread = placement_terms(record.placement, record.namespace)
+    placement = record.placement
+    return SchedPod(
+        namespace=record.namespace, name=record.name, labels=record.labels,
+        node_name=record.node_name, cpu_milli=record.cpu_request_milli,
+        memory_bytes=record.memory_request_bytes, extended=record.extended_requests,
+        nonzero_cpu_milli=record.cpu_request_milli,
+        nonzero_memory_bytes=record.memory_request_bytes,
+        node_selector=record.node_selector, required_terms=record.required_node_terms,
+        tolerations=record.tolerations, spread_constraints=spread, priority=record.priority,
+        terminating=bool(record.deleting_since_unix_seconds),
+        pod_affinity=inter_pod is not None, affinity=inter_pod,
+        host_ports=placement.host_ports if placement is not None else ())
 
 
 __all__ = [
@@ -527,10 +556,11 @@ __all__ = [
     "Workloads",
     "affinity_term",
     "controller_owner",
-    "host_ports",
     "node_from_api",
     "nonzero_requests",
+    "placement_terms",
     "read_pod_affinity",
+    "sched_from_record",
     "sched_pod",
     "validated_selector",
 ]
