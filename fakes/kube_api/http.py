@@ -13,9 +13,16 @@ from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 
 from kube_elevator.fakes.kube_api.errors import _REASONS, ApiError, BadRequest, _details, status_body
+from kube_elevator.fakes.kube_api.negotiation import (
+    check_acceptable,
+    decode_body,
+    is_protobuf,
+    negotiate,
+)
 from kube_elevator.fakes.kube_api.objects import _load, _metadata, _raw_with_kind, _Rec, _Watcher
 from kube_elevator.fakes.kube_api.patch import _PATCH_TYPES
 from kube_elevator.fakes.kube_api.policy import _FAULT_MESSAGES, _TRUE, RecordedRequest, _Route
+from kube_elevator.fakes.kube_api.protobuf_wire import PROTOBUF
 from kube_elevator.fakes.kube_api.resources import SERVER_VERSION, Obj, ObjList, ResourceType
 from kube_elevator.fakes.kube_api.store import KubeStore
 from kube_elevator.fakes.kube_api.tables import _table, _wants_table
@@ -51,6 +58,7 @@ class KubeHttp(KubeStore):
             else:
                 resource = route.rt.plural
                 verb = self._verb(method, route, query)
+                check_acceptable(request.headers.get("accept", ""), route.rt)
                 response = await self._serve(request, route, verb, query)
         except ApiError as exc:
             response = self._error(exc)
@@ -58,6 +66,8 @@ class KubeHttp(KubeStore):
             log.exception("fake kube api: %s %s failed", method, path)
             response = self._error(ApiError(500, "InternalError",
                                             f"Internal error occurred: {exc}"))
+        if route is not None:  # protobuf for a client that prefers it (client-go's typed ones)
+            response = negotiate(response, request.headers.get("accept", ""), route.rt)
         self.requests.append(RecordedRequest(
             verb=verb, resource=resource,
             namespace=route.namespace if route else None,
@@ -208,8 +218,10 @@ class KubeHttp(KubeStore):
                 details = {**(details or {}), "retryAfterSeconds": 1}
             raise ApiError(failure, reason, message, details, headers)
 
-    async def _body(self, request: Request) -> Any:
+    async def _body(self, request: Request, rt: ResourceType) -> Any:
         raw = await request.body()
+        if is_protobuf(request.headers.get("content-type", "")):
+            return decode_body(raw, rt)
         if not raw.strip():
             return None
         try:
@@ -239,7 +251,7 @@ class KubeHttp(KubeStore):
             return self._raw(_raw_with_kind(rt, rec))
         content_type = request.headers.get("content-type", "application/json")
         content_type = content_type.split(";")[0].strip().lower()
-        body = await self._body(request)
+        body = await self._body(request, rt)
         if verb == "delete":
             assert name is not None
             with self._lock:
@@ -261,7 +273,7 @@ class KubeHttp(KubeStore):
                     return self._json(self._patch_scale(rt, ns, name, kind, body))
                 rec = self._patch(rt, ns, name, kind, body, sub)
                 return self._raw(self._served(rt, rec))
-        if content_type not in ("application/json", ""):
+        if content_type not in ("application/json", "", PROTOBUF):
             raise ApiError(415, "UnsupportedMediaType",
                            "the body of the request was in an unknown format - accepted "
                            "media types include: application/json")
