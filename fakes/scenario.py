@@ -192,8 +192,9 @@ class Wave(_Strict):
     name: str = ""
     # Requests besides cpu and memory, e.g. {"nvidia.com/gpu": "1"}.
     extended: dict[str, MemoryQuantity] = {}
-    # spec.priority, a PriorityClass's value: the scheduler takes higher priorities first.
-    priority: StrictInt = Field(default=0, ge=-2_147_483_648, le=1_000_000_000)
+    # spec.priority, a PriorityClass's value: the scheduler takes higher priorities first. At
+    # most system-node-critical's (2,000,001,000): a snapshot's kube-system pods carry it.
+    priority: StrictInt = Field(default=0, ge=-2_147_483_648, le=2_000_001_000)
     # What real workloads say about placement (Kubernetes' own shapes, camelCase inside):
     # labels besides `app: <name>`, affinity, spreading, host ports, and a volume in one zone
     # (each pod its own, as a StatefulSet's volumeClaimTemplate on EBS).

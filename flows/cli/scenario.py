@@ -1,4 +1,5 @@
-"""`elevator scenario from-prometheus`: a trace scenario from a real cluster's history."""
+"""`elevator scenario from-prometheus`: a trace scenario from a real cluster's history;
+`elevator scenario from-kubectl`: a scenario's workload shapes from a cluster snapshot."""
 
 from __future__ import annotations
 
@@ -103,6 +104,80 @@ def from_prometheus(
 
 
 app.command("from-prometheus")(reports_input_errors(from_prometheus))
+
+
+def from_kubectl(
+    snapshot: Annotated[list[Path], typer.Option(help=(
+        "kubectl get pods,nodes,pv,pvc -A -o json (JSON or YAML); repeat for a file per "
+        "kind."))],
+    nodegroups: Annotated[Path, typer.Option(help="The Escalator node-group file to tune.")],
+    output: Annotated[Path, typer.Option(help="Directory for scenario.yaml.")] =
+        Path("scenario-from-kubectl"),
+    duration: Annotated[str, typer.Option(help="How long the simulation runs (Go syntax).")] =
+        "1h",
+    instance_type: Annotated[str, typer.Option(help=(
+        "The instance type of a group whose nodes say neither an instance type label nor "
+        "an allocatable the simulator can match."))] = "m5.large",
+) -> None:
+    """Build a scenario from a cluster snapshot: each owner's pods a wave (requests, labels,
+    affinity, spreading, host ports, priority, zonal volumes), each node group an ASG."""
+    import yaml
+    from pydantic import ValidationError
+
+    from kube_elevator.fakes.scenario import MAX_SECONDS, Scenario, scenario_problems
+    from kube_elevator.fakes.scenario_import_kubectl import (
+        group_zones,
+        read_groups,
+        read_shapes,
+        read_snapshot,
+        scenario_document,
+    )
+    from kube_elevator.tasks.core.duration import parse_go_duration
+    from kube_elevator.tasks.core.instance_types import INSTANCE_TYPES
+    from kube_elevator.tasks.core.output_files import write_atomically
+    from kube_elevator.tasks.node_group_file import load_node_groups
+
+    try:
+        seconds = parse_go_duration(duration)
+    except ValueError as error:
+        raise InputError([f"--duration: {error}"]) from None
+    if not 0 < seconds <= MAX_SECONDS:
+        raise InputError([f"--duration: {duration!r} must be more than 0 and at most "
+                          f"{MAX_SECONDS / DAY_SECONDS:.0f} days"])
+    if instance_type not in INSTANCE_TYPES:
+        raise InputError([f"--instance-type: unknown instance type {instance_type!r}; known: "
+                          f"{', '.join(sorted(INSTANCE_TYPES))}"])
+    directory = _output_directory(output)
+    config = load_node_groups(nodegroups)
+    read = read_snapshot(snapshot)
+    shapes = read_shapes(read, config.node_groups, group_zones(read, config.node_groups))
+    nodes = read_groups(read, config.node_groups, instance_type, shapes.per_node)
+    if not shapes.waves:
+        raise InputError([f"--snapshot: no pod of the node groups in {nodegroups} is in "
+                          f"{', '.join(map(str, snapshot))} (DaemonSet and static pods aside)"])
+    document = scenario_document(nodegroups, config.node_groups, shapes, nodes, seconds)
+    path = directory / "scenario.yaml"
+    try:
+        Scenario.model_validate(document)
+    except ValidationError as error:
+        raise InputError(scenario_problems(error, str(path))) from None
+    directory.mkdir(parents=True, exist_ok=True)
+    write_atomically(path, ("# From a cluster snapshot (elevator scenario from-kubectl).\n"
+                            + yaml.safe_dump(document, sort_keys=False)).encode(), "--output")
+    pods = sum(wave["count"] for wave in shapes.waves)
+    lines = [f"{path}: {len(shapes.waves)} waves, {pods} pods"]
+    for name, seen in nodes.items():
+        each_node = shapes.per_node.get(name, ())
+        per_node = (f"; on each node {len(each_node)} DaemonSet pod"
+                    f"{'s' * (len(each_node) != 1)}") if each_node else ""
+        lines.append(f"  {name}: {seen.count} node{'s' * (seen.count != 1)} in {seen.zone}; "
+                     f"{seen.node_type.instance_type} {seen.node_type.source}{per_node}")
+    lines += [f"  note: {note}" for seen in nodes.values() for note in seen.notes]
+    lines += [f"  note: {note}" for note in shapes.notes]
+    console.print("\n".join(lines), highlight=False, markup=False, soft_wrap=True)
+
+
+app.command("from-kubectl")(reports_input_errors(from_kubectl))
 
 
 def register(main: typer.Typer) -> None:

@@ -224,13 +224,13 @@ def test_scheduler_keys_are_checked_with_their_key_paths(tmp_path: Path) -> None
                           {"name": "Logs_Agent", "cpu": "bad", "memory": "1Gi"}]}
     problems = problems_of(write_scenario(
         tmp_path, scheduler={"profile": "spread"}, asgs=[asg],
-        workload=[{**WAVE, "priority": 2_000_000_000}]))
+        workload=[{**WAVE, "priority": 2_000_001_001}]))
     text = "\n".join(problems)
     assert "scheduler.profile: Input should be 'default', 'most-allocated' or 'first-fit'" \
         in text
     assert "asgs[0].daemonsets[2].name: String should match pattern" in text
     assert "asgs[0].daemonsets[2].cpu: malformed quantity 'bad'" in text
-    assert "workload[0].priority: Input should be less than or equal to 1000000000" in text
+    assert "workload[0].priority: Input should be less than or equal to 2000001000" in text
 
 
 def test_daemonsets_that_leave_no_room_or_repeat_a_name_are_refused(tmp_path: Path) -> None:
