@@ -226,6 +226,15 @@ class Wave(_Strict):
         return bool(self.affinity or self.topology_spread_constraints or self.ports
                     or self.volume_zone)
 
+    @property
+    def constrains_placement(self) -> bool:
+        """Whether where its pods go depends on other pods, host ports or a volume's zone (pod
+        affinity or anti-affinity, spreading, ports, volume zone): what `tune` also judges
+        without."""
+        pods = self.affinity is not None and bool(self.affinity.pod_affinity
+                                                  or self.affinity.pod_anti_affinity)
+        return pods or bool(self.topology_spread_constraints or self.ports or self.volume_zone)
+
 
 class TracePod(_Strict):
     arrival_s: CsvSeconds
@@ -528,6 +537,22 @@ def with_profile(loaded: LoadedScenario, profile: str | None) -> LoadedScenario:
     scenario = loaded.scenario.model_copy(update={
         "scheduler": SchedulerSpec.model_validate({"profile": profile})})
     return LoadedScenario(scenario, loaded.config, loaded.source, loaded.arrivals)
+
+
+def without_placement_constraints(loaded: LoadedScenario) -> LoadedScenario | None:
+    """The same scenario with what its waves say about other pods, ports and volumes left out
+    (pod affinity and anti-affinity, spreading, host ports, volume zones), to tell what the
+    constraints cost; node affinity stays, as it says which groups the pods are in. None when
+    no wave says any of it."""
+    if not any(isinstance(a, Wave) and a.constrains_placement for a in loaded.arrivals):
+        return None
+    arrivals: list[TracePod | Wave] = [
+        a.model_copy(update={
+            "affinity": None if a.affinity is None or a.affinity.node_affinity is None
+            else Affinity.model_validate({"nodeAffinity": a.affinity.node_affinity}),
+            "topology_spread_constraints": [], "ports": [], "volume_zone": None})
+        if isinstance(a, Wave) and a.constrains_placement else a for a in loaded.arrivals]
+    return LoadedScenario(loaded.scenario, loaded.config, loaded.source, arrivals)
 
 
 def perturbed(loaded: LoadedScenario, seed: int, jitter: float = 0.2) -> LoadedScenario:
