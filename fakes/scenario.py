@@ -26,13 +26,7 @@ from pydantic import (
     model_validator,
 )
 
-from kube_elevator.fakes.scenario_constraints import (
-    Affinity,
-    ContainerPort,
-    TopologySpreadConstraint,
-    label_value,
-    qualified_name,
-)
+from kube_elevator.fakes.scenario_constraints import Affinity, PodShape
 from kube_elevator.tasks.core.documents import as_text, load_file, names_a_file, read_bytes
 from kube_elevator.tasks.core.duration import parse_go_duration
 from kube_elevator.tasks.core.errors import InputError, join_location
@@ -158,28 +152,7 @@ class AsgSpec(_Strict):
                 sum(memory_bytes(d.memory) for d in self.daemonsets))
 
 
-class Toleration(_Strict):
-    """A pod's toleration; operator and effect as the API server admits them: a typo was taken
-    silently (`operator: Exist` matched as Equal, `effect: Bogus` matched no taint)."""
-
-    key: str = ""
-    operator: Literal["Exists", "Equal"] = "Equal"
-    value: str = ""
-    effect: Literal["", "NoSchedule", "PreferNoSchedule", "NoExecute"] = ""
-
-    @model_validator(mode="after")
-    def as_the_api_server_validates(self) -> Toleration:
-        # Kubernetes' ValidateTolerations: an empty key matches every taint only with Exists,
-        # and Exists matches any value, so a value beside it is refused.
-        if not self.key and self.operator != "Exists":
-            raise ValueError("operator must be Exists when key is empty (it tolerates every "
-                             "taint)")
-        if self.operator == "Exists" and self.value:
-            raise ValueError("value must be empty when operator is Exists")
-        return self
-
-
-class Wave(_Strict):
+class Wave(PodShape):
     """`count` pods arriving at `at`; without `duration` they run until the end (a service)."""
 
     at: Seconds
@@ -187,53 +160,10 @@ class Wave(_Strict):
     cpu: CpuQuantity
     memory: MemoryQuantity
     duration: Seconds | None = None
-    node_selector: dict[str, str] = {}
-    tolerations: list[Toleration] = []
+    node_selector: dict[str, str] = Field(default_factory=dict)
     name: str = ""
     # Requests besides cpu and memory, e.g. {"nvidia.com/gpu": "1"}.
-    extended: dict[str, MemoryQuantity] = {}
-    # spec.priority, a PriorityClass's value: the scheduler takes higher priorities first. At
-    # most system-node-critical's (2,000,001,000): a snapshot's kube-system pods carry it.
-    priority: StrictInt = Field(default=0, ge=-2_147_483_648, le=2_000_001_000)
-    # What real workloads say about placement (Kubernetes' own shapes, camelCase inside):
-    # labels besides `app: <name>`, affinity, spreading, host ports, and a volume in one zone
-    # (each pod its own, as a StatefulSet's volumeClaimTemplate on EBS).
-    labels: dict[str, str] = {}
-    affinity: Affinity | None = None
-    topology_spread_constraints: list[TopologySpreadConstraint] = []
-    ports: list[ContainerPort] = []
-    volume_zone: str | None = Field(default=None, min_length=1, max_length=63)
-
-    @field_validator("labels")
-    @classmethod
-    def valid_labels(cls, value: dict[str, str]) -> dict[str, str]:
-        if "app" in value:
-            raise ValueError("app is the wave's own label (app: <its name>), which its "
-                             "ReplicaSet or Job selects: choose another key")
-        for key, label in value.items():
-            qualified_name(key)
-            label_value(label)
-        return value
-
-    @field_validator("volume_zone")
-    @classmethod
-    def valid_zone(cls, value: str | None) -> str | None:
-        return None if value is None else label_value(value)
-
-    @property
-    def constrained(self) -> bool:
-        """Whether the wave's pods carry anything beyond requests, selectors and tolerations."""
-        return bool(self.affinity or self.topology_spread_constraints or self.ports
-                    or self.volume_zone)
-
-    @property
-    def constrains_placement(self) -> bool:
-        """Whether where its pods go depends on other pods, host ports or a volume's zone (pod
-        affinity or anti-affinity, spreading, ports, volume zone): what `tune` also judges
-        without."""
-        pods = self.affinity is not None and bool(self.affinity.pod_affinity
-                                                  or self.affinity.pod_anti_affinity)
-        return pods or bool(self.topology_spread_constraints or self.ports or self.volume_zone)
+    extended: dict[str, MemoryQuantity] = Field(default_factory=dict)
 
 
 class TracePod(_Strict):
@@ -242,6 +172,9 @@ class TracePod(_Strict):
     memory: MemoryQuantity
     duration_s: CsvSeconds | None = None
     node_group: str
+    # One of the scenario's `shapes`: the pod's labels, affinity, spreading, host ports, ...
+    # (a trace without the column is one of plain pods).
+    shape: str | None = Field(default=None, min_length=1)
 
 
 def _path_or_mapping(value: Any) -> Any:
@@ -272,6 +205,8 @@ class Scenario(_Strict):
     seed: StrictInt = Field(default=1, ge=0, le=2**63 - 1)
     workload: list[Wave] = []
     trace: str | None = None
+    # What the trace's rows name in their `shape` column (`from-prometheus --shapes`).
+    shapes: dict[Annotated[str, Field(max_length=50, pattern=DNS_LABEL)], PodShape] = {}
     # Load-aware placement (Trimaran): "first-fit" is a plain scheduler; the other two bind each
     # pod to the feasible node the scheduler extender scores highest (ties: the oldest).
     placement: Literal["first-fit", "target-load-packing", "load-variation-risk-balancing"] = \
@@ -430,6 +365,10 @@ def _read_trace(path: Path, source: str, config: LoadedConfig,
                 problems.append(f"{where}: node_group {pod.node_group!r} is not in the "
                                 "node-group config")
                 bad_rows += 1
+            if pod.shape is not None and pod.shape not in scenario.shapes:
+                problems.append(f"{where}: shape {pod.shape!r} is not among the scenario's "
+                                f"shapes ({', '.join(sorted(scenario.shapes)) or 'none'})")
+                bad_rows += 1
             if pod.arrival_s >= end:
                 late.append((line, pod.arrival_s))
             pods.append(pod)
@@ -488,7 +427,7 @@ def load_scenario(path: str | Path) -> LoadedScenario:
     warnings = [join_location(source, key, note) for key, note in scenario.late_waves()]
     if scenario.trace:
         trace_pods, trace_warnings = _read_trace(base / scenario.trace, source, config, scenario)
-        arrivals += trace_pods
+        arrivals += _shaped(trace_pods, scenario, config)
         warnings += trace_warnings
     if not arrivals:
         raise InputError([join_location(source, "workload", "no workload: give waves or a "
@@ -496,6 +435,27 @@ def load_scenario(path: str | Path) -> LoadedScenario:
     if warnings:
         config = replace(config, warnings=config.warnings + tuple(warnings))
     return LoadedScenario(scenario, config, source, arrivals)
+
+
+def _shaped(pods: list[TracePod], scenario: Scenario, config: LoadedConfig
+            ) -> list[TracePod | Wave]:
+    """Trace rows, a row that names a shape as a wave of one pod of that shape (named after
+    it, on its row's node group), so both worlds create it as they create a wave's."""
+    if not scenario.shapes:
+        return list(pods)
+    groups = {group.name: group for group in config.node_groups}
+    arrivals: list[TracePod | Wave] = []
+    for pod in pods:
+        if pod.shape is None:
+            arrivals.append(pod)
+            continue
+        group = groups[pod.node_group]
+        # validated already, row and shape: constructed, not validated again per row
+        arrivals.append(Wave.model_construct(
+            **dict(scenario.shapes[pod.shape]), at=pod.arrival_s, count=1, cpu=pod.cpu,
+            memory=pod.memory, duration=pod.duration_s, name=pod.shape,
+            node_selector={group.label_key: group.label_value}, extended={}))
+    return arrivals
 
 
 def _unlabelled_asgs(scenario: Scenario, config: LoadedConfig) -> list[tuple[str, str]]:
@@ -523,11 +483,14 @@ def _zones_of_no_asg(scenario: Scenario) -> list[tuple[str, str]]:
     """(key path, rule) for each wave whose volume is in a zone no ASG launches nodes in:
     VolumeZone keeps its pods off every node, so they would never run."""
     zones = sorted({asg.availability_zone for asg in scenario.asgs})
-    return [(f"workload[{index}].volume_zone",
-             f"{wave.volume_zone!r} is the availability_zone of no ASG ({', '.join(zones)}): "
+    shapes: list[tuple[str, PodShape]] = [(f"workload[{index}]", wave)
+                                          for index, wave in enumerate(scenario.workload)]
+    shapes += [(f"shapes.{name}", shape) for name, shape in scenario.shapes.items()]
+    return [(f"{path}.volume_zone",
+             f"{shape.volume_zone!r} is the availability_zone of no ASG ({', '.join(zones)}): "
              "a pod whose volume is there could never run")
-            for index, wave in enumerate(scenario.workload)
-            if wave.volume_zone is not None and wave.volume_zone not in zones]
+            for path, shape in shapes
+            if shape.volume_zone is not None and shape.volume_zone not in zones]
 
 
 def with_profile(loaded: LoadedScenario, profile: str | None) -> LoadedScenario:

@@ -189,6 +189,82 @@ class ContainerPort(_Kube):
     name: str | None = None
 
 
+class _Shape(BaseModel):
+    """The scenario's own spelling (snake_case keys), unknown keys refused, as its other keys."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
+
+
+class Toleration(_Shape):
+    """A pod's toleration; operator and effect as the API server admits them: a typo was taken
+    silently (`operator: Exist` matched as Equal, `effect: Bogus` matched no taint)."""
+
+    key: str = ""
+    operator: Literal["Exists", "Equal"] = "Equal"
+    value: str = ""
+    effect: Literal["", "NoSchedule", "PreferNoSchedule", "NoExecute"] = ""
+
+    @model_validator(mode="after")
+    def as_the_api_server_validates(self) -> Toleration:
+        # Kubernetes' ValidateTolerations: an empty key matches every taint only with Exists,
+        # and Exists matches any value, so a value beside it is refused.
+        if not self.key and self.operator != "Exists":
+            raise ValueError("operator must be Exists when key is empty (it tolerates every "
+                             "taint)")
+        if self.operator == "Exists" and self.value:
+            raise ValueError("value must be empty when operator is Exists")
+        return self
+
+
+class PodShape(_Shape):
+    """What a kind of pod says besides its requests and arrival: tolerations, priority, and
+    what real workloads say about placement (Kubernetes' own shapes, camelCase inside):
+    labels besides `app: <name>`, affinity, spreading, host ports, and a volume in one zone
+    (each pod its own, as a StatefulSet's volumeClaimTemplate on EBS). A wave is one; so is
+    each of a scenario's `shapes`, which trace rows name in their `shape` column."""
+
+    tolerations: list[Toleration] = []
+    # spec.priority, a PriorityClass's value: the scheduler takes higher priorities first. At
+    # most system-node-critical's (2,000,001,000): a snapshot's kube-system pods carry it.
+    priority: StrictInt = Field(default=0, ge=-2_147_483_648, le=2_000_001_000)
+    labels: dict[str, str] = {}
+    affinity: Affinity | None = None
+    topology_spread_constraints: list[TopologySpreadConstraint] = []
+    ports: list[ContainerPort] = []
+    volume_zone: str | None = Field(default=None, min_length=1, max_length=63)
+
+    @field_validator("labels")
+    @classmethod
+    def valid_labels(cls, value: dict[str, str]) -> dict[str, str]:
+        if "app" in value:
+            raise ValueError("app is the wave's own label (app: <its name>), which its "
+                             "ReplicaSet or Job selects: choose another key")
+        for key, label in value.items():
+            qualified_name(key)
+            label_value(label)
+        return value
+
+    @field_validator("volume_zone")
+    @classmethod
+    def valid_zone(cls, value: str | None) -> str | None:
+        return None if value is None else label_value(value)
+
+    @property
+    def constrained(self) -> bool:
+        """Whether the pods carry anything beyond requests, selectors and tolerations."""
+        return bool(self.affinity or self.topology_spread_constraints or self.ports
+                    or self.volume_zone)
+
+    @property
+    def constrains_placement(self) -> bool:
+        """Whether where its pods go depends on other pods, host ports or a volume's zone (pod
+        affinity or anti-affinity, spreading, ports, volume zone): what `tune` also judges
+        without."""
+        pods = self.affinity is not None and bool(self.affinity.pod_affinity
+                                                  or self.affinity.pod_anti_affinity)
+        return pods or bool(self.topology_spread_constraints or self.ports or self.volume_zone)
+
+
 ZONE_LABEL = "topology.kubernetes.io/zone"
 REGION_LABEL = "topology.kubernetes.io/region"
 

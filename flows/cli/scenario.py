@@ -41,6 +41,10 @@ def from_prometheus(
     instance_type: Annotated[str, typer.Option(help=(
         "The instance type of a group whose nodes kube-state-metrics gave neither an instance "
         "type label nor an allocatable for."))] = "m5.large",
+    shapes: Annotated[list[Path] | None, typer.Option(help=(
+        "A snapshot (kubectl get pods,nodes,pv,pvc -A -o json; repeat for a file per kind) "
+        "whose owners' labels, affinity, spreading, host ports, priority and volume zones "
+        "the trace's pods of those owners take."))] = None,
 ) -> None:
     """Build a trace scenario from kube-state-metrics series: last week's workload, replayed."""
     from kube_elevator.fakes.scenario import MAX_SECONDS
@@ -68,6 +72,11 @@ def from_prometheus(
                           f"{', '.join(sorted(INSTANCE_TYPES))}"])
     directory = _output_directory(output)
     config = load_node_groups(nodegroups)
+    snapshot = None
+    if shapes:
+        from kube_elevator.fakes.scenario_import_kubectl import read_snapshot
+
+        snapshot = read_snapshot(shapes)  # read and checked before Prometheus is asked
     prometheus = PrometheusMetrics(http_url(url, "--url"))
     try:
         history = read_history(prometheus, since, until, config.node_groups, instance_type)
@@ -81,9 +90,16 @@ def from_prometheus(
         raise InputError([f"--url: no pod of the node groups in {nodegroups} ran between "
                           f"{start} and {end}, DaemonSet pods aside (kube_pod_created, "
                           "kube_pod_info and kube_node_labels are kube-state-metrics' series)"])
+    shaped = None
+    if snapshot is not None:
+        from kube_elevator.fakes.scenario_import_kubectl import trace_shapes
+
+        shaped = trace_shapes(snapshot, config.node_groups, history.rows)
+        history.rows = shaped.rows
     try:
         path = write_scenario(directory, nodegroups, config.node_groups, history,
-                              until - since)
+                              until - since, shaped.shapes if shaped else None,
+                              shaped.zones if shaped else None)
     except OSError as error:  # nothing of this run is left, and what was there stays
         raise InputError([f"--output: cannot write scenario.yaml and trace.csv in "
                           f"{directory}: {error.strerror or error}"]) from None
@@ -100,6 +116,11 @@ def from_prometheus(
                       f"{allowlist_flag([seen.unlabelled_key])})") if seen.unlabelled_key else ""
         lines.append(f"  {name}: {nodes} at the start{unlabelled}; "
                      f"{seen.node_type.instance_type} {seen.node_type.source}{each_node}")
+    if shaped is not None:
+        with_shape = sum(1 for row in history.rows if row.shape)
+        lines.append(f"  shapes: {with_shape} of {len(history.rows)} pods take their owner's "
+                     f"shape ({len(shaped.shapes)} shapes from {', '.join(map(str, shapes or []))})")
+        lines += [f"  note: {note}" for note in shaped.notes]
     console.print("\n".join(lines), highlight=False, markup=False, soft_wrap=True)
 
 
@@ -150,7 +171,8 @@ def from_kubectl(
     directory = _output_directory(output)
     config = load_node_groups(nodegroups)
     read = read_snapshot(snapshot)
-    shapes = read_shapes(read, config.node_groups, group_zones(read, config.node_groups))
+    shapes = read_shapes(read, config.node_groups,
+                         set(group_zones(read, config.node_groups).values()))
     nodes = read_groups(read, config.node_groups, instance_type, shapes.per_node)
     if not shapes.waves:
         raise InputError([f"--snapshot: no pod of the node groups in {nodegroups} is in "

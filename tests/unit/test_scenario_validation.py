@@ -344,3 +344,42 @@ def test_a_wave_with_placement_constraints_loads_in_kubernetes_shapes(tmp_path: 
     db = next(wave for wave in loaded.scenario.workload if wave.name == "db-b")
     assert pod_body("db-b-0000", db, {}, 0.0)["spec"]["volumes"] == [
         {"name": "data", "persistentVolumeClaim": {"claimName": "data-db-b-0000"}}]
+
+
+SHAPE = {"priority": 10, "labels": {"tier": "front"}, "affinity": {"podAntiAffinity": {
+    "requiredDuringSchedulingIgnoredDuringExecution": [{
+        "labelSelector": {"matchLabels": {"app": "web"}},
+        "topologyKey": "kubernetes.io/hostname"}]}}}
+
+
+def test_trace_rows_take_the_shape_they_name(tmp_path: Path) -> None:
+    """A trace's `shape` column names one of the scenario's `shapes`: its row arrives as a pod
+    of that shape (a wave of one, named after the shape, on the row's node group); a row
+    without a shape, and a trace without the column, are plain pods as before."""
+    scenario, _ = write_trace(
+        tmp_path, f"{HEADER},shape\n10,1,512Mi,60,batch,web\n20,1,512Mi,,batch,\n",
+        shapes={"web": SHAPE})
+    loaded = load_scenario(scenario)
+    shaped, plain = loaded.arrivals
+    assert isinstance(shaped, fake_scenarios.Wave) and isinstance(plain, fake_scenarios.TracePod)
+    assert (shaped.name, shaped.count, shaped.at, shaped.duration, shaped.node_selector) == (
+        "web", 1, 10.0, 60.0, {"customer": "batch"})
+    assert shaped.priority == 10 and shaped.labels == {"tier": "front"}
+    assert shaped.constrains_placement
+
+
+@pytest.mark.parametrize(("shapes", "text", "problem"), [
+    ({}, f"{HEADER},shape\n10,1,512Mi,60,batch,web\n",
+     "{trace}: line 2: shape 'web' is not among the scenario's shapes (none)"),
+    ({"web": SHAPE}, f"{HEADER},shape\n10,1,512Mi,60,batch,api\n",
+     "{trace}: line 2: shape 'api' is not among the scenario's shapes (web)"),
+    ({"web": {**SHAPE, "volume_zone": "eu-west-1a"}}, f"{HEADER}\n{ROW}\n",
+     "{scenario}: shapes.web.volume_zone: 'eu-west-1a' is the availability_zone of no ASG "
+     "(us-east-1a): a pod whose volume is there could never run"),
+    ({"web": {**SHAPE, "priorty": 1}}, f"{HEADER}\n{ROW}\n",
+     "{scenario}: shapes.web.priorty: Extra inputs are not permitted"),
+], ids=["no-shapes", "unknown-shape", "zone-of-no-asg", "typo"])
+def test_a_shape_that_is_missing_or_wrong_is_named(tmp_path: Path, shapes: dict[str, Any],
+                                                   text: str, problem: str) -> None:
+    scenario, trace = write_trace(tmp_path, text, shapes=shapes)
+    assert problems_of(scenario) == [problem.format(trace=trace, scenario=scenario)]
