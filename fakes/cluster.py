@@ -22,7 +22,7 @@ from kube_elevator.fakes.aws import FakeAws
 from kube_elevator.fakes.kube_api.server import FakeKubeApi
 from kube_elevator.fakes.memory_asg import fleet_template_id
 from kube_elevator.fakes.scenario import AsgSpec, DaemonSetSpec, TracePod, Wave
-from kube_elevator.fakes.scenario_constraints import zonal_volume_objects
+from kube_elevator.fakes.scenario_constraints import WAVE_LABEL, zonal_volume_objects
 from kube_elevator.tasks.cluster_autoscaler.templates import GPU_RESOURCE
 from kube_elevator.tasks.core.api_objects import OBJECT_DECODER, RawObject
 from kube_elevator.tasks.core.instance_types import instance_gpus
@@ -47,12 +47,13 @@ Key = tuple[str, str]
 class SimulatedWorkloads(Workloads):
     """The simulator's workload controllers: the pods of an app (their name less its last
     `-n`) belong to ReplicaSet `<app>` (services) or Job `<app>` (batch), and ReplicaSet `<app>`
-    selects `app: <app>`; no Service selects them. So the system default spreading spreads a
-    service's pods and leaves batch jobs alone (Jobs are not among its controllers)."""
+    selects `simulator.kube-elevator.io/wave: <app>`; no Service selects them. So the system
+    default spreading spreads a service's pods and leaves batch jobs alone (Jobs are not among
+    its controllers)."""
 
     def controller_selector(self, kind: str, namespace: str, name: str) -> Any:
         if kind == "ReplicaSet" and namespace == POD_NAMESPACE:
-            return {"matchLabels": {"app": name}}
+            return {"matchLabels": {WAVE_LABEL: name}}
         return super().controller_selector(kind, namespace, name)
 
 
@@ -114,11 +115,11 @@ def pod_body(name: str, arrival: Wave | TracePod, node_selector: Mapping[str, st
     spec: dict[str, Any] = {
         "nodeSelector": dict(node_selector), "tolerations": tolerations,
         "containers": [container]}
-    labels = {"app": app}
+    labels = {"app": app, WAVE_LABEL: app}
     if isinstance(arrival, Wave):
         if arrival.priority:
             spec["priority"] = arrival.priority  # as admission resolves priorityClassName
-        labels = {**arrival.labels, **labels}
+        labels = {"app": app, **arrival.labels, WAVE_LABEL: app}
         if arrival.affinity is not None:
             spec["affinity"] = arrival.affinity.as_api_object()
         if arrival.topology_spread_constraints:

@@ -189,6 +189,11 @@ class ContainerPort(_Kube):
     name: str | None = None
 
 
+# The label a simulated pod carries its wave's name in, which its ReplicaSet selects: `app` is
+# the wave's to set (a snapshot's pods keep the `app` label their selectors name).
+WAVE_LABEL = "simulator.kube-elevator.io/wave"
+
+
 class _Shape(BaseModel):
     """The scenario's own spelling (snake_case keys), unknown keys refused, as its other keys."""
 
@@ -236,9 +241,9 @@ class PodShape(_Shape):
     @field_validator("labels")
     @classmethod
     def valid_labels(cls, value: dict[str, str]) -> dict[str, str]:
-        if "app" in value:
-            raise ValueError("app is the wave's own label (app: <its name>), which its "
-                             "ReplicaSet or Job selects: choose another key")
+        if WAVE_LABEL in value:
+            raise ValueError(f"{WAVE_LABEL} is the simulator's own label (the wave's name, "
+                             "which its ReplicaSet selects): choose another key")
         for key, label in value.items():
             qualified_name(key)
             label_value(label)

@@ -301,11 +301,8 @@ def _wave(shape: Shape, name: str, zones: set[str], notes: list[str]) -> dict[st
         wave["priority"] = record.priority
     labels = _common_labels([pod.labels for pod in shape.pods])
     labels = {key: value for key, value in labels.items() if key not in _PER_POD_LABELS}
-    app = labels.pop("app", None)
-    if app is not None and app != name:
-        notes.append(f"{shape.owner}: its pods' label app={app} is not kept: a simulated pod's "
-                     f"app label is its wave's name ({name}); selectors on app={app} select "
-                     "no simulated pod")
+    if labels.get("app") == name:
+        del labels["app"]  # a simulated pod's app label is its wave's name
     if labels:
         wave["labels"] = labels
     wave.update(placements[0])
@@ -347,7 +344,7 @@ def _placement(pod: Mapping[str, Any], described: str) -> dict[str, Any]:
 
 def _wave_names(shapes: Sequence[Shape]) -> list[str]:
     """Each wave's name, unique: the pods' `app` label when it is a DNS label the other waves
-    do not take (selectors on it keep working), else the owner's name, with the volume zone
+    do not take, else the owner's name (the pods keep their `app` label), with the volume zone
     when an owner's pods are in several; a number when still taken."""
     def candidate(shape: Shape, use_app: bool) -> str:
         app = _common_labels([pod.labels for pod in shape.pods]).get("app", "")

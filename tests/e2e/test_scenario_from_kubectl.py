@@ -135,7 +135,8 @@ def test_owners_become_waves_with_what_their_pods_say_about_placement(tmp_path: 
     assert (db_a.count, db_a.volume_zone) == (1, "us-east-1a")
     assert [t.model_dump() for t in db_a.tolerations] == [
         {"key": "dedicated", "operator": "Equal", "value": "db", "effect": "NoSchedule"}]
-    assert db_a.labels == {}  # the pod-name label is each pod's own; app is the wave's name
+    # the pod-name label is each pod's own; app=db, which selectors may name, is kept
+    assert db_a.labels == {"app": "db"}
     # the finished Job, the control-plane node's pods: left out, and said so
     assert "1 pod(s) in phase Succeeded or Failed left out" in result.output
     assert "2 pod(s) on nodes of no node group left out" in result.output
@@ -210,3 +211,36 @@ def test_a_replicasets_deployment_from_its_name(replicaset: str, deployment: str
     """kube-state-metrics names a pod's ReplicaSet, not its Deployment: the name less a
     pod-template-hash (rand.SafeEncodeString's alphabet, no vowels)."""
     assert deployment_of_replicaset(replicaset) == deployment
+
+
+def test_a_real_clusters_pods_become_waves(tmp_path: Path) -> None:
+    """gemyang-init (tests/data/real, MIT): 47 pods of ReplicaSets and StatefulSets, 27 with
+    pod anti-affinity, Istio init containers, on nodes named after their `spec.nodeName`
+    (synthetic, as test_real_objects.py builds them). Every owner is a wave of its pods but
+    the master's; the zookeeper StatefulSets keep `app: zookeeper`, the label their
+    selectors name, though their waves are named after them."""
+    from tests.contract.test_real_objects import CORPUS, items_of, synthetic_nodes, write_list
+
+    pods_file = CORPUS / "gemyang-init" / "pods.json"
+    pods = items_of(pods_file)
+    nodes = write_list(tmp_path / "nodes.json", synthetic_nodes(
+        pods, {"chungguangy-thornton-master1": "master"}))
+    nodegroups = tmp_path / "nodegroups.yaml"
+    nodegroups.write_text(yaml.safe_dump({"node_groups": [group_dict(
+        name="workers", label_key="synthetic-pool", label_value="workers",
+        cloud_provider_group_name="workers-asg", min_nodes=1, max_nodes=10)]}))
+    result = CliRunner().invoke(app, [
+        "scenario", "from-kubectl", "--nodegroups", str(nodegroups), "--output",
+        str(tmp_path / "out"), "--snapshot", str(pods_file), "--snapshot", str(nodes)])
+    assert result.exit_code == 0, result.output
+    loaded = load_scenario(tmp_path / "out" / "scenario.yaml")
+    waves = {wave.name: wave for wave in loaded.scenario.workload}
+    on_master = sum(1 for pod in pods
+                    if pod["spec"].get("nodeName") == "chungguangy-thornton-master1")
+    assert sum(wave.count for wave in waves.values()) == len(pods) - on_master == 45
+    apart = [pod for pod in pods if (pod["spec"].get("affinity") or {}).get("podAntiAffinity")
+             and pod["spec"].get("nodeName") != "chungguangy-thornton-master1"]
+    assert sum(wave.count for wave in waves.values()
+               if wave.affinity is not None and wave.affinity.pod_anti_affinity) == len(apart)
+    assert waves["zoo"].labels["app"] == waves["pzoo"].labels["app"] == "zookeeper"
+    assert (waves["zoo"].count, waves["pzoo"].count) == (2, 3)

@@ -302,7 +302,8 @@ ANTI_AFFINITY = "affinity.podAntiAffinity.requiredDuringSchedulingIgnoredDuringE
     ({"ports": [{"containerPort": 80, "protocol": "tcp"}]}, "ports[0].protocol",
      "Input should be 'TCP', 'UDP' or 'SCTP'"),
     ({"labels": {"tier": "-front"}}, "labels", "'-front' is not a valid label value"),
-    ({"labels": {"app": "other"}}, "labels", "app is the wave's own label"),
+    ({"labels": {"simulator.kube-elevator.io/wave": "other"}}, "labels",
+     "simulator.kube-elevator.io/wave is the simulator's own label"),
     ({"volume_zone": "us-west-2a"}, "volume_zone",
      "'us-west-2a' is the availability_zone of no ASG (us-east-1a): a pod whose volume is "
      "there could never run"),
@@ -330,7 +331,8 @@ def test_a_wave_with_placement_constraints_loads_in_kubernetes_shapes(tmp_path: 
     web = next(wave for wave in loaded.scenario.workload if wave.name == "web")
     assert web.constrained
     body = pod_body("web-0000", web, {}, 0.0)
-    assert body["metadata"]["labels"] == {"tier": "frontend", "app": "web"}
+    assert body["metadata"]["labels"] == {"tier": "frontend", "app": "web",
+                                          "simulator.kube-elevator.io/wave": "web"}
     assert body["spec"]["affinity"]["podAntiAffinity"] == {
         "requiredDuringSchedulingIgnoredDuringExecution": [{
             "labelSelector": {"matchLabels": {"app": "web"}},
