@@ -181,7 +181,8 @@ def decide_scale_up(
             plan, candidates, totals, limits, now,
             Tolerances(config.memory_difference_ratio, config.max_allocatable_difference_ratio,
                        config.max_free_difference_ratio),
-            config.balancing_ignore_labels, {g.name: g.label_key for g in live}, locked)
+            config.balancing_ignore_labels, {g.name: g.label_key for g in live}, locked,
+            snapshot=snapshot)
     chain = " → ".join(f"{name}: {', '.join(kept) or 'none'}" for name, kept in plan.trace)
     growths = tuple(Growth(name, count, split.new_target_sizes[name])
                     for name, count in split.added.items())

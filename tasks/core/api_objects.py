@@ -34,19 +34,16 @@ class RawResources(msgspec.Struct, gc=False):
     requests: ResourceList | None = None
 
 
-class RawContainer(msgspec.Struct, gc=False):
-    resources: RawResources | None = None
-    restartPolicy: str | None = None  # "Always" on an init container: a native sidecar
-    ports: msgspec.Raw = msgspec.Raw()  # undecoded unless it names a hostPort
-
-
 class RawPort(msgspec.Struct, gc=False):
     hostPort: int = 0
     hostIP: str = ""
     protocol: str = ""
 
 
-PORTS_DECODER = msgspec.json.Decoder(list[RawPort])
+class RawContainer(msgspec.Struct, gc=False):
+    resources: RawResources | None = None
+    restartPolicy: str | None = None  # "Always" on an init container: a native sidecar
+    ports: list[RawPort] | None = None
 HostPort = tuple[str, str, int]  # (hostIP, protocol, hostPort), "0.0.0.0" and "TCP" when unset
 
 

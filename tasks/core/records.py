@@ -20,7 +20,6 @@ from kube_elevator.tasks.core.api_objects import (
     NO_ANNOTATIONS,
     NO_EXTENDED,
     PODS,
-    PORTS_DECODER,
     ExtendedResources,
     HostPort,
     LocalVolume,
@@ -290,17 +289,30 @@ def _present(raw: msgspec.Raw) -> bool:
 def _host_ports(containers: list[RawContainer] | None,
                 init_containers: list[RawContainer] | None) -> tuple[HostPort, ...]:
     """The host ports of the containers and of the restartable init containers (sidecars),
-    as NodePorts reads them; the ports JSON is decoded only when it names a hostPort."""
+    as NodePorts reads them."""
     found: list[HostPort] = []
     for container in (*(containers or ()), *(c for c in init_containers or ()
                                             if c.restartPolicy == "Always")):
-        raw = container.ports
-        if len(raw) and b"hostPort" in bytes(raw):
-            for port in PORTS_DECODER.decode(raw) or ():
-                if port.hostPort > 0:
-                    found.append((port.hostIP or "0.0.0.0", port.protocol or "TCP",
-                                  port.hostPort))
+        for port in container.ports or ():
+            if port.hostPort > 0:
+                found.append((port.hostIP or "0.0.0.0", port.protocol or "TCP", port.hostPort))
     return tuple(found)
+
+
+def _may_need_placement(spec: RawSpec) -> bool:
+    """The cheap test `pod_record` makes before `pod_placement` (most pods have none)."""
+    affinity = spec.affinity
+    if affinity is not None and (len(affinity.podAffinity) or len(affinity.podAntiAffinity)):
+        return True
+    if len(spec.topologySpreadConstraints):
+        return True
+    for container in spec.containers or ():
+        if container.ports:
+            for port in container.ports:
+                if port.hostPort:
+                    return True
+    init = spec.initContainers
+    return init is not None and any(c.ports for c in init)
 
 
 def pod_placement(spec: RawSpec) -> PodPlacement | None:
@@ -402,7 +414,7 @@ def pod_record(raw: RawObject) -> PodRecord:
         (DEFAULT_TERMINATION_GRACE_SECONDS  # termination_grace_seconds
          if spec.terminationGracePeriodSeconds is None else spec.terminationGracePeriodSeconds),
         status.nominatedNodeName or "",  # nominated_node
-        pod_placement(spec),  # placement
+        pod_placement(spec) if _may_need_placement(spec) else None,  # placement
     )
 
 

@@ -207,7 +207,7 @@ def resource_scores(pod: SchedPod, node: NodeState, profile: Profile) -> tuple[i
     them by that state."""
     shape = profile.shape if profile.strategy == REQUESTED_TO_CAPACITY_RATIO else ()
     return (fit_score(pod, node, profile.fit_resources, profile.most_allocated, shape),
-            balanced_score(pod, node, profile.balanced_resources))
+            balanced_score(pod, node, profile.balanced_resources, profile.balanced_v136))
 
 
 ResourceScores = Callable[[NodeState], tuple[int, int]]

@@ -9,7 +9,8 @@ non-negative, so Python's `//` is the same) and in float64 where Go's is float:
 * least_allocated.go, most_allocated.go, requested_to_capacity_ratio.go (NodeResourcesFit's
   three scoring strategies; helper/shape_score.go's broken linear function);
 * balanced_allocation.go `balancedResourceScorer` (the v1.35 formula, one minus the standard
-  deviation of the fractions; v1.36 scores the change of balance instead).
+  deviation of the fractions; v1.36's, an option here, scores the change of balance the pod
+  brings: MaxNodeScore/2 + (MaxNodeScore/2 + with - without)/2, 50-100 for two resources).
 """
 
 from __future__ import annotations
@@ -291,11 +292,22 @@ def best_effort(pod: SchedPod, resources: Sequence[ResourceSpec]) -> bool:
 
 
 def balanced_score(pod: SchedPod, node: NodeResources,
-                   resources: Sequence[ResourceSpec]) -> int:
-    """NodeResourcesBalancedAllocation's score (actual requests, `useRequested: true`)."""
+                   resources: Sequence[ResourceSpec], change: bool = False) -> int:
+    """NodeResourcesBalancedAllocation's score (actual requests, `useRequested: true`); with
+    `change`, v1.36's: how much the pod improves the node's balance (`balance_change`)."""
     requested, allocatable = requested_and_allocatable(pod, node, resources,
                                                        use_requested=True)
-    return balanced_resource_score(requested, allocatable)
+    with_pod = balanced_resource_score(requested, allocatable)
+    if not change:
+        return with_pod
+    before = [used - pod_request(pod, resource.name, True) if allocatable[index] else 0
+              for index, (used, resource) in enumerate(zip(requested, resources, strict=True))]
+    return balance_change(with_pod, balanced_resource_score(before, allocatable))
+
+
+def balance_change(with_pod: int, without_pod: int) -> int:
+    """v1.36's balancedResourceScorer from the two balances (Go's integer division)."""
+    return MAX_NODE_SCORE // 2 + _go_div(MAX_NODE_SCORE // 2 + with_pod - without_pod, 2)
 
 
 __all__ = [
@@ -304,6 +316,7 @@ __all__ = [
     "MAX_NODE_SCORE",
     "NodeResources",
     "ResourceSpec",
+    "balance_change",
     "balanced_resource_score",
     "balanced_score",
     "best_effort",

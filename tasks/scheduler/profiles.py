@@ -13,7 +13,8 @@ unset (adaptive, schedule_one.go numFeasibleNodesToFind).
 Options a `Profile` may set beyond those: NodeResourcesFit's `RequestedToCapacityRatio`
 strategy with its `shape` (utilization, score 0-10 points), PodTopologySpread's `List`
 defaulting (`spread_defaults`), InterPodAffinity's `hardPodAffinityWeight` and
-`ignorePreferredTermsOfExistingPods`.
+`ignorePreferredTermsOfExistingPods`, and v1.36's NodeResourcesBalancedAllocation formula
+(`balanced_v136`).
 
 * `first-fit`: the simulator before this model: the oldest node that passes the filters, no
   score (kept so earlier results can be reproduced).
@@ -77,6 +78,8 @@ class Profile:
     shape: tuple[tuple[int, int], ...] = ()
     # PodTopologySpreadArgs: None is `defaultingType: System`, a tuple the `List` of defaults
     spread_defaults: tuple[SpreadConstraint, ...] | None = None
+    # NodeResourcesBalancedAllocation scores with v1.36's formula (the change of balance)
+    balanced_v136: bool = False
     # InterPodAffinityArgs
     hard_pod_affinity_weight: int = 1
     ignore_preferred_terms_of_existing_pods: bool = False

@@ -38,14 +38,20 @@ def plan_notes(tmp_path: Path, **cluster_autoscaler: Any) -> list[str]:
         api_pod("web-0", cpu="500m", memory="100Mi", node="batch-node-0",
                 node_selector={"customer": "batch"}, scheduled=True),
         unschedulable("job-0", "800m")]}))
+    plan = run_plan(config, cluster)
+    assert plan["delta"] == 0 and plan["actions"]["cloud_increase"] == 0  # Escalator: nothing
+    return list(plan["notes"])
+
+
+def run_plan(config: Path, cluster: Path) -> dict[str, Any]:
+    """`elevator plan --output json` on the files: its one group's plan."""
     done = subprocess.run([sys.executable, "-m", "kube_elevator.flows.cli", "plan", "--nodegroups",
                            str(config), "--cluster", str(cluster), "--now", str(NOW),
                            "--output", "json"],
                           capture_output=True, text=True, timeout=120, check=False)
     assert done.returncode == 0, done.stderr
     (plan,) = json.loads(done.stdout)["node_groups"]
-    assert plan["delta"] == 0 and plan["actions"]["cloud_increase"] == 0  # Escalator: nothing
-    return list(plan["notes"])
+    return dict(plan)
 
 
 def test_plan_shows_the_scale_up_for_the_pods_the_scheduler_gave_up_on(
@@ -100,12 +106,7 @@ def test_plan_adds_a_node_per_replica_under_hostname_anti_affinity(tmp_path: Pat
     cluster.write_bytes(orjson.dumps({"kind": "List", "items": [
         node, web_replica("web-0", "batch-node-0"),
         *(web_replica(f"web-{index}") for index in range(1, 11))]}))
-    done = subprocess.run([sys.executable, "-m", "kube_elevator.flows.cli", "plan", "--nodegroups",
-                           str(config), "--cluster", str(cluster), "--now", str(NOW),
-                           "--output", "json"],
-                          capture_output=True, text=True, timeout=120, check=False)
-    assert done.returncode == 0, done.stderr
-    (plan,) = json.loads(done.stdout)["node_groups"]
+    plan = run_plan(config, cluster)
     assert [note for note in plan["notes"] if "unschedulable" in note] == [
         "scale-up for 10 unschedulable pod(s): +10 node(s), ASG desired 11 "
         "(expanders least-waste: batch)"]

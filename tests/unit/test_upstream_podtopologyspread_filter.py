@@ -19,6 +19,7 @@ from kube_elevator.tasks.scheduler import podtopologyspread_filter
 from kube_elevator.tasks.scheduler.objects import node_from_api, sched_pod
 from kube_elevator.tasks.scheduler.state import cluster_from
 from tests.builders import MakeNode, MakePod, exists_selector
+from tests.unit.test_upstream_podtopologyspread import spread as incoming
 
 DNS = "DoNotSchedule"
 FOO = exists_selector("foo")
@@ -50,15 +51,6 @@ def existing(spec: str, *labels: str) -> list[dict[str, Any]]:
                 pod.label(label, "")
             pods.append(pod.obj())
     return pods
-
-
-def incoming(*constraints: tuple[Any, ...], labels: tuple[str, ...] = ("foo",)) -> MakePod:
-    pod = MakePod().name("p")
-    for label in labels:
-        pod.label(label, "")
-    for constraint in constraints:
-        pod.spread_constraint(*constraint)
-    return pod
 
 
 def fits(pod: dict[str, Any], nodes: list[dict[str, Any]],
