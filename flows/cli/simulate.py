@@ -72,10 +72,13 @@ def fake_cluster(
 @reports_input_errors
 def simulate(
     scenario: Annotated[Path, typer.Argument(help="Scenario file (YAML).")],
-    output: Annotated[OutputFormat, typer.Option(
+    output_format: Annotated[OutputFormat, typer.Option(
+        "--format",
         help="table: a line per tick as it goes, then the summary; json: the whole run.")] =
         OutputFormat.table,
-    plot: Annotated[Path | None, typer.Option(help="Write a PNG of the run here.")] = None,
+    plot: Annotated[Path | None, typer.Option(help=(
+        "Draw the run into this file; its suffix names the format: .png, .svg, .pdf (or "
+        "another matplotlib writes)."))] = None,
     prefect: Annotated[bool, typer.Option(
         "--prefect", help="Run each tick as a real Prefect flow run.")] = False,
     fast: Annotated[bool, typer.Option(
@@ -85,8 +88,13 @@ def simulate(
     profile: Annotated[SchedulerProfile | None, typer.Option(
         help="The scheduler profile to place pods with, in place of the scenario's "
         "`scheduler.profile` (default: kube-scheduler's default profile).")] = None,
+    output: Annotated[OutputFormat | None, typer.Option(
+        "--output", hidden=True, help="The old spelling of --format (tune's --output is the "
+        "file it writes).")] = None,
 ) -> None:
     """Simulate a workload on the fake cluster with the real tick, on a simulated clock."""
+    if output is not None:
+        output_format = output  # `--output json` as before: `--format`, as `tune` spells it
     # A flow run a tick: Prefect's per-task INFO lines would drown the table.
     os.environ.setdefault("PREFECT_LOGGING_LEVEL", "WARNING")
     from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
@@ -105,7 +113,7 @@ def simulate(
                         TimeRemainingColumn(), console=errors, transient=True)
 
     def show_tick(record: dict[str, object]) -> None:
-        if output is OutputFormat.table:
+        if output_format is OutputFormat.table:
             # group names are the scenario's: a plain line, no markup
             progress.console.print(tick_line(record), highlight=False, markup=False,
                                    soft_wrap=True)
@@ -116,7 +124,7 @@ def simulate(
                                 on_step=lambda offset: progress.update(bar, completed=offset),
                                 mode="memory" if fast else "http")
     document = result.to_json()
-    if output is OutputFormat.json:
+    if output_format is OutputFormat.json:
         sys.stdout.buffer.write(orjson.dumps(document) + b"\n")
         sys.stdout.flush()
     else:
@@ -125,7 +133,7 @@ def simulate(
         from kube_elevator.fakes.plot import plot_simulation
 
         written = plot_simulation(document, plot)
-        (errors if output is OutputFormat.json else console).print(
+        (errors if output_format is OutputFormat.json else console).print(
             f"plot written to {written}", highlight=False, markup=False, soft_wrap=True)
 
 
