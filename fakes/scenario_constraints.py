@@ -52,6 +52,17 @@ class _Kube(BaseModel):
         return self.model_dump(by_alias=True, exclude_none=True, exclude_defaults=True)
 
 
+def _values_as_the_operator_needs(operator: str, values: list[str]) -> None:
+    """ValidateLabelSelectorRequirement / ValidateNodeSelectorRequirement: values for In and
+    NotIn, none for Exists and DoesNotExist, one integer for Gt and Lt."""
+    if operator in ("In", "NotIn") and not values:
+        raise ValueError(f"values: must be non-empty when operator is {operator}")
+    if operator in ("Exists", "DoesNotExist") and values:
+        raise ValueError(f"values: must be empty when operator is {operator}")
+    if operator in ("Gt", "Lt") and (len(values) != 1 or not values[0].lstrip("-").isdigit()):
+        raise ValueError(f"values: must be one integer when operator is {operator}")
+
+
 class LabelSelectorRequirement(_Kube):
     key: LabelKey
     operator: Literal["In", "NotIn", "Exists", "DoesNotExist"]
@@ -61,10 +72,7 @@ class LabelSelectorRequirement(_Kube):
 
     @model_validator(mode="after")
     def values_as_the_operator_needs(self) -> LabelSelectorRequirement:
-        if self.operator in ("In", "NotIn") and not self.values:
-            raise ValueError(f"values: must be non-empty when operator is {self.operator}")
-        if self.operator in ("Exists", "DoesNotExist") and self.values:
-            raise ValueError(f"values: must be empty when operator is {self.operator}")
+        _values_as_the_operator_needs(self.operator, self.values)
         return self
 
 
@@ -91,13 +99,7 @@ class NodeSelectorRequirement(_Kube):
 
     @model_validator(mode="after")
     def values_as_the_operator_needs(self) -> NodeSelectorRequirement:
-        if self.operator in ("In", "NotIn") and not self.values:
-            raise ValueError(f"values: must be non-empty when operator is {self.operator}")
-        if self.operator in ("Exists", "DoesNotExist") and self.values:
-            raise ValueError(f"values: must be empty when operator is {self.operator}")
-        if self.operator in ("Gt", "Lt") and (len(self.values) != 1
-                                              or not self.values[0].lstrip("-").isdigit()):
-            raise ValueError(f"values: must be one integer when operator is {self.operator}")
+        _values_as_the_operator_needs(self.operator, self.values)
         return self
 
 

@@ -31,6 +31,15 @@ def _output_directory(output: Path) -> Path:
     return output
 
 
+def _check_instance_type(instance_type: str) -> None:
+    """--instance-type names a type the simulator knows, or InputError."""
+    from kube_elevator.tasks.core.instance_types import INSTANCE_TYPES
+
+    if instance_type not in INSTANCE_TYPES:
+        raise InputError([f"--instance-type: unknown instance type {instance_type!r}; known: "
+                          f"{', '.join(sorted(INSTANCE_TYPES))}"])
+
+
 def from_prometheus(
     url: Annotated[str, typer.Option(help="Prometheus URL (kube-state-metrics scraped there).")],
     start: Annotated[str, typer.Option(help="The window's start: ISO 8601 or Unix seconds.")],
@@ -56,7 +65,6 @@ def from_prometheus(
         missing_labels_problem,
     )
     from kube_elevator.tasks.adapters.prometheus import MetricUnavailable, PrometheusMetrics
-    from kube_elevator.tasks.core.instance_types import INSTANCE_TYPES
     from kube_elevator.tasks.node_group_file import load_node_groups
 
     # Every option is checked before Prometheus is asked (house rule: bad input, exit 2).
@@ -67,9 +75,7 @@ def from_prometheus(
         raise InputError([f"--end: the window from --start {start!r} to --end {end!r} is "
                           f"{(until - since) / DAY_SECONDS:,.1f} days; a scenario lasts at most "
                           f"{MAX_SECONDS / DAY_SECONDS:.0f} days"])
-    if instance_type not in INSTANCE_TYPES:
-        raise InputError([f"--instance-type: unknown instance type {instance_type!r}; known: "
-                          f"{', '.join(sorted(INSTANCE_TYPES))}"])
+    _check_instance_type(instance_type)
     directory = _output_directory(output)
     config = load_node_groups(nodegroups)
     snapshot = None
@@ -154,7 +160,6 @@ def from_kubectl(
         scenario_document,
     )
     from kube_elevator.tasks.core.duration import parse_go_duration
-    from kube_elevator.tasks.core.instance_types import INSTANCE_TYPES
     from kube_elevator.tasks.core.output_files import write_atomically
     from kube_elevator.tasks.node_group_file import load_node_groups
 
@@ -165,9 +170,7 @@ def from_kubectl(
     if not 0 < seconds <= MAX_SECONDS:
         raise InputError([f"--duration: {duration!r} must be more than 0 and at most "
                           f"{MAX_SECONDS / DAY_SECONDS:.0f} days"])
-    if instance_type not in INSTANCE_TYPES:
-        raise InputError([f"--instance-type: unknown instance type {instance_type!r}; known: "
-                          f"{', '.join(sorted(INSTANCE_TYPES))}"])
+    _check_instance_type(instance_type)
     directory = _output_directory(output)
     config = load_node_groups(nodegroups)
     read = read_snapshot(snapshot)
