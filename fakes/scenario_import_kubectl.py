@@ -22,6 +22,7 @@ must find them on the simulated nodes too).
 from __future__ import annotations
 
 import dataclasses
+import json
 import re
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Mapping, Sequence
@@ -30,7 +31,6 @@ from pathlib import Path
 from typing import Any
 
 import msgspec
-import orjson
 from pydantic import BaseModel, ValidationError
 
 from kube_elevator.fakes.scenario_constraints import (
@@ -42,6 +42,7 @@ from kube_elevator.fakes.scenario_constraints import (
 )
 from kube_elevator.fakes.scenario_import import PerNodePod, TraceRow, per_node_pods
 from kube_elevator.fakes.scenario_import_nodes import INSTANCE_TYPE_KEYS, NodeSize, NodeType, node_type
+from kube_elevator.tasks.core.api_objects import RawMetadata, RawNodeSelector
 from kube_elevator.tasks.core.decode import ClusterSnapshot, decode_items
 from kube_elevator.tasks.core.documents import load_file
 from kube_elevator.tasks.core.errors import InputError, join_location
@@ -70,8 +71,33 @@ class Snapshot:
 
     pods: list[tuple[PodRecord, dict[str, Any], str]] = field(default_factory=list)
     nodes: list[NodeRecord] = field(default_factory=list)
-    volumes: dict[str, dict[str, Any]] = field(default_factory=dict)
-    claims: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)
+    volumes: dict[str, _Volume] = field(default_factory=dict)
+    claims: dict[tuple[str, str], _Volume] = field(default_factory=dict)
+
+
+class _VolumeNodeAffinity(msgspec.Struct):
+    required: RawNodeSelector | None = None
+
+
+class _VolumeSpec(msgspec.Struct):
+    volumeName: str = ""  # a claim's
+    nodeAffinity: _VolumeNodeAffinity | None = None  # a volume's
+
+
+class _Volume(msgspec.Struct):
+    """What is read of a PersistentVolume or claim, checked before it is read."""
+
+    metadata: RawMetadata = msgspec.field(default_factory=RawMetadata)
+    spec: _VolumeSpec = msgspec.field(default_factory=_VolumeSpec)
+
+
+def _volume(item: dict[str, Any], where: str, kind: str, name: str) -> _Volume:
+    try:
+        return msgspec.convert(item, _Volume)
+    except msgspec.ValidationError as error:  # "Expected `str`, got `int` - at `$.spec.x`"
+        rule, _, path = str(error).partition(" - at `$.")
+        raise InputError([join_location(where, f"{kind} {name} {path.rstrip('`')}".strip(),
+                                        rule)]) from None
 
 
 def _items(document: Any, source: str) -> tuple[list[Any], str]:
@@ -113,16 +139,19 @@ def read_snapshot(paths: Sequence[str | Path]) -> Snapshot:
                 seen[key] = where
             if kind in ("Pod", "Node"):
                 records = ClusterSnapshot()
-                decode_items(records, [msgspec.Raw(orjson.dumps(item))], source, kind,
+                # the stdlib's encoder: orjson stops at 64-bit integers, which the decoder
+                # refuses with the item's key path
+                decode_items(records, [msgspec.Raw(json.dumps(item).encode())], source, kind,
                              first_index=index)
                 if kind == "Pod":
                     snapshot.pods.append((records.pods[0], item, where))
                 else:
                     snapshot.nodes.append(records.nodes[0])
             elif kind == "PersistentVolume":
-                snapshot.volumes[key[2]] = item
+                snapshot.volumes[key[2]] = _volume(item, where, kind, key[2])
             elif kind == "PersistentVolumeClaim":
-                snapshot.claims[(key[1], key[2])] = item
+                snapshot.claims[(key[1], key[2])] = _volume(item, where, kind,
+                                                            f"{key[1]}/{key[2]}")
     return snapshot
 
 
@@ -199,33 +228,32 @@ def volume_zone(snapshot: Snapshot, pod: Mapping[str, Any]) -> str | None:
     label, else a required node-affinity term on the zone naming one zone); None for a pod
     without one."""
     namespace = str((pod.get("metadata") or {}).get("namespace") or "")
-    for volume in (pod.get("spec") or {}).get("volumes") or ():
+    spec = pod.get("spec")
+    for volume in (spec.get("volumes") if isinstance(spec, dict) else None) or ():
         claim_ref = volume.get("persistentVolumeClaim") if isinstance(volume, dict) else None
         if not isinstance(claim_ref, dict):
             continue
         claim = snapshot.claims.get((namespace, str(claim_ref.get("claimName") or "")))
-        volume_name = str(((claim or {}).get("spec") or {}).get("volumeName") or "")
-        bound = snapshot.volumes.get(volume_name)
-        if bound is None:
-            continue
-        zone = _zone_of_volume(bound)
+        bound = snapshot.volumes.get(claim.spec.volumeName) if claim is not None else None
+        zone = _zone_of_volume(bound) if bound is not None else ""
         if zone:
             return zone
     return None
 
 
-def _zone_of_volume(volume: Mapping[str, Any]) -> str:
-    labels = (volume.get("metadata") or {}).get("labels") or {}
+def _zone_of_volume(volume: _Volume) -> str:
+    labels = volume.metadata.labels or {}
     for key in (ZONE_LABEL, BETA_ZONE_LABEL):
-        zone = str(labels.get(key) or "")
+        zone = labels.get(key) or ""
         if zone and "__" not in zone:  # "a__b": a volume several zones reach pins no zone
             return zone
-    required = (((volume.get("spec") or {}).get("nodeAffinity") or {}).get("required") or {})
-    for term in required.get("nodeSelectorTerms") or ():
-        for expression in term.get("matchExpressions") or ():
-            values = expression.get("values") or []
-            if (expression.get("key") in (ZONE_LABEL, BETA_ZONE_LABEL)
-                    and expression.get("operator") == "In" and len(values) == 1):
+    affinity = volume.spec.nodeAffinity
+    required = affinity.required if affinity is not None else None
+    for term in required.nodeSelectorTerms if required is not None else ():
+        for expression in term.matchExpressions:
+            values = expression.values or ()
+            if (expression.key in (ZONE_LABEL, BETA_ZONE_LABEL) and expression.operator == "In"
+                    and len(values) == 1):
                 return str(values[0])
     return ""
 
@@ -329,17 +357,29 @@ def _placement(pod: Mapping[str, Any], described: str) -> dict[str, Any]:
             found["affinity"] = affinity
     constraints = [_validated(TopologySpreadConstraint, constraint, described,
                               f"spec.topologySpreadConstraints[{index}]")
-                   for index, constraint in enumerate(spec.get("topologySpreadConstraints") or ())]
+                   for index, constraint in enumerate(_listed(
+                       spec, "topologySpreadConstraints", described, "spec"))]
     if constraints:
         found["topology_spread_constraints"] = constraints
     ports = [_validated(ContainerPort, port, described,
                         f"spec.containers[{index}].ports[{number}]")
-             for index, container in enumerate(spec.get("containers") or ())
-             for number, port in enumerate(container.get("ports") or ())
+             for index, container in enumerate(_listed(spec, "containers", described, "spec"))
+             for number, port in enumerate(_listed(container, "ports", described,
+                                                   f"spec.containers[{index}]"))
              if isinstance(port, dict) and port.get("hostPort")]
     if ports:
         found["ports"] = ports
     return found
+
+
+def _listed(parent: Mapping[str, Any], key: str, described: str, path: str) -> list[Any]:
+    """`parent[key]` when it is a list (absent or null: empty); else InputError."""
+    value = parent.get(key) if isinstance(parent, Mapping) else None
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        raise InputError([join_location(f"{described} {path}.{key}", "", "must be a list")])
+    return value
 
 
 def _wave_names(shapes: Sequence[Shape]) -> list[str]:

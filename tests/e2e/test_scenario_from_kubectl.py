@@ -183,7 +183,16 @@ def test_a_file_per_kind_reads_as_one_list(tmp_path: Path) -> None:
         cpu="lots"), "items[4]: Pod shop/web-7c9d6b5f48-00000"),
     (lambda items: items.append(copy.deepcopy(items[4])),
      "items[20]: Pod shop/web-7c9d6b5f48-00000 is listed twice (also at "),
-], ids=["topology-key", "when-unsatisfiable", "host-port", "bad-quantity", "listed-twice"])
+    (lambda items: items[6]["spec"].update(topologySpreadConstraints={"maxSkew": 1}),
+     "items[6]: Pod shop/web-7c9d6b5f48-00002 spec.topologySpreadConstraints: must be a list"),
+    (lambda items: items[9]["metadata"].update(labels=5),
+     "items[9]: PersistentVolume pv-shop-data-db-0 metadata.labels: Expected `object | null`, "
+     "got `int`"),
+    (lambda items: items[10]["spec"].update(volumeName=["pv"]),
+     "items[10]: PersistentVolumeClaim shop/data-db-0 spec.volumeName: Expected `str`, got "
+     "`array`"),
+], ids=["topology-key", "when-unsatisfiable", "host-port", "bad-quantity", "listed-twice",
+        "spreading-not-a-list", "volume-labels", "claim-volume-name"])
 def test_bad_input_is_one_line_naming_file_item_path_and_rule(tmp_path: Path, change: Any,
                                                               where: str) -> None:
     items = snapshot_items()
