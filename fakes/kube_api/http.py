@@ -20,6 +20,7 @@ from kube_elevator.fakes.kube_api.negotiation import (
     negotiate,
 )
 from kube_elevator.fakes.kube_api.objects import _load, _metadata, _raw_with_kind, _Rec, _Watcher
+from kube_elevator.fakes.kube_api.openapi import V2_PROTOBUF_ANSWER, served, v2_protobuf, wants_v2_protobuf
 from kube_elevator.fakes.kube_api.patch import _PATCH_TYPES
 from kube_elevator.fakes.kube_api.policy import _FAULT_MESSAGES, _TRUE, RecordedRequest, _Route
 from kube_elevator.fakes.kube_api.protobuf_wire import PROTOBUF
@@ -53,7 +54,7 @@ class KubeHttp(KubeStore):
         try:
             route = self._route(path)
             if route is None:
-                response = self._non_resource(path, method)
+                response = self._non_resource(path, method, request.headers.get("accept", ""))
                 verb = "get" if method == "GET" else ""
             else:
                 resource = route.rt.plural
@@ -134,13 +135,20 @@ class KubeHttp(KubeStore):
                            "the server does not allow this method on the requested resource")
         return verb
 
-    def _non_resource(self, path: str, method: str) -> Response:
+    def _non_resource(self, path: str, method: str, accept: str = "") -> Response:
         path = path.rstrip("/") or "/"
         if method != "GET":
             raise ApiError(405, "MethodNotAllowed",
                            "the server does not allow this method on the requested resource")
         if path == "/version":
             return self._json(SERVER_VERSION)
+        if path.startswith("/openapi/"):
+            if path == "/openapi/v2" and wants_v2_protobuf(accept):
+                return Response(v2_protobuf(self._group_versions),
+                                media_type=V2_PROTOBUF_ANSWER)
+            document = served(path, self._group_versions)
+            if document is not None:
+                return self._json(document)
         if path in ("/healthz", "/livez", "/readyz"):
             return Response(b"ok", media_type="text/plain")
         if path == "/api":

@@ -22,7 +22,8 @@ EXAMPLES: dict[str, tuple[str, ...]] = {
              f"{EXAMPLES_FOLDER}/cluster.json --asg {EXAMPLES_FOLDER}/asgs.json",),
     "run": ("elevator run --nodegroups nodegroups.yaml --kubeconfig ~/.kube/config --dry-run "
             "--once",),
-    "fake-cluster": ("elevator fake-cluster --kubeconfig-out fake-kubeconfig.yaml",),
+    "fake-cluster": ("elevator fake-cluster --kubeconfig-out fake-kubeconfig.yaml",
+                     f"elevator fake-cluster --scenario {EXAMPLES_FOLDER}/scenario.yaml"),
     "simulate": (f"elevator simulate {EXAMPLES_FOLDER}/scenario.yaml --plot run.svg",
                  f"elevator simulate {EXAMPLES_FOLDER}/scenario-trace.yaml --fast --profile "
                  "most-allocated --format json"),
