@@ -40,7 +40,7 @@ from kube_elevator.fakes.scenario_constraints import (
     ContainerPort,
     TopologySpreadConstraint,
 )
-from kube_elevator.fakes.scenario_import import PerNodePod, TraceRow, per_node_pods
+from kube_elevator.fakes.scenario_import import PerNodePod, per_node_pods
 from kube_elevator.fakes.scenario_import_nodes import INSTANCE_TYPE_KEYS, NodeSize, NodeType, node_type
 from kube_elevator.tasks.core.api_objects import RawMetadata, RawNodeSelector
 from kube_elevator.tasks.core.decode import ClusterSnapshot, decode_items
@@ -536,70 +536,6 @@ def scenario_document(nodegroups: Path, groups: Sequence[NodeGroupConfig], shape
     return document
 
 
-# A wave's keys a trace row's shape carries: the row has its own arrival, requests and group.
-SHAPE_KEYS = ("tolerations", "priority", "labels", "affinity", "topology_spread_constraints",
-              "ports", "volume_zone")
-
-
-@dataclass
-class TraceShapes:
-    """`from-prometheus --shapes`: the rows with their owner's shape, the shapes, each
-    group's zone from the snapshot's nodes, and what did not match."""
-
-    rows: list[TraceRow]
-    shapes: dict[str, dict[str, Any]]
-    zones: dict[str, str]
-    notes: list[str]
-
-
-def owner_of_row(row: TraceRow) -> Owner:
-    """A trace row's owner as `owner_of` names a pod's: kube_pod_info names the ReplicaSet,
-    whose Deployment its name says (`deployment_of_replicaset`)."""
-    kind, namespace, name = row.owner
-    if kind == "ReplicaSet" and deployment_of_replicaset(name) != name:
-        return Owner("Deployment", namespace, deployment_of_replicaset(name))
-    return Owner("" if kind in ("", "<none>") else kind, namespace, name)
-
-
-def trace_shapes(snapshot: Snapshot, groups: Sequence[NodeGroupConfig],
-                 rows: Sequence[TraceRow]) -> TraceShapes:
-    """Each trace row of an owner the snapshot has gets that owner's shape (its wave's keys
-    but arrival, count, requests and selector); rows of other owners stay plain pods."""
-    zones = group_zones(snapshot, groups)
-    found = read_shapes(snapshot, groups, set(zones.values()))
-    by_name = {wave["name"]: wave for wave in found.waves}
-    # the snapshot's own word on whose a ReplicaSet is, before its name's
-    controllers: dict[tuple[str, str, str], Owner] = {}
-    for _, obj, _ in snapshot.pods:
-        metadata = obj.get("metadata") or {}
-        for reference in metadata.get("ownerReferences") or ():
-            if reference.get("controller"):
-                controllers[(str(reference.get("kind", "")), str(metadata.get("namespace", "")),
-                             str(reference.get("name", "")))] = owner_of(obj)
-    used: dict[str, dict[str, Any]] = {}
-    shaped: list[TraceRow] = []
-    unmatched: set[Owner] = set()
-    for row in rows:
-        owner = controllers.get(row.owner) or owner_of_row(row)
-        name = found.wave_of_owner.get(owner)
-        if name is None:
-            unmatched.add(owner)
-            shaped.append(row)
-            continue
-        used.setdefault(name, {key: by_name[name][key] for key in SHAPE_KEYS
-                               if key in by_name[name]})
-        shaped.append(dataclasses.replace(row, shape=name))
-    notes = [note for note in found.notes if note.split(":")[0] in
-             {str(owner) for owner, name in found.wave_of_owner.items() if name in used}]
-    if unmatched:
-        shown = ", ".join(sorted(map(str, unmatched))[:5])
-        more = f" and {len(unmatched) - 5} more" if len(unmatched) > 5 else ""
-        notes.append(f"{len(unmatched)} owner(s) of the trace's pods are not in the snapshot "
-                     f"({shown}{more}): their pods are plain pods")
-    return TraceShapes(shaped, used, zones, notes)
-
-
-__all__ = ["GroupNodes", "Owner", "Shapes", "Snapshot", "TraceShapes",
-           "deployment_of_replicaset", "group_zones", "owner_of", "owner_of_row",
-           "read_groups", "read_shapes", "read_snapshot", "scenario_document", "trace_shapes",
-           "volume_zone"]
+__all__ = ["GroupNodes", "Owner", "Shapes", "Snapshot", "deployment_of_replicaset",
+           "group_zones", "owner_of", "read_groups", "read_shapes", "read_snapshot",
+           "scenario_document", "volume_zone"]

@@ -98,7 +98,7 @@ def from_prometheus(
                           "kube_pod_info and kube_node_labels are kube-state-metrics' series)"])
     shaped = None
     if snapshot is not None:
-        from kube_elevator.fakes.scenario_import_kubectl import trace_shapes
+        from kube_elevator.fakes.scenario_import_trace_shapes import trace_shapes
 
         shaped = trace_shapes(snapshot, config.node_groups, history.rows)
         history.rows = shaped.rows
