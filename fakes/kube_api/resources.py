@@ -106,6 +106,11 @@ RESOURCES: dict[str, ResourceType] = {
             ("all",), ("scale", "status"), has_generation=True,
         ),
         ResourceType("configmaps", "configmap", "ConfigMap", "", "v1", True, ("cm",)),
+        # A zonal volume and its claim (the simulator's StatefulSet-like pods; VolumeZone).
+        ResourceType("persistentvolumes", "persistentvolume", "PersistentVolume", "", "v1",
+                     False, ("pv",), (), ("status",), ("metadata.name",)),
+        ResourceType("persistentvolumeclaims", "persistentvolumeclaim",
+                     "PersistentVolumeClaim", "", "v1", True, ("pvc",), (), ("status",)),
         ResourceType(
             "poddisruptionbudgets", "poddisruptionbudget", "PodDisruptionBudget", "policy",
             "v1", True, ("pdb",), (), ("status",), has_generation=True,
