@@ -103,7 +103,8 @@ def test_discovery_documents(api_client: client.ApiClient) -> None:
     assert core_resources["events"].short_names == ["ev"]
     assert "watch" in core_resources["nodes"].verbs
     groups = {g.name for g in client.ApisApi(api_client).get_api_versions().groups}
-    assert groups == {"apps", "coordination.k8s.io", "policy"}
+    assert groups == {"apiextensions.k8s.io", "apps", "coordination.k8s.io", "events.k8s.io",
+                      "policy"}
     apps = {r.name: r for r in client.AppsV1Api(api_client).get_api_resources().resources}
     assert apps["deployments"].short_names == ["deploy"]
     assert apps["deployments/scale"].kind == "Scale"
