@@ -247,7 +247,8 @@ class CrdStore(KubeSubresources):
         ]
         names.setdefault("singular", names.get("kind", "").lower())
         names.setdefault("listKind", f"{names.get('kind', '')}List")
-        return {"conditions": conditions, "acceptedNames": names if accepted else {},
+        return {"conditions": conditions,
+                "acceptedNames": names if accepted else {"plural": "", "kind": ""},
                 "storedVersions": [storage.version] if storage is not None else []}
 
     def _crd_removed(self, crd: Obj) -> None:

@@ -294,7 +294,7 @@ class KubeHttp(KubeAccess):
                                f"media types include: {', '.join(kinds)}")
             with self._lock:
                 if kind == "apply" and sub != "scale":
-                    rec, created = self._apply(rt, ns, name, body, _manager(request, query),
+                    rec, created = self._apply(rt, ns, name, body, query.get("fieldManager", ""),
                                                query.get("force") in _TRUE, sub)
                     return self._raw(self._served(rt, rec), 201 if created else 200)
                 if sub == "scale":

@@ -324,7 +324,7 @@ class KubeStore:
         """Server-side apply (PATCH application/apply-patch+yaml); creates the object when
         it does not exist.  Returns the record and whether it was created."""
         if not manager:
-            raise BadRequest("PATCH /apply: fieldManager is required for apply requests")
+            raise BadRequest("fieldManager is required for apply requests")
         if not isinstance(config, dict) or not isinstance(config.get("metadata", {}), dict):
             raise BadRequest("an apply configuration must be an object")
         meta = _metadata(config)
