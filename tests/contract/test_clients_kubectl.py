@@ -121,8 +121,8 @@ def test_kubectl_server_side_apply_conflicts_and_forces(api: FakeKubeApi, kubect
     stderr = kubectl("apply", "--server-side", "--validate=false", "--field-manager=ops", "-f", "-",
                      stdin=crontab(2), ok=False)
     assert 'conflict with "kubectl"' in stderr and ".spec.replicas" in stderr
-    kubectl("apply", "--server-side", "--validate=false", "--field-manager=ops", "--force-conflicts", "-f", "-",
-            stdin=crontab(2))
+    kubectl("apply", "--server-side", "--validate=false", "--field-manager=ops",
+            "--force-conflicts", "-f", "-", stdin=crontab(2))
     got = api.get("crontabs", "tab", "default")
     assert got["spec"]["replicas"] == 2
     assert {m["manager"] for m in got["metadata"]["managedFields"]} == {"kubectl", "ops"}
