@@ -113,6 +113,10 @@ RESOURCES: dict[str, ResourceType] = {
             ("all",), ("scale", "status"), has_generation=True,
         ),
         ResourceType("configmaps", "configmap", "ConfigMap", "", "v1", True, ("cm",)),
+        # Plain objects: a namespace need not exist for objects to live in it, and deleting
+        # one deletes nothing else (operators such as kopf list and watch them).
+        ResourceType("namespaces", "namespace", "Namespace", "", "v1", False, ("ns",), (),
+                     ("status",), ("metadata.name", "status.phase")),
         ResourceType(
             "poddisruptionbudgets", "poddisruptionbudget", "PodDisruptionBudget", "policy",
             "v1", True, ("pdb",), (), ("status",), has_generation=True,

@@ -239,6 +239,8 @@ class KubeStore:
             status = dict(status) if isinstance(status, dict) else {}
             status.setdefault("phase", "Pending")
             obj["status"] = status
+        elif rt.plural == "namespaces":
+            obj["status"] = {"phase": "Active"}
         elif rt.plural in SCALABLE_PLURALS:
             spec = obj.get("spec")
             spec = dict(spec) if isinstance(spec, dict) else {}
