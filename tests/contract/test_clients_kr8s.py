@@ -13,6 +13,7 @@ import pytest
 from kr8s.objects import ConfigMap, new_class
 
 from kube_elevator.fakes.kube_api.server import FakeKubeApi
+from tests.builders import crd_manifest
 
 Obj = dict[str, Any]
 GROUP = "kr8s.example.com"
@@ -27,16 +28,7 @@ def gizmo(name: str, ns: str, replicas: int = 1, **labels: str) -> Obj:
 @pytest.fixture(scope="module")
 def api() -> Iterator[FakeKubeApi]:
     with FakeKubeApi() as server:
-        server.install_crd({
-            "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
-            "metadata": {"name": f"gizmos.{GROUP}"},
-            "spec": {"group": GROUP, "scope": "Namespaced",
-                     "names": {"plural": "gizmos", "singular": "gizmo", "kind": "Gizmo",
-                               "shortNames": ["gz"]},
-                     "versions": [{"name": "v1", "served": True, "storage": True,
-                                   "subresources": {"status": {}, "scale": {
-                                       "specReplicasPath": ".spec.replicas",
-                                       "statusReplicasPath": ".status.replicas"}}}]}})
+        server.install_crd(crd_manifest(GROUP, "gizmos", "Gizmo", short_names=("gz",)))
         yield server
 
 

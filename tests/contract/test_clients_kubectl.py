@@ -14,24 +14,12 @@ import pytest
 import yaml
 
 from kube_elevator.fakes.kube_api.server import FakeKubeApi
+from tests.builders import crd_manifest
 
 pytestmark = pytest.mark.skipif(shutil.which("kubectl") is None, reason="kubectl is not installed")
 
 Obj = dict[str, Any]
-CRD: Obj = {
-    "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
-    "metadata": {"name": "crontabs.stable.example.com"},
-    "spec": {"group": "stable.example.com", "scope": "Namespaced",
-             "names": {"plural": "crontabs", "singular": "crontab", "kind": "CronTab",
-                       "shortNames": ["ct"]},
-             "versions": [{"name": "v1", "served": True, "storage": True,
-                           "subresources": {"status": {}, "scale": {
-                               "specReplicasPath": ".spec.replicas",
-                               "statusReplicasPath": ".status.replicas"}},
-                           "schema": {"openAPIV3Schema": {
-                               "type": "object",
-                               "x-kubernetes-preserve-unknown-fields": True}}}]},
-}
+CRD = crd_manifest("stable.example.com", "crontabs", "CronTab", short_names=("ct",))
 
 
 def crontab(replicas: int, **labels: str) -> Obj:
@@ -41,12 +29,6 @@ def crontab(replicas: int, **labels: str) -> Obj:
 
 
 Kubectl = Callable[..., str]
-
-
-@pytest.fixture(scope="module")
-def api() -> Iterator[FakeKubeApi]:
-    with FakeKubeApi() as server:
-        yield server
 
 
 @pytest.fixture(scope="module")

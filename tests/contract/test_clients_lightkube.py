@@ -5,7 +5,6 @@ leases and eviction."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +21,7 @@ from lightkube.resources.events_v1 import Event as EventV1
 from lightkube.types import PatchType
 
 from kube_elevator.fakes.kube_api.server import FakeKubeApi
+from tests.builders import crd_manifest
 
 Obj = dict[str, Any]
 GROUP = "lightkube.example.com"
@@ -29,30 +29,12 @@ Widget = create_namespaced_resource(GROUP, "v1", "Widget", "widgets")
 
 
 def widget_crd() -> Obj:
-    return {
-        "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
-        "metadata": {"name": f"widgets.{GROUP}"},
-        "spec": {"group": GROUP, "scope": "Namespaced",
-                 "names": {"plural": "widgets", "singular": "widget", "kind": "Widget"},
-                 "versions": [{"name": "v1", "served": True, "storage": True,
-                               "subresources": {"status": {}, "scale": {
-                                   "specReplicasPath": ".spec.replicas",
-                                   "statusReplicasPath": ".status.replicas"}},
-                               "schema": {"openAPIV3Schema": {
-                                   "type": "object",
-                                   "x-kubernetes-preserve-unknown-fields": True}}}]},
-    }
+    return crd_manifest(GROUP, "widgets", "Widget")
 
 
 def widget(name: str, ns: str, replicas: int = 1, **labels: str) -> Any:
     return Widget(metadata=ObjectMeta(name=name, namespace=ns, labels=labels),
                   spec={"replicas": replicas, "size": "m"})
-
-
-@pytest.fixture(scope="module")
-def api() -> Iterator[FakeKubeApi]:
-    with FakeKubeApi() as server:
-        yield server
 
 
 @pytest.fixture(scope="module")

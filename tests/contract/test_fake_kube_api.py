@@ -32,13 +32,8 @@ RFC3339 = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ$")
 
 
 @pytest.fixture(scope="module")
-def api() -> Iterator[FakeKubeApi]:
-    with FakeKubeApi() as server:
-        yield server
-
-
-@pytest.fixture(scope="module")
 def api_client(api: FakeKubeApi) -> Iterator[client.ApiClient]:
+    """The official client on the module's server."""
     with api.api_client() as c:
         yield c
 

@@ -14,30 +14,14 @@ from kubernetes import client, watch
 from kubernetes.client.exceptions import ApiException
 
 from kube_elevator.fakes.kube_api.server import FakeKubeApi
+from tests.builders import crd_manifest
 
 Obj = dict[str, Any]
 GROUP, VERSION, PLURAL = "stable.example.com", "v1", "crontabs"
 
 
-def crontab_crd(*, versions: tuple[str, ...] = (VERSION,), scale: bool = True) -> Obj:
-    subresources: Obj = {"status": {}}
-    if scale:
-        subresources["scale"] = {"specReplicasPath": ".spec.replicas",
-                                 "statusReplicasPath": ".status.replicas",
-                                 "labelSelectorPath": ".status.selector"}
-    return {
-        "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
-        "metadata": {"name": f"{PLURAL}.{GROUP}"},
-        "spec": {"group": GROUP, "scope": "Namespaced",
-                 "names": {"plural": PLURAL, "singular": "crontab", "kind": "CronTab",
-                           "shortNames": ["ct"]},
-                 "versions": [{"name": v, "served": True, "storage": i == 0,
-                               "subresources": subresources,
-                               "schema": {"openAPIV3Schema": {
-                                   "type": "object",
-                                   "x-kubernetes-preserve-unknown-fields": True}}}
-                              for i, v in enumerate(versions)]},
-    }
+def crontab_crd(*, versions: tuple[str, ...] = (VERSION,)) -> Obj:
+    return crd_manifest(GROUP, PLURAL, "CronTab", versions=versions, short_names=("ct",))
 
 
 def crontab(name: str, ns: str = "default", **labels: str) -> Obj:
@@ -47,13 +31,8 @@ def crontab(name: str, ns: str = "default", **labels: str) -> Obj:
 
 
 @pytest.fixture(scope="module")
-def api() -> Iterator[FakeKubeApi]:
-    with FakeKubeApi() as server:
-        yield server
-
-
-@pytest.fixture(scope="module")
 def api_client(api: FakeKubeApi) -> Iterator[client.ApiClient]:
+    """The official client on the module's server."""
     with api.api_client() as c:
         yield c
 

@@ -16,20 +16,11 @@ from kubernetes import client, watch
 
 from kube_elevator.fakes.kube_api.resources import TOKEN
 from kube_elevator.fakes.kube_api.server import FakeKubeApi
+from tests.builders import crd_manifest
 
 Obj = dict[str, Any]
 GROUP, PLURAL, NS = "kopf.example.com", "tasks", "kopf-ns"
-CRD: Obj = {
-    "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
-    "metadata": {"name": f"{PLURAL}.{GROUP}"},
-    "spec": {"group": GROUP, "scope": "Namespaced",
-             "names": {"plural": PLURAL, "singular": "task", "kind": "Task"},
-             "versions": [{"name": "v1", "served": True, "storage": True,
-                           "subresources": {"status": {}},
-                           "schema": {"openAPIV3Schema": {
-                               "type": "object",
-                               "x-kubernetes-preserve-unknown-fields": True}}}]},
-}
+CRD = crd_manifest(GROUP, PLURAL, "Task", scale=False)
 
 
 def operator_registry(url: str, deleted: list[str]) -> kopf.OperatorRegistry:
@@ -56,12 +47,6 @@ def operator_registry(url: str, deleted: list[str]) -> kopf.OperatorRegistry:
         deleted.append(name)
 
     return registry
-
-
-@pytest.fixture(scope="module")
-def api() -> Iterator[FakeKubeApi]:
-    with FakeKubeApi() as server:
-        yield server
 
 
 @pytest.fixture(scope="module")
