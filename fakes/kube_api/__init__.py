@@ -22,7 +22,8 @@ a pod's container and init container requests from their limits (SetDefaults_Pod
 also defaults update and patch bodies, pod-level `spec.resources`, and canonicalises quantities);
 pod deletion without finalizers is immediate (there is no kubelet to finish a graceful delete), a
 PUT to a built-in kind replaces status too (only `/status` PUT and PATCH are restricted to status;
-custom resources keep the two apart, as the real server does), CRD schemas are not enforced, and
+over HTTP custom resources keep the two apart, as the real server does; the in-process methods
+write what they are given), CRD schemas are not enforced, and
 lists are served from the latest state rather than a snapshot at the continue token's
 resourceVersion (a token older than what the server remembers of that kind answers 410 Expired, as
 one past etcd's compaction does).

@@ -47,7 +47,7 @@ class KubeAccess(CrdStore):
         with self._lock:
             if sub == "eviction":
                 return self._evict(ns, _metadata(body).get("name") or "", body)
-            rec = self._create(rt, ns, body)
+            rec = self._create(rt, ns, body, seeding=True)
             return cast(Obj, orjson.loads(self._served(rt, rec)))
 
     def get(self, resource: str, name: str, namespace: str | None = None) -> Obj:
@@ -80,7 +80,7 @@ class KubeAccess(CrdStore):
         with self._lock:
             if sub == "scale":
                 return self._update_scale(rt, ns, name, body)
-            rec, _ = self._update(rt, ns, name, body, sub)
+            rec, _ = self._update(rt, ns, name, body, sub, seeding=True)
             return cast(Obj, orjson.loads(self._served(rt, rec)))
 
     def patch(self, resource: str, name: str, patch: Obj | ObjList,
@@ -93,7 +93,7 @@ class KubeAccess(CrdStore):
         with self._lock:
             if sub == "scale":
                 return self._patch_scale(rt, ns, name, kind, patch)
-            rec = self._patch(rt, ns, name, kind, patch, sub)
+            rec = self._patch(rt, ns, name, kind, patch, sub, seeding=True)
             return cast(Obj, orjson.loads(self._served(rt, rec)))
 
     def delete(self, resource: str, name: str, namespace: str | None = None) -> None:

@@ -194,7 +194,9 @@ class KubeStore:
         coll.record(_Event(self._rv, "ADDED" if old_rec is None else "MODIFIED", rec, old_rec))
         return rec
 
-    def _create(self, rt: ResourceType, ns: str, body: Obj) -> _Rec:
+    def _create(self, rt: ResourceType, ns: str, body: Obj, *, seeding: bool = False) -> _Rec:
+        """POST semantics; `seeding` (the in-process methods) keeps a custom resource's
+        status as given, so a test or the simulator sets an object up in one call."""
         if not isinstance(body.get("metadata", {}), dict):
             raise BadRequest("metadata must be an object")
         obj = _strip_kind(body)
@@ -230,7 +232,7 @@ class KubeStore:
             meta.pop(server_set, None)
         if rt.has_generation:
             meta["generation"] = 1
-        if rt.custom and "status" in rt.subresources:
+        if rt.custom and "status" in rt.subresources and not seeding:
             obj.pop("status", None)  # status is written through /status only
         if rt.plural == "pods":
             if "spec" in obj:
@@ -249,12 +251,13 @@ class KubeStore:
         return self._write(rt, (ns, name), None, obj)
 
     @staticmethod
-    def _kept_apart(rt: ResourceType, old: Obj, new: Obj, subresource: str | None) -> Obj:
+    def _kept_apart(rt: ResourceType, old: Obj, new: Obj, subresource: str | None,
+                    seeding: bool) -> Obj:
         """`new` as the write may make it: a `/status` write changes only status; on a
         custom resource with a status subresource a main write changes everything else."""
         if subresource == "status":
             return {**old, "status": new.get("status")}
-        if rt.custom and "status" in rt.subresources:
+        if rt.custom and "status" in rt.subresources and not seeding:
             kept = _without(new, "status")
             if "status" in old:
                 kept["status"] = old["status"]
@@ -262,8 +265,8 @@ class KubeStore:
         return new
 
     def _update(self, rt: ResourceType, ns: str, name: str, body: Obj,
-                subresource: str | None = None, manager: str = IN_PROCESS_MANAGER,
-                ) -> tuple[_Rec, bool]:
+                subresource: str | None = None, manager: str = IN_PROCESS_MANAGER, *,
+                seeding: bool = False) -> tuple[_Rec, bool]:
         """PUT semantics; returns the stored record and whether it was created."""
         if not isinstance(body.get("metadata", {}), dict):
             raise BadRequest("metadata must be an object")
@@ -280,19 +283,20 @@ class KubeStore:
         if old_rec is None:
             if not rt.allow_create_on_update or wanted or subresource:
                 raise NotFound(rt, name)
-            return self._create(rt, ns, body), True
+            return self._create(rt, ns, body, seeding=seeding), True
         old = _load(old_rec)
         if wanted and wanted != _metadata(old).get("resourceVersion"):
             raise Conflict(rt, name)
         new = _strip_kind(body)
         new["metadata"] = {**meta, "namespace": ns} if rt.namespaced else \
             {k: v for k, v in meta.items() if k != "namespace"}
-        new = self._kept_apart(rt, old, new, subresource)
+        new = self._kept_apart(rt, old, new, subresource, seeding)
         track_update(old, new, manager, rt.api_version, subresource or "", _now())
         return self._write(rt, (ns, name), old, new), False
 
     def _patch(self, rt: ResourceType, ns: str, name: str, kind: str, patch: Any,
-               subresource: str | None = None, manager: str = IN_PROCESS_MANAGER) -> _Rec:
+               subresource: str | None = None, manager: str = IN_PROCESS_MANAGER, *,
+               seeding: bool = False) -> _Rec:
         old = _load(self._get(rt, ns, name))
         if kind == "json":
             try:
@@ -317,7 +321,7 @@ class KubeStore:
         if rt.namespaced and meta.get("namespace") != ns:
             raise BadRequest("the namespace of the object does not match the namespace on "
                              "the request")
-        new = self._kept_apart(rt, old, _strip_kind(patched), subresource)
+        new = self._kept_apart(rt, old, _strip_kind(patched), subresource, seeding)
         track_update(old, new, manager, rt.api_version, subresource or "", _now())
         return self._write(rt, (ns, name), old, new)
 

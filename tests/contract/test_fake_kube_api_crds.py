@@ -248,8 +248,12 @@ def test_install_crd_and_register_custom_resource_store_the_crd(api: FakeKubeApi
                                         scale=(".spec.size", ".status.size", "")) == rt
     stored = ext.read_custom_resource_definition("gadgets.example.org")
     assert stored.spec.versions[0].subresources.scale.spec_replicas_path == ".spec.size"
-    api.create("gadgets", {"metadata": {"name": "g"}, "spec": {"size": 3}}, "default")
-    assert api.get("gadgets/scale", "g", "default")["spec"] == {"replicas": 3}
+    # In-process, an object is set up in one call, status and all (over HTTP, status is
+    # the subresource's to write).
+    api.create("gadgets", {"metadata": {"name": "g"}, "spec": {"size": 3},
+                           "status": {"size": 1}}, "default")
+    scale = api.get("gadgets/scale", "g", "default")
+    assert (scale["spec"], scale["status"]["replicas"]) == ({"replicas": 3}, 1)
     with pytest.raises(ValueError, match="already served"):
         api.register_custom_resource("example.net", "v1", "gadgets", "Gadget")
     api.delete("customresourcedefinitions", "gadgets.example.org")
