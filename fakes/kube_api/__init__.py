@@ -16,6 +16,8 @@ the discovery documents kubectl needs.  Finalizers hold a deleted object (with a
 deletionTimestamp) until the last is removed; PATCH takes JSON, merge, strategic-merge (415 on
 custom resources) and server-side apply (`fakes/kube_api/apply.py`: field managers, conflicts,
 managedFields).
+Bodies and answers are JSON, or protobuf (`application/vnd.kubernetes.protobuf`, client-go's default)
+for the built-in kinds, as `negotiation.py` describes; custom resources refuse protobuf (415/406).
 Deliberate simplifications, none of which the code under test should depend on: no
 authentication or admission; no defaulting beyond pod phase, deployment replicas and, on create,
 a pod's container and init container requests from their limits (SetDefaults_Pod; the real server
