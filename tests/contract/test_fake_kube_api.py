@@ -119,7 +119,7 @@ def test_aggregated_discovery_request_gets_plain_json(api: FakeKubeApi,
 
 
 def test_unknown_paths_and_methods(api: FakeKubeApi, api_client: client.ApiClient) -> None:
-    for path in ("/api/v1/widgets", "/apis/apps/v1/namespaces/x/daemonsets", "/openapi/v2",
+    for path in ("/api/v1/widgets", "/apis/apps/v1/namespaces/x/daemonsets",
                  "/api/v1/nodes/n/eviction", "/api/v1/pods/p"):
         resp = api_client.call_api("GET", api.url + path)
         resp.read()
