@@ -117,6 +117,11 @@ RESOURCES: dict[str, ResourceType] = {
         # one deletes nothing else (operators such as kopf list and watch them).
         ResourceType("namespaces", "namespace", "Namespace", "", "v1", False, ("ns",), (),
                      ("status",), ("metadata.name", "status.phase")),
+        # A zonal volume and its claim (the simulator's StatefulSet-like pods; VolumeZone).
+        ResourceType("persistentvolumes", "persistentvolume", "PersistentVolume", "", "v1",
+                     False, ("pv",), (), ("status",), ("metadata.name",)),
+        ResourceType("persistentvolumeclaims", "persistentvolumeclaim",
+                     "PersistentVolumeClaim", "", "v1", True, ("pvc",), (), ("status",)),
         ResourceType(
             "poddisruptionbudgets", "poddisruptionbudget", "PodDisruptionBudget", "policy",
             "v1", True, ("pdb",), (), ("status",), has_generation=True,
