@@ -116,7 +116,7 @@ RESOURCES: dict[str, ResourceType] = {
         # Plain objects: a namespace need not exist for objects to live in it, and deleting
         # one deletes nothing else (operators such as kopf list and watch them).
         ResourceType("namespaces", "namespace", "Namespace", "", "v1", False, ("ns",), (),
-                     ("status",), ("metadata.name", "status.phase")),
+                     (), ("metadata.name", "status.phase")),
         # A zonal volume and its claim (the simulator's StatefulSet-like pods; VolumeZone).
         ResourceType("persistentvolumes", "persistentvolume", "PersistentVolume", "", "v1",
                      False, ("pv",), (), ("status",), ("metadata.name",)),
