@@ -252,7 +252,8 @@ class InProcessTicks:
     def _tick(self, why: str) -> bool | None:
         """Every --poll the runs whose time has come; on a burst (or on taking the lead, with
         the schedule resumed) a run of its own, due now, run at once. True when every run ran
-        ended Completed, None when none ran (a quiet poll keeps the last run's verdict)."""
+        ended Completed, None when none ran: a look that found nothing due is no tick, and
+        the health check's clock does not move for it (`flows.ticker.TickLoop`)."""
         from kube_elevator.flows.cli.common import print_tick_results, say_as
         from kube_elevator.flows.deployment_runs import BURST_TAG, LEADING_TAG
         from kube_elevator.flows.run_state import RunOutcome
