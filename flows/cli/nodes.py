@@ -207,6 +207,9 @@ def run(
     from kube_elevator.flows.crash_detection import ensure_crash_detection, heartbeat_environment
 
     heartbeat_environment()
+    from kube_elevator.flows.prefect_compat import start_temporary_server
+
+    start_temporary_server()  # without PREFECT_API_URL: started now, or one line why not
     ensure_crash_detection()  # a tick whose process dies ends Crashed on the server
     from kube_elevator.flows.autoscale import autoscale
     from kube_elevator.flows.run_state import run_here

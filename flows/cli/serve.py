@@ -181,6 +181,9 @@ def serve(
     from kube_elevator.flows.crash_detection import heartbeat_environment
 
     heartbeat_environment()  # before Prefect reads its settings: the runs it starts inherit it
+    from kube_elevator.flows.prefect_compat import start_temporary_server
+
+    start_temporary_server(schedules=True)  # without PREFECT_API_URL: a server that schedules
     from prefect.runner import Runner
 
     from kube_elevator.flows.cli.common import console

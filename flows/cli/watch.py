@@ -171,6 +171,10 @@ def watch(
     logging.basicConfig(level=logging.INFO,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     logging.getLogger("httpx").setLevel(logging.WARNING)  # a line per request to Prefect
+    if in_process:
+        from kube_elevator.flows.prefect_compat import start_temporary_server
+
+        start_temporary_server()  # without PREFECT_API_URL: started now, or one line why not
     stop = wait_for_stop_signal()
     events = PendingPodsEvents(config.node_groups, debouncer)
     elector = elector_for(liveness, kube.api, lease_namespace, say_as("watch"))
