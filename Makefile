@@ -76,6 +76,7 @@ lock: $(BIN)/uv
 	$(COMPILE) pyproject.toml -c requirements/test.txt -o requirements/runtime.txt
 	$(COMPILE) pyproject.toml --extra sim -c requirements/test.txt -o requirements/sim.txt
 	$(COMPILE) pyproject.toml --extra tune -c requirements/test.txt -o requirements/tune.txt
+	$(COMPILE) pyproject.toml --extra harness -c requirements/test.txt -o requirements/harness.txt
 	$(COMPILE) requirements/checkov.in -o requirements/checkov.txt
 	$(COMPILE) requirements/uv.in -o requirements/uv.txt
 	$(COMPILE) requirements/build.in -o requirements/build.txt

@@ -238,6 +238,33 @@ def silent_watch_figures() -> list[Figure]:
     ]
 
 
+def harness_figures() -> list[Figure]:
+    from benchmarks.harness_start import READY_TARGET_SECONDS, measure
+
+    measured = measure(clusters=20, tests=50)
+    ready = measured["ready"]
+    assert isinstance(ready, list)
+    median = statistics.median(ready)
+    tests = int(str(measured["tests"]))
+    later = measured["later_tests"]
+    assert isinstance(later, list)
+    per_test = statistics.median(later)
+    return [
+        Figure("harness: a fresh fake_cluster() (fake API, in-process moto, simulated cluster) "
+               "to the first answers of the official client and boto3, warm process, median of "
+               "20 (python -m benchmarks.harness_start)",
+               f"{median:.3f} s (max {max(ready):.3f} s)", f"< {READY_TARGET_SECONDS} s",
+               f"fresh process, imports included: {float(str(measured['cold'])):.2f} s",
+               median < READY_TARGET_SECONDS),
+        Figure(f"harness: pytest session of {tests} small tests, the plugin's fake_cluster "
+               "fixture in each (a node group, a pod bound, read back)",
+               f"{float(str(measured['session_seconds'])):.1f} s wall; a test after the first: "
+               f"median {per_test:.2f} s", "a cluster per test affordable (≤ 0.5 s)",
+               f"the first test, imports included: {float(str(measured['first_test'])):.1f} s",
+               per_test <= 0.5),
+    ]
+
+
 def render(figures: list[Figure]) -> Table:
     table = Table(title="kube-elevator benchmarks")
     for column in ("figure", "value", "target", "floor", "met"):
@@ -282,7 +309,8 @@ def main() -> int:
     figures = (plan_figures() + scaling_figures() + collection_figures() + prefect_figures()
                + quality_figures() + placement_figures() + fast_simulation_figures()
                + watch_cache_figures() + in_process_latency_figures()
-               + silent_watch_figures() + prefect_database_figures() + soak_figures())
+               + silent_watch_figures() + prefect_database_figures() + soak_figures()
+               + harness_figures())
     console.print(render(figures))
     write_results(figures)
     console.print(f"written to {RESULTS}")

@@ -26,7 +26,7 @@ import os
 import threading
 import urllib.request
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Literal, cast, overload
@@ -35,9 +35,9 @@ import boto3
 import botocore.session
 from botocore.awsrequest import AWSResponse, HTTPHeaders
 from botocore.config import Config
-from moto.server import ThreadedMotoServer
 
 if TYPE_CHECKING:
+    from moto.server import ThreadedMotoServer
     from mypy_boto3_autoscaling import AutoScalingClient
     from mypy_boto3_ec2 import EC2Client
     from mypy_boto3_ec2.literals import InstanceTypeType
@@ -69,6 +69,8 @@ class FakeAws:
         """Start the server; port 0 (the default) lets the OS pick a free one, read back after."""
         if self._server is not None:
             return self
+        from moto.server import ThreadedMotoServer  # flask and werkzeug: ~0.3 s, here only
+
         extend_moto()
         # werkzeug logs every request to stderr; tests make hundreds.
         logging.getLogger("werkzeug").setLevel(logging.ERROR)
@@ -125,16 +127,8 @@ class FakeAws:
     def environment(self) -> Iterator[None]:
         """`env()` in this process's os.environ for the duration (boto3's default chain and a
         Prefect flow then reach the fake), the previous values restored after."""
-        saved = {key: os.environ.get(key) for key in self.env()}
-        os.environ.update(self.env())
-        try:
+        with environ_set(self.env()):
             yield
-        finally:
-            for key, value in saved.items():
-                if value is None:
-                    os.environ.pop(key, None)
-                else:
-                    os.environ[key] = value
 
     def session(self) -> boto3.Session:
         """A new boto3 session with the fake's region and dummy credentials.
@@ -261,6 +255,25 @@ class FakeAws:
         ec2: EC2Client = self._helper("ec2")
         answer = ec2.describe_instances(InstanceIds=[instance_id])
         return answer["Reservations"][0]["Instances"][0]["State"]["Name"]
+
+
+@contextmanager
+def environ_set(values: Mapping[str, str | None]) -> Iterator[None]:
+    """os.environ with `values` (None: unset) for the duration, the previous values restored."""
+    saved = {key: os.environ.get(key) for key in values}
+    try:
+        for key, value in values.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+        yield
+    finally:
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
 
 
 # --- moto, extended where the fleet path needs AWS's behaviour -----------------------------------

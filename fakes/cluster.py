@@ -60,8 +60,10 @@ SIMULATED_WORKLOADS = SimulatedWorkloads()
 
 def simulated_scheduler(profile: str = DEFAULT_PROFILE, seed: int = 1) -> Scheduler:
     """The scheduler a simulation runs: the scenario's profile, its tie-break seeded by the
-    scenario's seed."""
-    return Scheduler(profile_named(profile), seed)
+    scenario's seed. Preemption evicts workload pods only: the DaemonSet pods stand for the
+    node-critical pods a cluster runs at system priority."""
+    return Scheduler(profile_named(profile), seed,
+                     can_evict=lambda key: key[0] == POD_NAMESPACE)
 
 
 def _decoded(obj: Mapping[str, Any]) -> RawObject:
@@ -221,19 +223,34 @@ class SimulatedCluster:
     sched_pods: dict[Key, SchedPod] = field(default_factory=dict)
     daemon_pods: set[Key] = field(default_factory=set)
     joined: dict[str, int] = field(default_factory=dict)
+    # The harness's world: pending pods someone else created (the code under test, through the
+    # API) are bound too, as bare pods with no controller (deleted with their node, as PodGC
+    # does, and forgotten once deleted). A simulation creates every pod itself: off.
+    adopt_pods: bool = False
+    adopted: set[Key] = field(default_factory=set)
 
     # --- nodes ------------------------------------------------------------------------------
 
     def create_asgs(self, now: float) -> None:
         """The ASGs and, already joined, the nodes of their initial instances."""
         for asg in self.asgs:
-            self.aws.create_asg(asg.name, asg.min, asg.max, asg.desired,
-                                instance_type=asg.instance_type,
-                                availability_zones=(asg.availability_zone,),
-                                launch_template_id=fleet_template_id(self.groups, asg.name))
-            for instance in sorted(self.aws.instances(asg.name), key=lambda i: i["InstanceId"]):
-                self.first_seen[instance["InstanceId"]] = now - asg.boot_delay
+            self._create_asg(asg, now)
         self.reconcile_instances(now)
+
+    def add_asg(self, asg: AsgSpec, now: float) -> None:
+        """One more ASG, created in moto, its initial instances joined as Nodes at once (the
+        harness's `add_node_group`)."""
+        self.asgs = [*self.asgs, asg]
+        self._create_asg(asg, now)
+        self.reconcile_instances(now)
+
+    def _create_asg(self, asg: AsgSpec, now: float) -> None:
+        self.aws.create_asg(asg.name, asg.min, asg.max, asg.desired,
+                            instance_type=asg.instance_type,
+                            availability_zones=(asg.availability_zone,),
+                            launch_template_id=fleet_template_id(self.groups, asg.name))
+        for instance in sorted(self.aws.instances(asg.name), key=lambda i: i["InstanceId"]):
+            self.first_seen[instance["InstanceId"]] = now - asg.boot_delay
 
     def _next_node_name(self, asg: AsgSpec) -> str:
         # Deterministic names (moto's instance ids are random): `<asg>-<n>` in join order.
@@ -314,10 +331,12 @@ class SimulatedCluster:
             pod = pod_record(_decoded(raw))
             key = (pod.namespace, pod.name)
             life = self.pods.get(key)
+            if life is None and self.adopt_pods and not pod.node_name and pod.phase == "Pending":
+                life = self._adopt(key, raw, now)
             if pod.node_name and pod.node_name not in by_name:
-                if key in self.daemon_pods:  # PodGC deletes the pods of a deleted node
-                    self.kube.delete("pods", pod.name, pod.namespace)
-                    self.daemon_pods.discard(key)
+                if key in self.daemon_pods or key in self.adopted:  # PodGC deletes the pods
+                    self.kube.delete("pods", pod.name, pod.namespace)  # of a deleted node
+                    self._forget(key)
                     continue
                 if life is not None:
                     self._evict(life, now)
@@ -333,7 +352,10 @@ class SimulatedCluster:
         self.scheduler.sync_nodes(sorted(nodes, key=lambda n: self.joined.get(n.name, -1)))
         self.scheduler.sync_pods(bound, self.sched_pods.__getitem__)
         decisions = (place_queue(self.scheduler, pending, self.place, records.__getitem__, now)
-                     if self.place else self.scheduler.schedule_queue(pending))
+                     if self.place else self.scheduler.schedule_queue(pending, now))
+        for key, _ in self.scheduler.take_preempted():  # their controllers re-create them
+            if key in self.pods:
+                self._evict(self.pods[key], now)
         for key, target in decisions:
             life = self.pods[key]
             if target is None:
@@ -347,6 +369,20 @@ class SimulatedCluster:
             life.bound_at, life.node = now, target
         self.last_nodes = by_name
 
+    def _adopt(self, key: Key, raw: Mapping[str, Any], now: float) -> PodLife:
+        """A pending pod the simulator did not create: the scheduler binds it from now on."""
+        self.sched_pods[key] = sched_pod(raw)
+        self.adopted.add(key)
+        life = self.pods[key] = PodLife(key[0], key[1], now, None, now)
+        return life
+
+    def _forget(self, key: Key) -> None:
+        """A DaemonSet or adopted pod that is gone for good."""
+        self.daemon_pods.discard(key)
+        self.adopted.discard(key)
+        self.pods.pop(key, None)
+        self.sched_pods.pop(key, None)
+
     def _set_pod_status(self, life: PodLife, phase: str, scheduled: bool) -> None:
         condition: dict[str, str] = {"type": "PodScheduled",
                                      "status": "True" if scheduled else "False"}
@@ -357,7 +393,8 @@ class SimulatedCluster:
                         life.namespace)
 
     def _evict(self, life: PodLife, now: float) -> None:
-        """Its node is gone: the pod is re-created pending (as a Job controller would)."""
+        """Its node is gone, or preemption evicted it: the pod is re-created pending (as its
+        controller would)."""
         self.kube.patch("pods", life.name, {"spec": {"nodeName": None}}, life.namespace)
         self._set_pod_status(life, "Pending", scheduled=False)
         life.bound_at, life.node, life.pending_since = None, None, now
@@ -368,6 +405,8 @@ class SimulatedCluster:
         """A pod evicted through the Eviction API is gone: its controller creates it again,
         pending (under the same name, so its timeline goes on). Returns how many."""
         recreated = 0
+        for key in [key for key in self.adopted if key not in listed]:
+            self._forget(key)  # a bare pod: no controller brings it back
         for key, life in self.pods.items():
             if life.completed_at is not None or key in listed:
                 continue

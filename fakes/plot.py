@@ -12,6 +12,11 @@ from kube_elevator.tasks.core.output_files import write_atomically
 def plot_simulation(document: dict[str, Any], path: str | Path, option: str = "--plot") -> Path:
     """Write a picture (PNG, or the format the name says) with one panel per node group;
     returns its path."""
+    return _saved(simulation_figure(document), Path(path), option, dpi=100)
+
+
+def simulation_figure(document: dict[str, Any]) -> Any:
+    """The simulation's matplotlib figure: a panel per node group, one legend below them."""
     import matplotlib
 
     matplotlib.use("Agg")  # no display: write files only
@@ -41,24 +46,34 @@ def plot_simulation(document: dict[str, Any], path: str | Path, option: str = "-
         demand.set_ylabel("CPU requested %")
         lines = axis.get_legend_handles_labels()
         extra = demand.get_legend_handles_labels()
-        axis.legend(lines[0] + extra[0], lines[1] + extra[1], loc="upper right", fontsize=8)
+        legend = (lines[0] + extra[0], lines[1] + extra[1])
     axes[-1, 0].set_xlabel("simulated minutes")
     summary = document.get("summary", {})
     figure.suptitle(f"kube-elevator simulation: {summary.get('node_seconds', 0) / 3600:.1f} "
                     f"node-hours, {summary.get('pending_pod_seconds', 0) / 60:.0f} pending "
                     "pod-minutes")
-    figure.tight_layout()
-    return _saved(figure, Path(path), option, dpi=100)
+    # One legend for every panel (the same lines), below them: inside a panel it hid the lines
+    # it names, wherever they ran.
+    legend_inches = 0.45
+    if names:
+        figure.legend(*legend, loc="lower center", ncol=5, fontsize=8, frameon=False)
+    figure.tight_layout(rect=(0, legend_inches / figure.get_figheight(), 1, 1))
+    return figure
 
 
 def plot_front(result: Any, path: str | Path, option: str = "--plot") -> Path:
     """Every trial, the Pareto front, the file as it is and the chosen setting."""
+    return _saved(front_figure(result), Path(path), option)
+
+
+def front_figure(result: Any) -> Any:
+    """`plot_front`'s matplotlib figure, its legend beside the axes."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    figure, axes = plt.subplots(figsize=(8, 5), dpi=110)
+    figure, axes = plt.subplots(figsize=(10.5, 5), dpi=110)
     points = [(e.node_seconds, e.pending_pod_seconds, ok) for _, e, ok in result.trials]
     axes.scatter([p[0] for p in points if p[2]], [p[1] for p in points if p[2]], s=12,
                  color="#9aa5b1", label="trial within the limits (waits, pods cut short)")
@@ -76,9 +91,10 @@ def plot_front(result: Any, path: str | Path, option: str = "--plot") -> Path:
     axes.set_xlabel("node-seconds (mean over the search seeds)")
     axes.set_ylabel("pending pod-seconds")
     axes.set_title("elevator tune: cost against waiting")
-    axes.legend(fontsize=8)
+    # Beside the axes, not over the trials: the front runs corner to corner.
+    axes.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.02, 1.0), borderaxespad=0)
     figure.tight_layout()
-    return _saved(figure, Path(path), option)
+    return figure
 
 
 def _saved(figure: Any, path: Path, option: str, dpi: float | None = None) -> Path:

@@ -163,4 +163,8 @@ def _tick(nodegroups: str, now: datetime | None, dry_run: bool, lease_namespace:
         if result.status != "nothing to do":
             logger.info("%s: %s (delta %+d): %s", result.plan.name, result.status,
                         result.plan.delta, result.plan.reason)
+    # What the groups' decisions leave out (pods no group takes, nodes kept), once a tick even
+    # when every group had nothing to do: a quiet tick says why it was quiet.
+    for note in dict.fromkeys(note for result in results for note in result.plan.notes):
+        logger.info("note: %s", note)
     return results

@@ -20,7 +20,11 @@ from prefect.client.schemas.objects import State
 
 from kube_elevator.flows.pod_cycle import AutoscalerResult, cycle
 from kube_elevator.flows.run_state import Results, final_state, tag_run
-from kube_elevator.tasks.adapters.prometheus import DEFAULT_RATE_WINDOW, PrometheusMetrics
+from kube_elevator.tasks.adapters.prometheus import (
+    DEFAULT_RATE_WINDOW,
+    MetricUnavailable,
+    PrometheusMetrics,
+)
 from kube_elevator.tasks.core.step import run_as_task
 from kube_elevator.tasks.pod_autoscalers.wpa import crd as watermark
 from kube_elevator.tasks.steps.report import DRY_RUN, FAILED, NOTHING, OUTCOME_CHARACTERS
@@ -187,8 +191,17 @@ def pod_autoscale(
     kube = KubeClient.from_config(kubeconfig)
     metrics = PrometheusMetrics(prometheus_url, rate_window=rate_window)
     moment = (now or datetime.now(UTC)).timestamp()
+    logger = get_run_logger()
+    notes: list[str] = []
     results = cycle(run_as_task, kube, metrics, moment, None if dry_run else kube, namespace,
-                    get_run_logger())
+                    logger, notes)
+    if not results:
+        # No autoscaler asked Prometheus: ask it here, so its absence is not found only once
+        # the first autoscaler is created (with one, each reason says it).
+        unreachable = prometheus_problem(metrics)
+        if unreachable:
+            logger.warning(unreachable)
+            notes.append(unreachable)
     controller_metrics().export(results)
     returned: Results = [result.to_json() for result in results]
     # A cycle that raised (not a metric Prometheus lacks, which WPA reports as a condition).
@@ -196,7 +209,16 @@ def pod_autoscale(
                  result.error) for result in results if result.error]
     tag_run(cycle_tags(results, dry_run))
     return final_state("autoscalers", failures, len(results), returned,
-                       cycle_line(results))
+                       cycle_line(results), notes)
+
+
+def prometheus_problem(metrics: PrometheusMetrics) -> str | None:
+    """Why the autoscalers could not read Prometheus (unreachable, refusing), or None."""
+    try:
+        metrics.query("vector(1)")
+    except MetricUnavailable as error:
+        return f"{error}: no autoscaler could read its metrics"
+    return None
 
 
 def _named(result: AutoscalerResult) -> str:

@@ -68,16 +68,33 @@ class PodAutoscalerSource(Protocol):
 
 @step
 def list_autoscalers(source: PodAutoscalerSource, group: str, version: str, plural: str,
-                     namespace: str | None) -> list[dict[str, Any]]:
-    """Every object of one autoscaler CRD; none when the CRD is not installed."""
+                     namespace: str | None) -> list[dict[str, Any]] | None:
+    """Every object of one autoscaler CRD; None when the CRD is not installed (404)."""
     from kubernetes.client.exceptions import ApiException
 
     try:
         return source.list_custom_objects(group, version, plural, namespace)
     except ApiException as error:
         if error.status == 404:
-            return []
+            return None
         raise
+
+
+# How to install each CRD, for the note of a cluster that lacks it.
+INSTALL_CRD = {
+    watermark.KIND: "DataDog's watermarkpodautoscaler Helm chart (or the CRD in that "
+                    "repository's config/crd)",
+    memory_usage.KIND: "kubectl apply -f deployments/kubernetes/base/memoryautoscaler-crd.yaml "
+                       "(or apply the Kustomize base: kubectl apply -k "
+                       "deployments/kubernetes/base)",
+}
+
+
+def crd_not_installed(kind: str, crd: tuple[str, str, str]) -> str:
+    """The note of a cycle that found no `kind` because its CRD is not installed."""
+    group, version, plural = crd
+    return (f"the {kind} CRD is not installed (the API answered 404 for {plural}.{group}/"
+            f"{version}): no {kind} to scale; install it with {INSTALL_CRD[kind]}")
 
 
 @step
@@ -285,11 +302,12 @@ def report(result: AutoscalerResult, logger: Logger) -> None:
 
 def cycle(run: Runner, source: PodAutoscalerSource, metrics: MetricsSource, now: float,
           actuator: KubeClient | None, namespace: str | None = None,
-          logger: Logger = log) -> list[AutoscalerResult]:
+          logger: Logger = log, notes: list[str] | None = None) -> list[AutoscalerResult]:
     """Every WPA, then every MemoryAutoscaler; one object's failure does not stop the others.
 
     The one composition of a pod-autoscaler cycle: the flow passes the cluster as both source
     and actuator (None in a dry run); `elevator pods plan` passes its files and no actuator.
+    A CRD the cluster does not serve is a warning, and a line in `notes`.
     """
     cached = CycleCache(metrics)
     results = []
@@ -300,7 +318,14 @@ def cycle(run: Runner, source: PodAutoscalerSource, metrics: MetricsSource, now:
          autoscale_memory),
     ]
     for kind, crd, autoscale_one in kinds:
-        for obj in run(list_autoscalers, source, *crd, namespace):
+        listed = run(list_autoscalers, source, *crd, namespace)
+        if listed is None:
+            note = crd_not_installed(kind, crd)
+            logger.warning(note)
+            if notes is not None:
+                notes.append(note)
+            continue
+        for obj in listed:
             try:
                 result = autoscale_one(run, source, cached, obj, now, actuator)
             except Exception as error:

@@ -29,8 +29,8 @@ Results = list[dict[str, Any]]
 MESSAGE_CHARACTERS = 300  # of each part's error, on one line
 # The results a flow run reported, for `run_here` in the same process (a list it appends to:
 # the engine may run the flow in a copy of the caller's context).
-_REPORTED: ContextVar[list[Results] | None] = ContextVar("elevator_reported_results",
-                                                         default=None)
+_REPORTED: ContextVar[list[tuple[Results, tuple[str, ...]]] | None] = ContextVar(
+    "elevator_reported_results", default=None)
 
 
 class RunFailed(Exception):
@@ -46,10 +46,13 @@ def one_line(text: str, limit: int = MESSAGE_CHARACTERS) -> str:
 
 
 def final_state(what: str, failures: Sequence[tuple[str, str]], total: int, results: Results,
-                summary: str = "") -> State[Any]:
+                summary: str = "", notes: Sequence[str] = ()) -> State[Any]:
     """The run's final state, its message one line: `summary` (what each part did) when none
-    failed; else Failed, naming each failed part (name, error), then `summary`."""
-    report_results(results)
+    failed; else Failed, naming each failed part (name, error), then `summary`. `notes` say
+    what the run could not see (a CRD not installed, Prometheus out of reach): in the message,
+    and for `run_here`'s caller."""
+    report_results(results, notes)
+    summary = "; ".join(part for part in (summary, *notes) if part)
     if not failures:
         return Completed(message=summary or None, data=results)
     message = f"{len(failures)} of {total} {what} failed: " + "; ".join(
@@ -59,11 +62,11 @@ def final_state(what: str, failures: Sequence[tuple[str, str]], total: int, resu
     return Failed(message=message, data=RunFailed(message, results))
 
 
-def report_results(results: Results) -> None:
-    """The flow's parts' results, for `run_here`'s caller in this process."""
+def report_results(results: Results, notes: Sequence[str] = ()) -> None:
+    """The flow's parts' results (and its notes), for `run_here`'s caller in this process."""
     reported = _REPORTED.get()
     if reported is not None:
-        reported.append(results)
+        reported.append((results, tuple(notes)))
 
 
 @dataclass(frozen=True)
@@ -73,6 +76,7 @@ class RunOutcome:
 
     state: State[Any]
     reported: Results | None
+    notes: tuple[str, ...] = ()  # what the run could not see, one line each
 
     def results(self) -> Results:
         """Every part's result, whether some failed or none did; raises what stopped the run
@@ -91,13 +95,16 @@ class RunOutcome:
 def run_here(call: Callable[[], State[Any]]) -> RunOutcome:
     """Run a flow (`call` returns its final state: `return_state=True`) and take its outcome
     from this process."""
-    reported: list[Results] = []
+    reported: list[tuple[Results, tuple[str, ...]]] = []
     token = _REPORTED.set(reported)
     try:
         state = call()
     finally:
         _REPORTED.reset(token)
-    return RunOutcome(state, reported[-1] if reported else None)
+    if not reported:
+        return RunOutcome(state, None)
+    results, notes = reported[-1]
+    return RunOutcome(state, results, notes)
 
 
 def tag_run(tags: Sequence[str]) -> None:

@@ -246,8 +246,9 @@ class MemoryCluster:
             return
         lives, sched = self.pods, self._sched
         decisions = self.scheduler.schedule_queue(
-            queued(key, sched[key], lives[key]) for key in self._pending
-            if key not in unbound_now)
+            (queued(key, sched[key], lives[key]) for key in self._pending
+             if key not in unbound_now), now)
+        preempted = self.scheduler.take_preempted()
         for key, target in decisions:
             life = lives[key]
             pod = world.pods[key]
@@ -266,9 +267,14 @@ class MemoryCluster:
             if life.duration is not None:
                 heapq.heappush(self._completions,
                                (life.bound_at + life.duration, self._order[key], key, now))
+        for key, node in preempted:  # their controllers re-create them pending
+            if key in lives:
+                self._on_node.get(node, {}).pop(key, None)
+                self._evict(lives[key], now)
 
     def _evict(self, life: PodLife, now: float) -> None:
-        """Its node is gone: the pod is re-created pending (as a Job controller would)."""
+        """Its node is gone, or preemption evicted it: the pod is re-created pending (as its
+        controller would)."""
         key = (life.namespace, life.name)
         pod = self.world.pods[key]
         self.world.put_pod(msgspec.structs.replace(pod, node_name="", phase="Pending",

@@ -43,7 +43,7 @@ from kube_elevator.tasks.core.retry import is_retryable
 from kube_elevator.tasks.core.step import Runner, run_plain
 from kube_elevator.tasks.escalator.config import NodeGroupConfig
 from kube_elevator.tasks.escalator.decide import GroupInputs, decide, missing_asg_plan
-from kube_elevator.tasks.escalator.filter_nodes import nodes_by_group
+from kube_elevator.tasks.escalator.filter_nodes import nodes_by_group, pod_matching_notes
 from kube_elevator.tasks.escalator.plan import ScalePlan
 from kube_elevator.tasks.escalator.utilization import GroupPods
 from kube_elevator.tasks.steps.drain import evict_pods
@@ -53,6 +53,7 @@ from kube_elevator.tasks.steps.node_groups import (
     ActionsDone,
     Adapters,
     GroupResult,
+    Status,
     registration_lags,
     taint_and_remove,
     untaint_or_increase,
@@ -178,7 +179,11 @@ def _tick_group(
                                              now, done)
         if failure:
             return GroupResult(plan, "failed", done, message=failure, asg=asg)
-    return GroupResult(plan, "acted", done, asg=asg, registration_lags_seconds=lags)
+    # Only the Lease changed (a node's capacity cached, a lock released; a scale-down that a
+    # minimum held back): nothing was done to the cluster, and the status says so.
+    status: Status = "acted" if plan.changes_anything or done != ActionsDone() \
+        else "nothing to do"
+    return GroupResult(plan, status, done, asg=asg, registration_lags_seconds=lags)
 
 
 def _registration_lags(run: Runner, actuator: Adapters, plan: ScalePlan,
@@ -291,7 +296,10 @@ def tick(
         if ca.scale_down.enabled and removal is not None:
             results = _scale_down_unneeded(run, actuator, reads, ca, groups, results, removal,
                                            group_nodes, asgs, now)
-    return results
+    # Pods no group takes, said rather than left out in silence (issue 34).
+    matching = pod_matching_notes(pods, groups, grouped)
+    return [_annotated(result, matching.get(result.plan.name, ()), result.done)
+            for result in results]
 
 
 def _settled(one: Callable[[NodeGroupConfig], GroupResult],

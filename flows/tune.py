@@ -141,6 +141,12 @@ class TuneResult:
     held_out_by_profile: dict[str, tuple[Evaluation, Evaluation]] = field(default_factory=dict)
 
     @property
+    def tried(self) -> int:
+        """The trials `--trials` asked for: the file as it is, evaluated first as the
+        reference, is no trial."""
+        return max(len(self.trials) - 1, 0)
+
+    @property
     def front(self) -> list[int]:
         """The Pareto front's trials, one per point: settings that did exactly the same (a
         knob that changed nothing) are one row of the table, the first tried."""
@@ -152,8 +158,8 @@ class TuneResult:
         before, after = self.default_held_out, self.tuned_held_out
         saved = None if before is None or after is None or before.node_seconds == 0 else \
             1 - after.node_seconds / before.node_seconds
-        return {"trials": len(self.trials),
-                "feasible": sum(1 for _, _, ok in self.trials if ok),
+        return {"trials": self.tried,
+                "feasible": sum(1 for _, _, ok in self.trials[1:] if ok),
                 "scheduler_profiles": list(self.profiles),
                 "default_held_out": before.to_json() if before else None,
                 "tuned_held_out": after.to_json() if after else None,
@@ -175,15 +181,22 @@ def search(loaded: LoadedScenario, groups: Sequence[NodeGroupConfig], trials: in
            max_pending_seconds: float,
            run_batches: Callable[[list[list[Knobs]]], list[list[dict[str, float]]]],
            seed: int = 0, on_round: Callable[[int], None] | None = None,
-           profiles: Sequence[str] = ()) -> TuneResult:
+           profiles: Sequence[str] = (),
+           on_phase: Callable[[str], None] | None = None) -> TuneResult:
     """The local search from the file (`refine`), then rounds of TPE (ask, evaluate in
     batches, tell); then choose (`choose`) and judge on the held-out seeds. With `profiles`,
     every setting is judged under each scheduler profile (`evaluate`); `run_batches` must
-    judge them so too."""
+    judge them so too. `on_round` hears the trials done after each round, `on_phase` each
+    step that is no trial (the file as it is first, the checks of the choice last)."""
     import optuna
+
+    def phase(text: str) -> None:
+        if on_phase is not None:
+            on_phase(text)
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     default = {group.name: current_knobs(group) for group in groups}
+    phase("the file as it is")
     baseline = evaluate(loaded, default, seeds, profiles)
     limits = limits_of(baseline, max_pending_seconds)
 
@@ -207,6 +220,7 @@ def search(loaded: LoadedScenario, groups: Sequence[NodeGroupConfig], trials: in
     # First a local search from the file: one knob at a time. Most good settings differ from
     # the file in a few knobs, and a change that leaves the busiest minutes alone keeps every
     # wait as it was; a global sampler, moving all knobs at once, rarely lands on one.
+    phase("searching")
     best, _ = refine(groups, default, baseline, limits, trials * 3 // 4, run)
 
     study = optuna.create_study(
@@ -228,8 +242,10 @@ def search(loaded: LoadedScenario, groups: Sequence[NodeGroupConfig], trials: in
                 trial.set_constraint(name, excess)
             study.tell(trial, [evaluation.node_seconds, evaluation.pending_pod_seconds])
         done += size
+    phase("checking the cheapest on seeds of their own")
     result.chosen = choose(loaded, result, default, validation, max_pending_seconds,
                            profiles=profiles)
+    phase("the file and the choice on the held-out seeds")
     file_by_profile = evaluate_by_profile(loaded, default, held_out, profiles)
     tuned_by_profile = evaluate_by_profile(loaded, result.chosen, held_out, profiles)
     result.default_held_out = merged(file_by_profile.values())
@@ -335,8 +351,10 @@ def make_flow(dask_address: str | None) -> Any:
     return flow(**options)(tune)
 
 
-# Set by `elevator tune` for its progress bar (a callable is no flow parameter).
+# Set by `elevator tune` for its progress bar (a callable is no flow parameter): the trials
+# done, and the steps between them.
 progress: Callable[[int], None] | None = None
+phase: Callable[[str], None] | None = None
 
 
 def tune(scenario: str, trials: int = 100, batch: int = 4, parallel: int = 2, seeds: int = 8,
@@ -359,7 +377,7 @@ def tune(scenario: str, trials: int = 100, batch: int = 4, parallel: int = 2, se
     validation = seeds_from(VALIDATION_SEEDS_START, seeds)
     result = search(loaded, loaded.config.node_groups, trials, batch, parallel, search_seeds,
                     held_out, validation, max_pending_seconds, run_batches, seed, progress,
-                    profiles=judged)
+                    profiles=judged, on_phase=phase)
     _publish(result)
     return {"result": result, **result.summary()}
 
@@ -471,7 +489,7 @@ def tuned_file(path: Path, original: str, result: TuneResult) -> Path:
     # What each group ran with: the file's values, and Escalator's defaults for keys it omits
     # (a rate left out is 0; writing that 0 in is no change).
     searched = {config.name: current_knobs(config) for config in result.groups}
-    lines = [f"# Tuned by `elevator tune` ({len(result.trials)} trials). Changed:"]
+    lines = [f"# Tuned by `elevator tune` ({result.tried} trials). Changed:"]
     for group in document.get("node_groups") or []:
         ran_with = searched.get(group["name"], {})
         for key, value in chosen.get(group["name"], {}).items():
@@ -481,7 +499,7 @@ def tuned_file(path: Path, original: str, result: TuneResult) -> Path:
             lines.append(f"#   {group['name']}.{key}: {before} -> {value}")
             group[key] = value
     if len(lines) == 1:
-        lines[0] = (f"# Tuned by `elevator tune` ({len(result.trials)} trials): no setting tried "
+        lines[0] = (f"# Tuned by `elevator tune` ({result.tried} trials): no setting tried "
                     "stayed within the limits with fewer node-seconds; the file is as it was.")
     for profile, (before, after) in result.held_out_by_profile.items():
         lines.append(f"# Held-out seeds: node-seconds {before.node_seconds:.0f} -> "

@@ -7,6 +7,8 @@ file and the group (spec/escalator.md §3.2).
 
 from __future__ import annotations
 
+import difflib
+import typing
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -18,7 +20,7 @@ from kube_elevator.tasks.cluster_autoscaler.config import ClusterAutoscalerConfi
 from kube_elevator.tasks.core.documents import load_file
 from kube_elevator.tasks.core.duration import go_string
 from kube_elevator.tasks.core.errors import InputError, join_location, shown
-from kube_elevator.tasks.escalator.config import NodeGroupConfig, validate_node_group
+from kube_elevator.tasks.escalator.config import AwsOptions, NodeGroupConfig, validate_node_group
 
 
 def _none_is_default(value: Any) -> Any:
@@ -82,20 +84,72 @@ def _key_path(location: Iterable[int | str], raw_groups: Any) -> str:
                    for i, p in enumerate(parts))
 
 
+def _model_at(location: Iterable[int | str]) -> type[BaseModel] | None:
+    """The model that holds the key at `location` (its parent's), walking the file's models."""
+    model: type[BaseModel] = NodeGroupsFile
+    for part in list(location)[:-1]:
+        if isinstance(part, int):
+            continue
+        field_info = model.model_fields.get(part)
+        if field_info is None:
+            return None
+        candidates = [field_info.annotation, *typing.get_args(field_info.annotation)]
+        found = [kind for kind in candidates
+                 if isinstance(kind, type) and issubclass(kind, BaseModel)]
+        if not found:
+            return None
+        model = found[0]
+    return model
+
+
 def _pydantic_problems(error: ValidationError, source: str, raw_groups: Any) -> list[str]:
     problems = []
     for detail in error.errors():
         rule = detail["msg"]
-        if "input" in detail and detail["type"] not in ("missing",):
+        if "input" in detail and detail["type"] not in ("missing", "go_duration",
+                                                          "extra_forbidden"):
             rule = f"{rule}, got {shown(detail['input'])}"
+        if detail["type"] == "extra_forbidden" and (model := _model_at(detail["loc"])):
+            close = difflib.get_close_matches(str(detail["loc"][-1]), list(model.model_fields),
+                                              n=1, cutoff=0.75)
+            if close:
+                rule = f"{rule}; did you mean `{close[0]}`?"
         problems.append(join_location(source, _key_path(detail["loc"], raw_groups), rule))
     return problems
 
 
-def _unknown_keys(model: BaseModel, source: str, path: str) -> list[str]:
-    extra = model.model_extra or {}
-    return [join_location(source, f"{path}.{key}" if path else key,
-                          "unknown key, ignored (as Escalator does)") for key in extra]
+def _unknown_keys(entry: Any, model: type[BaseModel], source: str, path: str,
+                  rule: str) -> list[str]:
+    """A warning for each key of the mapping `entry` that `model` does not know, with the
+    known key it most looks like (`nodegroups` → did you mean `node_groups`?)."""
+    if not isinstance(entry, dict):
+        return []
+    known = list(model.model_fields)
+    warnings = []
+    for key in entry:
+        if key in known:
+            continue
+        text = str(key)
+        close = difflib.get_close_matches(text.lower().replace("-", "_"), known, n=1,
+                                          cutoff=0.75)
+        hint = f"; did you mean `{close[0]}`?" if close else ""
+        warnings.append(join_location(source, f"{path}.{text}" if path else text, rule + hint))
+    return warnings
+
+
+def _warnings(document: dict[Any, Any], source: str) -> list[str]:
+    """Unknown keys, read from the document as written, so a file with errors too keeps them."""
+    warnings = _unknown_keys(document, NodeGroupsFile, source, "",
+                             "unknown top-level key, ignored")
+    raw_groups = document.get("node_groups")
+    for index, entry in enumerate(raw_groups if isinstance(raw_groups, list) else ()):
+        label = _group_label(index, raw_groups)
+        warnings += _unknown_keys(entry, NodeGroupConfig, source, label,
+                                  "unknown key, ignored (as Escalator does)")
+        if isinstance(entry, dict):
+            warnings += _unknown_keys(entry.get("aws"), AwsOptions, source, f"{label}.aws",
+                                      "unknown key, ignored (as Escalator does)")
+    return warnings
 
 
 def parse_node_groups(document: Any, source: str) -> LoadedConfig:
@@ -106,16 +160,13 @@ def parse_node_groups(document: Any, source: str) -> LoadedConfig:
         raise InputError([join_location(source, "", f"top level must be a mapping with "
                                                     f"'node_groups', got {kind}")])
     raw_groups = document.get("node_groups")
+    warnings = _warnings(document, source)
     try:
         parsed = NodeGroupsFile.model_validate(document)
     except ValidationError as error:
-        raise InputError(_pydantic_problems(error, source, raw_groups)) from None
+        raise InputError(_pydantic_problems(error, source, raw_groups), warnings) from None
 
     problems: list[str] = []
-    warnings: list[str] = [
-        join_location(source, key, "unknown top-level key, ignored")
-        for key in (parsed.model_extra or {})
-    ]
     if "node_groups" not in document:
         problems.append(join_location(source, "node_groups", "missing: no node groups defined"))
     seen: dict[str, int] = {}
@@ -131,12 +182,10 @@ def parse_node_groups(document: Any, source: str) -> LoadedConfig:
                     f"(also node_groups[{seen[group.name]}])"))
             else:
                 seen[group.name] = index
-        warnings.extend(_unknown_keys(group, source, label))
-        warnings.extend(_unknown_keys(group.aws, source, f"{label}.aws"))
     problems.extend(join_location(source, f"cluster_autoscaler.{path}", message)
                     for path, message in validate_cluster_autoscaler(parsed.cluster_autoscaler))
     if problems:
-        raise InputError(problems)
+        raise InputError(list(dict.fromkeys(problems)), warnings)
     return LoadedConfig(path=source, node_groups=tuple(parsed.node_groups),
                         warnings=tuple(warnings), document=parsed)
 

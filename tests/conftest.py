@@ -1,4 +1,10 @@
-"""Shared fixtures: one Prefect server per session, fake AWS per session, fake Kubernetes per test."""
+"""Shared fixtures: one Prefect server per session, fake AWS per session, fake Kubernetes per test.
+
+The fake Kubernetes fixtures (`fake_kube`, `kubeconfig`, `api_client`) and `fake_cluster` are the
+harness's pytest plugin's (fakes/harness/plugin.py, installed with the package): this suite is
+its first user. `fake_aws` here overrides the plugin's in-process moto with moto's server for the
+session, which the flows' other processes (Prefect workers, the CLI) can reach too.
+"""
 
 from __future__ import annotations
 
@@ -12,13 +18,10 @@ os.environ.setdefault("ELEVATOR_SIMULATED_CLOCK", "1")
 os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
 
 from collections.abc import Iterator
-from pathlib import Path
 
-import kubernetes.client
 import pytest
 
 from kube_elevator.fakes.aws import FakeAws
-from kube_elevator.fakes.kube_api.server import FakeKubeApi
 from kube_elevator.flows.prefect_compat import default_server_settings
 
 default_server_settings(os.environ)  # the session's Prefect server, as docs/deploying.md advises
@@ -46,26 +49,9 @@ def prefect_server() -> Iterator[None]:
 
 @pytest.fixture(scope="session")
 def fake_aws() -> Iterator[FakeAws]:
+    """moto's server for the whole session, `AWS_*` pointing at it (unique ASG names a test)."""
     with FakeAws() as aws, aws.environment():
         yield aws
-
-
-@pytest.fixture
-def fake_kube(tmp_path: Path) -> Iterator[FakeKubeApi]:
-    with FakeKubeApi() as api:
-        yield api
-
-
-@pytest.fixture
-def kubeconfig(fake_kube: FakeKubeApi, tmp_path: Path) -> Path:
-    return fake_kube.write_kubeconfig(tmp_path / "kubeconfig")
-
-
-@pytest.fixture
-def api_client(fake_kube: FakeKubeApi) -> Iterator[kubernetes.client.ApiClient]:
-    """The real client's ApiClient on this test's fake API server."""
-    with fake_kube.api_client() as api:
-        yield api
 
 
 _KINDS = ("unit", "contract", "e2e")

@@ -14,7 +14,7 @@ ROOT = Path(__file__).parent.parent
 REQUIREMENTS = ROOT / "requirements"
 # Each lock and the extras of pyproject.toml it installs (test.txt is the development venv).
 LOCKS = {"runtime.txt": (), "sim.txt": ("sim",), "tune.txt": ("tune",),
-         "test.txt": ("sim", "tune", "test")}
+         "harness.txt": ("harness",), "test.txt": ("sim", "tune", "harness", "test")}
 _PIN = re.compile(r"^(?P<name>[A-Za-z0-9][A-Za-z0-9._-]*)==(?P<version>[^\s;\\]+)"
                   r"\s*(?:;\s*(?P<marker>[^\\]+?))?\s*\\?$")
 

@@ -10,20 +10,24 @@
 # 3. installs the wheel, then asks for kube-elevator[EXTRAS] with no index at all: a requirement
 #    of the package that the lock leaves out, or pins outside pyproject.toml's range, fails here.
 # uv comes from requirements/uv.txt (on the PATH, or $UV); the venv's Python is $PYTHON.
+# With $WHEEL_DIR, the wheel is built there once and reused by later installs (the tests').
 set -eu
 venv=$1
 lock=$2
 extras=${3:-}
 uv=${UV:-uv}
 export UV_PYTHON_DOWNLOADS=never
-dist=$(mktemp -d)
-"$uv" build --quiet --wheel --out-dir "$dist" --build-constraint requirements/build.txt \
-    --require-hashes .
+dist=${WHEEL_DIR:-$(mktemp -d)}
 set -- "$dist"/kube_elevator-*.whl
+if [ ! -e "$1" ]; then
+    "$uv" build --quiet --wheel --out-dir "$dist" --build-constraint requirements/build.txt \
+        --require-hashes .
+    set -- "$dist"/kube_elevator-*.whl
+fi
 wheel=$1
 "$uv" venv --quiet --python "${PYTHON:-python3}" "$venv"
 "$uv" pip install --quiet --python "$venv/bin/python" --require-hashes --no-deps -r "$lock"
 "$uv" pip install --quiet --python "$venv/bin/python" --no-index \
     "kube-elevator${extras:+[$extras]} @ file://$wheel"
 "$uv" pip check --quiet --python "$venv/bin/python"
-rm -r "$dist"
+[ -n "${WHEEL_DIR:-}" ] || rm -r "$dist"

@@ -11,6 +11,8 @@ coordination.k8s.io/v1 leases; apps/v1 deployments, statefulsets and replicasets
 poddisruptionbudgets (+status), which evictions honour; the discovery documents kubectl needs; and
 custom resources of any group/version/plural (+status) once registered with
 `register_custom_resource` or `install_crd`, as a CustomResourceDefinition would.
+Bodies and answers are JSON, or protobuf (`application/vnd.kubernetes.protobuf`, client-go's default)
+for the built-in kinds, as `negotiation.py` describes; custom resources refuse protobuf (415/406).
 Deliberate simplifications, none of which the code under test should depend on: no
 authentication or admission; no defaulting beyond pod phase, deployment replicas and, on create,
 a pod's container and init container requests from their limits (SetDefaults_Pod; the real server

@@ -13,9 +13,17 @@ from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 
 from kube_elevator.fakes.kube_api.errors import _REASONS, ApiError, BadRequest, _details, status_body
+from kube_elevator.fakes.kube_api.negotiation import (
+    check_acceptable,
+    decode_body,
+    is_protobuf,
+    negotiate,
+)
 from kube_elevator.fakes.kube_api.objects import _load, _metadata, _raw_with_kind, _Rec, _Watcher
+from kube_elevator.fakes.kube_api.openapi import V2_PROTOBUF_ANSWER, served, v2_protobuf, wants_v2_protobuf
 from kube_elevator.fakes.kube_api.patch import _PATCH_TYPES
 from kube_elevator.fakes.kube_api.policy import _FAULT_MESSAGES, _TRUE, RecordedRequest, _Route
+from kube_elevator.fakes.kube_api.protobuf_wire import PROTOBUF
 from kube_elevator.fakes.kube_api.resources import SERVER_VERSION, Obj, ObjList, ResourceType
 from kube_elevator.fakes.kube_api.store import KubeStore
 from kube_elevator.fakes.kube_api.tables import _table, _wants_table
@@ -46,11 +54,12 @@ class KubeHttp(KubeStore):
         try:
             route = self._route(path)
             if route is None:
-                response = self._non_resource(path, method)
+                response = self._non_resource(path, method, request.headers.get("accept", ""))
                 verb = "get" if method == "GET" else ""
             else:
                 resource = route.rt.plural
                 verb = self._verb(method, route, query)
+                check_acceptable(request.headers.get("accept", ""), route.rt)
                 response = await self._serve(request, route, verb, query)
         except ApiError as exc:
             response = self._error(exc)
@@ -58,6 +67,8 @@ class KubeHttp(KubeStore):
             log.exception("fake kube api: %s %s failed", method, path)
             response = self._error(ApiError(500, "InternalError",
                                             f"Internal error occurred: {exc}"))
+        if route is not None:  # protobuf for a client that prefers it (client-go's typed ones)
+            response = negotiate(response, request.headers.get("accept", ""), route.rt)
         self.requests.append(RecordedRequest(
             verb=verb, resource=resource,
             namespace=route.namespace if route else None,
@@ -124,13 +135,20 @@ class KubeHttp(KubeStore):
                            "the server does not allow this method on the requested resource")
         return verb
 
-    def _non_resource(self, path: str, method: str) -> Response:
+    def _non_resource(self, path: str, method: str, accept: str = "") -> Response:
         path = path.rstrip("/") or "/"
         if method != "GET":
             raise ApiError(405, "MethodNotAllowed",
                            "the server does not allow this method on the requested resource")
         if path == "/version":
             return self._json(SERVER_VERSION)
+        if path.startswith("/openapi/"):
+            if path == "/openapi/v2" and wants_v2_protobuf(accept):
+                return Response(v2_protobuf(self._group_versions),
+                                media_type=V2_PROTOBUF_ANSWER)
+            document = served(path, self._group_versions)
+            if document is not None:
+                return self._json(document)
         if path in ("/healthz", "/livez", "/readyz"):
             return Response(b"ok", media_type="text/plain")
         if path == "/api":
@@ -208,8 +226,10 @@ class KubeHttp(KubeStore):
                 details = {**(details or {}), "retryAfterSeconds": 1}
             raise ApiError(failure, reason, message, details, headers)
 
-    async def _body(self, request: Request) -> Any:
+    async def _body(self, request: Request, rt: ResourceType) -> Any:
         raw = await request.body()
+        if is_protobuf(request.headers.get("content-type", "")):
+            return decode_body(raw, rt)
         if not raw.strip():
             return None
         try:
@@ -239,7 +259,7 @@ class KubeHttp(KubeStore):
             return self._raw(_raw_with_kind(rt, rec))
         content_type = request.headers.get("content-type", "application/json")
         content_type = content_type.split(";")[0].strip().lower()
-        body = await self._body(request)
+        body = await self._body(request, rt)
         if verb == "delete":
             assert name is not None
             with self._lock:
@@ -261,7 +281,7 @@ class KubeHttp(KubeStore):
                     return self._json(self._patch_scale(rt, ns, name, kind, body))
                 rec = self._patch(rt, ns, name, kind, body, sub)
                 return self._raw(self._served(rt, rec))
-        if content_type not in ("application/json", ""):
+        if content_type not in ("application/json", "", PROTOBUF):
             raise ApiError(415, "UnsupportedMediaType",
                            "the body of the request was in an unknown format - accepted "
                            "media types include: application/json")

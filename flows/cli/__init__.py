@@ -45,6 +45,9 @@ def _register_services() -> None:
     watch.register(app)
     services.register(app)
     pods.register(app)
+    from kube_elevator.flows.cli.examples import add_examples
+
+    add_examples(app)  # an example at the foot of every command's --help
 
 
 _register_services()

@@ -57,6 +57,7 @@ def reports_input_errors(command: Callable[P, R]) -> Callable[P, R]:
         try:
             return command(*args, **kwargs)
         except InputError as error:
+            print_warning_lines(error.warnings)
             for problem in error.problems:
                 print_error(problem)
             raise typer.Exit(INPUT_ERROR_EXIT) from None
@@ -101,7 +102,11 @@ def parse_now(text: str | None, option: str = "--now") -> float:
 
 
 def print_warnings(config: LoadedConfig) -> None:
-    for warning in config.warnings:
+    print_warning_lines(config.warnings)
+
+
+def print_warning_lines(warnings: Sequence[str]) -> None:
+    for warning in warnings:
         # escaped: an unknown key such as `[/foo]` is the file's text, no rich markup tag
         errors.print(f"[yellow]warning:[/yellow] {escape(warning)}", highlight=False,
                      markup=True, soft_wrap=True)
@@ -176,12 +181,17 @@ def say_as(command: str) -> Callable[[str], None]:
     return say
 
 
+def note_lines(result: dict[str, Any]) -> str:
+    """A group's notes (what its tick left out, and why), a line each under its result."""
+    return "".join(f"\n  note: {note}" for note in result.get("notes") or ())
+
+
 def print_tick_results(why: str, results: Sequence[dict[str, Any]]) -> None:
     """A line per node group of an in-process tick's results."""
     for result in results:
         console.print(f"tick ({why}): {result['name']}: {result['status']} "
-                      f"(delta {result['delta']:+d}) {result['reason']}", highlight=False,
-                      markup=False, soft_wrap=True)
+                      f"(delta {result['delta']:+d}) {result['reason']}{note_lines(result)}",
+                      highlight=False, markup=False, soft_wrap=True)
     sys.stdout.flush()
 
 

@@ -1,5 +1,6 @@
-"""What `serve`, `watch` and `run --interval` share to live for months: the health endpoint
-(`/health-check`, `/ready`, `/metrics`) and leader election, with their options.
+"""What `serve`, `watch`, `run --interval`, `pods run`, `load-watcher` and `scheduler-extender`
+share to live for months: the health endpoint (`/health-check`, `/ready`, `/metrics`) and, for
+the first three, leader election, with their options.
 
 The endpoint answers from the ticker (`flows.ticker.TickLoop`: the last tick finished, the last
 that succeeded, leading or not) and the elector (`flows.leader`), with the Cluster Autoscaler's
@@ -38,6 +39,12 @@ if TYPE_CHECKING:
     from kube_elevator.flows.leader import LeaderElector
 
 DEFAULT_HEALTH_ADDRESS = "127.0.0.1:8085"  # the Cluster Autoscaler's port; 127.0.0.1 by default
+# The other long-lived commands' health ports: none collides with 8085 nor with the commands' own
+# (`pods run --metrics-port` 8080, the load watcher's 2020, the extender's 8888), so all of them
+# may run on one machine with their defaults.
+PODS_HEALTH_ADDRESS = "127.0.0.1:8086"
+WATCHER_HEALTH_ADDRESS = "127.0.0.1:8087"
+EXTENDER_HEALTH_ADDRESS = "127.0.0.1:8088"
 DEFAULT_LEADER_LEASE = "elevator-leader"
 TEXT = "text/plain; charset=utf-8"
 EXPOSITION = "text/plain; version=0.0.4; charset=utf-8"
@@ -59,18 +66,27 @@ class Liveness:
                               "group's Lease (elevator-<group>): choose another name"])
 
 
-def _options(leader_elect: bool, leader_help: str) -> list[tuple[str, Any, Any]]:
-    """(parameter, annotation, default) of each option, in `--help`'s order."""
+def _health_options(address: str, loop: str) -> list[tuple[str, Any, Any]]:
+    """(parameter, annotation, default) of the health endpoint's options; `loop` names what
+    the limits count (a tick, a cycle, a fetch)."""
+    port = address.rpartition(":")[2]
     return [
         ("health_address", Annotated[str, typer.Option(
             help="Serve /health-check, /ready and /metrics here (HOST:PORT; port 0 picks a free "
-                 "port; \"\" turns it off). In a pod: 0.0.0.0:8085.")], DEFAULT_HEALTH_ADDRESS),
+                 f"port; \"\" turns it off). In a pod: 0.0.0.0:{port}.")], address),
         ("max_inactivity", Annotated[str, typer.Option(
-            help="/health-check fails when no tick finished for this long (Go duration).")],
+            help=f"/health-check fails when no {loop} finished for this long (Go duration).")],
          DEFAULT_MAX_INACTIVITY),
         ("max_failing_time", Annotated[str, typer.Option(
-            help="/health-check fails when no tick succeeded for this long (Go duration).")],
+            help=f"/health-check fails when no {loop} succeeded for this long (Go duration).")],
          DEFAULT_MAX_FAILING_TIME),
+    ]
+
+
+def _options(leader_elect: bool, leader_help: str) -> list[tuple[str, Any, Any]]:
+    """(parameter, annotation, default) of each option, in `--help`'s order."""
+    return [
+        *_health_options(DEFAULT_HEALTH_ADDRESS, "tick"),
         ("leader_elect", Annotated[bool, typer.Option(help=leader_help)], leader_elect),
         ("leader_elect_lease_name", Annotated[str, typer.Option(
             help="Name of the leader-election Lease, in --lease-namespace.")],
@@ -95,9 +111,17 @@ def with_liveness_options(leader_elect: bool, leader_help: str = LEADER_HELP
                           ) -> Callable[[C], C]:
     """Give a command the health endpoint's and the election's options, checked: it receives
     them as `liveness` (a `Liveness`), and bad values exit 2 with every problem named."""
+    return _with_options(_options(leader_elect, leader_help))
 
+
+def with_health_options(address: str, loop: str) -> Callable[[C], C]:
+    """The health endpoint's options alone (no election: `pods run`, the load services),
+    `--health-address` defaulting to `address`; received as `liveness`, as above."""
+    return _with_options(_health_options(address, loop))
+
+
+def _with_options(options: list[tuple[str, Any, Any]]) -> Callable[[C], C]:
     def decorate(command: C) -> C:
-        options = _options(leader_elect, leader_help)
         names = [name for name, _, _ in options]
 
         @functools.wraps(command)
@@ -122,8 +146,9 @@ def with_liveness_options(leader_elect: bool, leader_help: str = LEADER_HELP
 
 
 def liveness_options(health_address: str, max_inactivity: str, max_failing_time: str,
-                     leader_elect: bool, lease_name: str, lease_duration: str,
-                     renew_deadline: str, retry_period: str) -> Liveness:
+                     leader_elect: bool = False, lease_name: str = DEFAULT_LEADER_LEASE,
+                     lease_duration: str = "15s", renew_deadline: str = "10s",
+                     retry_period: str = "2s") -> Liveness:
     """The options as values; every problem an InputError line naming its option."""
     from kube_elevator.tasks.adapters.http_server import listen_address
 
@@ -159,19 +184,29 @@ class HealthPages:
 
     def __init__(self, health: Callable[[], LoopHealth], ready: Callable[[], bool],
                  limits: HealthLimits, clock: Callable[[], float],
-                 elector: LeaderElector | None = None, role: str = "ticking") -> None:
+                 elector: LeaderElector | None = None, role: str = "ticking", *,
+                 loop: str = "tick",
+                 not_ready: str | Callable[[], str] = (
+                     "the watch cache has not listed the cluster yet"),
+                 metrics: Callable[[], str] | None = None) -> None:
+        """`loop` names what the limits count in the problems (a tick, a cycle, a fetch);
+        `not_ready` says (or tells when asked) why `/ready` answers 503; `metrics` is the
+        exposition `/metrics` serves before the `elevator_*` metrics (default: Escalator's)."""
         self.health = health
         self.ready = ready
         self.limits = limits
         self.clock = clock
         self.elector = elector
         self.role = role
+        self.loop = loop
+        self.not_ready = not_ready
+        self.metrics_text = metrics
         self._election_started = elector.clock() if elector is not None else 0.0
 
     def _verdict(self) -> tuple[str, list[str], bool]:
         """(role, problems, runs the ticks)."""
         state = self.health().state()
-        problems = liveness_problems(state, self.clock(), self.limits)
+        problems = liveness_problems(state, self.clock(), self.limits, self.loop)
         if self.elector is None:
             return self.role, problems, True
         if self.elector.may_act():
@@ -197,14 +232,19 @@ class HealthPages:
     def ready_page(self) -> tuple[int, str, str]:
         if self.ready():
             return 200, TEXT, "ready\n"
-        return 503, TEXT, "not ready: the watch cache has not listed the cluster yet\n"
+        reason = self.not_ready() if callable(self.not_ready) else self.not_ready
+        return 503, TEXT, f"not ready: {reason}\n"
 
     def metrics(self) -> tuple[int, str, str]:
-        from kube_elevator.tasks.escalator.metrics import METRICS
-
         _, problems, acting = self._verdict()
-        return 200, EXPOSITION, METRICS.render() + process_metrics(
-            self.health().state(), acting, not problems)
+        if self.metrics_text is None:
+            from kube_elevator.tasks.escalator.metrics import METRICS
+
+            text = METRICS.render()
+        else:
+            text = self.metrics_text()
+        return 200, EXPOSITION, text + process_metrics(self.health().state(), acting,
+                                                       not problems)
 
 
 def elector_for(liveness: Liveness, api_client: Any, lease_namespace: str,
@@ -222,9 +262,10 @@ def elector_for(liveness: Liveness, api_client: Any, lease_namespace: str,
 
 @contextlib.contextmanager
 def kept_alive(liveness: Liveness, pages: HealthPages, elector: LeaderElector | None,
-               ) -> Iterator[None]:
+               ) -> Iterator[str | None]:
     """The health endpoint served and the election run while the body runs; then the election
-    stops and releases the Lease (after the ticks it guarded ended), and the endpoint stops."""
+    stops and releases the Lease (after the ticks it guarded ended), and the endpoint stops.
+    Yields the endpoint's URL (None when `--health-address ""` turned it off)."""
     from kube_elevator.tasks.adapters.http_server import ServiceThread, pages_app
 
     service = None
@@ -244,7 +285,7 @@ def kept_alive(liveness: Liveness, pages: HealthPages, elector: LeaderElector | 
                                     name="leader-election", daemon=True)
         election.start()
     try:
-        yield
+        yield service.url if service is not None else None
     finally:
         stop_election.set()
         if election is not None:
@@ -252,3 +293,26 @@ def kept_alive(liveness: Liveness, pages: HealthPages, elector: LeaderElector | 
         if service is not None:
             service.stop()
         sys.stdout.flush()
+
+
+def run_ticks_alive(tick: Callable[[], bool], period: float, liveness: Liveness,
+                    elector: LeaderElector | None = None, *, loop_name: str = "tick",
+                    ready_once_ticked: bool = False,
+                    metrics: Callable[[], str] | None = None) -> None:
+    """`tick` every `period` seconds through the ticker (under leader election, while this
+    process leads), with the health endpoint, until SIGTERM or SIGINT: `run --interval` and
+    `pods run`. `tick` returns whether it succeeded; `/ready` answers 200 at once, or with
+    `ready_once_ticked` once the first tick finished."""
+    from kube_elevator.flows.cli.common import console_logs_without_tracebacks, wait_for_stop_signal
+    from kube_elevator.flows.prefect_compat import one_client_for_runs
+    from kube_elevator.flows.ticker import TickLoop, run_ticks
+
+    stop = wait_for_stop_signal()
+    console_logs_without_tracebacks()
+    ticker = TickLoop(lambda _why: tick(), period,
+                      may_act=elector.may_act if elector is not None else None)
+    pages = HealthPages(lambda: ticker.health, lambda: ticker.ticks > 0 or not ready_once_ticked,
+                        liveness.limits, ticker.clock, elector, loop=loop_name,
+                        not_ready=f"no {loop_name} has finished yet", metrics=metrics)
+    with kept_alive(liveness, pages, elector), one_client_for_runs():
+        run_ticks(ticker, stop)

@@ -16,6 +16,7 @@ from rich.text import Text
 from kube_elevator.flows.cli.common import (
     OutputFormat,
     console,
+    note_lines,
     one_line,
     parse_now,
     print_warnings,
@@ -24,13 +25,13 @@ from kube_elevator.flows.cli.common import (
     run_until_stopped,
 )
 from kube_elevator.flows.cli.liveness import (
-    HealthPages,
     Liveness,
     elector_for,
-    kept_alive,
+    run_ticks_alive,
     with_liveness_options,
 )
 from kube_elevator.tasks.core.decode import load_asg_file, load_cluster_files
+from kube_elevator.tasks.core.errors import InputError
 from kube_elevator.tasks.core.lease_state import DEFAULT_LEASE_NAMESPACE
 from kube_elevator.tasks.escalator.config import NodeGroupConfig
 from kube_elevator.tasks.escalator.plan import ScalePlan
@@ -132,6 +133,18 @@ def print_plans(now: float, plans: Sequence[ScalePlan], output: OutputFormat) ->
         console.print(plans_table(now, plans))
 
 
+def check_snapshot_given(cluster: Sequence[Path], empty_cluster: bool) -> None:
+    """A plan without a snapshot is a plan on nothing: only when the user says so."""
+    if cluster and empty_cluster:
+        raise InputError(["--empty-cluster: plans on no nodes and no pods; it cannot go with "
+                          "--cluster"])
+    if not cluster and not empty_cluster:
+        raise InputError(["--cluster: give the snapshot to plan on (kubectl get nodes,pods,"
+                          "leases,poddisruptionbudgets -A -o json > cluster.json; --cluster "
+                          "cluster.json), or --empty-cluster to plan on a cluster with no nodes "
+                          "and no pods"])
+
+
 @reports_input_errors
 def plan(
     nodegroups: Annotated[Path, typer.Option(help="Escalator node-group file.")],
@@ -149,11 +162,15 @@ def plan(
         DEFAULT_LEASE_NAMESPACE,
     dry_mode: Annotated[bool, typer.Option(
         "--dry-mode", help="Force Escalator's dry mode for every group.")] = False,
+    empty_cluster: Annotated[bool, typer.Option(
+        "--empty-cluster", help="Plan on a cluster with no nodes and no pods, on purpose "
+                                "(without it, a plan needs --cluster).")] = False,
 ) -> None:
     """What one tick would do, and why, without touching anything."""
     moment = parse_now(now)
     config = load_node_groups(nodegroups)
     print_warnings(config)
+    check_snapshot_given(cluster, empty_cluster)
     snapshot = load_cluster_files(cluster)
     asgs = load_asg_file(asg) if asg is not None else None
     from kube_elevator.flows.tick import tick
@@ -222,7 +239,7 @@ def run(
 
     def line(result: dict[str, Any]) -> str:
         return (f"{result['name']}: {result['status']} (delta {result['delta']:+d}) "
-                f"{result['reason']}")
+                f"{result['reason']}" + note_lines(result))
 
     if once:
         run_until_stopped(cycle, line, output, once, period, failed_groups)
@@ -235,18 +252,10 @@ def _run_ticks(tick: Callable[[], bool], period: float, liveness: Liveness, api_
                lease_namespace: str) -> None:
     """`run --interval`: a tick every `period` through the ticker (under leader election, while
     this process leads), with the health endpoint, until SIGTERM or SIGINT."""
-    from kube_elevator.flows.cli.common import console_logs_without_tracebacks, say_as, wait_for_stop_signal
-    from kube_elevator.flows.prefect_compat import one_client_for_runs
-    from kube_elevator.flows.ticker import TickLoop, run_ticks
+    from kube_elevator.flows.cli.common import say_as
 
-    stop = wait_for_stop_signal()
-    console_logs_without_tracebacks()
-    elector = elector_for(liveness, api_client, lease_namespace, say_as("run"))
-    loop = TickLoop(lambda _why: tick(), period,
-                    may_act=elector.may_act if elector is not None else None)
-    pages = HealthPages(lambda: loop.health, lambda: True, liveness.limits, loop.clock, elector)
-    with kept_alive(liveness, pages, elector), one_client_for_runs():
-        run_ticks(loop, stop)
+    run_ticks_alive(tick, period, liveness,
+                    elector_for(liveness, api_client, lease_namespace, say_as("run")))
 
 
 def failed_groups(results: Sequence[dict[str, Any]]) -> list[str]:

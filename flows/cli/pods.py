@@ -198,9 +198,17 @@ def register(app: typer.Typer) -> None:
     from kube_elevator.flows.cli.common import (
         OutputFormat,
         console,
+        errors,
         parse_now,
         reports_input_errors,
+        run_cycle,
         run_until_stopped,
+    )
+    from kube_elevator.flows.cli.liveness import (
+        PODS_HEALTH_ADDRESS,
+        Liveness,
+        run_ticks_alive,
+        with_health_options,
     )
 
     pods = typer.Typer(help="Pod autoscalers: WatermarkPodAutoscaler and MemoryAutoscaler.",
@@ -234,6 +242,7 @@ def register(app: typer.Typer) -> None:
 
     @pods.command("run")
     @reports_input_errors
+    @with_health_options(PODS_HEALTH_ADDRESS, "cycle")
     def run(
         prometheus: Annotated[str, typer.Option(
             help="Prometheus base URL, e.g. http://prometheus:9090.")],
@@ -255,8 +264,14 @@ def register(app: typer.Typer) -> None:
             "127.0.0.1",
         output: Annotated[OutputFormat, typer.Option(help="table or json.")] =
             OutputFormat.table,
+        *, liveness: Liveness,
     ) -> None:
-        """Run the pod-autoscale flow against a cluster, as Prefect flow runs."""
+        """Run the pod-autoscale flow against a cluster, as Prefect flow runs.
+
+        Without --once, the health endpoint serves /health-check (500 when no cycle finished
+        within --max-inactivity or none succeeded within --max-failing-time), /ready (once a
+        cycle finished) and /metrics (the wpa_controller_* metrics and the elevator_* ones).
+        """
         from kube_elevator.tasks.core.duration import parse_go_duration
 
         try:
@@ -292,14 +307,30 @@ def register(app: typer.Typer) -> None:
             except OSError as error:
                 raise InputError([f"--metrics-host/--metrics-port: {metrics_host}:"
                                   f"{metrics_port}: {error.strerror or error}"]) from None
-        run_until_stopped(
-            lambda: run_here(lambda: pod_autoscale(
+        def cycle() -> list[dict[str, Any]]:
+            outcome = run_here(lambda: pod_autoscale(
                 prometheus_url=prometheus, dry_run=dry_run, namespace=namespace,
                 rate_window=rate_window, kubeconfig=str(kubeconfig) if kubeconfig else None,
-                return_state=True)).results(),
-            lambda result: f"{result['kind']} {result['namespace']}/{result['name']}: "
-                           f"{result['current_replicas']} → {result['desired_replicas']} "
-                           f"{result['reason']}",
-            output, once, period, failed_autoscalers)
+                return_state=True))
+            results = outcome.results()
+            for note in outcome.notes:  # what the cycle could not see: never silence
+                errors.print(f"[yellow]note:[/yellow] {escape(note)}", highlight=False,
+                             markup=True, soft_wrap=True)
+            return results
+
+        def line(result: dict[str, Any]) -> str:
+            return (f"{result['kind']} {result['namespace']}/{result['name']}: "
+                    f"{result['current_replicas']} → {result['desired_replicas']} "
+                    f"{result['reason']}")
+
+        if once:
+            run_until_stopped(cycle, line, output, once, period, failed_autoscalers)
+        else:
+            from prometheus_client import generate_latest
+
+            run_ticks_alive(
+                lambda: not run_cycle(cycle, line, output, False, failed_autoscalers), period,
+                liveness, loop_name="cycle", ready_once_ticked=True,
+                metrics=lambda: generate_latest(controller_metrics().registry).decode())
 
     app.add_typer(pods, name="pods")

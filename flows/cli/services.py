@@ -1,8 +1,10 @@
 """`elevator load-watcher` and `elevator scheduler-extender`: the load-aware placement services.
 
 Each command checks its options (bad input: `error: ...` and exit 2), serves its Starlette app
-with uvicorn in a thread, and stops cleanly (exit 0) on SIGTERM or SIGINT. `register(app)` adds
-both commands to the `elevator` typer app.
+with uvicorn in a thread, and stops cleanly (exit 0) on SIGTERM or SIGINT. Each also serves the
+health endpoint of `flows.cli.liveness` on `--health-address`, its limits counting the service's
+own loop: the load watcher's fetches from Prometheus, the extender's fetches from the load
+watcher. `register(app)` adds both commands to the `elevator` typer app.
 """
 
 from __future__ import annotations
@@ -15,6 +17,13 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
+from kube_elevator.flows.cli.liveness import (
+    EXTENDER_HEALTH_ADDRESS,
+    WATCHER_HEALTH_ADDRESS,
+    HealthPages,
+    Liveness,
+    with_health_options,
+)
 from kube_elevator.tasks.adapters.http_server import DEFAULT_HOST
 from kube_elevator.tasks.adapters.http_server import ServiceThread as ServiceThread  # tests import it here
 from kube_elevator.tasks.core.errors import InputError
@@ -31,7 +40,8 @@ from kube_elevator.tasks.load_aware.scoring import (
 )
 
 if TYPE_CHECKING:
-    from kube_elevator.tasks.load_aware.extender import KubeWatch, Policy
+    from kube_elevator.tasks.load_aware.extender import KubeWatch, Policy, SchedulerExtender
+    from kube_elevator.tasks.load_aware.watcher import LoadWatcher
 
 # Kept here rather than imported, so that registering the commands does not load uvicorn,
 # httpx and Starlette into every `elevator` command (they cost ~0.1 s).
@@ -149,20 +159,49 @@ def _configure_logging() -> None:
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
 
 
-def _serve_until_signal(service: ServiceThread, what: str) -> None:
+def _serve_until_signal(service: ServiceThread, what: str, liveness: Liveness,
+                        pages: HealthPages) -> None:
     from kube_elevator.flows.cli.common import console, wait_for_stop_signal
+    from kube_elevator.flows.cli.liveness import kept_alive
 
     stop = wait_for_stop_signal()
     with service:
         console.print(f"{what}: serving on {service.url}", highlight=False, soft_wrap=True)
         sys.stdout.flush()  # a supervisor (or test) reading a pipe learns the port now
-        stop.wait()
+        with kept_alive(liveness, pages, None):
+            stop.wait()
     console.print(f"{what}: stopped", highlight=False)
+
+
+def watcher_health(watcher: LoadWatcher, liveness: Liveness) -> HealthPages:
+    """The load watcher's health: its fetch cycles (every window's); ready once `/watcher`
+    has metrics to answer with."""
+    return HealthPages(lambda: watcher.health, lambda: watcher.latest() is not None,
+                       liveness.limits, watcher.monotonic, role="fetching",
+                       loop=f"fetch from {watcher.provider.name}",
+                       not_ready=watcher.unavailable, metrics=lambda: "")
+
+
+def extender_health(extender: SchedulerExtender, liveness: Liveness) -> HealthPages:
+    """The extender's health: its fetches of the load watcher's document; ready once it has
+    one (without, every node scores the minimum)."""
+    collector = extender.collector
+
+    def not_ready() -> str:
+        why = f": {collector.last_error}" if collector.last_error else ""
+        return f"no metrics from the load watcher yet{why}"
+
+    return HealthPages(lambda: extender.health, lambda: collector.document is not None,
+                       liveness.limits, extender.monotonic, role="scoring",
+                       loop="fetch from the load watcher", not_ready=not_ready,
+                       metrics=lambda: "")
+
 
 
 # --- the commands ------------------------------------------------------------------------------
 
 
+@with_health_options(WATCHER_HEALTH_ADDRESS, "fetch from Prometheus")
 def load_watcher(
     prometheus: Annotated[str, typer.Option(
         help="Prometheus base URL, e.g. http://prometheus-k8s.monitoring:9090.")],
@@ -171,22 +210,27 @@ def load_watcher(
     state: Annotated[Path | None, typer.Option(
         help="JSON file keeping the latest metrics, so a restart answers at once.")] = None,
     host: Annotated[str, typer.Option(help="Address to listen on.")] = DEFAULT_HOST,
-    interval: Annotated[float, typer.Option(
-        help="Seconds between two fetches of each window.")] = FETCH_INTERVAL_SECONDS,
+    interval: Annotated[str, typer.Option(
+        help="Time between two fetches of each window: a duration (90s, 5m) as every other "
+             "interval, or plain seconds.")] = f"{FETCH_INTERVAL_SECONDS:g}s",
+    *, liveness: Liveness,
 ) -> None:
     """Serve load-watcher's GET /watcher from Prometheus node CPU and memory (15m/10m/5m)."""
+    from kube_elevator.tasks.core.duration import seconds_option
     from kube_elevator.tasks.load_aware.watcher import LoadWatcher, PrometheusProvider
 
     url = http_url(prometheus, "--prometheus")
     tcp_port(port)
-    positive_seconds(interval, "--interval", MIN_FETCH_INTERVAL_SECONDS)
-    watcher = LoadWatcher(PrometheusProvider(url), state, interval_seconds=interval)
+    period = positive_seconds(seconds_option(interval, "--interval"), "--interval",
+                              MIN_FETCH_INTERVAL_SECONDS)
+    watcher = LoadWatcher(PrometheusProvider(url), state, interval_seconds=period)
     watcher.load_state()  # a malformed state file is bad input: exit 2 before serving
     _configure_logging()
     _serve_until_signal(ServiceThread(watcher.app(), host, port, "load-watcher"),
-                        "load-watcher")
+                        "load-watcher", liveness, watcher_health(watcher, liveness))
 
 
+@with_health_options(EXTENDER_HEALTH_ADDRESS, "fetch from the load watcher")
 def scheduler_extender(
     watcher_url: Annotated[str, typer.Option(
         help="load-watcher base URL (GET {url}/watcher), e.g. http://load-watcher:2020.")],
@@ -212,6 +256,7 @@ def scheduler_extender(
     kubeconfig: Annotated[Path | None, typer.Option(
         help="Watch pods (recently bound ones count as load) and nodes with this kubeconfig. "
              "Off by default.")] = None,
+    *, liveness: Liveness,
 ) -> None:
     """Serve kube-scheduler's extender protocol (POST /prioritize, /filter) with Trimaran scores."""
     from kube_elevator.tasks.load_aware.extender import KubeWatch, SchedulerExtender, WatcherCollector
@@ -240,7 +285,7 @@ def scheduler_extender(
         watch.start()
     try:
         _serve_until_signal(ServiceThread(extender.app(), host, port, "scheduler-extender"),
-                            "scheduler-extender")
+                            "scheduler-extender", liveness, extender_health(extender, liveness))
     finally:
         if watch is not None:
             watch.stop()

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import os
 import sys
+import threading
+import time
 from enum import StrEnum
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import orjson
 import typer
@@ -15,6 +17,7 @@ from rich.table import Table
 from kube_elevator.flows.cli.common import (
     OutputFormat,
     console,
+    describe_failure,
     errors,
     print_warnings,
     reports_input_errors,
@@ -23,6 +26,9 @@ from kube_elevator.flows.cli.common import (
 )
 from kube_elevator.tasks.core.errors import InputError
 from kube_elevator.tasks.core.output_files import unplottable
+
+if TYPE_CHECKING:
+    from kube_elevator.fakes.harness.cluster import FakeCluster
 
 
 class SchedulerProfile(StrEnum):
@@ -33,25 +39,46 @@ class SchedulerProfile(StrEnum):
     first_fit = "first-fit"
 
 
+STEP_SECONDS = 1.0  # how often `fake-cluster --scenario` steps the simulated cluster
+
+
+@reports_input_errors
 def fake_cluster(
     kube_port: Annotated[int, typer.Option(help="Port of the fake Kubernetes API (0: any).")] = 0,
     aws_port: Annotated[int, typer.Option(help="Port of the moto server (0: any).")] = 0,
     kubeconfig_out: Annotated[Path, typer.Option(
         help="Where to write the kubeconfig.")] = Path("fake-kubeconfig.yaml"),
+    scenario: Annotated[Path | None, typer.Option(
+        help="A scenario file (as `simulate` reads): start with its ASGs and their Nodes, join "
+        "a Node for each new instance after the ASG's boot_delay, drop the Nodes of "
+        "terminated ones, and bind pending pods with the scheduler model; on the wall "
+        "clock. Its workload (waves, trace) is not played.")] = None,
 ) -> None:
     """Start the fake Kubernetes API and moto on 127.0.0.1 until Ctrl-C or SIGTERM.
 
     AWS is reached through a fault proxy in front of moto. Both take faults over HTTP at the
     printed `/_faults` URLs (see fakes/faults.py): POST a rule, GET them, DELETE them all.
+    Without --scenario the cluster starts empty and nothing joins or schedules by itself.
     """
     require_extra("sim", "moto")
     from kube_elevator.fakes.aws import FakeAws
     from kube_elevator.fakes.aws_faults import AwsFaultProxy
+    from kube_elevator.fakes.harness.cluster import FakeCluster
     from kube_elevator.fakes.kube_api.server import FakeKubeApi
+    from kube_elevator.fakes.scenario import load_scenario
+    from kube_elevator.tasks.scheduler.profiles import DEFAULT_PROFILE
 
-    stop = wait_for_stop_signal()
+    loaded = load_scenario(scenario) if scenario is not None else None  # bad input: before
+    stop = wait_for_stop_signal()                                       # anything starts
+    profile, seed = ((loaded.scenario.scheduler.profile, loaded.scenario.seed)
+                     if loaded is not None else (DEFAULT_PROFILE, 1))
     with FakeKubeApi(port=kube_port) as kube, FakeAws(port=aws_port) as aws, \
-            AwsFaultProxy(aws.endpoint_url) as proxy:
+            AwsFaultProxy(aws.endpoint_url) as proxy, \
+            FakeCluster(kube=kube, aws=aws, workdir=kubeconfig_out.parent,
+                        scheduler_profile=profile, seed=seed) as cluster:
+        if loaded is not None:
+            for asg in loaded.scenario.asgs:
+                cluster.add_asg(asg, loaded.config.node_groups)
         path = kube.write_kubeconfig(kubeconfig_out)
         exports = {**aws.env(), "AWS_ENDPOINT_URL": proxy.url}
         # Plain lines (the kubeconfig path is the user's, the exports are shell text): no markup.
@@ -64,18 +91,41 @@ def fake_cluster(
         console.print(f"export KUBECONFIG={path}", highlight=False, markup=False, soft_wrap=True)
         console.print(f"Kubernetes faults: {kube.faults_url}", highlight=False, markup=False)
         console.print(f"AWS faults:        {proxy.faults_url}", highlight=False, markup=False)
+        if loaded is not None:
+            console.print(f"scenario:       {len(loaded.scenario.asgs)} ASGs, "
+                          f"{len(cluster.nodes())} Nodes; new instances join as Nodes",
+                          highlight=False, markup=False)
         sys.stdout.flush()
-        stop.wait()
+        _serve_world(cluster if loaded is not None else None, stop)
     console.print("stopped", highlight=False)
+
+
+def _serve_world(cluster: FakeCluster | None, stop: threading.Event) -> None:
+    """Until `stop`: step the simulated cluster on the wall clock every STEP_SECONDS."""
+    if cluster is None:
+        stop.wait()
+        return
+    last = time.monotonic()
+    while not stop.wait(STEP_SECONDS):
+        now = time.monotonic()
+        try:
+            cluster.advance(now - last)
+        except Exception as error:  # what a user did by hand must not end the cluster
+            errors.print(f"simulated cluster: step failed: {describe_failure(error)}",
+                         highlight=False, markup=False)
+        last = now
 
 
 @reports_input_errors
 def simulate(
     scenario: Annotated[Path, typer.Argument(help="Scenario file (YAML).")],
-    output: Annotated[OutputFormat, typer.Option(
+    output_format: Annotated[OutputFormat, typer.Option(
+        "--format",
         help="table: a line per tick as it goes, then the summary; json: the whole run.")] =
         OutputFormat.table,
-    plot: Annotated[Path | None, typer.Option(help="Write a PNG of the run here.")] = None,
+    plot: Annotated[Path | None, typer.Option(help=(
+        "Draw the run into this file; its suffix names the format: .png, .svg, .pdf (or "
+        "another matplotlib writes)."))] = None,
     prefect: Annotated[bool, typer.Option(
         "--prefect", help="Run each tick as a real Prefect flow run.")] = False,
     fast: Annotated[bool, typer.Option(
@@ -85,8 +135,13 @@ def simulate(
     profile: Annotated[SchedulerProfile | None, typer.Option(
         help="The scheduler profile to place pods with, in place of the scenario's "
         "`scheduler.profile` (default: kube-scheduler's default profile).")] = None,
+    output: Annotated[OutputFormat | None, typer.Option(
+        "--output", hidden=True, help="The old spelling of --format (tune's --output is the "
+        "file it writes).")] = None,
 ) -> None:
     """Simulate a workload on the fake cluster with the real tick, on a simulated clock."""
+    if output is not None:
+        output_format = output  # `--output json` as before: `--format`, as `tune` spells it
     # A flow run a tick: Prefect's per-task INFO lines would drown the table.
     os.environ.setdefault("PREFECT_LOGGING_LEVEL", "WARNING")
     from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
@@ -105,7 +160,7 @@ def simulate(
                         TimeRemainingColumn(), console=errors, transient=True)
 
     def show_tick(record: dict[str, object]) -> None:
-        if output is OutputFormat.table:
+        if output_format is OutputFormat.table:
             # group names are the scenario's: a plain line, no markup
             progress.console.print(tick_line(record), highlight=False, markup=False,
                                    soft_wrap=True)
@@ -116,7 +171,7 @@ def simulate(
                                 on_step=lambda offset: progress.update(bar, completed=offset),
                                 mode="memory" if fast else "http")
     document = result.to_json()
-    if output is OutputFormat.json:
+    if output_format is OutputFormat.json:
         sys.stdout.buffer.write(orjson.dumps(document) + b"\n")
         sys.stdout.flush()
     else:
@@ -125,7 +180,7 @@ def simulate(
         from kube_elevator.fakes.plot import plot_simulation
 
         written = plot_simulation(document, plot)
-        (errors if output is OutputFormat.json else console).print(
+        (errors if output_format is OutputFormat.json else console).print(
             f"plot written to {written}", highlight=False, markup=False, soft_wrap=True)
 
 

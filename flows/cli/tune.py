@@ -37,8 +37,9 @@ def tune(
         "as it is."))] = None,
     output: Annotated[Path, typer.Option(help="Where to write the tuned node-group file.")] =
         Path("tuned-nodegroups.yaml"),
-    plot: Annotated[Path | None, typer.Option(help="Write the Pareto front as a PNG here.")] =
-        None,
+    plot: Annotated[Path | None, typer.Option(help=(
+        "Draw the Pareto front into this file; its suffix names the format: .png, .svg, .pdf "
+        "(or another matplotlib writes)."))] = None,
     batch: Annotated[int, typer.Option(min=1, max=1000, help="Trials per task run.")] = 4,
     parallel: Annotated[int, typer.Option(min=1, max=1000, help="Task runs at once.")] = 2,
     dask: Annotated[str | None, typer.Option(help=(
@@ -72,23 +73,19 @@ def tune(
     print_warnings(loaded.config)
     raise_fast_mode_problems(loaded)
     os.environ.setdefault("PREFECT_LOGGING_LEVEL", "WARNING")
-    from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
-
     from kube_elevator.flows import tune as tuning
 
-    progress = Progress(TextColumn("trials"), BarColumn(),
-                        TextColumn("{task.completed:.0f}/{task.total:.0f}"),
-                        TimeRemainingColumn(), console=errors, transient=True)
-    with progress:
-        bar = progress.add_task("tune", total=trials)
-        tuning.progress = lambda done: progress.update(bar, completed=done)
+    with SearchProgress(trials) as shown:
+        shown.phase("starting the flow run" + ("" if os.environ.get("PREFECT_API_URL")
+                                               else " (and a temporary Prefect server)"))
+        tuning.progress, tuning.phase = shown.trials_done, shown.phase
         try:
             answer = tuning.tune_flow(
                 scenario=str(scenario), trials=trials, batch=batch, parallel=parallel,
                 seeds=seeds, held_out_seeds=held_out, max_pending_seconds=limit, seed=seed,
                 dask_address=dask, profiles=judged)
         finally:
-            tuning.progress = None
+            tuning.progress = tuning.phase = None
     result: tuning.TuneResult = answer["result"]
     written = tuning.tuned_file(output, tuning.node_group_text(loaded), result)
     if plot is not None:
@@ -105,6 +102,45 @@ def tune(
         console.print(profiles_table(result))
     console.print(f"tuned node-group file: {written}" + (f"; plot: {plot}" if plot else ""),
                   highlight=False, markup=False)
+
+
+class SearchProgress:
+    """The search's progress on stderr, so stdout stays the result (`--format json`): a rich
+    bar on a terminal, else a line per step and about every tenth of the trials
+    (`tune: trials 3/8`), which a CI log or `2> file` keeps."""
+
+    def __init__(self, total: int) -> None:
+        from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
+        self.total = total
+        self.live = errors.is_terminal
+        self.bar = Progress(TextColumn("{task.description}"), BarColumn(),
+                            TextColumn("{task.completed:.0f}/{task.total:.0f} trials"),
+                            TimeElapsedColumn(), console=errors, transient=True)
+        self.task = self.bar.add_task("tune", total=total)
+        self.said = -1  # the trials done at the last line said
+
+    def __enter__(self) -> SearchProgress:
+        if self.live:
+            self.bar.start()
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        if self.live:
+            self.bar.stop()
+
+    def phase(self, text: str) -> None:
+        if self.live:
+            self.bar.update(self.task, description=text)
+        else:
+            errors.print(f"tune: {text}", highlight=False, markup=False, soft_wrap=True)
+
+    def trials_done(self, done: int) -> None:
+        if self.live:
+            self.bar.update(self.task, completed=done, description="searching")
+        elif done == self.total or done - max(self.said, 0) >= max(self.total // 10, 1):
+            self.said = done
+            errors.print(f"tune: trials {done}/{self.total}", highlight=False, markup=False)
 
 
 def raise_fast_mode_problems(loaded: Any) -> None:
@@ -160,7 +196,8 @@ def unreachable_dask(address: str) -> list[str]:
 
 
 def front_table(result: Any) -> Table:
-    table = Table(title=f"Pareto front of {len(result.trials)} trials (search seeds)")
+    table = Table(title=f"Pareto front of {result.tried} trials and the file as it is "
+                        "(search seeds)")
     for column in ("node-seconds", "pending pod-seconds", "longest wait", "within limits"):
         table.add_column(column, justify="right")
     for index in result.front:

@@ -40,6 +40,7 @@ from kube_elevator.tasks.cluster_autoscaler.scale_up_plan import (
     GroupCandidate,
     ScaleUpPlan,
 )
+from kube_elevator.tasks.cluster_autoscaler.scheduling import FilterSnapshot
 from kube_elevator.tasks.cluster_autoscaler.templates import TemplateNode
 from kube_elevator.tasks.core.records import PodRecord
 
@@ -225,6 +226,7 @@ def balance_scale_up(
     extra_ignored_labels: Collection[str] = (), group_label_keys: Mapping[str, str] | None = None,
     unavailable: Mapping[str, str] | None = None,
     max_nodes_per_scale_up: int = MAX_NODES_PER_SCALE_UP,
+    snapshot: FilterSnapshot | None = None,
 ) -> BalancedScaleUp:
     """Spread the plan's chosen scale-up over the groups similar to it (CA §1.5).
 
@@ -273,10 +275,11 @@ def balance_scale_up(
     if limits.max_nodes_total > 0:
         cap = min(cap, limits.max_nodes_total - totals.node_count)
     # (never fewer than the chosen option's own estimate, which already fit these limits)
-    estimate = estimate_nodes(plan.pending, chosen.template, max(cap, chosen.node_count))
+    estimate = estimate_nodes(plan.pending, chosen.template, max(cap, chosen.node_count),
+                              snapshot)
     allowed = nodes_within_limits(chosen.template, estimate.node_count, totals, limits)
     if allowed < estimate.node_count:
-        estimate = estimate_nodes(plan.pending, chosen.template, allowed)
+        estimate = estimate_nodes(plan.pending, chosen.template, allowed, snapshot)
     option = replace(chosen, node_count=estimate.node_count, pods=estimate.pods)
     sizes = {c.group: c.target_size for c in group_set}
     added = balance(sizes, {c.group: c.max_size for c in group_set}, option.node_count)

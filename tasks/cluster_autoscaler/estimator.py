@@ -1,5 +1,11 @@
 """The pods the scheduler gave up on, and CA's bin-packing estimator: how many template nodes
-they need (CA §1.1)."""
+they need (CA §1.1).
+
+Pods that need only resources, selectors and taints are packed by the resource bookkeeping
+below; when a pod has pod (anti-)affinity, spreading or host ports, or a pod in the cluster has
+required anti-affinity, the estimator and `filter_out_schedulable` run the scheduler's filters
+on a `FilterSnapshot` (estimator/binpacking_estimator.go, as CA does).
+"""
 
 from __future__ import annotations
 
@@ -8,6 +14,13 @@ from dataclasses import dataclass, field
 from typing import TypeVar
 
 from kube_elevator.tasks.cluster_autoscaler.drainability import EXPENDABLE_PRIORITY_CUTOFF
+from kube_elevator.tasks.cluster_autoscaler.scheduling import (
+    HOSTNAME,
+    FilterSnapshot,
+    needs_filters,
+    pod_key,
+    template_record,
+)
 from kube_elevator.tasks.cluster_autoscaler.templates import TemplateNode
 from kube_elevator.tasks.core.api_objects import ExtendedResources
 from kube_elevator.tasks.core.records import NodeRecord, PodRecord
@@ -18,6 +31,7 @@ from kube_elevator.tasks.core.scheduling import (
     sum_extended,
     take_extended,
 )
+from kube_elevator.tasks.scheduler.objects import SchedPod, sched_from_record
 
 T = TypeVar("T")
 
@@ -76,13 +90,18 @@ def _decreasing_score(template: TemplateNode) -> Callable[[PodRecord], float]:
     return lambda pod: pod.cpu_request_milli / cpu + pod.memory_request_bytes / memory
 
 
-def estimate_nodes(pods: Sequence[PodRecord], template: TemplateNode, max_nodes: int) -> Estimate:
+def estimate_nodes(pods: Sequence[PodRecord], template: TemplateNode, max_nodes: int,
+                   snapshot: FilterSnapshot | None = None) -> Estimate:
     """First fit decreasing of the pods onto copies of the template, at most `max_nodes` copies.
 
     As CA's binpacking estimator: pods that fit no fresh copy (selector, affinity, taints, or
     too big) are not helped; once the node limit is reached, the remaining pods may still fill
     room on the nodes already counted but no node is added (CA stops adding, §1.1 limits).
+    With a `snapshot` (the cluster as the scheduler sees it) and pods that need the filters,
+    `estimate_with_filters` packs them.
     """
+    if snapshot is not None and needs_filters(pods):
+        return estimate_with_filters(pods, template, max_nodes, snapshot)
     score = _decreasing_score(template)
     fitting = sorted((pod for pod in pods if fits_empty_template(pod, template)),
                      key=score, reverse=True)
@@ -110,6 +129,83 @@ def estimate_nodes(pods: Sequence[PodRecord], template: TemplateNode, max_nodes:
             free_other.append(fresh)
             placed.append([pod])
     return Estimate(len(free), tuple(tuple(node) for node in placed))
+
+
+def estimate_with_filters(pods: Sequence[PodRecord], template: TemplateNode, max_nodes: int,
+                          snapshot: FilterSnapshot) -> Estimate:
+    """BinpackingNodeEstimator.Estimate with the scheduler's filters, on the snapshot (left as
+    it was on return): the pods in decreasing order, grouped by equivalence (same spec and
+    labels); each group first on the template copies added so far, then on new copies: the
+    last one added, or, for a pod whose hostname spreading refused it there, any other node of
+    the snapshot; a new copy only after the last one took a pod, and at most `max_nodes`. The
+    count is of the nodes that received a pod (`newNodesWithPods`, which upstream counts even
+    when it is a live node the hostname retry used). First fit stands for the snapshot's
+    round-robin walk."""
+    score = _decreasing_score(template)
+    ordered = sorted((pod for pod in pods if fits_empty_template(pod, template)),
+                     key=score, reverse=True)
+    groups: list[list[tuple[PodRecord, SchedPod]]] = []
+    for pod in ordered:
+        view = sched_from_record(pod)
+        if groups and groups[-1][0][1].filter_shape == view.filter_shape:
+            groups[-1].append((pod, view))
+        else:
+            groups.append([(pod, view)])
+    new: list[str] = []
+    with_pods: dict[str, list[PodRecord]] = {}
+    placed: list[tuple[tuple[str, str], str]] = []
+    available = True
+
+    def track(pod: PodRecord, view: SchedPod, name: str) -> None:
+        key = (pod.namespace, f"{pod_key(pod)[1]}#estimate{len(placed)}")
+        snapshot.place(key, view, name)
+        placed.append((key, name))
+        with_pods.setdefault(name, []).append(pod)
+
+    def on_new_nodes(group: Sequence[tuple[PodRecord, SchedPod]]) -> bool:
+        for pod, view in group:
+            if new:
+                last = new[-1]
+                failure = snapshot.failing(view, last)
+                if failure is None:
+                    track(pod, view, last)
+                    continue
+                if failure == "PodTopologySpread" and any(
+                        c.topology_key == HOSTNAME for c in view.spread_constraints):
+                    other = snapshot.first_fit(view, [n for n in snapshot.names() if n != last])
+                    if other is not None:
+                        track(pod, view, other)
+                        continue
+                if last not in with_pods:
+                    return True  # an empty copy refused it: so would another
+            if len(new) >= max_nodes:
+                return False
+            name = f"e-{len(new)}"
+            snapshot.add_node(template_record(template, name))
+            new.append(name)
+            if not snapshot.fits(view, name):
+                break
+            track(pod, view, name)
+        return True
+
+    try:
+        for group in groups:
+            index = 0
+            while index < len(group):
+                pod, view = group[index]
+                name = snapshot.first_fit(view, new)
+                if name is None:
+                    break
+                track(pod, view, name)
+                index += 1
+            if available:
+                available = on_new_nodes(group[index:])
+        return Estimate(len(with_pods), tuple(tuple(on) for on in with_pods.values()))
+    finally:
+        for key, name in placed:
+            snapshot.unplace(key, name)
+        for name in new:
+            snapshot.remove_node(name)
 
 
 @dataclass(frozen=True)
@@ -156,9 +252,13 @@ def free_slots(nodes: Iterable[NodeRecord], pods: Iterable[PodRecord]) -> list[S
 
 
 def filter_out_schedulable(pending: Sequence[PodRecord], slots: Sequence[Slot],
+                           snapshot: FilterSnapshot | None = None,
                            ) -> tuple[list[PodRecord], list[PodRecord]]:
     """(still pending, would fit somewhere): CA first places pending pods on existing and
-    upcoming nodes, so a pod waiting for a node that is booting does not trigger another."""
+    upcoming nodes, so a pod waiting for a node that is booting does not trigger another.
+    With a `snapshot` and pods that need the filters, they decide (`_filter_with_snapshot`)."""
+    if snapshot is not None and needs_filters(pending):
+        return _filter_with_snapshot(pending, slots, snapshot)
     rooms = [[slot.cpu_milli, slot.memory_bytes, slot.pods] for slot in slots]
     rooms_other = [dict(slot.extended) for slot in slots]
     remaining: list[PodRecord] = []
@@ -177,4 +277,30 @@ def filter_out_schedulable(pending: Sequence[PodRecord], slots: Sequence[Slot],
                 break
         else:
             remaining.append(pod)
+    return remaining, fitted
+
+
+def _filter_with_snapshot(pending: Sequence[PodRecord], slots: Sequence[Slot],
+                          snapshot: FilterSnapshot) -> tuple[list[PodRecord], list[PodRecord]]:
+    """filter_out_schedulable on the snapshot: upcoming nodes join it as template copies,
+    each pending pod goes to the first slot whose node passes the filters and stays there (so
+    the estimator sees it, as CA's snapshot does)."""
+    names: list[str] = []
+    for index, slot in enumerate(slots):
+        if isinstance(slot.node, TemplateNode):
+            name = f"upcoming-{slot.node.group}-{index}"
+            snapshot.add_node(template_record(slot.node, name))
+            names.append(name)
+        elif slot.node.name in snapshot.cluster.nodes:
+            names.append(slot.node.name)
+    remaining: list[PodRecord] = []
+    fitted: list[PodRecord] = []
+    for pod in pending:
+        view = sched_from_record(pod)
+        target = snapshot.first_fit(view, names)
+        if target is None:
+            remaining.append(pod)
+        else:
+            snapshot.place(pod_key(pod), view, target)
+            fitted.append(pod)
     return remaining, fitted

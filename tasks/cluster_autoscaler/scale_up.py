@@ -22,6 +22,7 @@ from kube_elevator.tasks.cluster_autoscaler.estimator import fits_empty_template
 from kube_elevator.tasks.cluster_autoscaler.expanders import expander_context, priorities_from_configmap
 from kube_elevator.tasks.cluster_autoscaler.limits import cluster_limits, cluster_totals
 from kube_elevator.tasks.cluster_autoscaler.scale_up_plan import GroupCandidate, ScaleUpPlan, plan_scale_up
+from kube_elevator.tasks.cluster_autoscaler.scheduling import FilterSnapshot, needs_filters
 from kube_elevator.tasks.cluster_autoscaler.templates import TemplateNode, template_for_group
 from kube_elevator.tasks.core.lease_state import GroupState
 from kube_elevator.tasks.core.records import AsgTemplateSource, AutoScalingGroup, NodeRecord, PodRecord
@@ -156,8 +157,9 @@ def decide_scale_up(
     rng = random.Random(config.random_seed)
     totals = cluster_totals(nodes, upcoming)
     limits = cluster_limits(config)
+    snapshot = FilterSnapshot(nodes, pods) if needs_filters(pending, pods) else None
     plan = plan_scale_up(pending, candidates, totals, limits, config.expander_chain, context,
-                         rng, now, free_slots(nodes, pods))
+                         rng, now, free_slots(nodes, pods), snapshot=snapshot)
     notes = tuple((group_name, f"scale-up for unschedulable pods: skipped, {reason}")
                   for group_name, reason in plan.skipped)
     if plan.option is None:
@@ -179,7 +181,8 @@ def decide_scale_up(
             plan, candidates, totals, limits, now,
             Tolerances(config.memory_difference_ratio, config.max_allocatable_difference_ratio,
                        config.max_free_difference_ratio),
-            config.balancing_ignore_labels, {g.name: g.label_key for g in live}, locked)
+            config.balancing_ignore_labels, {g.name: g.label_key for g in live}, locked,
+            snapshot=snapshot)
     chain = " → ".join(f"{name}: {', '.join(kept) or 'none'}" for name, kept in plan.trace)
     growths = tuple(Growth(name, count, split.new_target_sizes[name])
                     for name, count in split.added.items())

@@ -21,6 +21,7 @@ from kube_elevator.tasks.cluster_autoscaler.limits import (
     exceeded_limit,
     nodes_within_limits,
 )
+from kube_elevator.tasks.cluster_autoscaler.scheduling import FilterSnapshot
 from kube_elevator.tasks.cluster_autoscaler.templates import TemplateNode
 from kube_elevator.tasks.core.lease_state import format_time
 from kube_elevator.tasks.core.records import PodRecord
@@ -67,14 +68,17 @@ def plan_scale_up(
     unschedulable: Sequence[PodRecord], groups: Sequence[GroupCandidate], totals: ClusterTotals,
     limits: ClusterLimits, chain: Sequence[str], context: ExpanderContext, rng: random.Random,
     now: float, free: Sequence[Slot] = (), max_nodes_per_scale_up: int = MAX_NODES_PER_SCALE_UP,
+    snapshot: FilterSnapshot | None = None,
 ) -> ScaleUpPlan:
     """One CA scale-up (§1.1): drop pods that fit existing or upcoming nodes, estimate each
-    group that may grow, let the chain choose, then cap the choice by the cluster limits."""
+    group that may grow, let the chain choose, then cap the choice by the cluster limits.
+    `snapshot` (the live cluster as the scheduler sees it) makes both steps run the
+    scheduler's filters, for pods with pod affinity, spreading or host ports."""
     slots = list(free)
     for candidate in groups:
         if candidate.template is not None:
             slots.extend(upcoming_slots(candidate.template, candidate.upcoming))
-    pending, _ = filter_out_schedulable(unschedulable, slots)
+    pending, _ = filter_out_schedulable(unschedulable, slots, snapshot)
     if not pending:
         return ScaleUpPlan(None)
     skipped: list[tuple[str, str]] = []
@@ -99,7 +103,7 @@ def plan_scale_up(
         cap = min(headroom, max_nodes_per_scale_up)
         if limits.max_nodes_total > 0:
             cap = min(cap, limits.max_nodes_total - totals.node_count)
-        estimate = estimate_nodes(pending, template, cap)
+        estimate = estimate_nodes(pending, template, cap, snapshot)
         if estimate.node_count == 0:
             skipped.append((candidate.group, "no pending pod fits its template node"))
             continue
@@ -118,7 +122,7 @@ def plan_scale_up(
                            capped_from=chosen.node_count)
     if allowed < chosen.node_count:
         # CA's ApplyLimits caps the count; we also say which pods the smaller count still helps.
-        estimate = estimate_nodes(pending, chosen.template, allowed)
+        estimate = estimate_nodes(pending, chosen.template, allowed, snapshot)
         chosen = replace(chosen, node_count=estimate.node_count, pods=estimate.pods)
     target = next(c.target_size for c in groups if c.group == chosen.group)
     helped = {id(pod) for pod in chosen.pods}

@@ -28,6 +28,7 @@ from kube_elevator.tasks.cluster_autoscaler.drainability import (
     node_drainability,
     node_utilization,
 )
+from kube_elevator.tasks.cluster_autoscaler.scheduling import FilterSnapshot, pod_key
 from kube_elevator.tasks.core.pdb import PodDisruptionBudget, remaining_pdbs
 from kube_elevator.tasks.core.records import (
     FORCE_TAINT_KEY,
@@ -48,6 +49,8 @@ from kube_elevator.tasks.escalator.config import NodeGroupConfig
 from kube_elevator.tasks.escalator.decide import taint_time
 from kube_elevator.tasks.escalator.node_selection import nodes_to_taint
 from kube_elevator.tasks.escalator.plan import ScalePlan
+from kube_elevator.tasks.scheduler.objects import SchedPod, sched_from_record
+from kube_elevator.tasks.scheduler.state import Key
 
 # CA --scale-down-non-empty-candidates-count and the candidate pool (ratio, min count): how
 # many occupied nodes one tick simulates, which bounds its cost on large clusters.
@@ -115,6 +118,7 @@ class RemovalSimulation:
         self.now = now  # the drain rules' clock (a pod stuck terminating)
         self.pdbs: tuple[PodDisruptionBudget, ...] = tuple(pdbs)
         self.rooms: dict[str, _Room] = {}
+        nodes = list(nodes)
         for node in sorted(nodes, key=lambda n: n.name):
             if not node.ready or leaving(node):
                 continue
@@ -126,6 +130,21 @@ class RemovalSimulation:
                 free_extended(node.extended_allocatable,
                               sum_extended(p.extended_requests for p in live)))
         self.moved_in: dict[str, list[PodRecord]] = {}
+        self._nodes = nodes
+        self._snapshot: FilterSnapshot | None = None
+        self._needs_filters: bool | None = None
+
+    def _filter_snapshot(self) -> FilterSnapshot | None:
+        """The cluster as the scheduler sees it, when a pod has pod (anti-)affinity,
+        spreading or host ports (built once; None otherwise: resources and node constraints
+        decide alone, as before)."""
+        if self._needs_filters is None:
+            self._needs_filters = any(pod.placement is not None
+                                      for pods in self.pods_by_node.values() for pod in pods)
+            if self._needs_filters:
+                self._snapshot = FilterSnapshot(
+                    self._nodes, [pod for pods in self.pods_by_node.values() for pod in pods])
+        return self._snapshot
 
     def pods_of(self, node: NodeRecord) -> list[PodRecord]:
         """The node's own pods, plus those an earlier removal moved here in the simulation."""
@@ -149,6 +168,11 @@ class RemovalSimulation:
         placement = self._place(node.name, verdict.to_evict)
         if isinstance(placement, str):  # the caller checked first; state changed since
             raise ValueError(f"{node.name}: {placement}")
+        snapshot = self._filter_snapshot()
+        if snapshot is not None:  # the node leaves the snapshot, its pods land elsewhere
+            snapshot.remove_node(node.name)
+            for pod, destination in placement:
+                snapshot.place(pod_key(pod), sched_from_record(pod), destination)
         for pod, destination in placement:
             room = self.rooms[destination]
             room.cpu_milli -= pod.cpu_request_milli
@@ -161,12 +185,46 @@ class RemovalSimulation:
         self.pdbs = remaining_pdbs(self.pdbs, verdict.to_evict)
 
     def _place(self, node_name: str, pods: Sequence[PodRecord]) -> list[tuple[PodRecord, str]] | str:
-        """First fit of the pods on the other destinations, or why one fits nowhere."""
+        """First fit of the pods on the other destinations, or why one fits nowhere; with the
+        filter snapshot, the scheduler's filters decide too, the node's own pods lifted off it
+        and each pod placed counted for the next (CA's scale-down simulator)."""
+        snapshot = self._filter_snapshot()
+        if snapshot is None:
+            return self._first_fit(node_name, pods, None)
+        lifted: list[tuple[Key, SchedPod]] = []
+        state = snapshot.cluster.nodes.get(node_name)
+        if state is not None:
+            lifted = list(state.pods.items())
+            for key, _ in lifted:
+                state.remove_pod(key)
+        try:
+            return self._first_fit(node_name, pods, snapshot)
+        finally:
+            if state is not None:
+                for key, view in lifted:
+                    state.add_pod(key, view)
+
+    def _first_fit(self, node_name: str, pods: Sequence[PodRecord],
+                   snapshot: FilterSnapshot | None) -> list[tuple[PodRecord, str]] | str:
+        added: list[tuple[Key, str]] = []
+        try:
+            return self._first_fit_rooms(node_name, pods, snapshot, added)
+        finally:
+            if snapshot is not None:
+                for key, name in added:
+                    snapshot.unplace(key, name)
+
+    def _first_fit_rooms(self, node_name: str, pods: Sequence[PodRecord],
+                         snapshot: FilterSnapshot | None, added: list[tuple[Key, str]]
+                         ) -> list[tuple[PodRecord, str]] | str:
         used: dict[str, list[int]] = {}
         used_other: dict[str, dict[str, int]] = {}  # extended room left, once touched
         placement: list[tuple[PodRecord, str]] = []
         for pod in pods:
             other = pod.extended_requests
+            view = sched_from_record(pod) if snapshot is not None else None
+            passes = snapshot.checker(view) if snapshot is not None and view is not None \
+                else None
             for name, room in self.rooms.items():
                 if name == node_name:
                     continue
@@ -176,7 +234,12 @@ class RemovalSimulation:
                         and room.pods - taken[2] >= 1
                         and (not other or fits_extended(
                             other, used_other.get(name, room.extended)))
-                        and fits_constraints(pod, room.node)):
+                        and fits_constraints(pod, room.node)
+                        and (passes is None or passes(name))):
+                    if snapshot is not None and view is not None:
+                        key = (pod.namespace, f"{pod.name}#moving")
+                        snapshot.place(key, view, name)
+                        added.append((key, name))
                     taken[0] += pod.cpu_request_milli
                     taken[1] += pod.memory_request_bytes
                     taken[2] += 1
@@ -186,7 +249,7 @@ class RemovalSimulation:
                     break
             else:
                 return (f"pod {pod.namespace}/{pod.name} fits on no other node "
-                        "(requests, selector, affinity or taints)")
+                        "(requests, selector, affinity, spreading, ports or taints)")
         return placement
 
 

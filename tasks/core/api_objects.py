@@ -34,9 +34,33 @@ class RawResources(msgspec.Struct, gc=False):
     requests: ResourceList | None = None
 
 
+class RawPort(msgspec.Struct, gc=False):
+    hostPort: int = 0
+    hostIP: str = ""
+    protocol: str = ""
+
+
 class RawContainer(msgspec.Struct, gc=False):
     resources: RawResources | None = None
     restartPolicy: str | None = None  # "Always" on an init container: a native sidecar
+    ports: list[RawPort] | None = None
+HostPort = tuple[str, str, int]  # (hostIP, protocol, hostPort), "0.0.0.0" and "TCP" when unset
+
+
+class PodPlacement(msgspec.Struct, frozen=True, gc=False):
+    """What the scheduler's filters read of a pod beyond its requests, node affinity and
+    tolerations, for the few pods that have any: podAffinity, podAntiAffinity and
+    topologySpreadConstraints as their JSON (parsed where a filter needs them), host ports."""
+
+    pod_affinity: bytes = b""
+    pod_anti_affinity: bytes = b""
+    spread_constraints: bytes = b""
+    host_ports: tuple[HostPort, ...] = ()
+
+    @property
+    def required_anti_affinity(self) -> bool:
+        """It has required anti-affinity terms (other pods are then checked against them)."""
+        return b"requiredDuringSchedulingIgnoredDuringExecution" in self.pod_anti_affinity
 
 
 class RawOwnerReference(msgspec.Struct, gc=False):
@@ -177,7 +201,9 @@ class RawSpec(msgspec.Struct, gc=False):
     tolerations: tuple[Toleration, ...] | None = None
     volumes: list[RawVolume] | None = None
     priority: int | None = None
+    preemptionPolicy: str | None = None
     terminationGracePeriodSeconds: int | None = None
+    topologySpreadConstraints: msgspec.Raw = msgspec.Raw()
     # Node
     unschedulable: bool = False
     taints: tuple[Taint, ...] | None = None

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 from typing import Annotated, Any
 
@@ -64,6 +65,39 @@ def positive_duration_option(text: str, option: str) -> float:
     return value
 
 
+DURATION_EXAMPLES = "e.g. 30s, 5m, 1h30m"
+
+
+def seconds_option(text: str, option: str) -> float:
+    """A command-line time that was plain seconds once (`--interval 60`): a Go duration
+    (`90s`, `5m`) as every other interval, or a plain number of seconds as before. The
+    range is the caller's to check; text that is neither is an InputError naming the option."""
+    try:
+        return float(text)
+    except ValueError:
+        pass
+    try:
+        return parse_go_duration(text)
+    except ValueError:
+        raise InputError([f"{option}: {json.dumps(text, ensure_ascii=False)}: not a duration; "
+                          f"use a number and a unit, {DURATION_EXAMPLES} (or plain seconds)"]) \
+            from None
+
+
+def duration_problem(text: str, *, zero_allowed: bool = False) -> str | None:
+    """Why `text` is no usable duration, naming the value, the rule and an example
+    (`"90x": not a duration; use a number and a unit, e.g. 30s, 5m, 1h30m`), or None."""
+    quoted = json.dumps(text, ensure_ascii=False)
+    try:
+        seconds = parse_go_duration(text)
+    except ValueError:
+        return f"{quoted}: not a duration; use a number and a unit, {DURATION_EXAMPLES}"
+    if seconds < 0 or (seconds == 0 and not zero_allowed):
+        rule = "must not be negative" if zero_allowed else "must be positive"
+        return f"{quoted}: {rule}, {DURATION_EXAMPLES}"
+    return None
+
+
 def duration_or_zero(text: str) -> float:
     """Escalator's `XDuration()` helpers: a parse error reads as 0."""
     try:
@@ -87,13 +121,11 @@ def go_string(value: Any) -> Any:
 
 
 def _valid_go_duration(text: str) -> str:
-    try:
-        seconds = parse_go_duration(text)
-    except ValueError:
-        # A custom error keeps pydantic from prefixing the message with "Value error, ".
-        raise PydanticCustomError("go_duration", "must be a Go duration such as 90s, 10m or 1h30m") from None
-    if seconds < 0:
-        raise PydanticCustomError("go_duration", "must not be negative")
+    problem = duration_problem(text, zero_allowed=True)
+    if problem is not None:
+        # A custom error keeps pydantic from prefixing the message with "Value error, "; the
+        # value is in the message, so the error line does not add it again (`got ...`).
+        raise PydanticCustomError("go_duration", "{problem}", {"problem": problem})
     return text
 
 

@@ -18,16 +18,19 @@ class InputError(Exception):
     """Bad input at the edge (config, snapshot, API object).
 
     Each problem is one line ``<file>: <key path>: <rule>``; the CLI prints them and exits 2.
+    `warnings` are what the same input would be warned about if it had no problem (an unknown
+    key, maybe the misspelt key a problem comes from): the CLI prints them first.
     """
 
-    def __init__(self, problems: list[str]) -> None:
+    def __init__(self, problems: list[str], warnings: tuple[str, ...] | list[str] = ()) -> None:
         self.problems = [one_line(problem) for problem in problems]
+        self.warnings = tuple(one_line(warning) for warning in warnings)
         super().__init__("\n".join(self.problems))
 
-    def __reduce__(self) -> tuple[type[InputError], tuple[list[str]]]:
+    def __reduce__(self) -> tuple[type[InputError], tuple[list[str], tuple[str, ...]]]:
         # Rebuilt from its problems, not from the joined message (Exception's default): one
         # raised on a Dask worker came back a problem per character.
-        return InputError, (self.problems,)
+        return InputError, (self.problems, self.warnings)
 
 
 def shown(value: Any, limit: int = 80) -> str:

@@ -84,18 +84,21 @@ class LoopHealth:
             return self._state
 
 
-def liveness_problems(state: LoopState, now: float, limits: HealthLimits) -> list[str]:
-    """Why the process is not healthy (empty: it is), as liveness.go's `ServeHTTP` decides."""
+def liveness_problems(state: LoopState, now: float, limits: HealthLimits,
+                      loop: str = "tick") -> list[str]:
+    """Why the process is not healthy (empty: it is), as liveness.go's `ServeHTTP` decides;
+    `loop` names what the process counts (a tick, `pods run`'s cycle, the load watcher's
+    fetch)."""
     if not state.monitoring:
         return []
     found = []
     idle = now - state.last_activity
     if idle > limits.max_inactivity_seconds:
-        found.append(f"no tick finished for {idle:.0f}s (--max-inactivity "
+        found.append(f"no {loop} finished for {idle:.0f}s (--max-inactivity "
                      f"{limits.max_inactivity_seconds:g}s)")
     failing = now - state.last_success
     if failing > limits.max_failing_seconds:
-        found.append(f"no tick succeeded for {failing:.0f}s (--max-failing-time "
+        found.append(f"no {loop} succeeded for {failing:.0f}s (--max-failing-time "
                      f"{limits.max_failing_seconds:g}s)")
     return found
 

@@ -21,8 +21,10 @@ from kube_elevator.tasks.core.api_objects import (
     NO_EXTENDED,
     PODS,
     ExtendedResources,
+    HostPort,
     LocalVolume,
     NodeSelectorTerm,
+    PodPlacement,
     RawContainer,
     RawObject,
     RawSpec,
@@ -85,6 +87,8 @@ class PodRecord(msgspec.Struct, frozen=True, gc=False):
     deleting_since_unix_seconds: float = 0.0
     termination_grace_seconds: int = DEFAULT_TERMINATION_GRACE_SECONDS
     nominated_node: str = ""
+    # Pod (anti-)affinity, spreading and host ports (None for a pod with none of them).
+    placement: PodPlacement | None = None
 
     @property
     def is_daemonset_pod(self) -> bool:
@@ -282,6 +286,50 @@ def _present(raw: msgspec.Raw) -> bool:
     return not absent(raw)
 
 
+def _host_ports(containers: list[RawContainer] | None,
+                init_containers: list[RawContainer] | None) -> tuple[HostPort, ...]:
+    """The host ports of the containers and of the restartable init containers (sidecars),
+    as NodePorts reads them."""
+    found: list[HostPort] = []
+    for container in (*(containers or ()), *(c for c in init_containers or ()
+                                            if c.restartPolicy == "Always")):
+        for port in container.ports or ():
+            if port.hostPort > 0:
+                found.append((port.hostIP or "0.0.0.0", port.protocol or "TCP", port.hostPort))
+    return tuple(found)
+
+
+def _may_need_placement(spec: RawSpec) -> bool:
+    """The cheap test `pod_record` makes before `pod_placement` (most pods have none)."""
+    affinity = spec.affinity
+    if affinity is not None and (len(affinity.podAffinity) or len(affinity.podAntiAffinity)):
+        return True
+    if len(spec.topologySpreadConstraints):
+        return True
+    for container in spec.containers or ():
+        if container.ports:
+            for port in container.ports:
+                if port.hostPort:
+                    return True
+    init = spec.initContainers
+    return init is not None and any(c.ports for c in init)
+
+
+def pod_placement(spec: RawSpec) -> PodPlacement | None:
+    """The pod's PodPlacement, None when it has no pod (anti-)affinity, spreading or host
+    port (most pods: three cheap checks)."""
+    affinity = spec.affinity
+    together = affinity.podAffinity if affinity is not None else msgspec.Raw()
+    apart = affinity.podAntiAffinity if affinity is not None else msgspec.Raw()
+    spread = spec.topologySpreadConstraints
+    ports = _host_ports(spec.containers, spec.initContainers)
+    if not (_present(together) or _present(apart) or _present(spread) or ports):
+        return None
+    return PodPlacement(bytes(together) if _present(together) else b"",
+                        bytes(apart) if _present(apart) else b"",
+                        bytes(spread) if _present(spread) else b"", ports)
+
+
 def _local_volumes(volumes: list[RawVolume]) -> tuple[LocalVolume, ...]:
     """hostPath volumes and emptyDir volumes not backed by memory, in the pod's order."""
     found = []
@@ -366,6 +414,7 @@ def pod_record(raw: RawObject) -> PodRecord:
         (DEFAULT_TERMINATION_GRACE_SECONDS  # termination_grace_seconds
          if spec.terminationGracePeriodSeconds is None else spec.terminationGracePeriodSeconds),
         status.nominatedNodeName or "",  # nominated_node
+        pod_placement(spec) if _may_need_placement(spec) else None,  # placement
     )
 
 

@@ -22,6 +22,7 @@ __all__ = [
     "format_label_selector",
     "parse_field_selector",
     "parse_label_selector",
+    "validate_api_requirement",
 ]
 
 
@@ -151,6 +152,30 @@ Expression = tuple[str, str, Sequence[str] | None]  # (key, operator, values)
 def api_requirement(key: str, operator: str, values: Sequence[str] | None) -> LabelRequirement:
     """One `matchExpressions` entry: label selectors and node affinity share them."""
     return LabelRequirement(key, _API_OPERATORS.get(operator, "never"), tuple(values or ()))
+
+
+def validate_api_requirement(key: str, operator: str, values: Sequence[str] | None,
+                             operators: Collection[str] = ("In", "NotIn", "Exists",
+                                                           "DoesNotExist")) -> None:
+    """labels.NewRequirement's checks on one `matchExpressions` entry, as
+    metav1.LabelSelectorAsSelector (and, with Gt and Lt among `operators`, node affinity's
+    nodeSelectorRequirementsAsSelector) make them: a qualified key, an operator of
+    `operators`, values as the operator wants them, each a valid label value."""
+    _check_key(key)
+    if operator not in operators:
+        raise SelectorError(f"{operator!r} is not a valid label selector operator")
+    given = tuple(values or ())
+    if operator in ("In", "NotIn") and not given:
+        raise SelectorError(f"{key}: for 'in', 'notin' operators, values set can't be empty")
+    if operator in ("Exists", "DoesNotExist") and given:
+        raise SelectorError(f"{key}: values set must be empty for exists and does not exist")
+    if operator in ("Gt", "Lt"):
+        if len(given) != 1 or go_int64(given[0]) is None:
+            raise SelectorError(f"{key}: for 'Gt', 'Lt' operators, the value must be a "
+                                f"single integer")
+        return
+    for value in given:
+        _check_value(value)
 
 
 def label_selector(match_labels: Mapping[str, str] | None,

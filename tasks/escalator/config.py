@@ -7,6 +7,7 @@ file, with its `cluster_autoscaler:` section, is `tasks.node_group_file`, above 
 
 from __future__ import annotations
 
+import json
 from typing import Annotated, Literal
 
 from pydantic import (
@@ -18,7 +19,12 @@ from pydantic import (
     StrictInt,
 )
 
-from kube_elevator.tasks.core.duration import duration_or_zero, go_string, parse_go_duration
+from kube_elevator.tasks.core.duration import (
+    DURATION_EXAMPLES,
+    duration_or_zero,
+    duration_problem,
+    go_string,
+)
 from kube_elevator.tasks.core.lease_state import CLAIM_SETTLE_SECONDS
 
 # --- the models ---------------------------------------------------------------------------
@@ -130,78 +136,94 @@ class NodeGroupConfig(BaseModel):
 
 
 def validate_node_group(group: NodeGroupConfig) -> list[str]:
-    """Escalator's ValidateNodeGroup: every failed check, in Escalator's order and words."""
-    problems: list[str] = []
+    """Escalator's ValidateNodeGroup: every failed check, in Escalator's order.
 
-    def check(condition: bool, message: str) -> None:
+    The rules are Escalator's (spec/escalator.md §3.2), the words are ours where Escalator's
+    mislead: a bad value is named with the rule and an example, "at most" where the check is
+    `<=`, the valid taint effects listed; a key with a problem of its own is left out of the
+    checks that compare it with another (no second error about the same value), and no
+    problem is reported twice (Escalator reports a bad cool-down as soft_delete_grace_period).
+    """
+    problems: list[str] = []
+    bad: set[str] = set()  # keys with a problem of their own
+
+    def check(condition: bool, message: str, *keys: str) -> None:
         if not condition:
             problems.append(message)
+            bad.update(keys)
+
+    def compare(condition: bool, message: str, *keys: str) -> None:
+        """A rule between keys, checked when none of them has a problem of its own."""
+        if not bad.intersection(keys):
+            check(condition, message)
 
     check(len(group.name) > 0, "name cannot be empty")
     check(len(group.label_key) > 0, "label_key cannot be empty")
     check(len(group.label_value) > 0, "label_value cannot be empty")
     check(len(group.cloud_provider_group_name) > 0, "cloud_provider_group_name cannot be empty")
 
+    upper_key, lower_key, scale_up_key = ("taint_upper_capacity_threshold_percent",
+                                          "taint_lower_capacity_threshold_percent",
+                                          "scale_up_threshold_percent")
     upper = group.taint_upper_capacity_threshold_percent
     lower = group.taint_lower_capacity_threshold_percent
     scale_up = group.scale_up_threshold_percent
-    check(upper > 0, "taint_upper_capacity_threshold_percent must be larger than 0")
-    check(lower > 0, "taint_lower_capacity_threshold_percent must be larger than 0")
-    check(scale_up > 0, "scale_up_threshold_percent must be larger than 0")
-    check(lower < upper,
-          "taint_lower_capacity_threshold_percent must be less than "
-          "taint_upper_capacity_threshold_percent")
-    check(upper < scale_up,
-          "taint_upper_capacity_threshold_percent must be less than scale_up_threshold_percent")
+    check(upper > 0, f"{upper_key} must be larger than 0, got {upper}", upper_key)
+    check(lower > 0, f"{lower_key} must be larger than 0, got {lower}", lower_key)
+    check(scale_up > 0, f"{scale_up_key} must be larger than 0, got {scale_up}", scale_up_key)
+    compare(lower < upper, f"{lower_key} ({lower}) must be less than {upper_key} ({upper})",
+            lower_key, upper_key)
+    compare(upper < scale_up, f"{upper_key} ({upper}) must be less than {scale_up_key} "
+                              f"({scale_up})", upper_key, scale_up_key)
 
     if not group.auto_discover_min_max:
-        check(group.min_nodes < group.max_nodes, "min_nodes must be less than max_nodes")
-        check(group.max_nodes > 0, "max_nodes must be larger than 0")
-        check(group.min_nodes >= 0, "min_nodes must be not less than 0")
+        minimum, maximum = group.min_nodes, group.max_nodes
+        check(minimum < maximum, f"min_nodes ({minimum}) must be less than max_nodes ({maximum})")
+        check(maximum > 0, f"max_nodes must be larger than 0, got {maximum}")
+        check(minimum >= 0, f"min_nodes must be at least 0, got {minimum}")
 
-    # Escalator checks slow <= fast but words it "less than".
-    check(group.slow_node_removal_rate <= group.fast_node_removal_rate,
-          "slow_node_removal_rate must be less than fast_node_removal_rate")
+    slow, fast = group.slow_node_removal_rate, group.fast_node_removal_rate
+    check(slow <= fast, f"slow_node_removal_rate ({slow}) must be at most "
+                        f"fast_node_removal_rate ({fast})")
 
-    check(len(group.soft_delete_grace_period) > 0, "soft_delete_grace_period must not be empty")
-    check(len(group.hard_delete_grace_period) > 0, "hard_delete_grace_period must not be empty")
-    soft = group.soft_delete_grace_seconds
-    hard = group.hard_delete_grace_seconds
-    check(soft > 0,
-          "soft_delete_grace_period failed to parse into a time.Duration. check your formatting.")
-    check(hard > 0,
-          "hard_delete_grace_period failed to parse into a time.Duration. check your formatting.")
-    check(soft < hard, "soft_delete_grace_period must be less than hard_delete_grace_period")
+    def duration(key: str, text: str) -> None:
+        """Escalator: not empty, then parsed and positive; one problem per key."""
+        if not text:
+            check(False, f"{key} must not be empty: give a duration, {DURATION_EXAMPLES}", key)
+        else:
+            problem = duration_problem(text)
+            check(problem is None, f"{key}: {problem}", key)
 
-    check(len(group.scale_up_cool_down_period) > 0, "scale_up_cool_down_period must not be empty")
-    # Escalator quirk (kept for compatibility): a bad cool-down is reported as soft_delete_grace_period.
-    check(group.scale_up_cool_down_seconds > 0,
-          "soft_delete_grace_period failed to parse into a time.Duration. check your formatting.")
+    duration("soft_delete_grace_period", group.soft_delete_grace_period)
+    duration("hard_delete_grace_period", group.hard_delete_grace_period)
+    compare(group.soft_delete_grace_seconds < group.hard_delete_grace_seconds,
+            f"soft_delete_grace_period ({group.soft_delete_grace_period}) must be less than "
+            f"hard_delete_grace_period ({group.hard_delete_grace_period})",
+            "soft_delete_grace_period", "hard_delete_grace_period")
+    duration("scale_up_cool_down_period", group.scale_up_cool_down_period)
 
-    check(group.taint_effect in TAINT_EFFECTS, "taint_effect must be valid kubernetes taint")
+    check(group.taint_effect in TAINT_EFFECTS,
+          f"taint_effect: {json.dumps(group.taint_effect)} is not a Kubernetes taint effect; use "
+          "NoSchedule, NoExecute or PreferNoSchedule (empty: NoSchedule)")
     check(group.aws.lifecycle in LIFECYCLES,
-          "aws.lifecycle must be 'on-demand' or 'spot' if provided.")
+          f"aws.lifecycle: {json.dumps(group.aws.lifecycle)} must be on-demand or spot if "
+          "provided")
 
     if group.max_node_age not in ("", "0"):
-        try:
-            parse_go_duration(group.max_node_age)
-        except ValueError:
-            problems.append(
-                "max_node_age failed to parse into a time.Duration. Set to '0' or '' to "
-                "disable, or a positive Go duration to enable."
-            )
+        problem = duration_problem(group.max_node_age)
+        check(problem is None, f"max_node_age: {problem} ('0' or '' turns the rotation off)")
 
     if group.unhealthy_node_feature:
         newest = group.health_check_newest_nodes_percent
         unhealthy = group.max_unhealthy_nodes_percent
-        check(group.unhealthy_node_grace_seconds > 0,
-              "unhealthy_node_grace_period failed to parse into a time.Duration. "
-              "check your formatting.")
-        check(newest > 0, "health_check_newest_nodes_percent must be greater than 0")
-        check(newest <= 100, "health_check_newest_nodes_percent must be less than or equal to 100")
-        check(unhealthy >= 0, "max_unhealthy_nodes_percent must be greater than or equal to 0")
-        check(unhealthy < 100, "max_unhealthy_nodes_percent must be less than 100")
-    return problems
+        duration("unhealthy_node_grace_period", group.unhealthy_node_grace_period)
+        check(newest > 0, f"health_check_newest_nodes_percent must be larger than 0, got {newest}")
+        check(newest <= 100,
+              f"health_check_newest_nodes_percent must be at most 100, got {newest}")
+        check(unhealthy >= 0, f"max_unhealthy_nodes_percent must be at least 0, got {unhealthy}")
+        check(unhealthy < 100, f"max_unhealthy_nodes_percent must be less than 100, got "
+                               f"{unhealthy}")
+    return list(dict.fromkeys(problems))  # never the same line twice
 
 
 def effective_min_max(group: NodeGroupConfig, asg_min: int, asg_max: int) -> tuple[int, int]:

@@ -139,6 +139,17 @@ class _Tick:
     taint_requested: int = 0
     delete_error: str | None = None  # why the last reap deleted nothing (see ScalePlan)
     delete_errors: list[str] = field(default_factory=list)
+    # A scale-down a minimum held back: (which minimum, nodes asked for, nodes it lets taint).
+    held: tuple[str, int, int] | None = None
+    capped: str = ""  # a scale-up the ASG's MaxSize held back, in words
+
+    def limit(self) -> str:
+        """What a minimum or the ASG's MaxSize let this tick do, when less than decided."""
+        if self.held is None:
+            return self.capped
+        minimum, asked, allowed = self.held
+        return f"held at {minimum}: " + (
+            "nothing tainted" if allowed == 0 else f"taint {allowed} of {asked}")
 
     @property
     def unhealthy_feature(self) -> bool:
@@ -188,9 +199,13 @@ class _Tick:
         if self.asg_desired + to_add > self.asg.max_size:
             to_add = self.asg.max_size - self.asg_desired
             if to_add <= 0:
+                self.capped = (f"at MaxSize {self.asg.max_size}: no scale-up" if not untainted
+                               else f"at MaxSize {self.asg.max_size}: nothing from the cloud")
                 return 0, ("refusing to scaleup up beyond the maximum size of the autoscaling "
                            f"group (TargetSize: {self.asg_desired}; MaxNodes: {self.max_nodes}). "
                            "Taking no action")
+            self.capped = (f"capped by MaxSize {self.asg.max_size}: scale up by "
+                           f"{untainted + to_add} of {count}")
             self.notes.append(f"increasing nodes exceeds maximum ({self.asg.max_size}). "
                               f"Clamping add amount to ({to_add})")
         # In dry mode the cloud call is skipped but counts as done: the lock is still taken (§9).
@@ -267,14 +282,17 @@ class _Tick:
         if self.delete_error is not None:
             self.delete_errors.append(self.delete_error)
         untainted = len(self.classes.untainted)
+        asked = count
         if untainted - count < self.min_nodes:
             count = untainted - self.min_nodes
+            self.held = (f"min_nodes {self.min_nodes}", asked, max(count, 0))
             if count < 0:
                 self.notes.append(f"the number of nodes({untainted}) is less than specified "
                                   f"minimum of {self.min_nodes}. Taking no action")
                 return
         if self.asg_desired - count < self.asg.min_size and self.asg_desired - self.asg.min_size >= 0:
             count = self.asg_desired - self.asg.min_size
+            self.held = (f"the ASG's MinSize {self.asg.min_size}", asked, count)
         self.taint_requested += count  # §7.1: taint_event += n (not the unhealthy nodes' taints)
         for node in nodes_to_taint(self.classes.untainted, count,
                                    self.group.scale_down_selection, self.cpu_load_percent):
@@ -326,7 +344,7 @@ def decide_plan(
             lock_released_after_seconds=tick.lock_released_after_seconds,
             group_healthy=tick.group_healthy,
             untaint_requested=tick.untaint_requested, taint_requested=tick.taint_requested,
-            delete_errors=tuple(tick.delete_errors),
+            delete_errors=tuple(tick.delete_errors), limit=tick.limit(),
             pods_on_deleted_nodes=sum(len(usage.pods_on_node.get(name, ()))
                                       for name in tick.delete),
         )
@@ -345,8 +363,8 @@ def decide_plan(
         delta, error = tick.scale_up(missing)
         return finish(delta, f"{len(classes.untainted)} untainted nodes is fewer than min_nodes "
                              f"{min_nodes}: bringing back {missing} (untaint "
-                             f"{len(tick.untaint)}, ask the cloud for {tick.cloud_increase})",
-                      error=error)
+                             f"{len(tick.untaint)}, ask the cloud for {tick.cloud_increase})"
+                      + (f"; {tick.capped}" if tick.capped else ""), error=error)
 
     # 12. Percent usage.
     try:
@@ -452,7 +470,10 @@ def decide_plan(
         tick.remove_tainted(healthy_nodes_allowed=healthy)
     if tick.untaint or tick.cloud_increase:
         reasons.append(f"untaint {len(tick.untaint)}, ask the cloud for {tick.cloud_increase}")
-    if tick.taint:
+    # The decided delta stands (Escalator's), but a minimum or MaxSize may let less happen.
+    if tick.limit():
+        reasons.append(tick.limit())
+    if tick.taint and (tick.held is None or len(tick.taint) != tick.held[2]):
         reasons.append(f"taint {len(tick.taint)}")
     if tick.delete:
         reasons.append(f"delete {len(tick.delete)}")

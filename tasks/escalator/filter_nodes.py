@@ -7,7 +7,7 @@ Escalator §5.1 and §5.2. Matching is indexed by (label key, label value) so on
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Collection, Iterable, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from kube_elevator.tasks.core.records import ESCALATOR_TAINT_KEY, FORCE_TAINT_KEY, NodeRecord, PodRecord
@@ -24,15 +24,7 @@ def pod_matches_group(pod: PodRecord, group: NodeGroupConfig) -> bool:
     if group.name == DEFAULT_GROUP_NAME:
         # Escalator: the `default` group takes unconstrained, non-static pods.
         return not pod.static and not pod.node_selector and not pod.has_affinity
-    if pod.node_selector.get(group.label_key) == group.label_value:
-        return True
-    return any(
-        expression.key == group.label_key
-        and expression.operator == "In"
-        and group.label_value in expression.values
-        for term in pod.required_node_terms
-        for expression in term.matchExpressions
-    )
+    return selects_labels(pod, group.label_key, group.label_value)
 
 
 def pods_by_group(
@@ -63,6 +55,69 @@ def pods_by_group(
         if has_default and not pod.static and not pod.node_selector and not pod.has_affinity:
             selected[DEFAULT_GROUP_NAME].append(pod)
     return selected
+
+
+NAMES_SHOWN = 5  # pods named in a note; the rest are counted
+
+
+def _named(pods: Sequence[PodRecord]) -> str:
+    shown = ", ".join(f"{pod.namespace}/{pod.name}" for pod in pods[:NAMES_SHOWN])
+    more = len(pods) - NAMES_SHOWN
+    return shown + (f" and {more} more" if more > 0 else "")
+
+
+def selects_labels(pod: PodRecord, key: str, value: str) -> bool:
+    """The pod asks for nodes labelled key=value: a normal group's rule (§5.1)."""
+    return pod.node_selector.get(key) == value or any(
+        expression.key == key and expression.operator == "In" and value in expression.values
+        for term in pod.required_node_terms for expression in term.matchExpressions)
+
+
+def pod_matching_notes(pods: Sequence[PodRecord], groups: Sequence[NodeGroupConfig],
+                       grouped: Mapping[str, Sequence[PodRecord]]) -> dict[str, tuple[str, ...]]:
+    """Each group's notes on pods the groups silently leave out (issue 34: every "nothing"
+    says why), by group name.
+
+    - None of the pods matches any group (a snapshot, or a cluster, whose pods select other
+      labels): every group says so, naming a few.
+    - A group named `default` takes only pods without a selector or affinity (§5.1); pods that
+      select its own label_key=label_value belong to no group, unless another group takes them.
+    Cheap unless a note is due: the first walks the pods only when every group is empty, the
+    second only when a group is named `default`.
+    """
+    notes: dict[str, list[str]] = {group.name: [] for group in groups}
+    if not any(grouped.get(group.name) for group in groups):
+        # A node's own pods (DaemonSet, static, mirror) need no group: never counted.
+        candidates = [pod for pod in pods
+                      if not (pod.owned_by_daemonset or pod.static or pod.mirror)]
+        if candidates:
+            rule = ("a pod belongs to a group by a nodeSelector or a required In node affinity "
+                    "on the group's label_key=label_value (" + ", ".join(
+                        f"{group.name}: {group.label_key}={group.label_value}"
+                        for group in groups if group.name != DEFAULT_GROUP_NAME) + ")")
+            if any(group.name == DEFAULT_GROUP_NAME for group in groups):
+                rule += "; a group named default takes pods with neither"
+            note = (f"none of the {len(candidates)} pods matches a node group: {rule}: "
+                    f"{_named(candidates)}")
+            for group in groups:
+                notes[group.name].append(note)
+    for group in groups:
+        if group.name != DEFAULT_GROUP_NAME:
+            continue
+        selecting = [pod for pod in pods if not pod.owned_by_daemonset
+                     and selects_labels(pod, group.label_key, group.label_value)]
+        if not selecting:
+            continue
+        taken = {(pod.namespace, pod.name) for other in groups if other.name != group.name
+                 for pod in grouped.get(other.name, ())}
+        dropped = [pod for pod in selecting if (pod.namespace, pod.name) not in taken]
+        if dropped:
+            notes[group.name].append(
+                f"{len(dropped)} pods select this group's labels ({group.label_key}="
+                f"{group.label_value}) but a group named default takes only pods without a "
+                f"selector (Escalator's rule), and no other group takes them: "
+                f"{_named(dropped)}")
+    return {name: tuple(found) for name, found in notes.items() if found}
 
 
 def node_matches_group(node: NodeRecord, group: NodeGroupConfig) -> bool:

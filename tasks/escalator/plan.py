@@ -55,6 +55,9 @@ class ScalePlan:
     taint_requested: int = 0
     # §7.1 step 1: a scale-down's failed reaps: the node not in the ASG, or "" (a minimum).
     delete_errors: tuple[str, ...] = ()
+    # What a minimum (`held at min_nodes 3: nothing tainted`) or the ASG's MaxSize (`at MaxSize
+    # 10: no scale-up`) let the tick do, when less than the delta; also the reason's last part.
+    limit: str = ""
 
     @property
     def changes_anything(self) -> bool:

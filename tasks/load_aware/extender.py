@@ -33,6 +33,7 @@ from starlette.routing import Route
 from kube_elevator.tasks.adapters.kube_watch import ListWatch
 from kube_elevator.tasks.core.documents import check_depth
 from kube_elevator.tasks.core.errors import InputError, join_location
+from kube_elevator.tasks.core.health import LoopHealth
 from kube_elevator.tasks.core.quantity import cpu_milli, memory_bytes
 from kube_elevator.tasks.load_aware.scoring import (
     METRICS_AGENT_REPORTING_INTERVAL_SECONDS,
@@ -345,6 +346,7 @@ class WatcherCollector:
         self._client = client
         self._timeout = timeout_seconds
         self.document: WatcherMetrics | None = None
+        self.last_error: str | None = None  # why the last fetch failed; None once one worked
 
     async def refresh(self) -> bool:
         """One fetch; False (and the previous document kept) on any error."""
@@ -355,18 +357,21 @@ class WatcherCollector:
                 async with httpx.AsyncClient(timeout=self._timeout) as client:
                     response = await client.get(self.url)
         except httpx.HTTPError as error:
-            log.error("load watcher %s: %s", self.url, error)
-            return False
+            return self._failed(f"load watcher {self.url}: {type(error).__name__}: {error}")
         if response.status_code != 200:
-            log.error("load watcher %s: received status code %d", self.url,
-                      response.status_code)
-            return False
+            return self._failed(f"load watcher {self.url}: received status code "
+                                f"{response.status_code}")
         try:
             self.document = parse_watcher_metrics(response.content, self.url)
         except InputError as error:
-            log.error("unable to decode watcher metrics: %s", error)
-            return False
+            return self._failed(f"unable to decode watcher metrics: {error}")
+        self.last_error = None
         return True
+
+    def _failed(self, problem: str) -> bool:
+        log.error("%s", problem)
+        self.last_error = problem
+        return False
 
 
 # --- the extender ------------------------------------------------------------------------------
@@ -387,6 +392,9 @@ class SchedulerExtender:
     bound_pods: BoundPods = field(default_factory=BoundPods)
     # Full nodes seen in requests or by the node watch, for `NodeNames` requests.
     known_nodes: dict[str, NodeLoad] = field(default_factory=dict)
+    # For the health check: every fetch of the watcher's document, and whether it worked.
+    monotonic: Callable[[], float] = time.monotonic
+    health: LoopHealth = field(default_factory=lambda: LoopHealth(time.monotonic()))
 
     # -- the Python API --
 
@@ -470,11 +478,17 @@ class SchedulerExtender:
     async def _health(self, request: Request) -> Response:
         return PlainTextResponse("ok\n")
 
+    async def refresh(self) -> bool:
+        """One fetch of the watcher's document, recorded for the health check."""
+        fetched = await self.collector.refresh()
+        self.health.finished(self.monotonic(), self.clock(), fetched)
+        return fetched
+
     async def _refresh_forever(self) -> None:
         """The collector's ticker: refetch the watcher document every 30 s."""
         while True:
             await asyncio.sleep(self.refresh_seconds)
-            await self.collector.refresh()
+            await self.refresh()
 
     async def _cleanup_forever(self) -> None:
         """The handler's ticker: drop old bound-pod entries every 5 minutes."""
@@ -485,7 +499,7 @@ class SchedulerExtender:
     @contextlib.asynccontextmanager
     async def _lifespan(self, app: Starlette) -> AsyncIterator[None]:
         # The Go collector fetches once at construction (a failure is only logged).
-        await self.collector.refresh()
+        await self.refresh()
         tasks = [asyncio.create_task(self._refresh_forever()),
                  asyncio.create_task(self._cleanup_forever())]
         try:

@@ -4,6 +4,10 @@ Real Trimaran plugins (`watcherAddress`) and our scheduler extender can share it
 answers the same `GET /watcher` JSON (spec/trimaran.md §6). Each window (15m, 10m, 5m) is
 fetched at start and then every minute; the last 5 results per window are kept, and the latest
 are persisted to a state file so a restarted watcher answers at once.
+
+Unlike load-watcher, a `/watcher` with nothing to serve says why in a JSON body
+(`{"error": ...}`), and a Prometheus without the CPU recording rule is a failed fetch that names
+the rule; every fetch cycle is recorded for the health check (`tasks.core.health`).
 """
 
 from __future__ import annotations
@@ -31,6 +35,7 @@ from starlette.routing import Route
 
 from kube_elevator.tasks.core.documents import load_json_document, read_bytes
 from kube_elevator.tasks.core.errors import InputError, join_location
+from kube_elevator.tasks.core.health import LoopHealth
 from kube_elevator.tasks.core.timeouts import timeouts
 from kube_elevator.tasks.load_aware.scoring import (
     AVERAGE,
@@ -68,6 +73,12 @@ PROM_MEMORY_SERIES = "instance:node_memory_utilisation:ratio"
 PROM_SERIES = ((PROM_CPU_SERIES, CPU), (PROM_MEMORY_SERIES, MEMORY))
 PROM_METHODS = (("avg_over_time", AVERAGE), ("stddev_over_time", STD))
 HOST_LABEL = "instance"
+# What an empty answer for the CPU series means, and where the rules come from.
+RECORDING_RULES_NEEDED = (
+    f"Prometheus has no series {PROM_CPU_SERIES}: the load watcher needs kube-prometheus's "
+    f"recording rules {PROM_CPU_SERIES} and {PROM_MEMORY_SERIES} (node-exporter's "
+    "node-rules, kube-prometheus's nodeExporter rules), with the instance label set to the "
+    "node name")
 
 
 def prom_query(method: str, series: str, window: str) -> str:
@@ -122,11 +133,16 @@ class PrometheusProvider:
         connect = min(timeouts().connect_seconds, self.timeout_seconds)
         return httpx.Timeout(self.timeout_seconds, connect=connect)
 
-    async def _query(self, client: httpx.AsyncClient, promql: str) -> list[tuple[str, float]]:
+    async def _query(self, client: httpx.AsyncClient, promql: str
+                     ) -> list[tuple[str, float]] | None:
+        """The samples of an instant vector; None when the answer is another type."""
         url = f"{self.base_url}/api/v1/query"
         try:
             response = await client.get(url, params={"query": promql,
                                                      "time": f"{self.clock():.3f}"})
+        except httpx.TransportError as error:
+            raise ProviderError(f"{url} {promql}: Prometheus is unreachable: "
+                                f"{type(error).__name__}: {error}") from None
         except httpx.HTTPError as error:
             raise ProviderError(f"{url} {promql}: {error}") from None
         try:
@@ -140,7 +156,7 @@ class PrometheusProvider:
             # Upstream logs this and yields no metrics, without failing the cycle.
             log.error("%s: the Prometheus result should not be type %s", promql,
                       answer.data.resultType)
-            return []
+            return None
         try:
             vector = _VECTOR.validate_python(answer.data.result)
         except ValidationError as error:
@@ -167,7 +183,11 @@ class PrometheusProvider:
             for method, operator in PROM_METHODS:
                 for series, metric_type in PROM_SERIES:
                     promql = prom_query(method, series, window.duration)
-                    for host, value in await self._query(client, promql):
+                    samples = await self._query(client, promql)
+                    if samples == [] and operator == AVERAGE and series == PROM_CPU_SERIES:
+                        # Every node would score 0 without a word (trimaran.md §6.1, §9.1).
+                        raise ProviderError(f"{promql}: {RECORDING_RULES_NEEDED}")
+                    for host, value in samples or ():
                         percent = value * 100
                         problem = percent_problem(percent)
                         if problem is not None:
@@ -222,7 +242,8 @@ class LoadWatcher:
                  state_file: Path | None = None, *,
                  clock: Callable[[], float] = time.time,
                  interval_seconds: float = FETCH_INTERVAL_SECONDS,
-                 sleep: Callable[[float], Awaitable[None]] = asyncio.sleep) -> None:
+                 sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+                 monotonic: Callable[[], float] = time.monotonic) -> None:
         self.provider = provider
         self.state_file = state_file
         self.clock = clock
@@ -233,6 +254,10 @@ class LoadWatcher:
             window: deque(maxlen=CACHE_SIZE) for window in WINDOWS}
         self._attempts = threading.Condition()
         self.fetch_attempts = 0
+        # For the health check: every fetch cycle, and whether it brought metrics.
+        self.monotonic = monotonic
+        self.health = LoopHealth(monotonic())
+        self.last_error: str | None = None  # why the last fetch failed; None once one worked
 
     # -- the cache --
 
@@ -262,21 +287,25 @@ class LoadWatcher:
 
     async def fetch_once(self, duration: str) -> WatcherMetrics | None:
         """One cycle for one window; on any error the cache keeps its older entries."""
+        document = None
         try:
             window = self.current_window(duration)
             try:
                 hosts = await self.provider.fetch_all_hosts(window)
             except ProviderError as error:
                 log.error("received error while fetching metrics: %s", error)
+                self.last_error = str(error)
                 return None
             document = WatcherMetrics(
                 timestamp=int(self.clock()), window=window, source=self.provider.name,
                 data=Data(NodeMetricsMap={host: NodeMetrics(metrics=metrics)
                                           for host, metrics in hosts.items()}))
             self._append(duration, document)
+            self.last_error = None
             self.save_state()
             return document
         finally:
+            self.health.finished(self.monotonic(), self.clock(), document is not None)
             # Counted however the cycle ended, so a waiter learns of a cycle that raised too.
             with self._attempts:
                 self.fetch_attempts += 1
@@ -342,10 +371,19 @@ class LoadWatcher:
 
     # -- HTTP (§6) --
 
+    def unavailable(self) -> str:
+        """Why `/watcher` has no metrics to answer with."""
+        error = self.last_error
+        if error is not None:
+            return f"no metrics yet: the last fetch from {self.provider.name} failed: {error}"
+        return f"no metrics yet: the first fetch from {self.provider.name} has not finished"
+
     async def _watcher(self, request: Request) -> Response:
         document = self.latest("15m")
         if document is None:
-            return Response(status_code=500, media_type="application/json")
+            # load-watcher answers 500 with an empty body; the status stays, the body says why.
+            return Response(orjson.dumps({"error": self.unavailable()}), status_code=500,
+                            media_type="application/json")
         host = request.query_params.get("host", "")
         if host:
             only = document.only_host(host)

@@ -17,8 +17,11 @@ A cycle (`schedule_one`):
 
 The queue is PrioritySort's: higher `spec.priority` first, then the earlier time the pod was
 queued (its creation, or its re-creation after an eviction). Pods that do not fit stay pending
-and are tried again each step in that order; preemption (DefaultPreemption) is left out: a
-pending pod of higher priority waits like any other instead of evicting lower ones.
+and are tried again each step in that order. A pod no node takes runs DefaultPreemption
+(`tasks.scheduler.preemption`): when evicting pods of lower priority from one node makes room,
+those victims leave the cache at once (`take_preempted` tells the simulator, which evicts them:
+their controllers re-create them pending) and the pod is bound there in the same cycle (the
+victims' graceful termination and the nominated node's wait are not modelled).
 
 `first-fit` keeps the simulator's earlier rule: the oldest node (creation time, then name) that
 passes the same filters, the queue in arrival order (with priorities first).
@@ -34,8 +37,10 @@ from typing import Any
 
 from kube_elevator.tasks.core.records import NodeRecord
 from kube_elevator.tasks.scheduler.framework import (
+    ClusterFilters,
     NodeScore,
     ResourceScores,
+    cluster_filters,
     node_admits,
     plugin_scores,
     resource_scores,
@@ -43,7 +48,8 @@ from kube_elevator.tasks.scheduler.framework import (
     weighted_totals,
 )
 from kube_elevator.tasks.scheduler.noderesources import fits_request
-from kube_elevator.tasks.scheduler.objects import SchedPod
+from kube_elevator.tasks.scheduler.objects import NamespaceLabels, SchedPod
+from kube_elevator.tasks.scheduler.preemption import eligible, find_victims
 from kube_elevator.tasks.scheduler.profiles import Profile
 from kube_elevator.tasks.scheduler.state import ClusterState, Key, NodeState
 
@@ -81,8 +87,16 @@ class QueuedPod:
 class Scheduler:
     """The simulated kube-scheduler (see the module docstring); `seed` seeds the tie-break."""
 
-    def __init__(self, profile: Profile, seed: int) -> None:
+    def __init__(self, profile: Profile, seed: int,
+                 namespaces: NamespaceLabels | None = None,
+                 can_evict: Callable[[Key], bool] | None = None) -> None:
         self.profile = profile
+        self.namespaces: NamespaceLabels = dict(namespaces or {})
+        # which bound pods preemption may evict (the simulator's DaemonSet pods it may not)
+        self.can_evict = can_evict
+        self.start_times: dict[Key, float] = {}  # when each bound pod started (preemption)
+        self._preempted: list[tuple[Key, str]] = []
+        self._clock = 0.0
         self.cluster = ClusterState()
         self.next_start_node_index = 0
         self.rng = random.Random(seed)
@@ -133,6 +147,7 @@ class Scheduler:
         a DaemonSet pod is before its node is in the cache)."""
         self.unbind(key)
         self.node_of[key] = node_name
+        self.start_times[key] = self._clock
         state = self.cluster.nodes.get(node_name)
         if state is not None:
             state.add_pod(key, pod)
@@ -142,6 +157,7 @@ class Scheduler:
     def unbind(self, key: Key) -> None:
         """The pod left its node (finished, evicted, deleted); nothing when it had none."""
         node_name = self.node_of.pop(key, None)
+        self.start_times.pop(key, None)
         if node_name is None:
             return
         state = self.cluster.nodes.get(node_name)
@@ -167,22 +183,53 @@ class Scheduler:
             return sorted(pending, key=lambda q: (-q.pod.priority, q.arrival, q.key[1]))
         return sorted(pending, key=lambda q: (-q.pod.priority, q.queued_at, q.key[1]))
 
-    def schedule_queue(self, pending: Iterable[QueuedPod]) -> list[tuple[Key, str | None]]:
+    def schedule_queue(self, pending: Iterable[QueuedPod],
+                       now: float = 0.0) -> list[tuple[Key, str | None]]:
         """One pass over the queue: each pod's cycle, in queue order, the chosen node assumed
-        (bound in the cache) before the next pod's. A pod with the filters' shape of one that
+        (bound in the cache) before the next pod's; a pod no node takes may preempt
+        (`take_preempted` then lists its victims). A pod with the filters' shape of one that
         found no node in this pass finds none either (nodes only fill up within a pass) and is
-        not tried again."""
+        not tried again. `now` is the pass's time, each bound pod's start."""
+        self._clock = now
         decisions: list[tuple[Key, str | None]] = []
         failed: set[tuple[Any, ...]] = set()
         for queued in self.queue_order(pending):
-            shape = queued.pod.filter_shape
-            node_name = None if shape in failed else self.schedule_one(queued.pod)
-            if node_name is None:
-                failed.add(shape)
-            else:
+            pod = queued.pod
+            shape = pod.filter_shape
+            node_name = None if shape in failed else self.schedule_one(pod)
+            if node_name is None and shape not in failed:
+                node_name = self.preempt(pod)
+            if node_name is not None:
                 self.bind(queued.key, queued.pod, node_name)
+            elif not (pod.hard_spread or (pod.affinity is not None and pod.affinity.required)):
+                # a pod placed may satisfy another's affinity or even out a spread: only the
+                # others are skipped
+                failed.add(shape)
             decisions.append((queued.key, node_name))
         return decisions
+
+    def preempt(self, pod: SchedPod) -> str | None:
+        """DefaultPreemption for a pod no node took: the node whose victims leave (removed
+        from the cache, listed for `take_preempted`), or None."""
+        if self.profile.first_fit or not eligible(pod, min(self.cluster.priorities,
+                                                           default=None)):
+            return None
+        found = find_victims(
+            pod, self.cluster.order(), self.profile, self.start_times.__getitem__,
+            namespaces=self.namespaces, affinity_counts=self.cluster.affinity_counts,
+            lowest_priority=min(self.cluster.priorities, default=None),
+            can_evict=self.can_evict)
+        if found is None:
+            return None
+        for key, _ in found.pods:
+            self.unbind(key)
+            self._preempted.append((key, found.node))
+        return found.node
+
+    def take_preempted(self) -> list[tuple[Key, str]]:
+        """The pods preemption evicted since the last call, with the node each left."""
+        taken, self._preempted = self._preempted, []
+        return taken
 
     # --- one cycle ------------------------------------------------------------------------------
     # The filters are split as upstream's plugins are: those that read the node object
@@ -209,8 +256,15 @@ class Scheduler:
             self._by_age = sorted(self.cluster.nodes.values(),
                                   key=lambda s: (s.record.created_unix_seconds, s.name))
         admitted = {node.name for _, node in self._admitting(pod)}
+        filters = self._cluster_filters(pod)
         return [node for node in self._by_age
-                if node.name in admitted and fits_request(pod, node)]
+                if node.name in admitted and fits_request(pod, node)
+                and (filters is None or filters.admits(node))]
+
+    def _cluster_filters(self, pod: SchedPod) -> ClusterFilters | None:
+        """The PreFilter answers of the filters reading other pods (None: none applies)."""
+        return cluster_filters(pod, self.cluster.order(), self.profile, self.namespaces,
+                               self.cluster.affinity_counts)
 
     def find_nodes_that_fit(self, pod: SchedPod) -> list[NodeState]:
         """findNodesThatPassFilters: the nodes that pass, in the order of a walk of the
@@ -223,6 +277,9 @@ class Scheduler:
         start = self.next_start_node_index
         passing = [(position, node) for position, node in self._admitting(pod)
                    if fits_request(pod, node)]
+        filters = self._cluster_filters(pod)
+        if filters is not None:
+            passing = [(position, node) for position, node in passing if filters.admits(node)]
         split = bisect.bisect_left(passing, start, key=lambda item: item[0])
         walked = passing[split:] + passing[:split]
         if len(walked) < wanted:
@@ -254,7 +311,8 @@ class Scheduler:
     def scores(self, pod: SchedPod, feasible: Sequence[NodeState]) -> list[NodeScore]:
         """The feasible nodes' scores, the resource scores served from the cache."""
         return score_feasible(pod, feasible, self.cluster.order(), self.profile,
-                              self._resource_scores(pod))
+                              self._resource_scores(pod), namespaces=self.namespaces,
+                              affinity_counts=self.cluster.affinity_counts)
 
     def schedule_one(self, pod: SchedPod) -> str | None:
         """schedulePod: the node for the pod, None when none passes the filters."""
@@ -267,7 +325,9 @@ class Scheduler:
         if len(feasible) == 1:
             return feasible[0].name
         totals = weighted_totals(plugin_scores(pod, feasible, self.cluster.order(),
-                                               self.profile, self._resource_scores(pod)),
+                                               self.profile, self._resource_scores(pod),
+                                               namespaces=self.namespaces,
+                                               affinity_counts=self.cluster.affinity_counts),
                                  self.profile)
         best = max(totals)
         winners = [node.name for node, total in zip(feasible, totals, strict=True)

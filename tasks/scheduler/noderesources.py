@@ -6,9 +6,11 @@ non-negative, so Python's `//` is the same) and in float64 where Go's is float:
 * fit.go `fitsRequest` (the filter);
 * resource_allocation.go `score`, `calculateResourceAllocatableRequest`,
   `calculatePodResourceRequest` (what a node has, what it would have with the pod);
-* least_allocated.go, most_allocated.go (NodeResourcesFit's two scoring strategies);
+* least_allocated.go, most_allocated.go, requested_to_capacity_ratio.go (NodeResourcesFit's
+  three scoring strategies; helper/shape_score.go's broken linear function);
 * balanced_allocation.go `balancedResourceScorer` (the v1.35 formula, one minus the standard
-  deviation of the fractions; v1.36 scores the change of balance instead).
+  deviation of the fractions; v1.36's, an option here, scores the change of balance the pod
+  brings: MaxNodeScore/2 + (MaxNodeScore/2 + with - without)/2, 50-100 for two resources).
 """
 
 from __future__ import annotations
@@ -19,9 +21,12 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from kube_elevator.tasks.core.api_objects import CPU, MEMORY
+from kube_elevator.tasks.core.gomath import go_round
 from kube_elevator.tasks.scheduler.objects import SchedPod
 
 MAX_NODE_SCORE = 100
+MAX_CUSTOM_PRIORITY_SCORE = 10  # config.MaxCustomPriorityScore: a shape point's score range
+MAX_UTILIZATION = 100
 EPHEMERAL_STORAGE = "ephemeral-storage"
 
 
@@ -193,14 +198,61 @@ def weighted_resource_score(resources: Sequence[ResourceSpec], requested: Sequen
     return node_score // weight_sum
 
 
+# --- requested_to_capacity_ratio.go -------------------------------------------------------------
+
+
+def _go_div(numerator: int, denominator: int) -> int:
+    """Go's int64 division, which truncates toward zero."""
+    quotient = abs(numerator) // abs(denominator)
+    return quotient if (numerator >= 0) == (denominator > 0) else -quotient
+
+
+def broken_linear(shape: Sequence[tuple[int, int]], utilization: int) -> int:
+    """helper.BuildBrokenLinearFunction: linear between the shape's points, flat outside."""
+    for index, (point, score) in enumerate(shape):
+        if utilization <= point:
+            if index == 0:
+                return score
+            last_point, last_score = shape[index - 1]
+            return last_score + _go_div((score - last_score) * (utilization - last_point),
+                                        point - last_point)
+    return shape[-1][1]
+
+
+def ratio_score(resources: Sequence[ResourceSpec], requested: Sequence[int],
+                allocatable: Sequence[int], shape: Sequence[tuple[int, int]]) -> int:
+    """buildRequestedToCapacityRatioScorerFunction: each resource's utilization through the
+    shape (scores scaled from 0-10 to 0-100; full above capacity), the weighted mean of the
+    resources scoring above 0, rounded half away from zero."""
+    scaled = [(point, score * (MAX_NODE_SCORE // MAX_CUSTOM_PRIORITY_SCORE))
+              for point, score in shape]
+    node_score = weight_sum = 0
+    for index, resource in enumerate(resources):
+        capacity = allocatable[index]
+        if capacity == 0:
+            continue
+        used = requested[index]
+        utilization = MAX_UTILIZATION if used > capacity else used * MAX_UTILIZATION // capacity
+        score = broken_linear(scaled, utilization)
+        if score > 0:
+            node_score += score * resource.weight
+            weight_sum += resource.weight
+    if weight_sum == 0:
+        return 0
+    return go_round(float(node_score) / float(weight_sum))
+
+
 def fit_score(pod: SchedPod, node: NodeResources, resources: Sequence[ResourceSpec],
-              most: bool) -> int:
-    """NodeResourcesFit's score with the LeastAllocated (`most` False) or MostAllocated
-    strategy; an empty resource list is the plugin's error ("resources not found")."""
+              most: bool, shape: Sequence[tuple[int, int]] = ()) -> int:
+    """NodeResourcesFit's score with the LeastAllocated (`most` False), MostAllocated or, given
+    a `shape`, RequestedToCapacityRatio strategy; an empty resource list is the plugin's error
+    ("resources not found")."""
     if not resources:
         raise ValueError("resources not found")
     requested, allocatable = requested_and_allocatable(pod, node, resources,
                                                        use_requested=False)
+    if shape:
+        return ratio_score(resources, requested, allocatable, shape)
     return weighted_resource_score(resources, requested, allocatable, most)
 
 
@@ -240,25 +292,40 @@ def best_effort(pod: SchedPod, resources: Sequence[ResourceSpec]) -> bool:
 
 
 def balanced_score(pod: SchedPod, node: NodeResources,
-                   resources: Sequence[ResourceSpec]) -> int:
-    """NodeResourcesBalancedAllocation's score (actual requests, `useRequested: true`)."""
+                   resources: Sequence[ResourceSpec], change: bool = False) -> int:
+    """NodeResourcesBalancedAllocation's score (actual requests, `useRequested: true`); with
+    `change`, v1.36's: how much the pod improves the node's balance (`balance_change`)."""
     requested, allocatable = requested_and_allocatable(pod, node, resources,
                                                        use_requested=True)
-    return balanced_resource_score(requested, allocatable)
+    with_pod = balanced_resource_score(requested, allocatable)
+    if not change:
+        return with_pod
+    before = [used - pod_request(pod, resource.name, True) if allocatable[index] else 0
+              for index, (used, resource) in enumerate(zip(requested, resources, strict=True))]
+    return balance_change(with_pod, balanced_resource_score(before, allocatable))
+
+
+def balance_change(with_pod: int, without_pod: int) -> int:
+    """v1.36's balancedResourceScorer from the two balances (Go's integer division)."""
+    return MAX_NODE_SCORE // 2 + _go_div(MAX_NODE_SCORE // 2 + with_pod - without_pod, 2)
 
 
 __all__ = [
     "DEFAULT_RESOURCES",
+    "MAX_CUSTOM_PRIORITY_SCORE",
     "MAX_NODE_SCORE",
     "NodeResources",
     "ResourceSpec",
+    "balance_change",
     "balanced_resource_score",
     "balanced_score",
     "best_effort",
+    "broken_linear",
     "fit_score",
     "fits_request",
     "least_requested_score",
     "most_requested_score",
+    "ratio_score",
     "requested_and_allocatable",
     "validate_resources",
     "weighted_resource_score",

@@ -2,15 +2,17 @@
 
 Nodes are read as every other system reads them (`tasks.core.records.NodeRecord`); a pod needs
 more than `PodRecord` carries: the requests kube-scheduler scores with missing container requests
-defaulted (`NonZeroRequested`), preferred node affinity, topology spread constraints, and the
-selector of the Services and controllers that own it (`helper.DefaultSelector`), which the
-system default spreading constraints use.
+defaulted (`NonZeroRequested`), preferred node affinity, topology spread constraints, pod
+(anti-)affinity terms (framework.AffinityTerm, pkg/scheduler/framework/types.go), host ports,
+the zones of its bound volumes, and the selector of the Services and controllers that own it
+(`helper.DefaultSelector`), which the system default spreading constraints use.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Any
 
 import msgspec
@@ -21,15 +23,29 @@ from kube_elevator.tasks.core.api_objects import (
     MEMORY,
     OBJECT_DECODER,
     ExtendedResources,
+    HostPort,
     NodeSelectorTerm,
+    PodPlacement,
     RawContainer,
     RawObject,
     RawResources,
     RawSpec,
     Toleration,
 )
-from kube_elevator.tasks.core.records import NodeRecord, node_record, pod_requests
-from kube_elevator.tasks.core.selectors import LabelRequirement, LabelSelector, selector_from_api
+from kube_elevator.tasks.core.records import (
+    NodeRecord,
+    PodRecord,
+    node_record,
+    pod_placement,
+    pod_requests,
+)
+from kube_elevator.tasks.core.selectors import (
+    LabelRequirement,
+    LabelSelector,
+    SelectorError,
+    selector_from_api,
+    validate_api_requirement,
+)
 
 # pkg/scheduler/util/pod_resources.go: what a container without a cpu or memory request counts
 # as when nodes are scored (never when they are filtered).
@@ -65,6 +81,67 @@ class SpreadConstraint:
     match_label_keys: tuple[str, ...] = ()
 
 
+class SchedulingError(ValueError):
+    """What a plugin's PreFilter or PreScore answers with an Error status: a pod whose terms
+    the scheduler cannot read (an invalid label key or value)."""
+
+
+NamespaceLabels = Mapping[str, Mapping[str, str]]  # namespace name -> its labels
+NO_NAMESPACES: NamespaceLabels = {}
+
+
+@dataclass(frozen=True, slots=True)
+class AffinityTerm:
+    """framework.AffinityTerm: a PodAffinityTerm with its selectors parsed. `namespaces` is
+    the term's list, or the pod's own namespace when neither the list nor a namespaceSelector
+    is given (GetNamespacesFromPodAffinityTerm); `all_namespaces` is an empty namespaceSelector
+    (`{}`: every namespace), `namespace_selector` a non-empty one (matched against the labels
+    of the namespace, which must exist: the plugin lists namespaces with it). `selector` None is
+    a null labelSelector (labels.Nothing)."""
+
+    namespaces: frozenset[str]
+    selector: LabelSelector | None
+    topology_key: str
+    all_namespaces: bool = False
+    namespace_selector: LabelSelector | None = None
+
+    def matches(self, namespace: str, labels: Mapping[str, str],
+                namespace_labels: NamespaceLabels) -> bool:
+        """AffinityTerm.Matches: the pod's namespace is among the term's, and its labels
+        match the term's selector."""
+        if self.selector is None or not self.selector.matches(labels):
+            return False
+        if namespace in self.namespaces or self.all_namespaces:
+            return True
+        if self.namespace_selector is None:
+            return False
+        known = namespace_labels.get(namespace)
+        return known is not None and self.namespace_selector.matches(known)
+
+
+@dataclass(frozen=True, slots=True)
+class WeightedAffinityTerm:
+    """framework.WeightedAffinityTerm."""
+
+    term: AffinityTerm
+    weight: int
+
+
+@dataclass(frozen=True, slots=True)
+class PodAffinity:
+    """A pod's podAffinity and podAntiAffinity terms (framework.PodInfo's
+    RequiredAffinityTerms, RequiredAntiAffinityTerms, PreferredAffinityTerms,
+    PreferredAntiAffinityTerms)."""
+
+    required: tuple[AffinityTerm, ...] = ()
+    required_anti: tuple[AffinityTerm, ...] = ()
+    preferred: tuple[WeightedAffinityTerm, ...] = ()
+    preferred_anti: tuple[WeightedAffinityTerm, ...] = ()
+
+
+VolumeZone = tuple[str, frozenset[str]]  # a bound PV's zone or region label: key, its zones
+
+
 @dataclass(frozen=True, slots=True)
 class SchedPod:
     """What the scheduler reads of a pod. The shapes are hashable summaries of what the filters
@@ -90,9 +167,35 @@ class SchedPod:
     # ReplicationController; None when there is none (no system default spreading then).
     default_selector: LabelSelector | None = None
     priority: int = 0
+    # spec.preemptionPolicy Never: it waits rather than preempt (PodEligibleToPreemptOthers)
+    preempt_never: bool = False
     terminating: bool = False
-    # podAffinity or podAntiAffinity terms (InterPodAffinity, which this model leaves out)
+    # podAffinity or podAntiAffinity given (framework.podWithAffinity), and their terms
     pod_affinity: bool = False
+    affinity: PodAffinity | None = None
+    # NodePorts: the host ports its containers ask for
+    host_ports: tuple[HostPort, ...] = ()
+    # VolumeZone: the zone labels of the PVs its claims are bound to; `volume_error` a claim
+    # the plugin cannot resolve (no such claim, no PV): the pod fits no node
+    volume_zones: tuple[VolumeZone, ...] = ()
+    volume_error: str = ""
+
+    @property
+    def required_anti_affinity(self) -> bool:
+        """framework.podWithRequiredAntiAffinity."""
+        return self.affinity is not None and bool(self.affinity.required_anti)
+
+    @property
+    def hard_spread(self) -> bool:
+        """A DoNotSchedule topology spread constraint of its own."""
+        return any(c.when_unsatisfiable == DO_NOT_SCHEDULE for c in self.spread_constraints)
+
+    @property
+    def plain(self) -> bool:
+        """Nothing but the node-level filters apply to it: no pod (anti-)affinity, spreading
+        of its own, host port or zonal volume (the scheduler's fast path)."""
+        return not (self.pod_affinity or self.spread_constraints or self.host_ports
+                    or self.volume_zones or self.volume_error)
 
     @property
     def label_set(self) -> frozenset[tuple[str, str]]:
@@ -103,7 +206,9 @@ class SchedPod:
         """Everything the filters read of the pod."""
         return (self.cpu_milli, self.memory_bytes, self.extended,
                 tuple(sorted(self.node_selector.items())), self.required_terms,
-                self.tolerations)
+                self.tolerations, self.namespace, self.label_set, self.affinity,
+                self.spread_constraints, self.host_ports, self.volume_zones,
+                self.volume_error)
 
     @property
     def score_shape(self) -> tuple[Any, ...]:
@@ -164,6 +269,72 @@ class Workloads:
         return LabelSelector(tuple(requirements)) if requirements else None
 
 
+# volumezone/volume_zone.go: the PV labels it reads, and the beta labels' GA names.
+ZONE_LABELS = ("failure-domain.beta.kubernetes.io/zone", "failure-domain.beta.kubernetes.io/region",
+               "topology.kubernetes.io/zone", "topology.kubernetes.io/region")
+GA_LABEL = {"failure-domain.beta.kubernetes.io/zone": "topology.kubernetes.io/zone",
+            "failure-domain.beta.kubernetes.io/region": "topology.kubernetes.io/region"}
+WAIT_FOR_FIRST_CONSUMER = "WaitForFirstConsumer"
+
+
+class Volumes:
+    """The PersistentVolumeClaims, PersistentVolumes and StorageClasses VolumeZone reads."""
+
+    def __init__(self, objects: Iterable[Mapping[str, Any]] = ()) -> None:
+        self.claims: dict[tuple[str, str], Mapping[str, Any]] = {}
+        self.volumes: dict[str, Mapping[str, str]] = {}  # PV name -> its labels
+        # StorageClass name -> its volumeBindingMode ("" when unset)
+        self.binding_modes: dict[str, str] = {}
+        for obj in objects:
+            kind = str(obj.get("kind", ""))
+            metadata = obj.get("metadata") or {}
+            name = str(metadata.get("name") or "")
+            if kind == "PersistentVolumeClaim":
+                self.claims[(str(metadata.get("namespace") or ""), name)] = \
+                    obj.get("spec") or {}
+            elif kind == "PersistentVolume":
+                self.volumes[name] = dict(metadata.get("labels") or {})
+            elif kind == "StorageClass":
+                self.binding_modes[name] = str(obj.get("volumeBindingMode") or "")
+
+    def zones(self, namespace: str, spec: Mapping[str, Any]) -> tuple[tuple[VolumeZone, ...], str]:
+        """VolumeZone's PreFilter (getPVbyPod): the zone labels of the PVs the pod's claims
+        are bound to, split at "__" (LabelZonesToList); or the reason the pod is
+        unschedulable (a missing claim, class or PV). A claim waiting for its first consumer
+        is skipped (the volume binder places it)."""
+        found: list[VolumeZone] = []
+        for volume in spec.get("volumes") or ():
+            claim_ref = volume.get("persistentVolumeClaim")
+            if not claim_ref:
+                continue
+            claim_name = str(claim_ref.get("claimName") or "")
+            claim = self.claims.get((namespace, claim_name))
+            if claim is None:
+                return (), f'persistentvolumeclaim "{claim_name}" not found'
+            pv_name = str(claim.get("volumeName") or "")
+            if not pv_name:
+                class_name = str(claim.get("storageClassName") or "")
+                if not class_name:
+                    return (), "PersistentVolumeClaim had no pv name and storageClass name"
+                mode = self.binding_modes.get(class_name)
+                if mode is None:
+                    return (), f'storageclasses.storage.k8s.io "{class_name}" not found'
+                if not mode:
+                    return (), f'VolumeBindingMode not set for StorageClass "{class_name}"'
+                if mode == WAIT_FOR_FIRST_CONSUMER:
+                    continue
+                return (), "PersistentVolume had no name"
+            labels = self.volumes.get(pv_name)
+            if labels is None:
+                return (), f'persistentvolume "{pv_name}" not found'
+            found.extend((key, frozenset(value.split("__")))
+                         for key, value in sorted(labels.items()) if key in ZONE_LABELS)
+        return tuple(found), ""
+
+
+NO_VOLUMES = Volumes()
+
+
 _CONTROLLER_KINDS = ("ReplicaSet", "StatefulSet", "ReplicationController")
 _CONTROLLER_API = {("v1", "ReplicationController"), ("apps/v1", "ReplicaSet"),
                    ("apps/v1", "StatefulSet")}
@@ -213,6 +384,88 @@ def _constraint(obj: Mapping[str, Any]) -> SpreadConstraint:
         match_label_keys=tuple(obj.get("matchLabelKeys") or ()))
 
 
+# --- pod (anti-)affinity terms ------------------------------------------------------------------
+
+
+def validated_selector(obj: Any, path: str) -> LabelSelector | None:
+    """metav1.LabelSelectorAsSelector: None for a null selector (labels.Nothing), an empty
+    LabelSelector for `{}` (labels.Everything); an invalid key, value or operator is the
+    plugin's error (`SchedulingError`, the path and the rule in its message)."""
+    if obj is None:
+        return None
+    if not isinstance(obj, Mapping):
+        raise SchedulingError(f"{path}: Invalid value: not a label selector")
+    try:
+        for key, value in (obj.get("matchLabels") or {}).items():
+            validate_api_requirement(str(key), "In", [str(value)])
+        for index, expr in enumerate(obj.get("matchExpressions") or ()):
+            try:
+                validate_api_requirement(str(expr.get("key", "")),
+                                         str(expr.get("operator", "")), expr.get("values"))
+            except SelectorError as error:
+                raise SelectorError(f"matchExpressions[{index}]: {error}") from None
+    except SelectorError as error:
+        raise SchedulingError(f"{path}: Invalid value: {error}") from None
+    return selector_from_api(obj)
+
+
+def affinity_term(obj: Mapping[str, Any], namespace: str, path: str) -> AffinityTerm:
+    """framework.newAffinityTerm over one PodAffinityTerm of a pod in `namespace`."""
+    names = [str(n) for n in obj.get("namespaces") or ()]
+    raw_ns_selector = obj.get("namespaceSelector")
+    if not names and raw_ns_selector is None:
+        names = [namespace]
+    ns_selector = validated_selector(raw_ns_selector, f"{path}.namespaceSelector")
+    return AffinityTerm(
+        namespaces=frozenset(names),
+        selector=validated_selector(obj.get("labelSelector"), f"{path}.labelSelector"),
+        topology_key=str(obj.get("topologyKey") or ""),
+        all_namespaces=ns_selector is not None and ns_selector.empty,
+        namespace_selector=ns_selector if ns_selector is not None and not ns_selector.empty
+        else None)
+
+
+def read_pod_affinity(affinity: Mapping[str, Any], namespace: str) -> PodAffinity | None:
+    """The pod's podAffinity and podAntiAffinity (None when it has neither)."""
+    together = affinity.get("podAffinity")
+    apart = affinity.get("podAntiAffinity")
+    if together is None and apart is None:
+        return None
+    required = "requiredDuringSchedulingIgnoredDuringExecution"
+    preferred = "preferredDuringSchedulingIgnoredDuringExecution"
+
+    def terms(section: Any, name: str) -> tuple[AffinityTerm, ...]:
+        return tuple(affinity_term(t, namespace, f"{name}.{required}[{i}]")
+                     for i, t in enumerate((section or {}).get(required) or ()))
+
+    def weighted(section: Any, name: str) -> tuple[WeightedAffinityTerm, ...]:
+        return tuple(WeightedAffinityTerm(
+            affinity_term(t.get("podAffinityTerm") or {}, namespace,
+                          f"{name}.{preferred}[{i}].podAffinityTerm"),
+            int(t.get("weight") or 0))
+            for i, t in enumerate((section or {}).get(preferred) or ()))
+
+    return PodAffinity(terms(together, "podAffinity"), terms(apart, "podAntiAffinity"),
+                       weighted(together, "podAffinity"), weighted(apart, "podAntiAffinity"))
+
+
+@lru_cache(maxsize=8192)
+def placement_terms(placement: PodPlacement | None, namespace: str
+                    ) -> tuple[PodAffinity | None, tuple[SpreadConstraint, ...]]:
+    """A pod's podAffinity/podAntiAffinity terms and topology spread constraints, read from
+    its `PodPlacement` (the JSON pod records keep); parsed once per distinct placement."""
+    if placement is None:
+        return None, ()
+    affinity: dict[str, Any] = {}
+    if placement.pod_affinity:
+        affinity["podAffinity"] = orjson.loads(placement.pod_affinity)
+    if placement.pod_anti_affinity:
+        affinity["podAntiAffinity"] = orjson.loads(placement.pod_anti_affinity)
+    spread = orjson.loads(placement.spread_constraints) if placement.spread_constraints else ()
+    return (read_pod_affinity(affinity, namespace),
+            tuple(_constraint(c) for c in spread or ()))
+
+
 def controller_owner(metadata: Mapping[str, Any]) -> tuple[str, str, str] | None:
     """metav1.GetControllerOf: the owner reference with `controller: true`."""
     for owner in metadata.get("ownerReferences") or ():
@@ -222,8 +475,11 @@ def controller_owner(metadata: Mapping[str, Any]) -> tuple[str, str, str] | None
     return None
 
 
-def sched_pod(obj: Mapping[str, Any], workloads: Workloads = NO_WORKLOADS) -> SchedPod:
-    """The scheduler's view of a Pod object; `workloads` resolves the default spreading."""
+def sched_pod(obj: Mapping[str, Any], workloads: Workloads = NO_WORKLOADS,
+              volumes: Volumes | None = None) -> SchedPod:
+    """The scheduler's view of a Pod object; `workloads` resolves the default spreading,
+    `volumes` (when given) the zones of its bound PersistentVolumes. An invalid pod
+    (anti-)affinity selector raises `SchedulingError`."""
     raw: RawObject = OBJECT_DECODER.decode(orjson.dumps(obj))
     spec = raw.spec or RawSpec()
     metadata = obj.get("metadata") or {}
@@ -236,6 +492,9 @@ def sched_pod(obj: Mapping[str, Any], workloads: Workloads = NO_WORKLOADS) -> Sc
     preferred = node_affinity.get("preferredDuringSchedulingIgnoredDuringExecution") or ()
     namespace = str(metadata.get("namespace") or "")
     labels = dict(metadata.get("labels") or {})
+    zones, volume_error = volumes.zones(namespace, body) if volumes is not None else ((), "")
+    placement = pod_placement(spec)
+    inter_pod, spread = placement_terms(placement, namespace)
     return SchedPod(
         namespace=namespace, name=str(metadata.get("name") or ""), labels=labels,
         node_name=str(body.get("nodeName") or ""), cpu_milli=cpu, memory_bytes=memory,
@@ -245,25 +504,63 @@ def sched_pod(obj: Mapping[str, Any], workloads: Workloads = NO_WORKLOADS) -> Sc
         preferred_terms=tuple(PreferredTerm(int(p.get("weight", 0)), _term(p.get("preference")))
                               for p in preferred),
         tolerations=spec.tolerations or (),
-        spread_constraints=tuple(_constraint(c)
-                                 for c in body.get("topologySpreadConstraints") or ()),
+        spread_constraints=spread,
         default_selector=workloads.default_selector(namespace, labels,
                                                     controller_owner(metadata)),
         priority=int(body.get("priority") or 0),
+        preempt_never=body.get("preemptionPolicy") == "Never",
         terminating=metadata.get("deletionTimestamp") is not None,
-        pod_affinity=bool(affinity.get("podAffinity") or affinity.get("podAntiAffinity")))
+        pod_affinity=inter_pod is not None, affinity=inter_pod,
+        host_ports=placement.host_ports if placement is not None else (),
+        volume_zones=zones, volume_error=volume_error)
+
+
+def sched_from_record(record: PodRecord) -> SchedPod:
+    """The scheduler's view of a pod record, as the Cluster Autoscaler holds pods: what the
+    filters read (requests, node selector and required terms, tolerations, labels, priority,
+    pod (anti-)affinity, spreading, host ports); the parts only scores read are left out."""
+    inter_pod, spread = placement_terms(record.placement, record.namespace)
+    placement = record.placement
+    return SchedPod(
+        namespace=record.namespace, name=record.name, labels=record.labels,
+        node_name=record.node_name, cpu_milli=record.cpu_request_milli,
+        memory_bytes=record.memory_request_bytes, extended=record.extended_requests,
+        nonzero_cpu_milli=record.cpu_request_milli,
+        nonzero_memory_bytes=record.memory_request_bytes,
+        node_selector=record.node_selector, required_terms=record.required_node_terms,
+        tolerations=record.tolerations, spread_constraints=spread, priority=record.priority,
+        terminating=bool(record.deleting_since_unix_seconds),
+        pod_affinity=inter_pod is not None, affinity=inter_pod,
+        host_ports=placement.host_ports if placement is not None else ())
 
 
 __all__ = [
     "DEFAULT_MEMORY_REQUEST_BYTES",
     "DEFAULT_MILLI_CPU_REQUEST",
+    "GA_LABEL",
+    "NO_NAMESPACES",
+    "NO_VOLUMES",
     "NO_WORKLOADS",
+    "ZONE_LABELS",
+    "AffinityTerm",
+    "HostPort",
+    "NamespaceLabels",
+    "PodAffinity",
     "PreferredTerm",
     "SchedPod",
+    "SchedulingError",
     "SpreadConstraint",
+    "VolumeZone",
+    "Volumes",
+    "WeightedAffinityTerm",
     "Workloads",
+    "affinity_term",
     "controller_owner",
     "node_from_api",
     "nonzero_requests",
+    "placement_terms",
+    "read_pod_affinity",
+    "sched_from_record",
     "sched_pod",
+    "validated_selector",
 ]

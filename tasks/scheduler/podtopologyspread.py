@@ -1,8 +1,9 @@
-"""PodTopologySpread's score, kube-scheduler v1.35, system defaulting.
+"""PodTopologySpread's score, kube-scheduler v1.35, system or List defaulting.
 
 Follows pkg/scheduler/framework/plugins/podtopologyspread/:
 * plugin.go: `systemDefaultConstraints` (hostname maxSkew 3, zone maxSkew 5, ScheduleAnyway),
-  used with `defaultingType: System`, kube-scheduler's default;
+  used with `defaultingType: System`, kube-scheduler's default; `defaultingType: List` takes
+  the profile's `defaultConstraints` instead (and then a node must carry every topology key);
 * common.go: `buildDefaultConstraints` (the defaults, with helper.DefaultSelector's selector,
   none when it is empty), `filterTopologySpreadConstraints` (matchLabelKeys merged, the node
   inclusion policies defaulted to Honor affinity, Ignore taints), `countPodsMatchSelector`
@@ -14,8 +15,7 @@ Follows pkg/scheduler/framework/plugins/podtopologyspread/:
   key on a node (`requireAllTopologies`), so a node without a zone label is still spread by
   hostname, and the nodes without it form one domain "".
 
-Only the scoring half: the filter (DoNotSchedule constraints) is left out, as no pod in the
-simulator has one and the system defaults are ScheduleAnyway.
+The filter (DoNotSchedule constraints) is `podtopologyspread_filter`.
 """
 
 from __future__ import annotations
@@ -94,18 +94,28 @@ def filter_constraints(constraints: Sequence[SpreadConstraint], pod_labels: Mapp
     return result
 
 
-def soft_constraints(pod: SchedPod) -> tuple[list[Constraint], bool]:
-    """The ScheduleAnyway constraints the score uses and whether a node must carry every
-    topology key: the pod's own (all keys required), else the system defaults with the pod's
-    default selector (keys not required), or none when that selector is empty."""
-    if pod.spread_constraints:
-        return filter_constraints(pod.spread_constraints, pod.labels, SCHEDULE_ANYWAY), True
+def default_constraints(pod: SchedPod, defaults: Sequence[SpreadConstraint] | None,
+                        action: str) -> list[Constraint]:
+    """buildDefaultConstraints: the profile's default constraints of one `whenUnsatisfiable`
+    (None: the system defaults) with the pod's default selector; none when it is empty."""
     if pod.default_selector is None or not pod.default_selector.requirements:
-        return [], False
-    constraints = filter_constraints(SYSTEM_DEFAULT_CONSTRAINTS, pod.labels, SCHEDULE_ANYWAY)
+        return []
+    constraints = filter_constraints(
+        SYSTEM_DEFAULT_CONSTRAINTS if defaults is None else defaults, pod.labels, action)
     return [Constraint(c.max_skew, c.topology_key, pod.default_selector,
                        c.node_affinity_policy, c.node_taints_policy)
-            for c in constraints], False
+            for c in constraints]
+
+
+def soft_constraints(pod: SchedPod, defaults: Sequence[SpreadConstraint] | None = None
+                     ) -> tuple[list[Constraint], bool]:
+    """The ScheduleAnyway constraints the score uses and whether a node must carry every
+    topology key: the pod's own (all keys required), else the defaults with the pod's
+    default selector (keys required for a `List` of defaults, not for the system's), or none
+    when that selector is empty."""
+    if pod.spread_constraints:
+        return filter_constraints(pod.spread_constraints, pod.labels, SCHEDULE_ANYWAY), True
+    return default_constraints(pod, defaults, SCHEDULE_ANYWAY), defaults is not None
 
 
 def _has_keys(labels: Mapping[str, str], constraints: Sequence[Constraint]) -> bool:
@@ -113,7 +123,7 @@ def _has_keys(labels: Mapping[str, str], constraints: Sequence[Constraint]) -> b
     return all(c.topology_key in labels for c in constraints)
 
 
-def _included(constraint: Constraint, pod: SchedPod, node: SpreadNode) -> bool:
+def included(constraint: Constraint, pod: SchedPod, node: SpreadNode) -> bool:
     """matchNodeInclusionPolicies."""
     if constraint.node_affinity_policy == HONOR and not required_affinity_matches(
             pod, node.labels, node.name):
@@ -136,11 +146,13 @@ class PreScoreState:
 
 
 def pre_score(pod: SchedPod, filtered: Sequence[SpreadNode],
-              all_nodes: Sequence[SpreadNode]) -> PreScoreState | None:
-    """PreScore and initPreScoreState; None is the plugin's Skip (no constraint)."""
+              all_nodes: Sequence[SpreadNode],
+              defaults: Sequence[SpreadConstraint] | None = None) -> PreScoreState | None:
+    """PreScore and initPreScoreState; None is the plugin's Skip (no constraint).
+    `defaults`: the profile's `List` of default constraints, None for the system's."""
     if not all_nodes:
         return None
-    constraints, require_all = soft_constraints(pod)
+    constraints, require_all = soft_constraints(pod, defaults)
     if not constraints:
         return None
     state = PreScoreState(constraints, set(), [{} for _ in constraints], [])
@@ -167,7 +179,7 @@ def pre_score(pod: SchedPod, filtered: Sequence[SpreadNode],
         if require_all and not _has_keys(labels, constraints):
             continue
         for index, constraint in enumerate(constraints):
-            if not _included(constraint, pod, node):
+            if not included(constraint, pod, node):
                 continue
             counts = state.counts[index]
             value = labels.get(constraint.topology_key, "")
@@ -219,7 +231,9 @@ __all__ = [
     "Constraint",
     "PreScoreState",
     "SpreadNode",
+    "default_constraints",
     "filter_constraints",
+    "included",
     "normalize",
     "pre_score",
     "score",

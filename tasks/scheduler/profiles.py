@@ -10,6 +10,12 @@ unset (adaptive, schedule_one.go numFeasibleNodesToFind).
 * `default`: that profile.
 * `most-allocated`: the same with NodeResourcesFit's strategy MostAllocated (bin packing, as
   batch clusters configure it).
+Options a `Profile` may set beyond those: NodeResourcesFit's `RequestedToCapacityRatio`
+strategy with its `shape` (utilization, score 0-10 points), PodTopologySpread's `List`
+defaulting (`spread_defaults`), InterPodAffinity's `hardPodAffinityWeight` and
+`ignorePreferredTermsOfExistingPods`, and v1.36's NodeResourcesBalancedAllocation formula
+(`balanced_v136`).
+
 * `first-fit`: the simulator before this model: the oldest node that passes the filters, no
   score (kept so earlier results can be reproduced).
 """
@@ -20,8 +26,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Literal
 
-from kube_elevator.tasks.scheduler.noderesources import DEFAULT_RESOURCES, ResourceSpec, validate_resources
-from kube_elevator.tasks.scheduler.objects import PreferredTerm
+from kube_elevator.tasks.scheduler.noderesources import (
+    DEFAULT_RESOURCES,
+    MAX_CUSTOM_PRIORITY_SCORE,
+    ResourceSpec,
+    validate_resources,
+)
+from kube_elevator.tasks.scheduler.objects import PreferredTerm, SpreadConstraint
 
 KUBERNETES_VERSION = "v1.35"
 
@@ -45,6 +56,7 @@ DEFAULT_WEIGHTS: Mapping[str, int] = {
 
 LEAST_ALLOCATED = "LeastAllocated"
 MOST_ALLOCATED = "MostAllocated"
+REQUESTED_TO_CAPACITY_RATIO = "RequestedToCapacityRatio"
 FIRST_FIT = "FirstFit"
 
 
@@ -62,10 +74,24 @@ class Profile:
     percentage_of_nodes_to_score: int = 0
     # NodeAffinityArgs.addedAffinity's preferred terms, which every pod gets
     added_preferred_terms: tuple[PreferredTerm, ...] = ()
+    # RequestedToCapacityRatio's shape: (utilization 0-100, score 0-10) points, increasing
+    shape: tuple[tuple[int, int], ...] = ()
+    # PodTopologySpreadArgs: None is `defaultingType: System`, a tuple the `List` of defaults
+    spread_defaults: tuple[SpreadConstraint, ...] | None = None
+    # NodeResourcesBalancedAllocation scores with v1.36's formula (the change of balance)
+    balanced_v136: bool = False
+    # InterPodAffinityArgs
+    hard_pod_affinity_weight: int = 1
+    ignore_preferred_terms_of_existing_pods: bool = False
 
     def __post_init__(self) -> None:
-        if self.strategy not in (LEAST_ALLOCATED, MOST_ALLOCATED, FIRST_FIT):
+        if self.strategy not in (LEAST_ALLOCATED, MOST_ALLOCATED, REQUESTED_TO_CAPACITY_RATIO,
+                                 FIRST_FIT):
             raise ValueError(f"unknown scoring strategy {self.strategy!r}")
+        if self.strategy == REQUESTED_TO_CAPACITY_RATIO:
+            validate_shape(self.shape)
+        if not 0 <= self.hard_pod_affinity_weight <= 100:
+            raise ValueError("hardPodAffinityWeight: not in valid range [0, 100]")
         validate_resources(self.fit_resources, "scoringStrategy.resources")
         validate_resources(self.balanced_resources, "resources")
         if not 0 <= self.percentage_of_nodes_to_score <= 100:
@@ -78,6 +104,25 @@ class Profile:
     @property
     def most_allocated(self) -> bool:
         return self.strategy == MOST_ALLOCATED
+
+
+def validate_shape(shape: tuple[tuple[int, int], ...]) -> None:
+    """validation.validateFunctionShape: at least one point, utilization within [0, 100] and
+    increasing, score within [0, 10]."""
+    if not shape:
+        raise ValueError("scoringStrategy.shape: Required value: at least one point must be "
+                         "specified")
+    for index, (utilization, score) in enumerate(shape):
+        if not 0 <= utilization <= 100:
+            raise ValueError(f"scoringStrategy.shape[{index}].utilization: Invalid value: "
+                             f"{utilization}: not in valid range [0, 100]")
+        if index and utilization <= shape[index - 1][0]:
+            raise ValueError(f"scoringStrategy.shape[{index}].utilization: Invalid value: "
+                             f"{utilization}: utilization values must be sorted in increasing "
+                             f"order")
+        if not 0 <= score <= MAX_CUSTOM_PRIORITY_SCORE:
+            raise ValueError(f"scoringStrategy.shape[{index}].score: Invalid value: {score}: "
+                             f"not in valid range [0, {MAX_CUSTOM_PRIORITY_SCORE}]")
 
 
 PROFILES: Mapping[str, Profile] = {
@@ -106,13 +151,16 @@ __all__ = [
     "IMAGE_LOCALITY",
     "INTER_POD_AFFINITY",
     "KUBERNETES_VERSION",
+    "MAX_CUSTOM_PRIORITY_SCORE",
     "NODE_AFFINITY",
     "NODE_RESOURCES_FIT",
     "POD_TOPOLOGY_SPREAD",
     "PROFILES",
     "PROFILE_NAMES",
+    "REQUESTED_TO_CAPACITY_RATIO",
     "TAINT_TOLERATION",
     "Profile",
     "ProfileName",
     "profile_named",
+    "validate_shape",
 ]

@@ -1,5 +1,6 @@
-"""TaintToleration, NodeAffinity and NodeUnschedulable (filter and score), kube-scheduler v1.35,
-and helper/normalize_score.go, which the first two normalise with.
+"""TaintToleration, NodeAffinity and NodeUnschedulable (filter and score), NodePorts and
+VolumeZone (filters), kube-scheduler v1.35, and helper/normalize_score.go, which the first two
+normalise with.
 
 * tainttoleration/taint_toleration.go: the filter refuses a node with a NoSchedule or NoExecute
   taint the pod does not tolerate (helper.DoNotScheduleTaintsFilterFunc); the score counts the
@@ -9,6 +10,13 @@ and helper/normalize_score.go, which the first two normalise with.
   (component-helpers nodeaffinity.GetRequiredNodeAffinity); the score is the sum of the weights
   of the preferred terms the node matches, normalised (the best node: 100). PreScore skips the
   plugin when the pod has no preferred term.
+  PreScore's terms are parsed as labels.NewRequirement parses them: an invalid key or value is
+  the plugin's error (`SchedulingError`), not a term that matches nothing.
+* nodeports/node_ports.go: a node whose pods use one of the pod's host ports (same protocol,
+  and the same IP or either side 0.0.0.0: framework.HostPortInfo.CheckConflict) is refused.
+* volumezone/volume_zone.go: a node carrying a zone or region label must carry, for each zone
+  label of the pod's bound PVs, one of the PV's values (a beta label of the PV matched against
+  the node's GA label when the node lacks the beta one); a node without any is not refused.
 * nodeunschedulable/node_unschedulable.go: a cordoned node takes only pods that tolerate
   `node.kubernetes.io/unschedulable:NoSchedule`.
 
@@ -19,11 +27,21 @@ Tolerations are matched as k8s.io/api core/v1 Toleration.ToleratesTaint (tasks.c
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from functools import lru_cache
 
 from kube_elevator.tasks.core.api_objects import Taint, Toleration
 from kube_elevator.tasks.core.records import NodeRecord
 from kube_elevator.tasks.core.scheduling import term_matches, tolerates
-from kube_elevator.tasks.scheduler.objects import PreferredTerm, SchedPod
+from kube_elevator.tasks.core.selectors import SelectorError, validate_api_requirement
+from kube_elevator.tasks.scheduler.objects import (
+    GA_LABEL,
+    ZONE_LABELS,
+    HostPort,
+    PreferredTerm,
+    SchedPod,
+    SchedulingError,
+    VolumeZone,
+)
 
 UNSCHEDULABLE_TAINT = Taint("node.kubernetes.io/unschedulable", "", "NoSchedule")
 DO_NOT_SCHEDULE_EFFECTS = ("NoSchedule", "NoExecute")
@@ -92,19 +110,69 @@ def preferred_terms(pod: SchedPod,
                  if p.weight != 0 and (p.term.matchExpressions or p.term.matchFields))
 
 
+NODE_SELECTOR_OPERATORS = ("In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt")
+
+
+@lru_cache(maxsize=4096)
+def check_preferred_terms(terms: tuple[PreferredTerm, ...]) -> None:
+    """NewPreferredSchedulingTerms' parsing: each term's label expressions as
+    nodeSelectorRequirementsAsSelector reads them; an invalid one raises `SchedulingError`
+    naming it (`[0].matchExpressions[0].key: Invalid value: ...`)."""
+    for index, preferred in enumerate(terms):
+        for position, expression in enumerate(preferred.term.matchExpressions):
+            try:
+                validate_api_requirement(expression.key, expression.operator,
+                                         expression.values, NODE_SELECTOR_OPERATORS)
+            except SelectorError as error:
+                raise SchedulingError(f"[{index}].matchExpressions[{position}].key: Invalid "
+                                      f"value: {expression.key!r}: {error}") from None
+
+
 def preferred_affinity_score(terms: Sequence[PreferredTerm], labels: Mapping[str, str],
                              node_name: str) -> int:
     """PreferredSchedulingTerms.Score: the weights of the terms the node matches."""
     return sum(p.weight for p in terms if term_matches(p.term, labels, node_name))
 
 
+# --- nodeports, volumezone ----------------------------------------------------------------------
+
+
+def ports_conflict(used: Mapping[HostPort, int], wanted: Sequence[HostPort]) -> bool:
+    """fitsPorts' negation: one of the wanted host ports is taken on the node."""
+    if not used:
+        return False
+    for ip, protocol, port in wanted:
+        if ip == "0.0.0.0":
+            if any(p == port and proto == protocol for _, proto, p in used):
+                return True
+        elif ("0.0.0.0", protocol, port) in used or (ip, protocol, port) in used:
+            return True
+    return False
+
+
+def volume_zones_match(zones: Sequence[VolumeZone], labels: Mapping[str, str]) -> bool:
+    """VolumeZone's Filter for a pod whose PVs carry `zones`."""
+    if not any(label in labels for label in ZONE_LABELS):
+        return True
+    for key, values in zones:
+        value = labels.get(key)
+        if value is None:
+            value = labels.get(GA_LABEL.get(key, key))
+        if value is None or value not in values:
+            return False
+    return True
+
+
 __all__ = [
+    "check_preferred_terms",
     "default_normalize_score",
     "intolerable_taints",
+    "ports_conflict",
     "prefer_no_schedule_tolerations",
     "preferred_affinity_score",
     "preferred_terms",
     "required_affinity_matches",
     "schedulable",
     "tolerates_do_not_schedule",
+    "volume_zones_match",
 ]

@@ -1,9 +1,12 @@
 """The scheduler's cache: each node with the sums of its pods, and the order nodes are tried in.
 
 * `NodeState` is framework.NodeInfo (pkg/scheduler/framework/types.go): the node, its pods,
-  `Requested` (their requests) and `NonZeroRequested` (with the scoring defaults), kept as pods
-  come and go; plus, for PodTopologySpread, the count of its pods per (namespace, labels), so
-  counting the pods a selector matches costs one check per distinct label set.
+  `Requested` (their requests) and `NonZeroRequested` (with the scoring defaults),
+  `PodsWithAffinity`, `PodsWithRequiredAntiAffinity` and `UsedPorts`, kept as pods come and
+  go; the cluster counts the first two over all nodes (`ClusterState.affinity_counts`), so a
+  cycle knows without a walk that no pod has any; plus, for PodTopologySpread, the count of
+  its pods per (namespace, labels), so counting the pods a selector matches costs one check
+  per distinct label set.
 * `NodeTree` is pkg/scheduler/backend/cache/node_tree.go: nodes grouped by zone in the order
   they were added, listed round robin over the zones; the snapshot's node list
   (cache.go updateNodeInfoSnapshotList) is that list, which the filters walk from
@@ -18,7 +21,7 @@ from functools import lru_cache
 from kube_elevator.tasks.core.api_objects import Taint
 from kube_elevator.tasks.core.records import NodeRecord
 from kube_elevator.tasks.core.selectors import LabelSelector
-from kube_elevator.tasks.scheduler.objects import SchedPod
+from kube_elevator.tasks.scheduler.objects import HostPort, SchedPod
 
 Key = tuple[str, str]  # (namespace, name)
 
@@ -32,14 +35,22 @@ class NodeState:
     """framework.NodeInfo for one node (see the module docstring). `version` changes with any
     change of the node or its pods, so answers computed from it can be cached against it."""
 
-    __slots__ = ("allocatable_cpu_milli", "allocatable_extended", "allocatable_memory_bytes",
-                 "allowed_pods", "label_counts", "labels", "name", "nonzero_cpu_milli",
-                 "nonzero_memory_bytes", "pods", "record", "requested_cpu_milli",
-                 "requested_extended", "requested_memory_bytes", "resource_key", "taints",
-                 "version")
+    __slots__ = ("affinity_pods", "allocatable_cpu_milli", "allocatable_extended",
+                 "allocatable_memory_bytes", "allowed_pods", "cluster_counts", "label_counts",
+                 "labels", "name", "nonzero_cpu_milli", "nonzero_memory_bytes", "pods",
+                 "priorities", "record", "requested_cpu_milli", "requested_extended",
+                 "requested_memory_bytes", "resource_key", "taints", "used_ports", "version")
 
-    def __init__(self, record: NodeRecord) -> None:
+    def __init__(self, record: NodeRecord, cluster_counts: list[int] | None = None,
+                 priorities: dict[int, int] | None = None) -> None:
         self.pods: dict[Key, SchedPod] = {}
+        # PodsWithAffinity (those with required anti-affinity among them), UsedPorts
+        self.affinity_pods: dict[Key, SchedPod] = {}
+        self.used_ports: dict[HostPort, int] = {}
+        # [pods with affinity, pods with required anti-affinity] over the cluster's nodes
+        self.cluster_counts = cluster_counts if cluster_counts is not None else [0, 0]
+        # the cluster's pods per priority (DefaultPreemption looks for lower ones)
+        self.priorities = priorities if priorities is not None else {}
         self.requested_cpu_milli = self.requested_memory_bytes = 0
         self.nonzero_cpu_milli = self.nonzero_memory_bytes = 0
         self.requested_extended: dict[str, int] = {}
@@ -76,12 +87,16 @@ class NodeState:
         """NodeInfo.AddPod."""
         self.pods[key] = pod
         self._account(pod, 1)
+        if not pod.plain:
+            self._account_constraints(key, pod, 1)
 
     def remove_pod(self, key: Key) -> SchedPod | None:
         """NodeInfo.RemovePod; None when the pod was not here."""
         pod = self.pods.pop(key, None)
         if pod is not None:
             self._account(pod, -1)
+            if not pod.plain:
+                self._account_constraints(key, pod, -1)
         return pod
 
     def _account(self, pod: SchedPod, sign: int) -> None:
@@ -91,6 +106,12 @@ class NodeState:
         self.nonzero_memory_bytes += sign * pod.nonzero_memory_bytes
         for name, amount in pod.extended:
             self.requested_extended[name] = self.requested_extended.get(name, 0) + sign * amount
+        priorities = self.priorities
+        count = priorities.get(pod.priority, 0) + sign
+        if count:
+            priorities[pod.priority] = count
+        else:
+            priorities.pop(pod.priority, None)
         if not pod.terminating:  # countPodsMatchSelector bypasses terminating pods
             label_key = (pod.namespace, pod.label_set)
             count = self.label_counts.get(label_key, 0) + sign
@@ -100,6 +121,37 @@ class NodeState:
                 self.label_counts.pop(label_key, None)
         self.version += 1
         self._key_resources()
+
+    def _account_constraints(self, key: Key, pod: SchedPod, sign: int) -> None:
+        if pod.pod_affinity:
+            if sign > 0:
+                self.affinity_pods[key] = pod
+            else:
+                self.affinity_pods.pop(key, None)
+            self.cluster_counts[0] += sign
+            if pod.required_anti_affinity:
+                self.cluster_counts[1] += sign
+        for port in pod.host_ports:
+            count = self.used_ports.get(port, 0) + sign
+            if count:
+                self.used_ports[port] = count
+            else:
+                self.used_ports.pop(port, None)
+
+    def detach(self) -> None:
+        """The node left the cluster: its pods no longer count in the cluster's totals."""
+        for pod in self.affinity_pods.values():
+            self.cluster_counts[0] -= 1
+            if pod.required_anti_affinity:
+                self.cluster_counts[1] -= 1
+        for pod in self.pods.values():
+            count = self.priorities.get(pod.priority, 0) - 1
+            if count:
+                self.priorities[pod.priority] = count
+            else:
+                self.priorities.pop(pod.priority, None)
+        self.cluster_counts = [0, 0]
+        self.priorities = {}
 
     def count_matching(self, selector: LabelSelector | None, namespace: str) -> int:
         """countPodsMatchSelector: this node's pods in `namespace`, not terminating, that the
@@ -177,9 +229,12 @@ class ClusterState:
         self.nodes: dict[str, NodeState] = {}
         self.tree = NodeTree()
         self._order: list[NodeState] | None = None
+        # [pods with pod (anti-)affinity, pods with required anti-affinity] on all nodes
+        self.affinity_counts = [0, 0]
+        self.priorities: dict[int, int] = {}  # priority -> pods on all nodes
 
     def add_node(self, record: NodeRecord) -> NodeState:
-        state = NodeState(record)
+        state = NodeState(record, self.affinity_counts, self.priorities)
         self.nodes[record.name] = state
         self.tree.add(record.name, zone_key(record.labels))
         self._order = None
@@ -195,6 +250,7 @@ class ClusterState:
     def remove_node(self, name: str) -> NodeState | None:
         state = self.nodes.pop(name, None)
         if state is not None:
+            state.detach()
             self.tree.remove(name)
             self._order = None
         return state

@@ -207,12 +207,15 @@ def _usage(result: GroupResult) -> str:
         shown = "from 0"
     else:
         shown = f"{max(plan.cpu_percent, plan.mem_percent):.0f}%"
-    return f"{plan.name} {shown}" + (" (locked)" if plan.locked else "")
+    return (f"{plan.name} {shown}" + (" (locked)" if plan.locked else "")
+            + (f" ({plan.limit})" if plan.limit else ""))
 
 
 def _why(result: GroupResult) -> str:
-    """The decision's first reason (Escalator's wording), on one line."""
-    text = result.plan.error or result.plan.reason.split("; ")[0]
+    """The decision's first reason (Escalator's wording) and what a minimum or MaxSize let it
+    do, on one line."""
+    plan = result.plan
+    text = plan.error or plan.reason.split("; ")[0] + (f"; {plan.limit}" if plan.limit else "")
     return " ".join(text.split())[:OUTCOME_CHARACTERS]
 
 

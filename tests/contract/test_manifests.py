@@ -240,6 +240,35 @@ def test_escalator_s_role_runs_two_leader_elected_replicas_probed_on_the_contrac
     assert parse_node_groups(content, "nodegroups.yaml").node_groups
 
 
+def test_every_long_lived_command_is_probed_on_its_own_health_address(
+        rendered: dict[str, Path]) -> None:
+    """Every `elevator` container serves /health-check and /ready on --health-address (issue 34
+    gave the endpoint to `pods run`, the load watcher and the extender): each passes it on the
+    pod IP, at a port that is none of the pod's other ports, and its liveness and readiness
+    probes ask those paths there."""
+    probed = {}
+    for _, deployment in deployments(rendered):
+        containers = deployment["spec"]["template"]["spec"]["containers"]
+        for container in containers:
+            if container.get("command", ["elevator"])[0] != "elevator":
+                continue
+            arguments = container["args"]
+            host, _, port = arguments[arguments.index("--health-address") + 1].rpartition(":")
+            assert host == "0.0.0.0", arguments
+            others = [p["containerPort"] for c in containers for p in c.get("ports", [])
+                      if c is not container or p["containerPort"] != int(port)]
+            assert int(port) not in others, (container["name"], others)
+            liveness, readiness = container["livenessProbe"], container["readinessProbe"]
+            assert (liveness["httpGet"]["path"], probe_port(container, liveness)) == (
+                "/health-check", int(port)), container["name"]
+            assert (readiness["httpGet"]["path"], probe_port(container, readiness)) == (
+                "/ready", int(port)), container["name"]
+            command = " ".join(itertools.takewhile(lambda a: not a.startswith("-"), arguments))
+            probed[command] = int(port)
+    assert probed == {"serve": 8085, "watch": 8085, "pods run": 8086, "load-watcher": 8087,
+                      "scheduler-extender": 8088}
+
+
 def test_the_autoscalers_are_system_cluster_critical_and_single_writers_are_never_doubled(
         rendered: dict[str, Path]) -> None:
     """Escalator and the Cluster Autoscaler run at system-cluster-critical: the process that

@@ -46,8 +46,8 @@ def test_validate_reports_every_problem_and_exits_2(tmp_path: Path) -> None:
     assert result.returncode == 2
     assert "Traceback" not in result.stderr
     assert f"{config}: node_groups[0] (a): label_key cannot be empty" in result.stderr
-    assert (f"{config}: node_groups[1] (b): soft_delete_grace_period must be less than "
-            "hard_delete_grace_period") in result.stderr
+    assert (f"{config}: node_groups[1] (b): soft_delete_grace_period (1h) must be less than "
+            "hard_delete_grace_period (10m)") in result.stderr
 
 
 def test_plan_json_on_the_shipped_example() -> None:
@@ -129,7 +129,8 @@ def test_plan_bad_inputs_exit_2_without_traceback(tmp_path: Path) -> None:
         assert result.returncode == 2, (extra, result.stdout)
         assert message in result.stderr.replace("\n", "")
         assert "Traceback" not in result.stderr
-    result = elevator("plan", "--nodegroups", config, "--asg", asgs, "--output", "json")
+    result = elevator("plan", "--nodegroups", config, "--empty-cluster", "--asg", asgs,
+                      "--output", "json")
     (plan,) = json.loads(result.stdout)["node_groups"]
     assert plan["error"] == 'could not find node group "batch-asg" on cloud provider'
 

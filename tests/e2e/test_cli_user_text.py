@@ -55,7 +55,7 @@ def test_an_unknown_key_is_warned_about_as_it_is(tmp_path: Path, key: str) -> No
     document = example_groups()
     document[key] = 1
     path = write_groups(tmp_path / "nodegroups.yaml", document)
-    for command in (["validate", path], ["plan", "--nodegroups", path]):
+    for command in (["validate", path], ["plan", "--nodegroups", path, "--empty-cluster"]):
         code, output = elevator(*command)
         assert code == 0, output
         assert f"warning: {path}: {key}: unknown top-level key, ignored" in output, output
@@ -73,7 +73,7 @@ def test_validate_prints_a_group_name_as_it_is(tmp_path: Path, name: str) -> Non
 @pytest.mark.parametrize("name", MARKUP_NAMES)
 def test_plan_table_shows_a_group_name_as_it_is(tmp_path: Path, name: str) -> None:
     path = named(tmp_path, name)
-    code, output = elevator("plan", "--nodegroups", path)
+    code, output = elevator("plan", "--nodegroups", path, "--empty-cluster")
     assert code == 0, output
     assert f"│ {name} " in output, output
     assert "❌" not in output
@@ -81,7 +81,7 @@ def test_plan_table_shows_a_group_name_as_it_is(tmp_path: Path, name: str) -> No
 
 def test_plan_table_keeps_the_dry_mark(tmp_path: Path) -> None:
     path = named(tmp_path, "[/x]")
-    code, output = elevator("plan", "--nodegroups", path, "--dry-mode")
+    code, output = elevator("plan", "--nodegroups", path, "--dry-mode", "--empty-cluster")
     assert code == 0, output
     assert "│ [/x] (dry) " in output, output
 
@@ -90,7 +90,7 @@ def test_an_error_line_quotes_a_group_name_as_it_is(tmp_path: Path) -> None:
     document = example_groups()
     document["node_groups"][0].update(name="ba:x:tch", min_nodes=40)  # above max_nodes
     path = write_groups(tmp_path / "nodegroups.yaml", document)
-    for command in (["validate", path], ["plan", "--nodegroups", path]):
+    for command in (["validate", path], ["plan", "--nodegroups", path, "--empty-cluster"]):
         code, output = elevator(*command)
         assert code == 2, output
         assert f"error: {path}: node_groups[0] (ba:x:tch): " in output, output
@@ -142,3 +142,31 @@ def test_simulate_tick_lines_show_group_names_as_they_are(tmp_path: Path) -> Non
     code, output = elevator("simulate", path, "--fast")
     assert code == 0, output
     assert "s  [/x]: " in output and " | ba:x:tch: " in output, output
+
+
+def test_validate_names_the_value_the_rule_and_the_key_meant(tmp_path: Path) -> None:
+    """Issue 34 item 6 (README's example): a bad duration names its value, the rule and an
+    example, once, without a second error about the same key; the unknown-key warning stays
+    beside the errors and suggests the key meant."""
+    document = example_groups()
+    services = document["node_groups"][1]
+    services["soft_delete_grace_period"] = "90x"
+    services["scale_up_cooldown_period"] = services.pop("scale_up_cool_down_period")
+    path = write_groups(tmp_path / "nodegroups.yaml", document)
+    code, output = elevator("validate", path)
+    assert code == 2, output
+    where = f"{path}: node_groups[1] (services)"
+    assert output.splitlines() == [
+        f"warning: {where}.scale_up_cooldown_period: unknown key, ignored (as Escalator does); "
+        "did you mean `scale_up_cool_down_period`?",
+        f'error: {where}: soft_delete_grace_period: "90x": not a duration; use a number and '
+        "a unit, e.g. 30s, 5m, 1h30m",
+        f"error: {where}: scale_up_cool_down_period must not be empty: give a duration, e.g. "
+        "30s, 5m, 1h30m"]
+    misspelt = write_groups(tmp_path / "misspelt.yaml",
+                            {"nodegroups": example_groups()["node_groups"]})
+    code, output = elevator("validate", misspelt)
+    assert code == 2 and output.splitlines() == [
+        f"warning: {misspelt}: nodegroups: unknown top-level key, ignored; did you mean "
+        "`node_groups`?",
+        f"error: {misspelt}: node_groups: missing: no node groups defined"], output

@@ -535,3 +535,43 @@ def test_a_retried_eviction_never_evicts_the_pod_re_created_under_the_same_name(
     retried_after_the_statefulset_acted(evict_pods, adapters_for(kubeconfig, fake_aws), [old])
     assert attempts == [1, 2]
     assert fake_kube.get("pods", "db-0", JOBS)["metadata"]["uid"] == "second"
+
+
+# --- constraints the scheduler's filters carry (issue 37) ----------------------------------
+
+
+WEB_ANTI_AFFINITY = {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
+    {"labelSelector": {"matchLabels": {"app": "web"}}, "topologyKey": "kubernetes.io/hostname"}]}}
+
+
+def web_replica(kube: FakeKubeApi, name: str, node: str = "") -> None:
+    """An `app=web` replica (100m) that wants no other on its node; pending unless `node`."""
+    spec: dict[str, Any] = {"containers": _requests("100m", "100Mi"),
+                            "affinity": WEB_ANTI_AFFINITY}
+    status: dict[str, Any] = {"phase": "Pending", "conditions": [
+        {"type": "PodScheduled", "status": "False", "reason": "Unschedulable"}]}
+    if node:
+        spec["nodeName"] = node
+        status = {"phase": "Running", "conditions": [{"type": "PodScheduled", "status": "True"}]}
+    kube.create("pods", {"metadata": {"name": name, "namespace": JOBS, "labels": {"app": "web"},
+                                      "ownerReferences": _owner()},
+                         "spec": spec, "status": status}, namespace=JOBS)
+
+
+def test_ten_replicas_under_hostname_anti_affinity_ask_for_ten_nodes_in_one_tick(
+        fake_aws: FakeAws, fake_kube: FakeKubeApi, kubeconfig: Path) -> None:
+    """One 4-CPU node runs a replica; ten more wait (the scheduler's anti-affinity verdict).
+    Their 1 CPU of requests fits the live node, yet CA's estimator runs the scheduler's
+    filters: ten template copies, one replica each, asked for in the first tick."""
+    asg = f"{prefix()}-web"
+    fake_aws.create_asg(asg, 0, 20, 1, instance_type="m5.xlarge")
+    (node,) = register_nodes(fake_kube, fake_aws, asg, "web", cpu_milli=4000, memory=16 * GiB)
+    web_replica(fake_kube, "web-0", node)
+    for index in range(1, 11):
+        web_replica(fake_kube, f"web-{index}")
+    config = ca_config([group("web", asg, min_nodes=1, max_nodes=20)])
+    result = run_tick(adapters_for(kubeconfig, fake_aws), config, T0)["web"]
+    assert desired(fake_aws, asg) == 11
+    assert any(note.startswith("scale-up for 10 unschedulable pod(s): +10 node(s), "
+                               "ASG desired 11") for note in scale_up_notes(result)), \
+        result.plan.notes

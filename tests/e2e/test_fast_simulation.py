@@ -169,7 +169,9 @@ def test_a_later_pod_of_higher_priority_binds_first_where_daemonsets_left_room()
         return Wave(at=0, count=1, cpu=cpu, memory="256Mi", duration=duration,
                     node_selector=selector, name=name, priority=priority)
 
-    for offset, name, arrival in [(0, "blocker-0000", wave("blocker", "1500m", duration=60)),
+    # the blocker is of the high pod's priority: it cannot be preempted
+    for offset, name, arrival in [(0, "blocker-0000", wave("blocker", "1500m", priority=100,
+                                                            duration=60)),
                                   (10, "low-0000", wave("low", "900m")),
                                   (20, "high-0000", wave("high", "900m", priority=100))]:
         cluster.arrive(name, arrival, selector, start + offset)
@@ -365,3 +367,37 @@ def test_desired_capacity_is_clamped_and_terminating_decrements_it(fake_aws: Fak
                 "min sized reached, nodes will not be deleted", True]
     assert _cloud_calls(MemoryCloud(world), name, _node_of) == expected
     assert _cloud_calls(live, name, _node_of) == expected
+
+
+def test_a_pod_of_higher_priority_preempts_and_its_victim_pends_again() -> None:
+    """DefaultPreemption in the simulator: a 1500m pod of priority 0 fills the node (the
+    DaemonSet pod apart, never a victim); a 900m pod of priority 100 arrives, evicts it and
+    binds in the same step; the evicted pod is re-created pending, its wait counted anew."""
+    from kube_elevator.fakes.cluster import simulated_scheduler
+    from kube_elevator.fakes.scenario import AsgSpec, DaemonSetSpec, Wave
+    from kube_elevator.flows.simulation_memory import MemoryCluster
+    from kube_elevator.tasks.node_group_file import parse_node_groups
+    from tests.builders import group_dict
+
+    selector = {"customer": "batch"}
+    asg = AsgSpec(name="batch-asg", min=1, max=1, desired=1, node_labels=selector,
+                  daemonsets=[DaemonSetSpec(name="logs", cpu="400m", memory="128Mi")])
+    groups = parse_node_groups({"node_groups": [group_dict(min_nodes=1, max_nodes=2)]},
+                               "test").node_groups
+    cluster = MemoryCluster(MemoryWorld(), [asg], groups,
+                            scheduler=simulated_scheduler("default", 1))
+    start = 1_800_000_000.0
+    cluster.create_asgs(start)
+    for offset, name, cpu, priority in [(0, "low-0000", "1500m", 0),
+                                        (10, "high-0000", "900m", 100)]:
+        cluster.arrive(name, Wave(at=0, count=1, cpu=cpu, memory="256Mi",
+                                  node_selector=selector, name=name.rsplit("-", 1)[0],
+                                  priority=priority), selector, start + offset)
+        cluster.advance(start + offset)
+    low, high = cluster.pods[("workload", "low-0000")], cluster.pods[("workload", "high-0000")]
+    assert high.node == "batch-asg-001" and high.bound_at == start + 10
+    assert low.bound_at is None and low.pending_since == start + 10
+    assert cluster.world.pods[("workload", "low-0000")].node_name == ""
+    assert cluster.evictions == 1
+    assert [key for key, pod in cluster.world.pods.items() if pod.owned_by_daemonset] == [
+        ("kube-system", "logs-batch-asg-001")]  # the DaemonSet pod stays

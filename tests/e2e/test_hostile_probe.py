@@ -94,11 +94,13 @@ READERS: dict[str, Reader] = {
         "scenario", "from-prometheus", "--url", NOWHERE, "--start", "0", "--end", "3600",
         "--nodegroups", str(bad), "--output", str(bad.with_suffix(".out"))]),
     "load-watcher --state": Reader("state", lambda f, bad: [
-        "load-watcher", "--prometheus", NOWHERE, "--port", "0", "--state", str(bad)],
+        "load-watcher", "--prometheus", NOWHERE, "--port", "0", "--health-address",
+        "127.0.0.1:0", "--state", str(bad)],
         seconds=20.0, serves=True),
     "scheduler-extender --kubeconfig": Reader("kubeconfig", lambda f, bad: [
         "scheduler-extender", "--watcher-url", NOWHERE, "--policy", "target-load-packing",
-        "--port", "0", "--kubeconfig", str(bad)], seconds=20.0, serves=True),
+        "--port", "0", "--health-address", "127.0.0.1:0", "--kubeconfig", str(bad)],
+        seconds=20.0, serves=True),
 }
 
 

@@ -88,25 +88,27 @@ def lay_out_build_context(stage: Stage, into: Path) -> None:
                 shutil.copyfile(ROOT / source, target)
 
 
-def run_install(context: Path, arguments: list[str]) -> subprocess.CompletedProcess[str]:
+def run_install(context: Path, arguments: list[str], wheel_dir: Path | None = None
+                ) -> subprocess.CompletedProcess[str]:
+    """install.sh with `arguments`; with `wheel_dir`, the wheel built there once is reused."""
     if not UV.exists():
         pytest.skip(f"uv is not in the test venv ({UV}): make installs it from requirements/")
     python = Path(sys.base_prefix) / "bin" / "python3"
+    reuse = {"WHEEL_DIR": str(wheel_dir)} if wheel_dir is not None else {}
     return subprocess.run(["sh", *arguments], cwd=context, capture_output=True, text=True,
                           timeout=900, check=False,
-                          env={**os.environ, "UV": str(UV),
+                          env={**os.environ, "UV": str(UV), **reuse,
                                "PYTHON": str(python) if python.exists() else "python3"})
 
 
 @pytest.fixture(scope="module")
-def image(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+def image(tmp_path_factory: pytest.TempPathFactory, build_context: Path,
+          wheel_dir: Path) -> Iterator[Path]:
     """The build stage's install, run on its build context; yields the venv it made."""
     build, _ = stages(DOCKERFILE.read_text())
-    context = tmp_path_factory.mktemp("build-context")
-    lay_out_build_context(build, context)
     script, venv, *rest = install_call(build)
     target = tmp_path_factory.mktemp("image") / Path(venv).name
-    done = run_install(context, [script, str(target), *rest])
+    done = run_install(build_context, [script, str(target), *rest], wheel_dir)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     yield target
 

@@ -573,15 +573,17 @@ def test_shipped_scheduler_configuration_calls_our_routes() -> None:
     assert not extender.get("filterVerb")
 
 
-RUN_CLI = ("import typer; from flows.cli.services import register; "
+RUN_CLI = ("import typer; from kube_elevator.flows.cli.services import register; "
            "app = typer.Typer(); register(app); app()")
 
 
 @contextmanager
 def command(*args: str, stop_signal: int = signal.SIGTERM
             ) -> Iterator[tuple[str, subprocess.Popen[str]]]:
-    """`elevator <args> --port 0` in a subprocess: its URL once it serves, then `stop_signal`."""
-    process = subprocess.Popen([sys.executable, "-c", RUN_CLI, *args, "--port", "0"],
+    """`elevator <args> --port 0 --health-address 127.0.0.1:0` in a subprocess: its URL once it
+    serves (the health endpoint's is the next line), then `stop_signal`."""
+    process = subprocess.Popen([sys.executable, "-c", RUN_CLI, *args, "--port", "0",
+                                "--health-address", "127.0.0.1:0"],
                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         assert process.stdout is not None

@@ -145,7 +145,7 @@ def test_load_watcher_command_keeps_fetching_after_an_outlier() -> None:
     served stale data, and printed a traceback on SIGTERM."""
     prometheus = CountingPrometheus(OUTLIERS)
     with serving(prometheus.app()) as prometheus_url, \
-            command("load-watcher", "--prometheus", prometheus_url, "--interval", "1") as (
+            command("load-watcher", "--prometheus", prometheus_url, "--interval", "1s") as (
                 url, process):
         # Two cycles of the 3 windows × 4 queries: the loops outlived the outlier.
         assert prometheus.wait_for_queries(24), prometheus.queries
@@ -226,6 +226,11 @@ def test_extender_refuses_a_body_nested_too_deep(levels: int) -> None:
      "error: --interval: 1e-09 is too short: at least 1 s"),
     (["load-watcher", "--prometheus", "http://p:9090", "--interval", "0.5"],
      "error: --interval: 0.5 is too short: at least 1 s"),
+    (["load-watcher", "--prometheus", "http://p:9090", "--interval", "500ms"],
+     "error: --interval: 0.5 is too short: at least 1 s"),
+    (["load-watcher", "--prometheus", "http://p:9090", "--interval", "5 minutes"],
+     'error: --interval: "5 minutes": not a duration; use a number and a unit, e.g. 30s, 5m, '
+     "1h30m (or plain seconds)"),
     (["scheduler-extender", "--watcher-url", "http://w:2020", "--policy", "target-load-packing",
       "--default-requests-multiplier", "1e308"],
      "error: --default-requests-multiplier: 1e308 must be above 0 and at most 1000"),

@@ -38,14 +38,20 @@ def plan_notes(tmp_path: Path, **cluster_autoscaler: Any) -> list[str]:
         api_pod("web-0", cpu="500m", memory="100Mi", node="batch-node-0",
                 node_selector={"customer": "batch"}, scheduled=True),
         unschedulable("job-0", "800m")]}))
+    plan = run_plan(config, cluster)
+    assert plan["delta"] == 0 and plan["actions"]["cloud_increase"] == 0  # Escalator: nothing
+    return list(plan["notes"])
+
+
+def run_plan(config: Path, cluster: Path) -> dict[str, Any]:
+    """`elevator plan --output json` on the files: its one group's plan."""
     done = subprocess.run([sys.executable, "-m", "kube_elevator.flows.cli", "plan", "--nodegroups",
                            str(config), "--cluster", str(cluster), "--now", str(NOW),
                            "--output", "json"],
                           capture_output=True, text=True, timeout=120, check=False)
     assert done.returncode == 0, done.stderr
     (plan,) = json.loads(done.stdout)["node_groups"]
-    assert plan["delta"] == 0 and plan["actions"]["cloud_increase"] == 0  # Escalator: nothing
-    return list(plan["notes"])
+    return dict(plan)
 
 
 def test_plan_shows_the_scale_up_for_the_pods_the_scheduler_gave_up_on(
@@ -67,3 +73,40 @@ def test_plan_says_it_reads_no_priority_configmap(tmp_path: Path, priorities: st
             "option on") in notes
     assert any(note.startswith("scale-up for 1 unschedulable pod(s): +1 node(s), ASG desired 2")
                for note in notes)
+
+
+def web_replica(name: str, node: str = "") -> dict[str, Any]:
+    """An `app=web` replica (100m) with required anti-affinity to the others on the hostname;
+    pending ones carry the scheduler's verdict."""
+    pod = api_pod(name, cpu="100m", memory="100Mi", node=node, labels={"app": "web"},
+                  phase="Running" if node else "Pending", scheduled=bool(node))
+    pod["spec"]["affinity"] = {"podAntiAffinity": {
+        "requiredDuringSchedulingIgnoredDuringExecution": [{
+            "labelSelector": {"matchLabels": {"app": "web"}},
+            "topologyKey": "kubernetes.io/hostname"}]}}
+    if not node:
+        pod["status"]["conditions"] = [{
+            "type": "PodScheduled", "status": "False", "reason": "Unschedulable",
+            "message": "0/1 nodes are available: 1 node(s) didn't match pod anti-affinity "
+                       "rules."}]
+    return pod
+
+
+def test_plan_adds_a_node_per_replica_under_hostname_anti_affinity(tmp_path: Path) -> None:
+    """Issue 37's case: a 4-CPU node runs one `app=web` replica, ten more are pending under
+    required hostname anti-affinity; the estimator runs the scheduler's filters, so one
+    round asks for ten nodes (it asked for none: their requests fit the live node)."""
+    config = tmp_path / "ng.yaml"
+    config.write_text(yaml.safe_dump({
+        "node_groups": [group_dict(max_nodes=20)],
+        "cluster_autoscaler": {"enabled": True}}))
+    node = api_node("batch-node-0", cpu="4", memory="16Gi")
+    node["metadata"]["labels"]["kubernetes.io/hostname"] = "batch-node-0"
+    cluster = tmp_path / "cluster.json"
+    cluster.write_bytes(orjson.dumps({"kind": "List", "items": [
+        node, web_replica("web-0", "batch-node-0"),
+        *(web_replica(f"web-{index}") for index in range(1, 11))]}))
+    plan = run_plan(config, cluster)
+    assert [note for note in plan["notes"] if "unschedulable" in note] == [
+        "scale-up for 10 unschedulable pod(s): +10 node(s), ASG desired 11 "
+        "(expanders least-waste: batch)"]

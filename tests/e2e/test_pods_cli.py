@@ -172,6 +172,56 @@ def test_plan_holds_when_a_metric_has_no_data(app: typer.Typer, tmp_path: Path) 
         in entry["conditions"]
 
 
+def test_plan_says_ready_pods_are_not_the_targets(app: typer.Typer, tmp_path: Path) -> None:
+    """Issue 34 item 6: Ready pods of another owner were blamed on readiness (`none is
+    ready`, FailedGetExternalMetric)."""
+    strangers = [pod(f"api-6f7d9-{i}", "api", {"app": "web"}) for i in range(3)]
+    cluster, metrics = write_files(tmp_path, extra=strangers)
+    document = plan_json(app, "--cluster", str(cluster), "--metrics", str(metrics))
+    # web's four pods plus three of `api` that web's selector also lists: web's own count.
+    queue = next(e for e in document["autoscalers"] if e["name"] == "web-queue")
+    assert queue["desired_replicas"] == 8, queue
+    lone = tmp_path / "lone"
+    lone.mkdir()
+    cluster, metrics = write_files(lone)
+    items = orjson.loads(cluster.read_bytes())["items"]
+    items = [item for item in items if not (item["kind"] == "Pod"
+                                            and item["metadata"]["name"].startswith("web-"))]
+    cluster.write_bytes(orjson.dumps({"kind": "List", "items": [*items, *strangers]}))
+    samples = orjson.loads(metrics.read_bytes())
+    samples["pods"] = {f"shop/api-6f7d9-{i}": {"cpu": 1.2} for i in range(3)}
+    metrics.write_bytes(orjson.dumps(samples))
+    document = plan_json(app, "--cluster", str(cluster), "--metrics", str(metrics))
+    by_name = {entry["name"]: entry for entry in document["autoscalers"]}
+    for name in ("web-queue", "web-cpu"):
+        entry = by_name[name]
+        assert "none of the 3 pods that app=web lists is owned by Deployment/web (they belong "\
+            "to ReplicaSet/api-6f7d9)" in entry["reason"], entry["reason"]
+        assert "ready" not in entry["reason"], entry["reason"]
+        assert {"type": "ScalingActive", "status": "False", "reason": "PodsNotOwnedByTarget"} \
+            in entry["conditions"]
+
+
+def test_the_shipped_examples_plan_and_decide(app: typer.Typer) -> None:
+    """Issue 34: example WPA, MemoryAutoscaler and metrics files that `pods plan` runs on as
+    README and `--help` show it."""
+    examples = Path(__file__).resolve().parents[2] / "deployments" / "examples"
+    document = plan_json(app, "--cluster", str(examples / "pod-autoscalers.yaml"),
+                         "--metrics", str(examples / "pod-metrics.json"))
+    by_name = {entry["name"]: entry for entry in document["autoscalers"]}
+    assert set(by_name) == {"web-cpu", "web-queue", "cache-memory"}
+    for entry in by_name.values():  # each decided on its metric: a value and a proposal
+        assert entry["value"] is not None and entry["proposal"] is not None, entry
+        assert entry["desired_replicas"] > entry["current_replicas"], entry
+    # mean 1.1 cores > 880m: ceil(3 * 1100 / 800) = 5, limited to 3 + 50 % = 4
+    assert (by_name["web-cpu"]["proposal"], by_name["web-cpu"]["desired_replicas"]) == (5, 4)
+    # 420 queued / 3 ready = 140 per pod > 110
+    assert by_name["web-queue"]["value"] == 140.0
+    # 1.65 GiB working set of 2 GiB of limits = 82.5 % vs 60 %: ceil(2 * 82.5 / 60) = 3
+    assert (by_name["cache-memory"]["value"], by_name["cache-memory"]["desired_replicas"]) \
+        == (82.5, 3)
+
+
 def test_plan_table(app: typer.Typer, tmp_path: Path) -> None:
     cluster, metrics = write_files(tmp_path)
     result = CliRunner().invoke(app, ["pods", "plan", "--cluster", str(cluster), "--metrics",

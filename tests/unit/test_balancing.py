@@ -6,6 +6,7 @@ import random
 from dataclasses import replace
 from typing import Any, cast
 
+import orjson
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -25,7 +26,9 @@ from kube_elevator.tasks.cluster_autoscaler.config import ClusterAutoscalerConfi
 from kube_elevator.tasks.cluster_autoscaler.expanders import ExpanderContext
 from kube_elevator.tasks.cluster_autoscaler.limits import ClusterLimits, ClusterTotals
 from kube_elevator.tasks.cluster_autoscaler.scale_up_plan import GroupCandidate, ScaleUpPlan, plan_scale_up
+from kube_elevator.tasks.cluster_autoscaler.scheduling import FilterSnapshot
 from kube_elevator.tasks.cluster_autoscaler.templates import TemplateNode
+from kube_elevator.tasks.core.api_objects import PodPlacement
 from kube_elevator.tasks.core.lease_state import GroupState, lease_name
 from kube_elevator.tasks.core.records import AsgInstance, AutoScalingGroup, NodeRecord, PodRecord
 from kube_elevator.tasks.core.step import run_plain
@@ -436,3 +439,24 @@ def test_without_balancing_the_chosen_group_takes_every_node() -> None:
     assert desired == 4 and outcome.balanced is None
     assert any(note.startswith("scale-up for 3 unschedulable pod(s): +3 node(s), ASG desired 4")
                for note in (outcome.notes or {})[group])
+
+
+def test_replicas_under_hostname_anti_affinity_are_split_one_node_each() -> None:
+    """Four small replicas that must not share a node: the balanced estimate runs the
+    scheduler's filters on the snapshot too, so four nodes are split among the groups
+    (by requests alone one node would hold them all)."""
+    anti = PodPlacement(pod_anti_affinity=orjson.dumps({
+        "requiredDuringSchedulingIgnoredDuringExecution": [{
+            "labelSelector": {"matchLabels": {"app": "web"}},
+            "topologyKey": "kubernetes.io/hostname"}]}))
+    replicas = pods(4, cpu=100, labels={"app": "web"}, placement=anti)
+    groups = [candidate("a", 1), candidate("b", 1)]
+    snapshot = FilterSnapshot([], [])
+    plan = plan_scale_up(replicas, groups, NO_TOTALS, NO_LIMITS, ("least-waste",),
+                         ExpanderContext(), random.Random(1), NOW, snapshot=snapshot)
+    assert plan.option is not None and plan.option.node_count == 4
+    balanced = balance_scale_up(plan, groups, NO_TOTALS, NO_LIMITS, NOW,
+                                group_label_keys=KEYS, snapshot=snapshot)
+    assert dict(balanced.added) == {"a": 2, "b": 2}
+    assert balance_scale_up(plan, groups, NO_TOTALS, NO_LIMITS, NOW,
+                            group_label_keys=KEYS).option.node_count == 1

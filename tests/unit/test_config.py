@@ -25,6 +25,9 @@ def test_valid_group_has_no_problems() -> None:
     assert problems_of() == []
 
 
+NOT_A_DURATION = "not a duration; use a number and a unit, e.g. 30s, 5m, 1h30m"
+
+
 @pytest.mark.parametrize(
     ("overrides", "message"),
     [
@@ -33,64 +36,78 @@ def test_valid_group_has_no_problems() -> None:
         ({"label_value": ""}, "label_value cannot be empty"),
         ({"cloud_provider_group_name": ""}, "cloud_provider_group_name cannot be empty"),
         ({"taint_upper_capacity_threshold_percent": 0},
-         "taint_upper_capacity_threshold_percent must be larger than 0"),
+         "taint_upper_capacity_threshold_percent must be larger than 0, got 0"),
         ({"taint_lower_capacity_threshold_percent": 0},
-         "taint_lower_capacity_threshold_percent must be larger than 0"),
-        ({"scale_up_threshold_percent": 0}, "scale_up_threshold_percent must be larger than 0"),
+         "taint_lower_capacity_threshold_percent must be larger than 0, got 0"),
+        ({"scale_up_threshold_percent": 0},
+         "scale_up_threshold_percent must be larger than 0, got 0"),
         ({"taint_lower_capacity_threshold_percent": 40},
-         "taint_lower_capacity_threshold_percent must be less than "
-         "taint_upper_capacity_threshold_percent"),
+         "taint_lower_capacity_threshold_percent (40) must be less than "
+         "taint_upper_capacity_threshold_percent (40)"),
         ({"taint_upper_capacity_threshold_percent": 70},
-         "taint_upper_capacity_threshold_percent must be less than scale_up_threshold_percent"),
-        ({"min_nodes": 10, "max_nodes": 10}, "min_nodes must be less than max_nodes"),
-        ({"min_nodes": -2, "max_nodes": -1}, "max_nodes must be larger than 0"),
-        ({"min_nodes": -1, "max_nodes": 3}, "min_nodes must be not less than 0"),
+         "taint_upper_capacity_threshold_percent (70) must be less than "
+         "scale_up_threshold_percent (70)"),
+        ({"min_nodes": 10, "max_nodes": 10}, "min_nodes (10) must be less than max_nodes (10)"),
+        ({"min_nodes": -2, "max_nodes": -1}, "max_nodes must be larger than 0, got -1"),
+        ({"min_nodes": -1, "max_nodes": 3}, "min_nodes must be at least 0, got -1"),
         ({"slow_node_removal_rate": 3},
-         "slow_node_removal_rate must be less than fast_node_removal_rate"),
-        ({"soft_delete_grace_period": ""}, "soft_delete_grace_period must not be empty"),
-        ({"hard_delete_grace_period": ""}, "hard_delete_grace_period must not be empty"),
-        ({"soft_delete_grace_period": "10"},
-         "soft_delete_grace_period failed to parse into a time.Duration. check your formatting."),
+         "slow_node_removal_rate (3) must be at most fast_node_removal_rate (2)"),
+        ({"soft_delete_grace_period": ""},
+         "soft_delete_grace_period must not be empty: give a duration, e.g. 30s, 5m, 1h30m"),
+        ({"hard_delete_grace_period": ""},
+         "hard_delete_grace_period must not be empty: give a duration, e.g. 30s, 5m, 1h30m"),
+        ({"soft_delete_grace_period": "10"}, f'soft_delete_grace_period: "10": {NOT_A_DURATION}'),
         ({"hard_delete_grace_period": "abc"},
-         "hard_delete_grace_period failed to parse into a time.Duration. check your formatting."),
+         f'hard_delete_grace_period: "abc": {NOT_A_DURATION}'),
+        ({"soft_delete_grace_period": "-1m"},
+         'soft_delete_grace_period: "-1m": must be positive, e.g. 30s, 5m, 1h30m'),
         ({"soft_delete_grace_period": "10m"},
-         "soft_delete_grace_period must be less than hard_delete_grace_period"),
-        ({"scale_up_cool_down_period": ""}, "scale_up_cool_down_period must not be empty"),
-        ({"taint_effect": "NoWay"}, "taint_effect must be valid kubernetes taint"),
+         "soft_delete_grace_period (10m) must be less than hard_delete_grace_period (10m)"),
+        ({"scale_up_cool_down_period": ""},
+         "scale_up_cool_down_period must not be empty: give a duration, e.g. 30s, 5m, 1h30m"),
+        ({"taint_effect": "NoWay"},
+         'taint_effect: "NoWay" is not a Kubernetes taint effect; use NoSchedule, NoExecute or '
+         "PreferNoSchedule (empty: NoSchedule)"),
         ({"aws": {"lifecycle": "reserved"}},
-         "aws.lifecycle must be 'on-demand' or 'spot' if provided."),
+         'aws.lifecycle: "reserved" must be on-demand or spot if provided'),
         ({"max_node_age": "1d"},
-         "max_node_age failed to parse into a time.Duration. Set to '0' or '' to disable, or a "
-         "positive Go duration to enable."),
+         f"max_node_age: \"1d\": {NOT_A_DURATION} ('0' or '' turns the rotation off)"),
         ({"unhealthy_node_grace_period": "x", "health_check_newest_nodes_percent": 50},
-         "unhealthy_node_grace_period failed to parse into a time.Duration. "
-         "check your formatting."),
+         f'unhealthy_node_grace_period: "x": {NOT_A_DURATION}'),
         ({"unhealthy_node_grace_period": "5m"},
-         "health_check_newest_nodes_percent must be greater than 0"),
+         "health_check_newest_nodes_percent must be larger than 0, got 0"),
         ({"unhealthy_node_grace_period": "5m", "health_check_newest_nodes_percent": 101},
-         "health_check_newest_nodes_percent must be less than or equal to 100"),
+         "health_check_newest_nodes_percent must be at most 100, got 101"),
         ({"unhealthy_node_grace_period": "5m", "health_check_newest_nodes_percent": 50,
           "max_unhealthy_nodes_percent": -1},
-         "max_unhealthy_nodes_percent must be greater than or equal to 0"),
+         "max_unhealthy_nodes_percent must be at least 0, got -1"),
         ({"unhealthy_node_grace_period": "5m", "health_check_newest_nodes_percent": 50,
           "max_unhealthy_nodes_percent": 100},
-         "max_unhealthy_nodes_percent must be less than 100"),
+         "max_unhealthy_nodes_percent must be less than 100, got 100"),
     ],
 )
-def test_each_rule_has_escalators_message(overrides: dict[str, Any], message: str) -> None:
+def test_each_rule_names_the_value_and_the_rule(overrides: dict[str, Any], message: str) -> None:
     assert message in problems_of(**overrides)
 
 
-def test_bad_cool_down_is_reported_under_soft_delete_name_as_escalator_does() -> None:
+def test_a_bad_cool_down_is_reported_under_its_own_name() -> None:
+    """Escalator reports it as soft_delete_grace_period, a second time when both are bad."""
     assert problems_of(scale_up_cool_down_period="5") == [
-        "soft_delete_grace_period failed to parse into a time.Duration. check your formatting."]
+        f'scale_up_cool_down_period: "5": {NOT_A_DURATION}']
+    assert problems_of(scale_up_cool_down_period="5", soft_delete_grace_period="9") == [
+        f'soft_delete_grace_period: "9": {NOT_A_DURATION}',
+        f'scale_up_cool_down_period: "5": {NOT_A_DURATION}']
 
 
-def test_empty_duration_reports_both_empty_and_parse_failure_in_order() -> None:
+def test_a_bad_duration_is_one_problem_not_a_cascade() -> None:
+    """Issue 34 item 6: an empty or bad duration was also "failed to parse", or "must be less
+    than" the other grace period: one problem per key."""
     assert problems_of(soft_delete_grace_period="") == [
-        "soft_delete_grace_period must not be empty",
-        "soft_delete_grace_period failed to parse into a time.Duration. check your formatting.",
-    ]
+        "soft_delete_grace_period must not be empty: give a duration, e.g. 30s, 5m, 1h30m"]
+    assert problems_of(hard_delete_grace_period="90x") == [
+        f'hard_delete_grace_period: "90x": {NOT_A_DURATION}']
+    assert problems_of(taint_lower_capacity_threshold_percent=0) == [
+        "taint_lower_capacity_threshold_percent must be larger than 0, got 0"]
 
 
 def test_all_problems_are_reported_in_escalators_order() -> None:
@@ -98,10 +115,10 @@ def test_all_problems_are_reported_in_escalators_order() -> None:
                            slow_node_removal_rate=5)
     assert problems == [
         "name cannot be empty",
-        "scale_up_threshold_percent must be larger than 0",
-        "taint_upper_capacity_threshold_percent must be less than scale_up_threshold_percent",
-        "slow_node_removal_rate must be less than fast_node_removal_rate",
-        "taint_effect must be valid kubernetes taint",
+        "scale_up_threshold_percent must be larger than 0, got 0",
+        "slow_node_removal_rate (5) must be at most fast_node_removal_rate (2)",
+        'taint_effect: "x" is not a Kubernetes taint effect; use NoSchedule, NoExecute or '
+        "PreferNoSchedule (empty: NoSchedule)",
     ]
 
 
@@ -145,8 +162,8 @@ def test_file_errors_name_file_group_and_rule(tmp_path: Path) -> None:
     with pytest.raises(InputError) as caught:
         load_node_groups(path)
     assert caught.value.problems == [
-        f"{path}: node_groups[1] (batch): soft_delete_grace_period must be less than "
-        "hard_delete_grace_period"]
+        f"{path}: node_groups[1] (batch): soft_delete_grace_period (1h) must be less than "
+        "hard_delete_grace_period (10m)"]
 
 
 def test_type_errors_name_the_key_path() -> None:
@@ -162,8 +179,8 @@ def test_yaml_number_for_a_duration_becomes_its_string_and_fails_to_parse() -> N
     # Escalator's YAML-to-JSON decoding: `hard_delete_grace_period: 42` is "42", not a duration.
     with pytest.raises(InputError) as caught:
         parse_node_groups({"node_groups": [group_dict(hard_delete_grace_period=42)]}, "f")
-    assert ("f: node_groups[0] (batch): hard_delete_grace_period failed to parse into a "
-            "time.Duration. check your formatting.") in caught.value.problems
+    assert caught.value.problems == [
+        f'f: node_groups[0] (batch): hard_delete_grace_period: "42": {NOT_A_DURATION}']
 
 
 def test_unknown_keys_are_warnings_not_dropped_silently() -> None:
@@ -174,9 +191,28 @@ def test_unknown_keys_are_warnings_not_dropped_silently() -> None:
     assert loaded.warnings == (
         "f.yaml: karpenter: unknown top-level key, ignored",
         "f.yaml: node_groups[0] (batch).scale_up_cool_down_timeout: unknown key, ignored "
-        "(as Escalator does)",
+        "(as Escalator does); did you mean `scale_up_cool_down_period`?",
         "f.yaml: node_groups[0] (batch).aws.colour: unknown key, ignored (as Escalator does)",
     )
+
+
+@pytest.mark.parametrize(("document", "warning"), [
+    ({"nodegroups": [group_dict()]},
+     "f.yaml: nodegroups: unknown top-level key, ignored; did you mean `node_groups`?"),
+    ({"node_groups": [group_dict(soft_delete_grace_period="90x", label_kye="x")]},
+     "f.yaml: node_groups[0] (batch).label_kye: unknown key, ignored (as Escalator does); did "
+     "you mean `label_key`?"),
+    ({"node_groups": [group_dict(min_nodes="three", clod_provider_group_name="x")]},
+     "f.yaml: node_groups[0] (batch).clod_provider_group_name: unknown key, ignored (as "
+     "Escalator does); did you mean `cloud_provider_group_name`?"),
+], ids=["missing node_groups", "a rule broken", "a type error"])
+def test_a_file_with_errors_keeps_its_warnings_and_suggests_the_key_meant(
+        document: dict[str, Any], warning: str) -> None:
+    """Issue 34 item 6: the unknown-key warning went missing when the file also had an error,
+    and `nodegroups:` got no "did you mean"."""
+    with pytest.raises(InputError) as caught:
+        parse_node_groups(document, "f.yaml")
+    assert caught.value.warnings == (warning,)
 
 
 def test_duplicate_names_are_an_error() -> None:

@@ -121,7 +121,8 @@ def test_memory_total_takes_gib_as_ca_or_quantities() -> None:
 @pytest.mark.parametrize(
     ("keys", "problem"),
     [
-        ({"enable": True}, "f.yaml: cluster_autoscaler.enable: Extra inputs are not permitted"),
+        ({"enable": True}, "f.yaml: cluster_autoscaler.enable: Extra inputs are not permitted; "
+                           "did you mean `enabled`?"),
         ({"enabled": "yes"}, "f.yaml: cluster_autoscaler.enabled: Input should be a valid boolean"),
         ({"expander": "cheapest"}, "f.yaml: cluster_autoscaler.expander: unknown expander "
                                    "'cheapest'; known: random, most-pods, least-waste, "
@@ -147,18 +148,22 @@ def test_memory_total_takes_gib_as_ca_or_quantities() -> None:
         ({"memory_total": "2Ti:1Ti"},
          "f.yaml: cluster_autoscaler.memory_total: min must be less than or equal to max"),
         ({"max_node_provision_time": "15"},
-         "f.yaml: cluster_autoscaler.max_node_provision_time: must be a Go duration"),
+         'f.yaml: cluster_autoscaler.max_node_provision_time: "15": not a duration; use a number '
+         'and a unit, e.g. 30s, 5m, 1h30m'),
         ({"max_node_provision_time": "0s"},
          "f.yaml: cluster_autoscaler.max_node_provision_time: must be longer than 0"),
         ({"max_node_provision_time": "-5m"},
-         "f.yaml: cluster_autoscaler.max_node_provision_time: must not be negative"),
+         'f.yaml: cluster_autoscaler.max_node_provision_time: "-5m": must not be negative, e.g. '
+         '30s, 5m, 1h30m'),
         ({"scale_down": {"utilization_threshold": 1.5}},
          "f.yaml: cluster_autoscaler.scale_down.utilization_threshold: Input should be less "
          "than or equal to 1"),
         ({"scale_down": {"unneeded_time": "ten minutes"}},
-         "f.yaml: cluster_autoscaler.scale_down.unneeded_time: must be a Go duration"),
+         'f.yaml: cluster_autoscaler.scale_down.unneeded_time: "ten minutes": not a duration; '
+         'use a number and a unit, e.g. 30s, 5m, 1h30m'),
         ({"scale_down": {"delay_after_add": "-1m"}},
-         "f.yaml: cluster_autoscaler.scale_down.delay_after_add: must not be negative"),
+         'f.yaml: cluster_autoscaler.scale_down.delay_after_add: "-1m": must not be negative, '
+         'e.g. 30s, 5m, 1h30m'),
         ({"scale_down": {"enabled": "yes"}},
          "f.yaml: cluster_autoscaler.scale_down.enabled: Input should be a valid boolean"),
         ({"scale_down": {"max_drain_parallelism": 0}},
@@ -167,7 +172,8 @@ def test_memory_total_takes_gib_as_ca_or_quantities() -> None:
         ({"scale_down": {"drain": "true"}},
          "f.yaml: cluster_autoscaler.scale_down.drain: Input should be a valid boolean"),
         ({"scale_down": {"drian": True}},
-         "f.yaml: cluster_autoscaler.scale_down.drian: Extra inputs are not permitted"),
+         "f.yaml: cluster_autoscaler.scale_down.drian: Extra inputs are not permitted; did you "
+         "mean `drain`?"),
         ({"prices": {"m5.large": "cheap"}},
          "f.yaml: cluster_autoscaler.prices.m5.large: Input should be a valid number"),
         ({"prices": {"m5.large": -1}},

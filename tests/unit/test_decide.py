@@ -182,6 +182,19 @@ def test_scale_up_refused_at_asg_max_is_a_note() -> None:
                           "group (TargetSize: 2; MaxNodes: 10). Taking no action",)
 
 
+def test_a_scale_up_at_asg_max_says_so_in_its_reason() -> None:
+    """Issue 34 item 6: a group at MaxSize said `scale up by 6` and nothing else."""
+    plan = tick([make_node("n1"), make_node("n2")], [make_pod(f"p{i}") for i in range(10)],
+                asg=make_asg(2, max_size=2))
+    assert plan.delta == 6 and plan.limit == "at MaxSize 2: no scale-up"
+    assert plan.reason.endswith("scale up by 6; at MaxSize 2: no scale-up"), plan.reason
+    capped = tick([make_node("n1"), make_node("n2")], [make_pod(f"p{i}") for i in range(10)],
+                  asg=make_asg(2, max_size=5))
+    assert capped.reason.endswith(
+        "scale up by 6; untaint 0, ask the cloud for 3; capped by MaxSize 5: scale up by 3 "
+        "of 6"), capped.reason
+
+
 def test_cordoned_and_force_tainted_are_never_untainted() -> None:
     nodes = [make_node("a", created=1), make_node("cordoned", created=9, cordoned=True,
                                                   tainted_at=1),
@@ -204,6 +217,19 @@ def test_scale_down_stops_at_min_nodes() -> None:
     plan = tick(nodes, [], min_nodes=2, max_nodes=5)
     assert plan.delta == -2 and plan.taint == ("a",)
     assert plan.taint_requested == 1  # §7.1: taint_event += n after the minimums
+
+
+def test_a_scale_down_held_at_min_nodes_says_nothing_was_tainted() -> None:
+    """Issue 34 item 6: `fast removal of 2` with nothing tainted, and no word why."""
+    nodes = [make_node("a", created=1), make_node("b", created=2), make_node("c", created=3)]
+    plan = tick(nodes, [], min_nodes=3, max_nodes=5)
+    assert plan.delta == -2 and plan.taint == () and not plan.changes_anything
+    assert plan.reason == ("usage 0.0% is below taint_lower 10%: fast removal of 2; held at "
+                           "min_nodes 3: nothing tainted")
+    partly = tick(nodes, [], min_nodes=2, max_nodes=5)
+    assert partly.reason.endswith("fast removal of 2; held at min_nodes 2: taint 1 of 2")
+    by_asg = tick(nodes, [], asg=make_asg(3, min_size=3), min_nodes=1)
+    assert by_asg.limit == "held at the ASG's MinSize 3: nothing tainted"
 
 
 def test_scale_down_stops_at_asg_min_size() -> None:

@@ -175,3 +175,60 @@ def test_topology_weights_take_gos_log_which_differs_from_cs_in_the_last_bit() -
     assert all(abs(go_log(float(n)) - math.log(float(n))) <= math.ulp(math.log(float(n)))
                for n in differing)
     assert 3 in differing and 50 <= len(differing) <= 200
+
+
+def web(name: str, priority: int = 0, cpu: str = "500m",
+        anti_affinity: bool = True) -> SchedPod:
+    pod = MakePod().name(name).namespace("w").label("app", "web").req(
+        {"cpu": cpu, "memory": "64Mi"}).obj()
+    pod["spec"]["priority"] = priority
+    if anti_affinity:
+        pod["spec"]["affinity"] = {"podAntiAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": [{
+                "labelSelector": {"matchLabels": {"app": "web"}},
+                "topologyKey": "kubernetes.io/hostname"}]}}
+    return sched_pod(pod)
+
+
+def test_the_simulated_scheduler_keeps_replicas_apart_under_anti_affinity() -> None:
+    """Three nodes, four replicas with required hostname anti-affinity: one per node, the
+    fourth pending (its shape failing once per pass, as the cache allows)."""
+    scheduler = scheduler_with("default", [node(f"n{i}") for i in range(3)])
+    decisions = scheduler.schedule_queue(
+        QueuedPod(("w", f"web-{i}"), web(f"web-{i}"), float(i), float(i)) for i in range(4))
+    placed = [target for _, target in decisions]
+    assert sorted(t for t in placed if t) == ["n0", "n1", "n2"] and placed[-1] is None
+    # a pod without affinity still lands: only its own labels matter to the others' terms
+    other = sched_pod(MakePod().name("db").namespace("w").label("app", "db").req(
+        {"cpu": "100m"}).obj())
+    assert scheduler.schedule_queue([QueuedPod(("w", "db"), other, 9.0, 9.0)])[0][1]
+
+
+def test_a_pod_of_higher_priority_preempts_and_its_victims_are_listed() -> None:
+    """One 2-CPU node full of low-priority 500m pods: a 1-CPU pod of priority 100 evicts the
+    two least important (the latest started, among equals) and binds at once; the victims
+    are listed most important first, as upstream orders them."""
+    scheduler = scheduler_with("default", [node("n0")])
+    low = [QueuedPod(("w", f"low-{i}"), web(f"low-{i}", anti_affinity=False), float(i),
+                     float(i)) for i in range(4)]
+    for queued in low:
+        assert scheduler.schedule_queue([queued], now=queued.arrival)[0][1] == "n0"
+    high = web("high", priority=100, cpu="1", anti_affinity=False)
+    assert scheduler.schedule_queue([QueuedPod(("w", "high"), high, 9.0, 9.0)], now=9.0) == [
+        (("w", "high"), "n0")]
+    assert scheduler.take_preempted() == [(("w", "low-2"), "n0"), (("w", "low-3"), "n0")]
+    assert scheduler.take_preempted() == []
+    assert set(scheduler.node_of) == {("w", "low-0"), ("w", "low-1"), ("w", "high")}
+
+
+def test_a_pod_of_equal_priority_waits_and_first_fit_never_preempts() -> None:
+    for profile in ("default", "first-fit"):
+        scheduler = scheduler_with(profile, [node("n0")])
+        for i in range(4):
+            pod = web(f"low-{i}", priority=0 if profile == "default" else -1,
+                      anti_affinity=False)
+            scheduler.schedule_queue([QueuedPod(("w", f"low-{i}"), pod, float(i), float(i))])
+        waiting = web("same", cpu="1", anti_affinity=False)
+        assert scheduler.schedule_queue([QueuedPod(("w", "same"), waiting, 9.0, 9.0)]) == [
+            (("w", "same"), None)]
+        assert scheduler.take_preempted() == []

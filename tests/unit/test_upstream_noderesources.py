@@ -279,3 +279,18 @@ def test_node_resources_balanced_allocation(pod: dict[str, Any], nodes: list[dic
         assert answer == {}
     else:
         assert [answer[n["metadata"]["name"]] for n in nodes] == expected
+
+
+@pytest.mark.parametrize(("cpu", "memory", "expected"), [
+    ("1", "2500", 75),   # fractions 25 % and 25 %: the balance stays perfect
+    ("2", "0", 62),      # 50 % cpu, no memory: std 0.25, a loss of 25 points
+    ("0", "5000", 62),   # the mirror case
+])
+def test_balanced_allocation_v1_36_scores_the_change_of_balance(cpu: str, memory: str,
+                                                              expected: int) -> None:
+    """v1.36's formula (an option, `balanced_v136`): MaxNodeScore/2 + (MaxNodeScore/2 +
+    with - without)/2 on an empty 4-CPU, 10000-byte node."""
+    pod = MakePod().req({"cpu": cpu, "memory": memory}).obj()
+    profile = Profile("v1.36", LEAST_ALLOCATED, balanced_v136=True)
+    answer = score_nodes(pod, [node("node1", cpu="4", memory="10000")], [], profile)
+    assert answer.plugin(BALANCED_ALLOCATION) == {"node1": expected}

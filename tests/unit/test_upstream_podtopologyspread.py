@@ -5,10 +5,10 @@ runs it), the system-default case of TestPreScoreStateEmptyNodes and TestPreScor
 Each parametrize id is the upstream case's name. `nodes` are the candidates, `failed` the nodes
 that did not pass the filters (their pods still count). Left out: "matchLabelKeys ignored when
 feature gate disabled" (MatchLabelKeysInPodTopologySpread is on in v1.35, as are the node
-inclusion policies the other cases switch on), TestPreScoreStateEmptyNodes's cases with a
-configured list of default constraints (`defaultingType: List`: the model has the system
-defaults only), and the internal-state comparisons of its other cases (their scores are covered
-by TestPodTopologySpreadScore).
+inclusion policies the other cases switch on) and the internal-state comparisons of
+TestPreScoreStateEmptyNodes's cases with the pod's own constraints (their scores are covered by
+TestPodTopologySpreadScore); its `defaultingType: List` cases run against a `Profile` with
+`spread_defaults`.
 """
 
 from __future__ import annotations
@@ -18,14 +18,14 @@ from typing import Any
 import pytest
 
 from kube_elevator.tasks.scheduler.framework import score_nodes
-from kube_elevator.tasks.scheduler.objects import Workloads, node_from_api, sched_pod
+from kube_elevator.tasks.scheduler.objects import SpreadConstraint, Workloads, node_from_api, sched_pod
 from kube_elevator.tasks.scheduler.podtopologyspread import (
     HOSTNAME,
     ZONE,
     pre_score,
     topology_normalizing_weight,
 )
-from kube_elevator.tasks.scheduler.profiles import POD_TOPOLOGY_SPREAD
+from kube_elevator.tasks.scheduler.profiles import POD_TOPOLOGY_SPREAD, Profile
 from kube_elevator.tasks.scheduler.state import cluster_from
 from tests.builders import MakeNode, MakePod, exists_selector
 
@@ -255,3 +255,62 @@ def test_pre_score_skip(pod: dict[str, Any]) -> None:
                   "spec": {"selector": exists_selector("tar")}}]
     answer = score_nodes(pod, nodes, workloads=workloads)
     assert answer.plugin(POD_TOPOLOGY_SPREAD) == {}
+
+
+LIST_DEFAULTS = (SpreadConstraint(1, HOSTNAME, ANYWAY, None),
+                 SpreadConstraint(2, "rack", "DoNotSchedule", None),
+                 SpreadConstraint(2, "planet", ANYWAY, None))
+
+
+@pytest.mark.parametrize(("pod", "defaults", "node", "rs_selector", "expected"), [
+    (MakePod().name("p").namespace("default").label("foo", "tar").label("baz", "sup")
+     .owner_reference("rs1", "ReplicaSet").obj(), LIST_DEFAULTS,
+     MakeNode().name("node-a").label("rack", "rack1").label(HOSTNAME, "node-a")
+     .label("planet", "mars").obj(), FOO,
+     ([(1, HOSTNAME, FOO), (2, "planet", FOO)], [{}, {"mars": 0}], [1, 1])),
+    (MakePod().name("p").namespace("default").label("foo", "bar").label("baz", "sup").obj(),
+     (SpreadConstraint(2, "planet", ANYWAY, None),),
+     MakeNode().name("node-a").label("planet", "mars").obj(), exists_selector("tar"), None),
+    (MakePod().name("p").namespace("default").label("foo", "bar").label("baz", "sup")
+     .owner_reference("rs1", "ReplicaSet")
+     .spread_constraint(1, "zone", "DoNotSchedule", {"matchLabels": {"foo": "bar"}})
+     .spread_constraint(2, "planet", ANYWAY, {"matchLabels": {"baz": "sup"}}).obj(),
+     (SpreadConstraint(2, "galaxy", ANYWAY, None),),
+     MakeNode().name("node-a").label("planet", "mars").label("galaxy", "andromeda").obj(), FOO,
+     ([(2, "planet", {"matchLabels": {"baz": "sup"}})], [{"mars": 0}], [1])),
+], ids=["defaults constraints and a replica set",
+        "defaults constraints and a replica set that doesn't match",
+        "defaults constraints and a replica set, but pod has constraints"])
+def test_pre_score_state_list_defaulting(pod: dict[str, Any],
+                                         defaults: tuple[SpreadConstraint, ...],
+                                         node: dict[str, Any], rs_selector: dict[str, Any],
+                                         expected: Any) -> None:
+    """TestPreScoreStateEmptyNodes with `defaultingType: List`: the listed ScheduleAnyway
+    defaults take the controller's selector, every topology key is required, and a pod with
+    constraints of its own uses those. Upstream's second case predates DefaultSelector reading
+    the controller reference: its pod has none, so no ReplicaSet gives it a selector."""
+    workloads = Workloads([{"kind": "ReplicaSet",
+                            "metadata": {"namespace": "default", "name": "rs1"},
+                            "spec": {"selector": rs_selector}}])
+    scheduled = sched_pod(pod, workloads)
+    cluster = cluster_from([node_from_api(node)], [])
+    state = pre_score(scheduled, cluster.order(), cluster.order(), defaults)
+    if expected is None:
+        assert state is None
+        answer = score_nodes(pod, [node], profile=Profile("list", spread_defaults=defaults),
+                             workloads=[{"kind": "ReplicaSet",
+                                         "metadata": {"namespace": "default", "name": "rs1"},
+                                         "spec": {"selector": rs_selector}}])
+        assert answer.plugin(POD_TOPOLOGY_SPREAD) == {}
+        return
+    constraints, counts, sizes = expected
+    assert state is not None
+    assert [(c.max_skew, c.topology_key) for c in state.constraints] == [
+        (skew, key) for skew, key, _ in constraints]
+    assert [c.selector for c in state.constraints] == [
+        sched_pod({"metadata": {}, "spec": {"topologySpreadConstraints": [
+            {"maxSkew": 1, "topologyKey": "k", "labelSelector": selector}]}}
+        ).spread_constraints[0].selector for _, _, selector in constraints]
+    assert state.counts == counts
+    assert state.weights == [topology_normalizing_weight(size) for size in sizes]
+    assert state.ignored == set()

@@ -3,11 +3,11 @@ tainttoleration/taint_toleration_test.go TestTaintTolerationScore and
 nodeaffinity/node_affinity_test.go TestNodeAffinityPriority.
 
 Each parametrize id is the upstream case's name; pods, nodes and expected scores are
-upstream's, run through `score_nodes`. Left out: "PreScore returns error when an incoming Pod
-has a broken affinity" (label-key validation is the API server's; the model takes the terms as
-given). Upstream's "all nodes are same priority as NodeAffinity is nil" calls Score without
-PreScore (0 everywhere); through the framework, as here, PreScore skips the plugin, so it scores
-no node, which adds the same 0 to every total.
+upstream's, run through `score_nodes`; "PreScore returns error when an incoming Pod has a
+broken affinity" is `score_nodes` raising `SchedulingError` with upstream's message.
+Upstream's "all nodes are same priority as NodeAffinity is nil" calls Score without PreScore (0
+everywhere); through the framework, as here, PreScore skips the plugin, so it scores no node,
+which adds the same 0 to every total.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ import pytest
 
 from kube_elevator.tasks.core.api_objects import MatchExpression, NodeSelectorTerm
 from kube_elevator.tasks.scheduler.framework import score_nodes
-from kube_elevator.tasks.scheduler.objects import PreferredTerm
+from kube_elevator.tasks.scheduler.objects import PreferredTerm, SchedulingError
 from kube_elevator.tasks.scheduler.profiles import (
     LEAST_ALLOCATED,
     NODE_AFFINITY,
@@ -142,3 +142,12 @@ def test_node_affinity_priority(affinity: list[Any] | None, nodes: list[dict[str
         assert answer == {}
     else:
         assert [answer[n["metadata"]["name"]] for n in nodes] == expected
+
+
+def test_pre_score_returns_error_when_an_incoming_pod_has_a_broken_affinity() -> None:
+    """TestNodeAffinityPriority's case of that name: a preferred term whose label key is not a
+    qualified name is the plugin's PreScore error, never a term that matches nothing."""
+    pod = MakePod().preferred_node_affinity([(2, [("invalid key", ["bar"])])]).obj()
+    with pytest.raises(SchedulingError, match=r'\[0\]\.matchExpressions\[0\]\.key: Invalid '
+                                              r"value: 'invalid key'"):
+        score_nodes(pod, [MakeNode().name("node1").label("foo", "bar").obj()])

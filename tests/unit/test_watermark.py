@@ -38,6 +38,7 @@ from kube_elevator.tasks.pod_autoscalers.wpa.gates import (
 from kube_elevator.tasks.pod_autoscalers.wpa.proposal import (
     MetricError,
     MetricReading,
+    PodsNotOwned,
     adjusted_watermarks,
     count_ready_pods,
     external_proposal,
@@ -664,6 +665,21 @@ def test_external_none_ready_is_an_error() -> None:
         count_ready_pods(pods(2, ready="False"), scale(2), 0, 0, NOW, False)
     with pytest.raises(MetricError, match="no pods returned by selector"):
         count_ready_pods([], scale(2), 0, 0, NOW, False)
+
+
+def test_ready_pods_of_another_owner_are_named_as_such_not_as_unready() -> None:
+    """Issue 34 item 6: Ready pods the target does not own were reported as `none is ready`
+    (External) and `did not receive metrics for any ready pods` (Resource)."""
+    strangers = [PodState(f"api-{i}", owners=(Owner("ReplicaSet", "api-5d4f8"),))
+                 for i in range(3)]
+    with pytest.raises(PodsNotOwned, match=r"none of the 3 pods that name=test-pod lists is "
+                       r"owned by Deployment/foo-bar-123 \(they belong to ReplicaSet/api-5d4f8\)"):
+        count_ready_pods(strangers, scale(3), 0, 0, NOW, False)
+    rules = rules_of(wpa())
+    with pytest.raises(PodsNotOwned, match="skip-owner-check"):
+        resource_proposal(rules, rules.metrics[0], MetricReading(
+            pod_usage_milli={pod.name: 1 for pod in strangers}), scale(3), strangers)
+    assert count_ready_pods(strangers, scale(3), 0, 0, NOW, True) == 3  # the annotation
 
 
 def test_resource_grouping() -> None:

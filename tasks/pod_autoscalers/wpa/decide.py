@@ -44,6 +44,7 @@ from kube_elevator.tasks.pod_autoscalers.wpa.gates import (
 from kube_elevator.tasks.pod_autoscalers.wpa.proposal import (
     MetricError,
     MetricReading,
+    PodsNotOwned,
     Proposal,
     external_proposal,
     resource_proposal,
@@ -242,8 +243,11 @@ def decide_watermark(parsed: ParsedWatermark, target: TargetScale | str | None,
             else:
                 proposal = resource_proposal(rules, metric, reading, target, pods)
         except MetricError as error:
-            reason = ("FailedGetExternalMetric" if metric.type == "External"
-                      else "FailedGetResourceMetric")
+            if isinstance(error, PodsNotOwned):
+                reason = error.condition_reason
+            else:
+                reason = ("FailedGetExternalMetric" if metric.type == "External"
+                          else "FailedGetResourceMetric")
             # Above/BelowWatermark are left as they were: an outage neither starts nor resets
             # the delay clocks (upstream's snapshot also resets them; wpa.md §6 is silent).
             conditions.set(SCALING_ACTIVE, False, reason,

@@ -17,6 +17,28 @@ class MetricError(Exception):
     """A metric could not be computed: the WPA holds and says why (§6)."""
 
 
+class PodsNotOwned(MetricError):
+    """§5.1: the selector lists pods, but none of them is the target's: readiness and the
+    metrics are not what is missing, and the condition says so (`PodsNotOwnedByTarget`)."""
+
+    condition_reason = "PodsNotOwnedByTarget"
+
+
+def check_some_owned(pods: Sequence[PodState], target: TargetScale,
+                     skip_owner_check: bool) -> None:
+    """PodsNotOwned when the selector's pods all belong to something other than the target."""
+    if skip_owner_check or not pods or any(owned_by(pod, target.name) for pod in pods):
+        return
+    owners = sorted({f"{owner.kind}/{owner.name}" for pod in pods for owner in pod.owners})
+    shown = ", ".join(owners[:3]) + (f" and {len(owners) - 3} more" if len(owners) > 3 else "")
+    raise PodsNotOwned(
+        f"none of the {len(pods)} pods that {target.selector or 'the selector'} lists is "
+        f"owned by {target.kind}/{target.name} (they belong to {shown or 'no owner'}): the WPA "
+        "counts only the target's pods; narrow the target's selector, or annotate the WPA "
+        'wpa.datadoghq.com/skip-owner-check: "true" when an object between the target and '
+        "its pods owns them")
+
+
 @dataclass(frozen=True)
 class ConvergeNote:
     """What a proposal says about convergence, for the ConvergeToWatermark condition."""
@@ -130,6 +152,7 @@ def count_ready_pods(pods: Sequence[PodState], target: TargetScale, readiness_de
     """§5 for External metrics: the ready count, or MetricError when too few are ready."""
     if not pods:
         raise MetricError("no pods returned by selector while calculating replica count")
+    check_some_owned(pods, target, skip_owner_check)
     ready = incorrect = 0
     for pod in pods:
         if not skip_owner_check and not owned_by(pod, target.name):
@@ -234,6 +257,7 @@ def resource_proposal(rules: WatermarkRules, metric: MetricRule, reading: Metric
                           "resource metrics API")
     if not pods:
         raise MetricError("no pods returned by selector while calculating replica count")
+    check_some_owned(pods, target, rules.skip_owner_check)
     groups = group_pods(pods, target.name, reading.pod_usage_milli, metric.name,
                         rules.readiness_delay_seconds, rules.skip_owner_check)
     counted = len(pods) - len(groups.ignored)

@@ -1,0 +1,125 @@
+"""moto in this process (`mock_aws`), behind the same helpers as `fakes.aws.FakeAws`.
+
+`FakeAws` runs moto's threaded HTTP server, which another process can reach (a Prefect worker,
+a CLI under test) and which costs a server start; `InProcessAws` patches botocore in this
+process, as `moto.mock_aws` does, so boto3 clients made here with no `endpoint_url` reach moto
+without a socket. Both hold moto's one per-process state; like `mock_aws`, starting an
+`InProcessAws` resets it (each test starts with an empty AWS). Unlike `mock_aws`, it skips
+moto's ~2,600 default AMIs unless asked (`load_default_amis=True`): they cost ~1 s a test.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import boto3
+import botocore.loaders
+import botocore.session
+from botocore.config import Config
+
+from kube_elevator.fakes.aws import (
+    FAKE_ACCESS_KEY_ID,
+    FAKE_SECRET_ACCESS_KEY,
+    FakeAws,
+    environ_set,
+    extend_moto,
+)
+
+# moto's EC2 loads ~2,600 default AMIs each time its state is reset (twice a test: ~1 s); the
+# harness's launch templates name an image moto does not check, so by default they are skipped.
+LOAD_AMIS = "MOTO_EC2_LOAD_DEFAULT_AMIS"
+_LOADER: botocore.loaders.Loader | None = None
+
+
+def _shared_loader() -> botocore.loaders.Loader:
+    global _LOADER
+    if _LOADER is None:
+        _LOADER = botocore.loaders.create_loader()
+    return _LOADER
+
+
+class InProcessAws(FakeAws):
+    """moto's `mock_aws` for the life of this object: boto3 in this process reaches moto."""
+
+    def __init__(self, region: str = "us-east-1", *, load_default_amis: bool = False) -> None:
+        super().__init__(region)
+        self._mock: Any = None
+        self._load_default_amis = load_default_amis
+        self._saved_amis_setting: str | None = None
+        self._saved_default_session: boto3.Session | None = None
+
+    def start(self) -> InProcessAws:
+        if self._mock is not None:
+            return self
+        from moto import mock_aws
+
+        extend_moto()
+        self._saved_amis_setting = os.environ.get(LOAD_AMIS)
+        if not self._load_default_amis:
+            os.environ[LOAD_AMIS] = "false"
+        self._mock = mock_aws()
+        self._mock.start()
+        # moto empties boto3's default session (its patch restores the old one at stop): the
+        # new one reads its models through the shared loader, so `boto3.client(...)` in the
+        # code under test costs ~0.01 s, not ~0.2 s, from the second cluster of a process on.
+        self._saved_default_session = boto3.DEFAULT_SESSION
+        boto3.DEFAULT_SESSION = self.session()
+        return self
+
+    def stop(self) -> None:
+        if self._mock is not None:
+            boto3.DEFAULT_SESSION = self._saved_default_session
+            self._mock.stop()
+            if self._saved_amis_setting is None:
+                os.environ.pop(LOAD_AMIS, None)
+            else:
+                os.environ[LOAD_AMIS] = self._saved_amis_setting
+        self._mock = None
+        self._shared_session = None
+        self._helper_clients.clear()
+
+    def session(self) -> boto3.Session:
+        """A new boto3 session (its own event hooks) whose service models and endpoint data
+        come from one loader per process: loading them anew costs ~0.3 s a session."""
+        botocore_session = botocore.session.get_session()
+        botocore_session.register_component("data_loader", _shared_loader())
+        return boto3.Session(aws_access_key_id=FAKE_ACCESS_KEY_ID,
+                             aws_secret_access_key=FAKE_SECRET_ACCESS_KEY,
+                             region_name=self.region, botocore_session=botocore_session)
+
+    def __enter__(self) -> InProcessAws:
+        return self.start()
+
+    def reset(self) -> None:
+        """Forget every resource (moto's backends; affects all moto users in this process)."""
+        from moto.core.base_backend import BackendDict
+
+        BackendDict.reset()
+
+    @property
+    def endpoint_url(self) -> str:
+        raise RuntimeError("moto runs in this process, with no endpoint: for code in another "
+                           "process, use fake_cluster(aws='server')")
+
+    def env(self) -> dict[str, str]:
+        """The region and moto's dummy credentials (there is no endpoint to point at)."""
+        return self._env()
+
+    def _env(self) -> dict[str, str]:
+        return {"AWS_DEFAULT_REGION": self.region, "AWS_ACCESS_KEY_ID": FAKE_ACCESS_KEY_ID,
+                "AWS_SECRET_ACCESS_KEY": FAKE_SECRET_ACCESS_KEY}
+
+    @contextmanager
+    def environment(self) -> Iterator[None]:
+        """`env()` in os.environ, and no `AWS_ENDPOINT_URL` (it would lead boto3 past moto)."""
+        with environ_set({**self._env(), "AWS_ENDPOINT_URL": None}):
+            yield
+
+    def client(self, service: str, config: Config | None = None) -> Any:
+        """A new boto3 client for `service`, reaching moto in this process."""
+        if self._shared_session is None:
+            self._shared_session = self.session()
+        return self._shared_session.client(service, config=config)  # type: ignore[call-overload]

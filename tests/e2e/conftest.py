@@ -1,0 +1,30 @@
+"""Fixtures the end-to-end modules share: the image's build context and its wheel, made once."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from tests.locks import REQUIREMENTS
+
+
+@pytest.fixture(scope="session")
+def build_context(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The files the Dockerfile's build stage copies, laid out as its WORKDIR, with every lock
+    of requirements/ (an install of another extra than the image's takes its own)."""
+    from tests.e2e.test_image import DOCKERFILE, lay_out_build_context, stages
+
+    build, _ = stages(DOCKERFILE.read_text())
+    context = tmp_path_factory.mktemp("build-context")
+    lay_out_build_context(build, context)
+    for lock in REQUIREMENTS.glob("*.txt"):
+        shutil.copyfile(lock, context / "requirements" / lock.name)
+    return context
+
+
+@pytest.fixture(scope="session")
+def wheel_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Where install.sh builds the wheel the first time and finds it after ($WHEEL_DIR)."""
+    return tmp_path_factory.mktemp("wheel")
