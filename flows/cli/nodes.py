@@ -218,6 +218,8 @@ def run(
     config = load_node_groups(nodegroups)  # bad input fails here, before any flow run
     period = positive_duration_option(interval, "--interval")
     liveness.check_lease_name([lease_name(group.name) for group in config.node_groups])
+    if not once:
+        liveness.warn_if_ticks_outlast(period)
     from kube_elevator.tasks.adapters.kube import KubeClient
 
     kube = KubeClient.from_config(kubeconfig)  # so does a kubeconfig the client cannot use

@@ -172,6 +172,8 @@ def serve(
     liveness.check_lease_name([lease_name(group.name) for group in config.node_groups])
     period = positive_duration_option(interval, "--interval")
     poll_seconds = positive_duration_option(poll, "--poll")
+    if ticks is ServeMode.in_process:  # --ticks runs: the probe checks its serving loop
+        liveness.warn_if_ticks_outlast(period)
     if kubeconfig is not None and not names_a_file(kubeconfig):
         raise InputError([f"--kubeconfig: {kubeconfig}: no such file"])
     if pushgateway is not None:

@@ -160,6 +160,8 @@ def watch(
     debouncer = Debouncer(positive_duration_option(debounce, "--debounce"),
                           positive_duration_option(settle or f"{default_settle:g}s", "--settle"))
     period = positive_duration_option(interval, "--interval")
+    if in_process:  # --ticks events: the probe checks its pending-pods loop
+        liveness.warn_if_ticks_outlast(period)
     if not in_process and not get_current_settings().api.url:
         raise InputError(["PREFECT_API_URL is not set: elevator watch --ticks events sends its "
                           "events to a Prefect server, where the autoscale deployment's "

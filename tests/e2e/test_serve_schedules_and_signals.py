@@ -291,3 +291,32 @@ def test_the_temporary_server_stops_when_its_command_is_killed(tmp_path: Path) -
         if command.poll() is None:
             command.kill()
             command.wait()
+
+
+# --- a --max-inactivity the ticks cannot keep ---------------------------------------------------
+
+
+@pytest.mark.parametrize(("options", "warned"), [
+    pytest.param(("--interval", "15m"), True, id="default-10m-under-a-15m-interval"),
+    pytest.param(("--interval", "15m", "--max-inactivity", "20m"), False, id="20m-over-15m"),
+    pytest.param(("--interval", "15m", "--health-address", ""), False, id="no-health-endpoint"),
+    pytest.param(("--interval", "15m", "--ticks", "runs"), False, id="ticks-runs-checks-its-loop"),
+])
+def test_a_max_inactivity_no_longer_than_the_interval_is_a_warning(
+        options: tuple[str, ...], warned: bool, tmp_path: Path) -> None:
+    """Only finished ticks move the liveness clock: under an interval as long as
+    --max-inactivity the probe would fail between two ticks. Said before anything starts (here
+    a missing kubeconfig then stops the command)."""
+    from typer.testing import CliRunner
+
+    from kube_elevator.flows.cli import app
+
+    nodegroups = tmp_path / "nodegroups.yaml"
+    nodegroups.write_text("node_groups: []\n")
+    answer = CliRunner().invoke(app, ["serve", "--nodegroups", str(nodegroups), "--kubeconfig",
+                                      str(tmp_path / "missing"), *options])
+    assert answer.exit_code == 2 and "--kubeconfig" in answer.output, answer.output
+    warning = ("warning: --max-inactivity 600s is not longer than --interval 900s: "
+               "/health-check will fail between two ticks")
+    said = " ".join(answer.output.split())
+    assert (warning in said) if warned else ("warning:" not in said), answer.output
