@@ -36,6 +36,7 @@ from kube_elevator.tasks.core.health import (
 from kube_elevator.tasks.core.leader_election import ElectionTimes
 
 if TYPE_CHECKING:
+    from kube_elevator.flows.cli.stopping import StopDeadline
     from kube_elevator.flows.leader import LeaderElector
 
 DEFAULT_HEALTH_ADDRESS = "127.0.0.1:8085"  # the Cluster Autoscaler's port; 127.0.0.1 by default
@@ -276,10 +277,11 @@ def elector_for(liveness: Liveness, api_client: Any, lease_namespace: str,
 
 @contextlib.contextmanager
 def kept_alive(liveness: Liveness, pages: HealthPages, elector: LeaderElector | None,
-               ) -> Iterator[str | None]:
+               stopping: StopDeadline | None = None) -> Iterator[str | None]:
     """The health endpoint served and the election run while the body runs; then the election
     stops and releases the Lease (after the ticks it guarded ended), and the endpoint stops.
-    Yields the endpoint's URL (None when `--health-address ""` turned it off)."""
+    Yields the endpoint's URL (None when `--health-address ""` turned it off). `stopping`'s
+    forced stop releases the Lease the same way, within its own timeout."""
     from kube_elevator.tasks.adapters.http_server import ServiceThread, pages_app
 
     service = None
@@ -298,6 +300,9 @@ def kept_alive(liveness: Liveness, pages: HealthPages, elector: LeaderElector | 
         election = threading.Thread(target=elector.run, args=(stop_election,),
                                     name="leader-election", daemon=True)
         election.start()
+        if stopping is not None:
+            stopping.release = lambda seconds: _released(elector, election, stop_election,
+                                                         seconds)
     try:
         yield service.url if service is not None else None
     finally:
@@ -307,6 +312,16 @@ def kept_alive(liveness: Liveness, pages: HealthPages, elector: LeaderElector | 
         if service is not None:
             service.stop()
         sys.stdout.flush()
+
+
+def _released(elector: LeaderElector, election: threading.Thread, stop: threading.Event,
+              seconds: float) -> bool:
+    """Stop the election, which releases the Lease as it ends; then release it from here, which
+    does nothing when it is free already (True), and tries again when the election's release
+    failed or has not ended in half of `seconds` (a renewal in flight). Within `seconds`."""
+    stop.set()
+    election.join(timeout=seconds / 2)
+    return elector.release(seconds / 2)
 
 
 def run_ticks_alive(tick: Callable[[], bool], period: float, liveness: Liveness,

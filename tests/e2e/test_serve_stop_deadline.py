@@ -1,0 +1,140 @@
+"""Issue 34 item 3, the rest: a stop that hangs on a Prefect server that does not answer still
+ends. `elevator serve` against a real `prefect server start`, which the test freezes (SIGSTOP:
+connections open, nothing answers, as a remote server that hangs) before it signals serve:
+serve ends at its stop deadline, or at once on a second signal, releases the Lease, says on
+one line that the server did not answer, and exits 1, without a traceback. One server for the
+module, thawed (SIGCONT) after each test."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import signal
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from benchmarks.event_latency import FREE_HEALTH_PORT, BurstCluster, Child, PrefectServer
+from kube_elevator.fakes.aws import FakeAws
+from kube_elevator.fakes.kube_api.server import FakeKubeApi
+from kube_elevator.flows.cli.stopping import RELEASE_SECONDS, SHUTDOWN_SECONDS
+from tests.e2e.test_serve_schedules_and_signals import LEADER_LEASE, elevator, group_stopped
+
+GRACE_SECONDS = 2.0  # --stop-grace: the deadline is this and SHUTDOWN_SECONDS
+SLACK_SECONDS = 4.0  # a loaded 2-core machine: the interpreter's exit, the signal's delivery
+
+
+@pytest.fixture(scope="module")
+def server() -> Iterator[PrefectServer]:
+    with PrefectServer() as running:
+        yield running
+
+
+def process_tree(pid: int) -> list[int]:
+    """`pid` and its descendants (`prefect server start` runs its server in a child)."""
+    parents: dict[int, int] = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            with contextlib.suppress(OSError, IndexError, ValueError):
+                stat = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+                parents[int(entry.name)] = int(stat[1])
+    tree, grown = [pid], True
+    while grown:
+        children = [child for child, parent in parents.items()
+                    if parent in tree and child not in tree]
+        tree.extend(children)
+        grown = bool(children)
+    return tree
+
+
+@contextlib.contextmanager
+def frozen(server: PrefectServer) -> Iterator[None]:
+    """The server's processes stopped (SIGSTOP) in the body, continued after it."""
+    assert server._child is not None
+    processes = process_tree(server._child.process.pid)
+    for pid in processes:
+        os.kill(pid, signal.SIGSTOP)
+    try:
+        yield
+    finally:
+        for pid in processes:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGCONT)
+
+
+def serving(server: PrefectServer, fake_kube: FakeKubeApi, fake_aws: FakeAws, tmp_path: Path,
+            *options: str) -> Child:
+    """serve on `server`, leading, after its first tick."""
+    cluster = BurstCluster(fake_kube, fake_aws, tmp_path)
+    child = Child(elevator("serve", "--nodegroups", str(cluster.nodegroups), "--kubeconfig",
+                           str(cluster.kubeconfig), "--interval", "2s", "--poll", "0.5s",
+                           *options, *FREE_HEALTH_PORT),
+                  server.env(**fake_aws.env()), tmp_path / "serve.log", new_session=True)
+    try:
+        child.wait_for("tick (leading)", 240)
+    except BaseException:
+        child.stop()
+        raise
+    return child
+
+
+def exit_code_within(child: Child, seconds: float) -> tuple[int, float]:
+    started = time.monotonic()
+    try:
+        code = child.process.wait(timeout=seconds)
+    except subprocess.TimeoutExpired:
+        raise AssertionError(f"still running {seconds:g} s on:\n"
+                             f"{child.output()[-3000:]}") from None
+    return code, time.monotonic() - started
+
+
+def assert_stopped_without_the_server(child: Child, server: PrefectServer, why: str,
+                                      fake_kube: FakeKubeApi) -> None:
+    output = child.output()
+    forced = [line for line in output.splitlines() if "did not answer" in line]
+    # What the stop was waiting for when it gave up: a call to the frozen server, the first
+    # of which depends on when the signal came (the tick loop's look for due runs, or after).
+    doing = ("(waiting for the run in flight|pausing the autoscale schedule"
+             "|stopping Prefect's Runner)")
+    assert len(forced) == 1 and re.fullmatch(
+        f"serve: {re.escape(why)}: the Prefect server at {re.escape(server.api_url)} did not "
+        f"answer; stopped without it \\({doing}\\); the Lease is released; exit 1",
+        forced[0]), output[-3000:]
+    assert "Traceback" not in output, output[-3000:]
+    assert "serve: stopped" not in output  # the gentle stop never finished
+    assert fake_kube.get(*LEADER_LEASE)["spec"]["holderIdentity"] == ""
+
+
+def test_a_stop_that_hangs_on_the_server_ends_at_its_deadline(
+        server: PrefectServer, fake_kube: FakeKubeApi, fake_aws: FakeAws,
+        tmp_path: Path) -> None:
+    deadline = GRACE_SECONDS + SHUTDOWN_SECONDS
+    with group_stopped(serving(server, fake_kube, fake_aws, tmp_path, "--stop-grace",
+                               f"{GRACE_SECONDS:g}s")) as serve, frozen(server):
+        serve.process.send_signal(signal.SIGTERM)
+        code, took = exit_code_within(serve, deadline + RELEASE_SECONDS + SLACK_SECONDS)
+        print(f"\nSIGTERM with the server frozen: exit {code} in {took:.1f} s "
+              f"(deadline {deadline:g} s)")
+        assert code == 1, serve.output()[-3000:]
+        assert took >= deadline - 0.5  # the gentle stop had its time
+        assert f"serve: stopping within {deadline:g}s" in serve.output()
+    assert_stopped_without_the_server(serve, server, f"the stop did not finish within "
+                                                     f"{deadline:g}s", fake_kube)
+
+
+def test_a_second_signal_stops_at_once(server: PrefectServer, fake_kube: FakeKubeApi,
+                                       fake_aws: FakeAws, tmp_path: Path) -> None:
+    """The default --stop-grace: a deadline of 25 s, which the second Ctrl-C cuts short."""
+    with group_stopped(serving(server, fake_kube, fake_aws, tmp_path)) as serve, \
+            frozen(server):
+        os.killpg(serve.process.pid, signal.SIGINT)  # Ctrl-C: to the group
+        serve.wait_for("serve: stopping within 25s", 30)
+        os.killpg(serve.process.pid, signal.SIGINT)
+        code, took = exit_code_within(serve, RELEASE_SECONDS + SLACK_SECONDS)
+        print(f"\na second Ctrl-C with the server frozen: exit {code} in {took:.1f} s")
+        assert code == 1, serve.output()[-3000:]
+    assert_stopped_without_the_server(serve, server, "a second SIGINT", fake_kube)
