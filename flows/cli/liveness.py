@@ -327,21 +327,24 @@ def _released(elector: LeaderElector, election: threading.Thread, stop: threadin
 def run_ticks_alive(tick: Callable[[], bool], period: float, liveness: Liveness,
                     elector: LeaderElector | None = None, *, loop_name: str = "tick",
                     ready_once_ticked: bool = False,
-                    metrics: Callable[[], str] | None = None) -> None:
+                    metrics: Callable[[], str] | None = None, command: str = "run") -> None:
     """`tick` every `period` seconds through the ticker (under leader election, while this
     process leads), with the health endpoint, until SIGTERM or SIGINT: `run --interval` and
     `pods run`. `tick` returns whether it succeeded; `/ready` answers 200 at once, or with
-    `ready_once_ticked` once the first tick finished."""
-    from kube_elevator.flows.cli.common import console_logs_without_tracebacks, wait_for_stop_signal
+    `ready_once_ticked` once the first tick finished. The stop has a deadline
+    (`stopping.stop_signals`), its lines said as `command`."""
+    from kube_elevator.flows.cli.common import console_logs_without_tracebacks
+    from kube_elevator.flows.cli.stopping import stop_signals
     from kube_elevator.flows.prefect_compat import one_client_for_runs
     from kube_elevator.flows.ticker import TickLoop, run_ticks
 
-    stop = wait_for_stop_signal()
+    stop, stopping = stop_signals(command)
     console_logs_without_tracebacks()
     ticker = TickLoop(lambda _why: tick(), period,
                       may_act=elector.may_act if elector is not None else None)
     pages = HealthPages(lambda: ticker.health, lambda: ticker.ticks > 0 or not ready_once_ticked,
                         liveness.limits, ticker.clock, elector, loop=loop_name,
                         not_ready=f"no {loop_name} has finished yet", metrics=metrics)
-    with kept_alive(liveness, pages, elector), one_client_for_runs():
+    with kept_alive(liveness, pages, elector, stopping), one_client_for_runs():
         run_ticks(ticker, stop)
+    stopping.doing = "exiting: Prefect's clients flushing their logs and events"

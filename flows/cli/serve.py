@@ -43,6 +43,7 @@ from kube_elevator.flows.cli.liveness import (
     kept_alive,
     with_liveness_options,
 )
+from kube_elevator.flows.cli.stopping import STOP_GRACE_SECONDS
 from kube_elevator.tasks.core.duration import positive_duration_option
 from kube_elevator.tasks.core.errors import InputError
 from kube_elevator.tasks.core.health import LoopHealth
@@ -68,10 +69,6 @@ PLAN_DEPLOYMENT = "plan"
 DEFAULT_INTERVAL = "60s"
 # How often the served process asks for runs to start; an event-triggered run waits for it.
 DEFAULT_POLL = "2s"
-# After SIGTERM the run in flight may finish for this long, then it is cancelled. With the
-# stop's deadline after it (`stopping.SHUTDOWN_SECONDS`) and the Lease's release at the deadline
-# (`stopping.RELEASE_SECONDS`), 27 s: inside Kubernetes' default 30 s terminationGracePeriodSeconds.
-STOP_GRACE_SECONDS = 20.0
 SERVE_LEADER_HELP = ("in-process: elect one leader among the replicas on a Lease; it runs the "
                      "ticks, the others keep their cache warm and take over when its lease runs "
                      "out. (With --ticks runs the Prefect server gives each run to one process.)")

@@ -22,6 +22,9 @@ import urllib.request
 from collections.abc import Callable
 from types import FrameType
 
+# After SIGTERM the run (or tick) in flight may finish for this long: `serve` then cancels it
+# (`--stop-grace`), `watch` and `run --interval` wait for it within the deadline.
+STOP_GRACE_SECONDS = 20.0
 # After the grace the run in flight has, how long the rest of the stop may take: the Runner's
 # shutdown, the schedule's pause, the clients' flush, each one round trip when the server answers.
 SHUTDOWN_SECONDS = 5.0
@@ -36,19 +39,20 @@ class StopDeadline:
     """Signal handling for a command that stops gently (`on_first`) and, if that hangs, by force.
 
     `seconds`: from the first signal to the forced stop. `server_url`: the Prefect API the
-    gentle stop talks to, named in the forced stop's line. `release`: set by whoever holds the
+    gentle stop talks to, named in the forced stop's line (None: `prefect_api_url()` when the
+    stop is forced, the temporary server started by then). `release`: set by whoever holds the
     Lease (`liveness.kept_alive`); called with a timeout, True when the Lease is free. `doing`:
     what the gentle stop is busy with, for the line.
     """
 
     def __init__(self, command: str, seconds: float, server_url: str | None,
-                 say: Callable[[str], None]) -> None:
+                 say: Callable[[str], None], doing: str = "stopping") -> None:
         self.command = command
         self.seconds = seconds
         self.server_url = server_url
         self.say = say
         self.release: Callable[[float], bool] | None = None
-        self.doing = "stopping"
+        self.doing = doing
         self.exit: Callable[[int], None] = os._exit
         self._forced = threading.Event()
         self._why = ""
@@ -101,12 +105,32 @@ class StopDeadline:
     def left_behind(self, answered: bool | None = None) -> str:
         """What the forced stop leaves undone, by whether the Prefect server answers now
         (`answered`: asked already)."""
-        if answered is None and self.server_url is not None:
-            answered = answers(self.server_url, PROBE_SECONDS)
-        if self.server_url is not None and not answered:
-            return (f"the Prefect server at {self.server_url} did not answer; stopped without "
-                    f"it ({self.doing})")
+        url = self.server_url
+        if url is None:
+            try:
+                url = prefect_api_url()
+            except Exception:  # Prefect's settings unreadable: say it without the server
+                url = None
+        if answered is None and url is not None:
+            answered = answers(url, PROBE_SECONDS)
+        if url is not None and not answered:
+            return (f"the Prefect server at {url} did not answer; stopped without it "
+                    f"({self.doing})")
         return f"stopped without finishing ({self.doing})"
+
+
+def stop_signals(command: str) -> tuple[threading.Event, StopDeadline]:
+    """An event the first SIGTERM or SIGINT sets, so a loop stops between ticks (`watch`, `run
+    --interval`, `pods run`), and the deadline that bounds that stop: the tick in flight may
+    finish for `STOP_GRACE_SECONDS`, the rest take `SHUTDOWN_SECONDS`. Pass the deadline to
+    `liveness.kept_alive`, which releases the Lease when it forces the stop."""
+    from kube_elevator.flows.cli.common import say_as
+
+    stop = threading.Event()
+    stopping = StopDeadline(command, STOP_GRACE_SECONDS + SHUTDOWN_SECONDS, None,
+                            say_as(command), doing="waiting for the tick in flight")
+    stopping.install(stop.set)
+    return stop, stopping
 
 
 def answers(api_url: str, timeout: float) -> bool:
