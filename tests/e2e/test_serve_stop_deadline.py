@@ -1,9 +1,9 @@
 """Issue 34 item 3, the rest: a stop that hangs on a Prefect server that does not answer still
-ends. `elevator serve` against a real `prefect server start`, which the test freezes (SIGSTOP:
-connections open, nothing answers, as a remote server that hangs) before it signals serve:
-serve ends at its stop deadline, or at once on a second signal, releases the Lease, says on
-one line that the server did not answer, and exits 1, without a traceback. One server for the
-module, thawed (SIGCONT) after each test."""
+ends. `elevator serve` (and `run --interval`) against a real `prefect server start`, which the
+test freezes (SIGSTOP: connections open, nothing answers, as a remote server that hangs) before
+it signals the command: it ends at its stop deadline, or at once on a second signal, releases
+the Lease, says on one line that the server did not answer, and exits 1, without a traceback.
+One server for the module, thawed (SIGCONT) after each test."""
 
 from __future__ import annotations
 
@@ -66,16 +66,27 @@ def frozen(server: PrefectServer) -> Iterator[None]:
                 os.kill(pid, signal.SIGCONT)
 
 
+# What each command's stop may be waiting for when it gives up: a call to the frozen server, the
+# first of which depends on when the signal came (serve: its look for due runs, or after).
+STAGES = {
+    "serve": ("waiting for the run in flight", "pausing the autoscale schedule",
+              "stopping Prefect's Runner"),
+    "run": ("waiting for the tick in flight",
+            "exiting: Prefect's clients flushing their logs and events"),
+}
+SERVE = ("serve", "--poll", "0.5s")
+RUN = ("run", "--leader-elect")
+
+
 def serving(server: PrefectServer, fake_kube: FakeKubeApi, fake_aws: FakeAws, tmp_path: Path,
-            *options: str) -> Child:
-    """serve on `server`, leading, after its first tick."""
+            *command: str) -> Child:
+    """`command` (serve, or run --interval) on `server`, leading, after its first tick."""
     cluster = BurstCluster(fake_kube, fake_aws, tmp_path)
-    child = Child(elevator("serve", "--nodegroups", str(cluster.nodegroups), "--kubeconfig",
-                           str(cluster.kubeconfig), "--interval", "2s", "--poll", "0.5s",
-                           *options, *FREE_HEALTH_PORT),
-                  server.env(**fake_aws.env()), tmp_path / "serve.log", new_session=True)
+    child = Child(elevator(*command, "--nodegroups", str(cluster.nodegroups), "--kubeconfig",
+                           str(cluster.kubeconfig), "--interval", "2s", *FREE_HEALTH_PORT),
+                  server.env(**fake_aws.env()), tmp_path / "command.log", new_session=True)
     try:
-        child.wait_for("tick (leading)", 240)
+        child.wait_for("batch: ", 240)
     except BaseException:
         child.stop()
         raise
@@ -92,20 +103,16 @@ def exit_code_within(child: Child, seconds: float) -> tuple[int, float]:
     return code, time.monotonic() - started
 
 
-def assert_stopped_without_the_server(child: Child, server: PrefectServer, why: str,
-                                      fake_kube: FakeKubeApi) -> None:
+def assert_stopped_without_the_server(child: Child, server: PrefectServer, command: str,
+                                      why: str, fake_kube: FakeKubeApi) -> None:
     output = child.output()
     forced = [line for line in output.splitlines() if "did not answer" in line]
-    # What the stop was waiting for when it gave up: a call to the frozen server, the first
-    # of which depends on when the signal came (the tick loop's look for due runs, or after).
-    doing = ("(waiting for the run in flight|pausing the autoscale schedule"
-             "|stopping Prefect's Runner)")
+    doing = "|".join(re.escape(stage) for stage in STAGES[command])
     assert len(forced) == 1 and re.fullmatch(
-        f"serve: {re.escape(why)}: the Prefect server at {re.escape(server.api_url)} did not "
-        f"answer; stopped without it \\({doing}\\); the Lease is released; exit 1",
+        f"{command}: {re.escape(why)}: the Prefect server at {re.escape(server.api_url)} did "
+        f"not answer; stopped without it \\(({doing})\\); the Lease is released; exit 1",
         forced[0]), output[-3000:]
     assert "Traceback" not in output, output[-3000:]
-    assert "serve: stopped" not in output  # the gentle stop never finished
     assert fake_kube.get(*LEADER_LEASE)["spec"]["holderIdentity"] == ""
 
 
@@ -113,7 +120,7 @@ def test_a_stop_that_hangs_on_the_server_ends_at_its_deadline(
         server: PrefectServer, fake_kube: FakeKubeApi, fake_aws: FakeAws,
         tmp_path: Path) -> None:
     deadline = GRACE_SECONDS + SHUTDOWN_SECONDS
-    with group_stopped(serving(server, fake_kube, fake_aws, tmp_path, "--stop-grace",
+    with group_stopped(serving(server, fake_kube, fake_aws, tmp_path, *SERVE, "--stop-grace",
                                f"{GRACE_SECONDS:g}s")) as serve, frozen(server):
         serve.process.send_signal(signal.SIGTERM)
         code, took = exit_code_within(serve, deadline + RELEASE_SECONDS + SLACK_SECONDS)
@@ -122,19 +129,27 @@ def test_a_stop_that_hangs_on_the_server_ends_at_its_deadline(
         assert code == 1, serve.output()[-3000:]
         assert took >= deadline - 0.5  # the gentle stop had its time
         assert f"serve: stopping within {deadline:g}s" in serve.output()
-    assert_stopped_without_the_server(serve, server, f"the stop did not finish within "
-                                                     f"{deadline:g}s", fake_kube)
+    assert "serve: stopped" not in serve.output()  # the gentle stop never finished
+    assert_stopped_without_the_server(serve, server, "serve", f"the stop did not finish within "
+                                                              f"{deadline:g}s", fake_kube)
 
 
-def test_a_second_signal_stops_at_once(server: PrefectServer, fake_kube: FakeKubeApi,
+@pytest.mark.parametrize(("command", "signum"), [
+    pytest.param(SERVE, signal.SIGINT, id="serve-ctrl-c-twice-to-the-group"),
+    pytest.param(RUN, signal.SIGTERM, id="run-interval-sigterm-twice"),
+])
+def test_a_second_signal_stops_at_once(command: tuple[str, ...], signum: signal.Signals,
+                                       server: PrefectServer, fake_kube: FakeKubeApi,
                                        fake_aws: FakeAws, tmp_path: Path) -> None:
-    """The default --stop-grace: a deadline of 25 s, which the second Ctrl-C cuts short."""
-    with group_stopped(serving(server, fake_kube, fake_aws, tmp_path)) as serve, \
+    """The default deadline, 25 s, which the second signal cuts short."""
+    with group_stopped(serving(server, fake_kube, fake_aws, tmp_path, *command)) as child, \
             frozen(server):
-        os.killpg(serve.process.pid, signal.SIGINT)  # Ctrl-C: to the group
-        serve.wait_for("serve: stopping within 25s", 30)
-        os.killpg(serve.process.pid, signal.SIGINT)
-        code, took = exit_code_within(serve, RELEASE_SECONDS + SLACK_SECONDS)
-        print(f"\na second Ctrl-C with the server frozen: exit {code} in {took:.1f} s")
-        assert code == 1, serve.output()[-3000:]
-    assert_stopped_without_the_server(serve, server, "a second SIGINT", fake_kube)
+        os.killpg(child.process.pid, signum)  # Ctrl-C, `kill -- -PGID`: to the group
+        child.wait_for(f"{command[0]}: stopping within 25s", 30)
+        os.killpg(child.process.pid, signum)
+        code, took = exit_code_within(child, RELEASE_SECONDS + SLACK_SECONDS)
+        print(f"\n{command[0]}: a second {signum.name} with the server frozen: exit {code} in "
+              f"{took:.1f} s")
+        assert code == 1, child.output()[-3000:]
+    assert_stopped_without_the_server(child, server, command[0], f"a second {signum.name}",
+                                      fake_kube)
