@@ -153,3 +153,19 @@ def test_a_second_signal_stops_at_once(command: tuple[str, ...], signum: signal.
         assert code == 1, child.output()[-3000:]
     assert_stopped_without_the_server(child, server, command[0], f"a second {signum.name}",
                                       fake_kube)
+
+
+def test_the_whole_stop_fits_in_the_pods_termination_grace_period() -> None:
+    """The grace, the rest of the stop and the Lease's release at the deadline: inside the
+    serve overlay's terminationGracePeriodSeconds (Kubernetes' default 30 s), with a second to
+    spare for the probe's line and the exit."""
+    import yaml
+
+    from benchmarks.event_latency import ROOT
+    from kube_elevator.flows.cli.stopping import PROBE_SECONDS, STOP_GRACE_SECONDS
+
+    manifest = ROOT / "deployments" / "kubernetes" / "overlays" / "serve" / "serve.yaml"
+    pod = next(document for document in yaml.safe_load_all(manifest.read_text())
+               if document and document.get("kind") == "Deployment")["spec"]["template"]["spec"]
+    whole = STOP_GRACE_SECONDS + SHUTDOWN_SECONDS + max(RELEASE_SECONDS, PROBE_SECONDS + 0.5)
+    assert whole + 1 <= pod["terminationGracePeriodSeconds"] == 30
