@@ -74,12 +74,13 @@ def fake_cluster(
                      if loaded is not None else (DEFAULT_PROFILE, 1))
     with FakeKubeApi(port=kube_port) as kube, FakeAws(port=aws_port) as aws, \
             AwsFaultProxy(aws.endpoint_url) as proxy, \
-            FakeCluster(kube=kube, aws=aws, workdir=kubeconfig_out.parent,
-                        scheduler_profile=profile, seed=seed) as cluster:
+            FakeCluster(kube=kube, aws=aws, scheduler_profile=profile, seed=seed) as cluster:
         if loaded is not None:
             for asg in loaded.scenario.asgs:
                 cluster.add_asg(asg, loaded.config.node_groups)
-        path = kube.write_kubeconfig(kubeconfig_out)
+        # The one file this command writes in the user's folder (the cluster's own kubeconfig
+        # stays in its temporary folder), named absolutely: the export works from any folder.
+        path = kube.write_kubeconfig(kubeconfig_out).resolve()
         exports = {**aws.env(), "AWS_ENDPOINT_URL": proxy.url}
         # Plain lines (the kubeconfig path is the user's, the exports are shell text): no markup.
         console.print(f"Kubernetes API: {kube.url}", highlight=False, markup=False)
