@@ -208,8 +208,13 @@ def summary_table(summary: dict[str, object]) -> Table:
     if "scheduler_profile" in summary:
         from kube_elevator.tasks.scheduler.profiles import KUBERNETES_VERSION
 
-        table.caption = (f"pods placed by the {summary['scheduler_profile']} profile of the "
-                         f"kube-scheduler {KUBERNETES_VERSION} model")
+        profile = summary["scheduler_profile"]
+        # first-fit is the simulator's older placement, not a profile kube-scheduler has.
+        table.caption = (f"pods placed first-fit: on the oldest node that passes the "
+                         f"kube-scheduler {KUBERNETES_VERSION} model's filters"
+                         if profile == "first-fit" else
+                         f"pods placed by the {profile} profile of the kube-scheduler "
+                         f"{KUBERNETES_VERSION} model")
     return table
 
 
