@@ -22,6 +22,7 @@ from kube_elevator.fakes.aws import FakeAws
 from kube_elevator.fakes.kube_api.server import FakeKubeApi
 from kube_elevator.fakes.memory_asg import fleet_template_id
 from kube_elevator.fakes.scenario import AsgSpec, DaemonSetSpec, TracePod, Wave
+from kube_elevator.fakes.scenario_constraints import WAVE_LABEL, zonal_volume_objects
 from kube_elevator.tasks.cluster_autoscaler.templates import GPU_RESOURCE
 from kube_elevator.tasks.core.api_objects import OBJECT_DECODER, RawObject
 from kube_elevator.tasks.core.instance_types import instance_gpus
@@ -34,7 +35,7 @@ from kube_elevator.tasks.core.timefmt import rfc3339
 from kube_elevator.tasks.escalator.config import NodeGroupConfig
 from kube_elevator.tasks.escalator.decide import taint_time
 from kube_elevator.tasks.scheduler.cycle import QueuedPod, Scheduler
-from kube_elevator.tasks.scheduler.objects import SchedPod, Workloads, sched_pod
+from kube_elevator.tasks.scheduler.objects import SchedPod, Volumes, Workloads, sched_pod
 from kube_elevator.tasks.scheduler.profiles import DEFAULT_PROFILE, profile_named
 
 POD_NAMESPACE = "workload"
@@ -46,12 +47,13 @@ Key = tuple[str, str]
 class SimulatedWorkloads(Workloads):
     """The simulator's workload controllers: the pods of an app (their name less its last
     `-n`) belong to ReplicaSet `<app>` (services) or Job `<app>` (batch), and ReplicaSet `<app>`
-    selects `app: <app>`; no Service selects them. So the system default spreading spreads a
-    service's pods and leaves batch jobs alone (Jobs are not among its controllers)."""
+    selects `simulator.kube-elevator.io/wave: <app>`; no Service selects them. So the system
+    default spreading spreads a service's pods and leaves batch jobs alone (Jobs are not among
+    its controllers)."""
 
     def controller_selector(self, kind: str, namespace: str, name: str) -> Any:
         if kind == "ReplicaSet" and namespace == POD_NAMESPACE:
-            return {"matchLabels": {"app": name}}
+            return {"matchLabels": {WAVE_LABEL: name}}
         return super().controller_selector(kind, namespace, name)
 
 
@@ -108,20 +110,47 @@ def pod_body(name: str, arrival: Wave | TracePod, node_selector: Mapping[str, st
     # Batch pods belong to a Job, services to a ReplicaSet: both re-create evicted pods.
     owner = {"apiVersion": "batch/v1", "kind": "Job"} if duration is not None else \
         {"apiVersion": "apps/v1", "kind": "ReplicaSet"}
+    container: dict[str, Any] = {"name": "main", "image": "busybox", "resources": {
+        "requests": {"cpu": arrival.cpu, "memory": arrival.memory, **extended}}}
     spec: dict[str, Any] = {
         "nodeSelector": dict(node_selector), "tolerations": tolerations,
-        "containers": [{"name": "main", "image": "busybox", "resources": {
-            "requests": {"cpu": arrival.cpu, "memory": arrival.memory, **extended}}}]}
-    if isinstance(arrival, Wave) and arrival.priority:
-        spec["priority"] = arrival.priority  # as the admission plugin resolves priorityClassName
+        "containers": [container]}
+    labels = {"app": app, WAVE_LABEL: app}
+    if isinstance(arrival, Wave):
+        if arrival.priority:
+            spec["priority"] = arrival.priority  # as admission resolves priorityClassName
+        labels = {"app": app, **arrival.labels, WAVE_LABEL: app}
+        if arrival.affinity is not None:
+            spec["affinity"] = arrival.affinity.as_api_object()
+        if arrival.topology_spread_constraints:
+            spec["topologySpreadConstraints"] = [
+                constraint.as_api_object() for constraint in arrival.topology_spread_constraints]
+        if arrival.ports:
+            container["ports"] = [port.as_api_object() for port in arrival.ports]
+        if arrival.volume_zone is not None:
+            spec["volumes"] = [{"name": "data", "persistentVolumeClaim": {
+                "claimName": volume_claim_name(name)}}]
     return {
         "metadata": {"name": name, "namespace": POD_NAMESPACE,
-                     "creationTimestamp": rfc3339(now), "labels": {"app": app},
+                     "creationTimestamp": rfc3339(now), "labels": labels,
                      "ownerReferences": [{**owner, "name": app, "uid": f"uid-{app}",
                                           "controller": True}]},
         "spec": spec,
         "status": {"phase": "Pending"},
     }
+
+
+def volume_claim_name(pod_name: str) -> str:
+    """The claim of a pod's own zonal volume, named as a StatefulSet names it."""
+    return f"data-{pod_name}"[:253]
+
+
+def pod_volume_objects(name: str, arrival: Wave | TracePod) -> tuple[dict[str, Any], ...]:
+    """The pod's zonal volume and its claim, bound to each other (VolumeZone reads the zone),
+    as the StatefulSet controller and the provisioner leave them; none for other pods."""
+    if not isinstance(arrival, Wave) or arrival.volume_zone is None:
+        return ()
+    return zonal_volume_objects(volume_claim_name(name), POD_NAMESPACE, arrival.volume_zone)
 
 
 def daemonset_pod_body(daemonset: DaemonSetSpec, node_name: str, now: float) -> dict[str, Any]:
@@ -321,7 +350,14 @@ class SimulatedCluster:
         duration = arrival.duration if isinstance(arrival, Wave) else arrival.duration_s
         self.kube.create("pods", copy.deepcopy(body), namespace=POD_NAMESPACE)
         self.bodies[(POD_NAMESPACE, name)] = body
-        self.sched_pods[(POD_NAMESPACE, name)] = sched_pod(body, SIMULATED_WORKLOADS)
+        volumes = pod_volume_objects(name, arrival)
+        for volume in volumes:
+            plural = "persistentvolumes" if volume["kind"] == "PersistentVolume" else \
+                "persistentvolumeclaims"
+            self.kube.create(plural, copy.deepcopy(volume),
+                             namespace=volume["metadata"].get("namespace"))
+        self.sched_pods[(POD_NAMESPACE, name)] = sched_pod(body, SIMULATED_WORKLOADS,
+                                                           Volumes(volumes) if volumes else None)
         self.pods[(POD_NAMESPACE, name)] = PodLife(POD_NAMESPACE, name, now, duration, now)
 
     def complete(self, now: float) -> None:

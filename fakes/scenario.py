@@ -26,6 +26,7 @@ from pydantic import (
     model_validator,
 )
 
+from kube_elevator.fakes.scenario_constraints import Affinity, PodShape
 from kube_elevator.tasks.core.documents import as_text, load_file, names_a_file, read_bytes
 from kube_elevator.tasks.core.duration import parse_go_duration
 from kube_elevator.tasks.core.errors import InputError, join_location
@@ -151,28 +152,7 @@ class AsgSpec(_Strict):
                 sum(memory_bytes(d.memory) for d in self.daemonsets))
 
 
-class Toleration(_Strict):
-    """A pod's toleration; operator and effect as the API server admits them: a typo was taken
-    silently (`operator: Exist` matched as Equal, `effect: Bogus` matched no taint)."""
-
-    key: str = ""
-    operator: Literal["Exists", "Equal"] = "Equal"
-    value: str = ""
-    effect: Literal["", "NoSchedule", "PreferNoSchedule", "NoExecute"] = ""
-
-    @model_validator(mode="after")
-    def as_the_api_server_validates(self) -> Toleration:
-        # Kubernetes' ValidateTolerations: an empty key matches every taint only with Exists,
-        # and Exists matches any value, so a value beside it is refused.
-        if not self.key and self.operator != "Exists":
-            raise ValueError("operator must be Exists when key is empty (it tolerates every "
-                             "taint)")
-        if self.operator == "Exists" and self.value:
-            raise ValueError("value must be empty when operator is Exists")
-        return self
-
-
-class Wave(_Strict):
+class Wave(PodShape):
     """`count` pods arriving at `at`; without `duration` they run until the end (a service)."""
 
     at: Seconds
@@ -180,13 +160,10 @@ class Wave(_Strict):
     cpu: CpuQuantity
     memory: MemoryQuantity
     duration: Seconds | None = None
-    node_selector: dict[str, str] = {}
-    tolerations: list[Toleration] = []
+    node_selector: dict[str, str] = Field(default_factory=dict)
     name: str = ""
     # Requests besides cpu and memory, e.g. {"nvidia.com/gpu": "1"}.
-    extended: dict[str, MemoryQuantity] = {}
-    # spec.priority, a PriorityClass's value: the scheduler takes higher priorities first.
-    priority: StrictInt = Field(default=0, ge=-2_147_483_648, le=1_000_000_000)
+    extended: dict[str, MemoryQuantity] = Field(default_factory=dict)
 
 
 class TracePod(_Strict):
@@ -195,6 +172,9 @@ class TracePod(_Strict):
     memory: MemoryQuantity
     duration_s: CsvSeconds | None = None
     node_group: str
+    # One of the scenario's `shapes`: the pod's labels, affinity, spreading, host ports, ...
+    # (a trace without the column is one of plain pods).
+    shape: str | None = Field(default=None, min_length=1)
 
 
 def _path_or_mapping(value: Any) -> Any:
@@ -225,6 +205,8 @@ class Scenario(_Strict):
     seed: StrictInt = Field(default=1, ge=0, le=2**63 - 1)
     workload: list[Wave] = []
     trace: str | None = None
+    # What the trace's rows name in their `shape` column (`from-prometheus --shapes`).
+    shapes: dict[Annotated[str, Field(max_length=50, pattern=DNS_LABEL)], PodShape] = {}
     # Load-aware placement (Trimaran): "first-fit" is a plain scheduler; the other two bind each
     # pod to the feasible node the scheduler extender scores highest (ties: the oldest).
     placement: Literal["first-fit", "target-load-packing", "load-variation-risk-balancing"] = \
@@ -383,6 +365,10 @@ def _read_trace(path: Path, source: str, config: LoadedConfig,
                 problems.append(f"{where}: node_group {pod.node_group!r} is not in the "
                                 "node-group config")
                 bad_rows += 1
+            if pod.shape is not None and pod.shape not in scenario.shapes:
+                problems.append(f"{where}: shape {pod.shape!r} is not among the scenario's "
+                                f"shapes ({', '.join(sorted(scenario.shapes)) or 'none'})")
+                bad_rows += 1
             if pod.arrival_s >= end:
                 late.append((line, pod.arrival_s))
             pods.append(pod)
@@ -432,7 +418,7 @@ def load_scenario(path: str | Path) -> LoadedScenario:
         raise InputError([join_location(source, "asgs", f"no ASG named {name!r}, which the "
                                                         "node-group config uses")
                           for name in missing])
-    unlabelled = _unlabelled_asgs(scenario, config)
+    unlabelled = _unlabelled_asgs(scenario, config) + _zones_of_no_asg(scenario)
     if unlabelled:
         raise InputError([join_location(source, key, rule) for key, rule in unlabelled])
     arrivals: list[TracePod | Wave] = list(scenario.workload)
@@ -441,7 +427,7 @@ def load_scenario(path: str | Path) -> LoadedScenario:
     warnings = [join_location(source, key, note) for key, note in scenario.late_waves()]
     if scenario.trace:
         trace_pods, trace_warnings = _read_trace(base / scenario.trace, source, config, scenario)
-        arrivals += trace_pods
+        arrivals += _shaped(trace_pods, scenario, config)
         warnings += trace_warnings
     if not arrivals:
         raise InputError([join_location(source, "workload", "no workload: give waves or a "
@@ -449,6 +435,27 @@ def load_scenario(path: str | Path) -> LoadedScenario:
     if warnings:
         config = replace(config, warnings=config.warnings + tuple(warnings))
     return LoadedScenario(scenario, config, source, arrivals)
+
+
+def _shaped(pods: list[TracePod], scenario: Scenario, config: LoadedConfig
+            ) -> list[TracePod | Wave]:
+    """Trace rows, a row that names a shape as a wave of one pod of that shape (named after
+    it, on its row's node group), so both worlds create it as they create a wave's."""
+    if not scenario.shapes:
+        return list(pods)
+    groups = {group.name: group for group in config.node_groups}
+    arrivals: list[TracePod | Wave] = []
+    for pod in pods:
+        if pod.shape is None:
+            arrivals.append(pod)
+            continue
+        group = groups[pod.node_group]
+        # validated already, row and shape: constructed, not validated again per row
+        arrivals.append(Wave.model_construct(
+            **dict(scenario.shapes[pod.shape]), at=pod.arrival_s, count=1, cpu=pod.cpu,
+            memory=pod.memory, duration=pod.duration_s, name=pod.shape,
+            node_selector={group.label_key: group.label_value}, extended={}))
+    return arrivals
 
 
 def _unlabelled_asgs(scenario: Scenario, config: LoadedConfig) -> list[tuple[str, str]]:
@@ -472,6 +479,20 @@ def _unlabelled_asgs(scenario: Scenario, config: LoadedConfig) -> list[tuple[str
     return problems
 
 
+def _zones_of_no_asg(scenario: Scenario) -> list[tuple[str, str]]:
+    """(key path, rule) for each wave whose volume is in a zone no ASG launches nodes in:
+    VolumeZone keeps its pods off every node, so they would never run."""
+    zones = sorted({asg.availability_zone for asg in scenario.asgs})
+    shapes: list[tuple[str, PodShape]] = [(f"workload[{index}]", wave)
+                                          for index, wave in enumerate(scenario.workload)]
+    shapes += [(f"shapes.{name}", shape) for name, shape in scenario.shapes.items()]
+    return [(f"{path}.volume_zone",
+             f"{shape.volume_zone!r} is the availability_zone of no ASG ({', '.join(zones)}): "
+             "a pod whose volume is there could never run")
+            for path, shape in shapes
+            if shape.volume_zone is not None and shape.volume_zone not in zones]
+
+
 def with_profile(loaded: LoadedScenario, profile: str | None) -> LoadedScenario:
     """The same scenario under another scheduler profile (None: as it says)."""
     if profile is None or profile == loaded.scenario.scheduler.profile:
@@ -479,6 +500,22 @@ def with_profile(loaded: LoadedScenario, profile: str | None) -> LoadedScenario:
     scenario = loaded.scenario.model_copy(update={
         "scheduler": SchedulerSpec.model_validate({"profile": profile})})
     return LoadedScenario(scenario, loaded.config, loaded.source, loaded.arrivals)
+
+
+def without_placement_constraints(loaded: LoadedScenario) -> LoadedScenario | None:
+    """The same scenario with what its waves say about other pods, ports and volumes left out
+    (pod affinity and anti-affinity, spreading, host ports, volume zones), to tell what the
+    constraints cost; node affinity stays, as it says which groups the pods are in. None when
+    no wave says any of it."""
+    if not any(isinstance(a, Wave) and a.constrains_placement for a in loaded.arrivals):
+        return None
+    arrivals: list[TracePod | Wave] = [
+        a.model_copy(update={
+            "affinity": None if a.affinity is None or a.affinity.node_affinity is None
+            else Affinity.model_validate({"nodeAffinity": a.affinity.node_affinity}),
+            "topology_spread_constraints": [], "ports": [], "volume_zone": None})
+        if isinstance(a, Wave) and a.constrains_placement else a for a in loaded.arrivals]
+    return LoadedScenario(loaded.scenario, loaded.config, loaded.source, arrivals)
 
 
 def perturbed(loaded: LoadedScenario, seed: int, jitter: float = 0.2) -> LoadedScenario:

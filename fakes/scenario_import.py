@@ -81,6 +81,10 @@ class TraceRow:
     memory_bytes: int
     duration_s: float | None
     node_group: str
+    # The pod's controller as kube_pod_info names it (kind, namespace, name), and the shape
+    # of the scenario it takes its labels, affinity, ... from (`from-prometheus --shapes`).
+    owner: tuple[str, str, str] = ("", "", "")
+    shape: str = ""
 
 
 @dataclass(frozen=True)
@@ -353,7 +357,8 @@ def read_history(prometheus: InstantQueries, start: float, end: float,
             arrival_s=round(began - start, 3), cpu_milli=cpu, memory_bytes=memory,
             duration_s=None if finished is None or finished > end
             else round(max(0.0, finished - began), 3),
-            node_group=group_name))
+            node_group=group_name,
+            owner=(labels.get("created_by_kind", ""), key[0], labels.get("created_by_name", ""))))
     overhead = per_node_pods(per_node)
     history = ClusterHistory(rows)
     for group in groups:

@@ -32,20 +32,26 @@ def _seconds_text(seconds: float) -> str:
     return f"{seconds:.3f}".rstrip("0").rstrip(".")
 
 
-def _trace_fields(row: TraceRow) -> dict[str, str]:
-    """A row as trace.csv's columns hold it (an empty duration: ran to the end)."""
-    return {"arrival_s": _seconds_text(row.arrival_s), "cpu": f"{row.cpu_milli}m",
-            "memory": str(row.memory_bytes),
-            "duration_s": "" if row.duration_s is None else _seconds_text(row.duration_s),
-            "node_group": row.node_group}
+def _trace_fields(row: TraceRow, shaped: bool = False) -> dict[str, str]:
+    """A row as trace.csv's columns hold it (an empty duration: ran to the end; an empty
+    shape: a plain pod); the shape column only in a trace with shapes."""
+    fields = {"arrival_s": _seconds_text(row.arrival_s), "cpu": f"{row.cpu_milli}m",
+              "memory": str(row.memory_bytes),
+              "duration_s": "" if row.duration_s is None else _seconds_text(row.duration_s),
+              "node_group": row.node_group}
+    if shaped:
+        fields["shape"] = row.shape
+    return fields
 
 
 def trace_csv(rows: Sequence[TraceRow]) -> str:
+    shaped = any(row.shape for row in rows)
     out = io.StringIO()
     writer = csv.writer(out, lineterminator="\n")
-    writer.writerow(["arrival_s", "cpu", "memory", "duration_s", "node_group"])
+    writer.writerow(["arrival_s", "cpu", "memory", "duration_s", "node_group",
+                     *(["shape"] if shaped else [])])
     for row in rows:
-        writer.writerow(_trace_fields(row).values())
+        writer.writerow(_trace_fields(row, shaped).values())
     return out.getvalue()
 
 
@@ -59,9 +65,12 @@ def step_seconds(duration_s: float) -> int:
 
 
 def scenario_document(nodegroups: Path, groups: Sequence[NodeGroupConfig],
-                      history: ClusterHistory, duration_s: float) -> dict[str, Any]:
+                      history: ClusterHistory, duration_s: float,
+                      shapes: Mapping[str, Mapping[str, Any]] | None = None,
+                      zones: Mapping[str, str] | None = None) -> dict[str, Any]:
     """scenario.yaml's content: one ASG per group, desired its node count at the start, its
-    nodes' instance type, and the pods each of its nodes held (`daemonsets`)."""
+    nodes' instance type, and the pods each of its nodes held (`daemonsets`); with `shapes`
+    (the trace rows' `shape` column names them), each group's ASG in its `zones` entry."""
     asgs = []
     for group in groups:
         seen = history.groups[group.name]
@@ -75,10 +84,16 @@ def scenario_document(nodegroups: Path, groups: Sequence[NodeGroupConfig],
             asg["daemonsets"] = [{"name": pod.name, "cpu": f"{pod.cpu_milli}m",
                                   "memory": str(pod.memory_bytes)}
                                  for pod in seen.per_node_pods]
+        if zones and group.name in zones:
+            asg["availability_zone"] = zones[group.name]
         asgs.append(asg)
-    return {"tick_interval": f"{TICK_SECONDS}s", "step": f"{step_seconds(duration_s)}s",
-            "duration": f"{math.ceil(duration_s)}s", "nodegroups": str(nodegroups.resolve()),
-            "asgs": asgs, "trace": "trace.csv"}
+    document: dict[str, Any] = {
+        "tick_interval": f"{TICK_SECONDS}s", "step": f"{step_seconds(duration_s)}s",
+        "duration": f"{math.ceil(duration_s)}s", "nodegroups": str(nodegroups.resolve()),
+        "asgs": asgs, "trace": "trace.csv"}
+    if shapes:
+        document["shapes"] = {name: dict(shape) for name, shape in shapes.items()}
+    return document
 
 
 def check_scenario(directory: Path, nodegroups: Path, document: Mapping[str, Any],
@@ -101,8 +116,10 @@ def check_scenario(directory: Path, nodegroups: Path, document: Mapping[str, Any
                           "window (--start, --end)"])
     names = {group.name for group in groups}
     problems = []
+    shapes = document.get("shapes") or {}
     for line, row in enumerate(rows, start=2):
-        fields = {key: text for key, text in _trace_fields(row).items() if text}
+        fields = {key: text for key, text in _trace_fields(row, bool(row.shape)).items()
+                  if text}
         try:
             TracePod.model_validate(fields)
         except ValidationError as error:
@@ -110,6 +127,9 @@ def check_scenario(directory: Path, nodegroups: Path, document: Mapping[str, Any
         if row.node_group not in names:
             problems.append(f"{trace}: line {line}: node_group {row.node_group!r} is not in "
                             "the node-group config")
+        if row.shape and row.shape not in shapes:
+            problems.append(f"{trace}: line {line}: shape {row.shape!r} is not among the "
+                            "scenario's shapes")
     if problems:
         raise InputError(problems[:20])
 
@@ -147,11 +167,13 @@ def _write_all(directory: Path, files: Sequence[tuple[str, str]]) -> None:
 
 
 def write_scenario(directory: Path, nodegroups: Path, groups: Sequence[NodeGroupConfig],
-                   history: ClusterHistory, duration_s: float) -> Path:
+                   history: ClusterHistory, duration_s: float,
+                   shapes: Mapping[str, Mapping[str, Any]] | None = None,
+                   zones: Mapping[str, str] | None = None) -> Path:
     """`scenario.yaml` and `trace.csv` in `directory`, ready for `elevator simulate`/`tune`:
     checked first (InputError), then written whole; an OSError leaves the directory as it was.
     The scenario is renamed into place last, so it never names a trace not yet written."""
-    document = scenario_document(nodegroups, groups, history, duration_s)
+    document = scenario_document(nodegroups, groups, history, duration_s, shapes, zones)
     check_scenario(directory, nodegroups, document, history.rows, groups)
     _write_all(directory, [
         ("trace.csv", trace_csv(history.rows)),

@@ -53,11 +53,15 @@ def _arrival_schedule(loaded: LoadedScenario) -> list[tuple[float, str, Wave | T
     """Every pod arrival (offset seconds, name, spec, node selector), in time order."""
     groups = {group.name: group for group in loaded.config.node_groups}
     arrivals: list[tuple[float, str, Wave | TracePod, dict[str, str]]] = []
+    # Waves of one name (a trace's rows of one shape) number their pods on from the last.
+    named: dict[str, int] = {}
     for index, item in enumerate(loaded.arrivals):
         if isinstance(item, Wave):
             prefix = item.name or f"wave{index}"
+            first = named.get(prefix, 0)
+            named[prefix] = first + item.count
             arrivals += [(item.at, f"{prefix}-{number:04d}", item, dict(item.node_selector))
-                         for number in range(item.count)]
+                         for number in range(first, first + item.count)]
         else:
             group = groups[item.node_group]
             arrivals.append((item.arrival_s, f"trace-{index:06d}", item,

@@ -28,6 +28,7 @@ from kube_elevator.fakes.cluster import (
     daemonset_pod_body,
     node_for_instance,
     pod_body,
+    pod_volume_objects,
     queued,
     simulated_scheduler,
 )
@@ -42,7 +43,7 @@ from kube_elevator.tasks.escalator.config import NodeGroupConfig
 from kube_elevator.tasks.escalator.decide import taint_time
 from kube_elevator.tasks.escalator.filter_nodes import classify_nodes, pods_by_group
 from kube_elevator.tasks.scheduler.cycle import Scheduler
-from kube_elevator.tasks.scheduler.objects import SchedPod, sched_pod
+from kube_elevator.tasks.scheduler.objects import SchedPod, Volumes, sched_pod
 from kube_elevator.tasks.steps.node_groups import Adapters
 
 
@@ -163,12 +164,17 @@ class MemoryCluster:
                  tuple((t.key, t.operator, t.value, t.effect) for t in arrival.tolerations)
                  if isinstance(arrival, Wave) else (),
                  tuple(sorted(arrival.extended.items())) if isinstance(arrival, Wave) else (),
-                 arrival.priority if isinstance(arrival, Wave) else 0)
+                 arrival.priority if isinstance(arrival, Wave) else 0,
+                 _placement_key(arrival) if isinstance(arrival, Wave) else "")
         known = self._templates.get(shape)
         if known is None:
             body = pod_body(name, arrival, node_selector, now)
             template = pod_record(_decoded(body))
-            known = template, sched_pod(body, SIMULATED_WORKLOADS), tuple(
+            # A zonal pod's own claim differs by name only: the zone its volume pins is what
+            # the template keeps (VolumeZone reads the zone, not the claim).
+            volumes = pod_volume_objects(name, arrival)
+            known = template, sched_pod(body, SIMULATED_WORKLOADS,
+                                        Volumes(volumes) if volumes else None), tuple(
                 group for group, members in pods_by_group([template], self.groups).items()
                 if members)
             self._templates[shape] = known
@@ -366,6 +372,19 @@ class MemoryCluster:
     def requested(self) -> Mapping[str, Sequence[int]]:
         """Each group's requested (milli-CPU, bytes) of the pods present, pending or bound."""
         return self._requested
+
+
+def _placement_key(wave: Wave) -> str:
+    """What a wave says about placement beyond requests, selectors and tolerations (its labels,
+    affinity, spreading, host ports, volume zone): two waves of one app that differ here are
+    two kinds of pod. Empty for the usual wave, so it costs nothing there."""
+    if not (wave.constrained or wave.labels):
+        return ""
+    return wave.model_dump_json(include=_PLACEMENT_FIELDS)
+
+
+_PLACEMENT_FIELDS = {"labels", "affinity", "topology_spread_constraints", "ports",
+                     "volume_zone"}
 
 
 def _round(value: float | None) -> float | None:

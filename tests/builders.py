@@ -283,3 +283,28 @@ class MakeNode:
 def exists_selector(key: str) -> dict[str, Any]:
     """st.MakeLabelSelector().Exists(key).Obj()."""
     return {"matchExpressions": [{"key": key, "operator": "Exists"}]}
+
+
+def crd_manifest(group: str, plural: str, kind: str, *, versions: tuple[str, ...] = ("v1",),
+                 short_names: tuple[str, ...] = (), scale: bool = True) -> dict[str, Any]:
+    """A namespaced CustomResourceDefinition (the first version stored) with a `status`
+    subresource and, with `scale`, a `scale` one at .spec.replicas/.status.replicas."""
+    subresources: dict[str, Any] = {"status": {}}
+    if scale:
+        subresources["scale"] = {"specReplicasPath": ".spec.replicas",
+                                 "statusReplicasPath": ".status.replicas",
+                                 "labelSelectorPath": ".status.selector"}
+    names: dict[str, Any] = {"plural": plural, "singular": kind.lower(), "kind": kind}
+    if short_names:
+        names["shortNames"] = list(short_names)
+    return {
+        "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+        "metadata": {"name": f"{plural}.{group}"},
+        "spec": {"group": group, "scope": "Namespaced", "names": names,
+                 "versions": [{"name": v, "served": True, "storage": i == 0,
+                               "subresources": subresources,
+                               "schema": {"openAPIV3Schema": {
+                                   "type": "object",
+                                   "x-kubernetes-preserve-unknown-fields": True}}}
+                              for i, v in enumerate(versions)]},
+    }

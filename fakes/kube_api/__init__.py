@@ -1,27 +1,34 @@
 """A fake Kubernetes API server for tests: real HTTP, real client, in-memory store.
 
-The unmodified `kubernetes` Python client and `kubectl` talk to it over HTTP, so code under
-test exercises its real request/response handling (paging, watches, conflicts, Status
-errors) without a cluster.  A simulator running in the same process drives the same store
-through `FakeKubeApi.create/get/list/replace/patch/delete`, with the same semantics and
-resourceVersion bumps as HTTP writes, so watchers see its changes too.
+The unmodified `kubernetes` Python client, `kubectl`, kr8s, lightkube and kopf talk to it over
+HTTP (docs/harness.md, Compatibility), so code under test exercises its real request/response
+handling (paging, watches, conflicts, Status errors) without a cluster.  A simulator running in
+the same process drives the same store through `FakeKubeApi.create/get/list/replace/patch/delete`,
+with the same semantics and resourceVersion bumps as HTTP writes, so watchers see its changes too.
 
-Served: core/v1 pods (+eviction, +status), nodes (+status), events, configmaps;
-coordination.k8s.io/v1 leases; apps/v1 deployments, statefulsets and replicasets (+scale, +status); policy/v1
-poddisruptionbudgets (+status), which evictions honour; the discovery documents kubectl needs; and
-custom resources of any group/version/plural (+status) once registered with
-`register_custom_resource` or `install_crd`, as a CustomResourceDefinition would.
+Served: core/v1 pods (+eviction, +status), nodes (+status), events, configmaps, namespaces;
+events.k8s.io/v1 events (the core ones under their other names); coordination.k8s.io/v1 leases;
+apps/v1 deployments, statefulsets and replicasets (+scale, +status); policy/v1
+poddisruptionbudgets (+status), which evictions honour; apiextensions.k8s.io/v1
+customresourcedefinitions, each CRD however stored (POSTed, `install_crd`,
+`register_custom_resource`) serving its resource (+status, +scale as declared) until deleted;
+the discovery documents kubectl needs.  Finalizers hold a deleted object (with a
+deletionTimestamp) until the last is removed; PATCH takes JSON, merge, strategic-merge (415 on
+custom resources) and server-side apply (`fakes/kube_api/apply.py`: field managers, conflicts,
+managedFields).
 Bodies and answers are JSON, or protobuf (`application/vnd.kubernetes.protobuf`, client-go's default)
 for the built-in kinds, as `negotiation.py` describes; custom resources refuse protobuf (415/406).
 Deliberate simplifications, none of which the code under test should depend on: no
 authentication or admission; no defaulting beyond pod phase, deployment replicas and, on create,
 a pod's container and init container requests from their limits (SetDefaults_Pod; the real server
 also defaults update and patch bodies, pod-level `spec.resources`, and canonicalises quantities);
-pod deletion is immediate (there is no kubelet to finish a graceful delete), a PUT replaces
-status too (only `/status` PUT and PATCH are restricted to status), and lists are served
-from the latest state rather than a snapshot at the continue token's resourceVersion (a token
-older than what the server remembers of that kind answers 410 Expired, as one past etcd's
-compaction does).
+pod deletion without finalizers is immediate (there is no kubelet to finish a graceful delete), a
+PUT to a built-in kind replaces status too (only `/status` PUT and PATCH are restricted to status;
+over HTTP custom resources keep the two apart, as the real server does; the in-process methods
+write what they are given), CRD schemas are not enforced, and
+lists are served from the latest state rather than a snapshot at the continue token's
+resourceVersion (a token older than what the server remembers of that kind answers 410 Expired, as
+one past etcd's compaction does).
 There is no disruption controller: a PodDisruptionBudget's `status` is computed from the
 pods whenever it is read (get, list, write responses); watch events carry the stored object.
 """

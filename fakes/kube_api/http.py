@@ -9,9 +9,11 @@ from functools import partial
 from typing import Any
 
 import orjson
+import yaml
 from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 
+from kube_elevator.fakes.kube_api.access import KubeAccess
 from kube_elevator.fakes.kube_api.errors import _REASONS, ApiError, BadRequest, _details, status_body
 from kube_elevator.fakes.kube_api.negotiation import (
     check_acceptable,
@@ -21,11 +23,10 @@ from kube_elevator.fakes.kube_api.negotiation import (
 )
 from kube_elevator.fakes.kube_api.objects import _load, _metadata, _raw_with_kind, _Rec, _Watcher
 from kube_elevator.fakes.kube_api.openapi import V2_PROTOBUF_ANSWER, served, v2_protobuf, wants_v2_protobuf
-from kube_elevator.fakes.kube_api.patch import _PATCH_TYPES
+from kube_elevator.fakes.kube_api.patch import APPLY_PATCH, _patch_types
 from kube_elevator.fakes.kube_api.policy import _FAULT_MESSAGES, _TRUE, RecordedRequest, _Route
 from kube_elevator.fakes.kube_api.protobuf_wire import PROTOBUF
 from kube_elevator.fakes.kube_api.resources import SERVER_VERSION, Obj, ObjList, ResourceType
-from kube_elevator.fakes.kube_api.store import KubeStore
 from kube_elevator.fakes.kube_api.tables import _table, _wants_table
 
 log = logging.getLogger(__name__)
@@ -36,7 +37,27 @@ BOOKMARK_FREQUENCY_SECONDS = 60.0
 PRE_TIMEOUT_BOOKMARK_SECONDS = 2.0
 
 
-class KubeHttp(KubeStore):
+async def _apply_body(request: Request) -> Any:
+    """An apply configuration: YAML (JSON is YAML too)."""
+    raw = await request.body()
+    try:
+        return orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        pass
+    try:
+        return yaml.safe_load(raw)
+    except yaml.YAMLError as exc:
+        raise BadRequest(f"the apply configuration is not valid YAML: {exc}") from None
+
+
+def _manager(request: Request, query: Mapping[str, str]) -> str:
+    """Who writes: `fieldManager`, else the user agent up to its first "/" (as the API
+    server's fieldmanager names an Update's manager)."""
+    return query.get("fieldManager") or \
+        request.headers.get("user-agent", "").split("/")[0] or "unknown"
+
+
+class KubeHttp(KubeAccess):
     """Serves the store over the Kubernetes REST API (the `FakeKubeApi` app's handler)."""
 
     @property
@@ -158,14 +179,12 @@ class KubeHttp(KubeStore):
                     {"clientCIDR": "0.0.0.0/0", "serverAddress": self.url.removeprefix("http://")}],
             })
         if path == "/apis":
-            groups = []
-            for gv in sorted(self._group_versions):
-                if "/" not in gv:
-                    continue
-                group, version = gv.split("/")
-                ref = {"groupVersion": gv, "version": version}
-                groups.append({"name": group, "versions": [ref], "preferredVersion": ref})
-            return self._json({"kind": "APIGroupList", "apiVersion": "v1", "groups": groups})
+            return self._json({"kind": "APIGroupList", "apiVersion": "v1",
+                               "groups": self._api_groups()})
+        if path.startswith("/apis/") and path.count("/") == 2:
+            group = next((g for g in self._api_groups() if g["name"] == path[6:]), None)
+            if group is not None:
+                return self._json({"kind": "APIGroup", "apiVersion": "v1", **group})
         if path == "/api/v1":
             return self._json(self._resource_list("v1"))
         group_version = path.removeprefix("/apis/")
@@ -173,6 +192,21 @@ class KubeHttp(KubeStore):
                 and group_version in self._group_versions:
             return self._json(self._resource_list(group_version))
         raise ApiError(404, "NotFound", "the server could not find the requested resource")
+
+    def _api_groups(self) -> ObjList:
+        """Each group with its versions, the storage (preferred) version first."""
+        versions: dict[str, list[str]] = {}
+        for gv, types in self._group_versions.items():
+            if "/" in gv:
+                group, version = gv.split("/")
+                preferred = any(rt.custom and self._types.get(rt.plural) == rt for rt in types)
+                listed = versions.setdefault(group, [])
+                listed.insert(0, version) if preferred else listed.append(version)
+        groups: ObjList = []
+        for group in sorted(versions):
+            refs = [{"groupVersion": f"{group}/{v}", "version": v} for v in versions[group]]
+            groups.append({"name": group, "versions": refs, "preferredVersion": refs[0]})
+        return groups
 
     def _resource_list(self, group_version: str) -> Obj:
         resources: ObjList = []
@@ -251,7 +285,7 @@ class KubeHttp(KubeStore):
             with self._lock:
                 rec = self._fresh(rt, [self._get(rt, ns, name)])[0]
             if sub == "scale":
-                return self._json(self._scale(_load(rec)))
+                return self._json(self._scale(rt, _load(rec)))
             if _wants_table(request.headers.get("accept", "")):
                 rv = _metadata(_load(rec)).get("resourceVersion")
                 return self._json(_table(rt, [_load(rec)], {"resourceVersion": rv},
@@ -259,27 +293,33 @@ class KubeHttp(KubeStore):
             return self._raw(_raw_with_kind(rt, rec))
         content_type = request.headers.get("content-type", "application/json")
         content_type = content_type.split(";")[0].strip().lower()
-        body = await self._body(request, rt)
+        body = await (_apply_body(request) if content_type == APPLY_PATCH
+                      else self._body(request, rt))
         if verb == "delete":
             assert name is not None
             with self._lock:
-                gone = self._delete(rt, ns, name, body if isinstance(body, dict) else {})
-            if rt.return_deleted_object:
+                gone, deleted = self._delete(rt, ns, name, body if isinstance(body, dict) else {})
+            if rt.return_deleted_object or not deleted:  # not deleted: finalizers hold it
                 return self._raw(_raw_with_kind(rt, gone))
             details = {**_details(rt, name), "uid": _metadata(_load(gone)).get("uid")}
             return self._json({"kind": "Status", "apiVersion": "v1", "metadata": {},
                                "status": "Success", "details": details})
         if verb == "patch":
             assert name is not None
-            kind = _PATCH_TYPES.get(content_type)
+            kinds = _patch_types(rt)
+            kind = kinds.get(content_type)
             if kind is None:
                 raise ApiError(415, "UnsupportedMediaType",
                                f"the body of the request was in an unknown format - accepted "
-                               f"media types include: {', '.join(_PATCH_TYPES)}")
+                               f"media types include: {', '.join(kinds)}")
             with self._lock:
+                if kind == "apply" and sub != "scale":
+                    rec, created = self._apply(rt, ns, name, body, query.get("fieldManager", ""),
+                                               query.get("force") in _TRUE, sub)
+                    return self._raw(self._served(rt, rec), 201 if created else 200)
                 if sub == "scale":
                     return self._json(self._patch_scale(rt, ns, name, kind, body))
-                rec = self._patch(rt, ns, name, kind, body, sub)
+                rec = self._patch(rt, ns, name, kind, body, sub, _manager(request, query))
                 return self._raw(self._served(rt, rec))
         if content_type not in ("application/json", "", PROTOBUF):
             raise ApiError(415, "UnsupportedMediaType",
@@ -296,7 +336,7 @@ class KubeHttp(KubeStore):
             assert name is not None
             if sub == "scale":
                 return self._json(self._update_scale(rt, ns, name, body))
-            rec, created = self._update(rt, ns, name, body, sub)
+            rec, created = self._update(rt, ns, name, body, sub, _manager(request, query))
             return self._raw(self._served(rt, rec), 201 if created else 200)
 
     def _serve_list(self, route: _Route, query: Mapping[str, str], accept: str) -> Response:
@@ -460,5 +500,7 @@ class KubeHttp(KubeStore):
                                     and loop.time() >= next_bookmark)
         finally:
             with self._lock:
-                self._collections[rt.plural].watchers.discard(watcher)
+                coll = self._collections.get(rt.plural)  # None: its CRD was deleted
+                if coll is not None:
+                    coll.watchers.discard(watcher)
                 self._changed.notify_all()

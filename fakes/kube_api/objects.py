@@ -252,28 +252,30 @@ def _kind_prefix(rt: ResourceType) -> bytes:
 
 def _raw_with_kind(rt: ResourceType, rec: _Rec) -> bytes:
     """`rec` as a single object on the wire, without a parse/serialise round trip."""
-    return _KIND_PREFIX[rt.plural] + rec.raw[1:]
+    prefix = _KIND_PREFIX.get((rt.plural, rt.group, rt.version))
+    if prefix is None:
+        prefix = _KIND_PREFIX[(rt.plural, rt.group, rt.version)] = _kind_prefix(rt)
+    return prefix + rec.raw[1:]
 
 
-_KIND_PREFIX = {rt.plural: _kind_prefix(rt) for rt in RESOURCES.values()}
+_KIND_PREFIX = {(rt.plural, rt.group, rt.version): _kind_prefix(rt) for rt in RESOURCES.values()}
 _CUSTOM_TYPES: dict[str, ResourceType] = {}
 
 
 def _add_custom_tables(rt: ResourceType) -> None:
     """Precompute the per-plural tables for a custom resource (hot paths key them by plural).
 
-    The tables are shared by every server in the process, so a plural may name only one
-    custom type process-wide (real clusters allow the same plural in two groups; tests of
-    this fake do not need that).
+    The field tables are shared by every server in the process, so a plural may not name a
+    built-in, nor custom types of different scope (real clusters allow the same plural in
+    two groups; one server of this fake serves a plural in one group only).
     """
     known = RESOURCES.get(rt.plural) or _CUSTOM_TYPES.get(rt.plural)
-    if known is not None and known != rt:
+    if known is not None and (not known.custom or known.fields != rt.fields):
         raise ValueError(f"resource plural {rt.plural!r} is already served as "
                          f"{known.kind} ({known.api_version})")
     _CUSTOM_TYPES[rt.plural] = rt
     _FIELD_INDEX[rt.plural] = {f: i for i, f in enumerate(rt.fields)}
     _FIELD_PATHS[rt.plural] = tuple((tuple(f.split(".")), False) for f in rt.fields)
-    _KIND_PREFIX[rt.plural] = _kind_prefix(rt)
 
 
 def _strip_kind(body: Obj) -> Obj:
@@ -300,6 +302,25 @@ def _decode_continue(token: str) -> tuple[int, Key]:
         return int(data["rv"]), (str(ns), str(name))
     except (ValueError, KeyError, TypeError) as exc:
         raise BadRequest(f"continue key is not valid: {exc}") from None
+
+
+# core/v1 Event field <-> events.k8s.io/v1 Event field (k8s.io/kubernetes pkg/apis/events/v1
+# conversion): one stored object answers both APIs.
+_EVENT_FIELDS = (("message", "note"), ("involvedObject", "regarding"),
+                 ("reportingComponent", "reportingController"), ("source", "deprecatedSource"),
+                 ("firstTimestamp", "deprecatedFirstTimestamp"),
+                 ("lastTimestamp", "deprecatedLastTimestamp"), ("count", "deprecatedCount"))
+
+
+def events_both_ways(rt: ResourceType, event: Obj) -> None:
+    """Fill, in place, the other API's spelling of each field from the one `rt` writes."""
+    newer = rt.group == "events.k8s.io"
+    for core, v1 in _EVENT_FIELDS:
+        source, target = (v1, core) if newer else (core, v1)
+        if event.get(source) is not None:
+            event[target] = event[source]
+        else:
+            event.pop(target, None)
 
 
 # Server-side printing -------------------------------------------------------------------

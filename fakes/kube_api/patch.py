@@ -7,7 +7,7 @@ from typing import Any, cast
 
 import orjson
 
-from kube_elevator.fakes.kube_api.resources import Obj
+from kube_elevator.fakes.kube_api.resources import Obj, ResourceType
 
 log = logging.getLogger(__name__)
 
@@ -240,10 +240,19 @@ def json_patch(doc: Any, operations: Any) -> Any:
 
 
 _PATCH_TYPES = {
+    "application/json-patch+json": "json",
     "application/merge-patch+json": "merge",
     "application/strategic-merge-patch+json": "strategic",
-    "application/json-patch+json": "json",
+    "application/apply-patch+yaml": "apply",
 }
+APPLY_PATCH = "application/apply-patch+yaml"
+# Custom resources have no Go struct with patch strategies: the server refuses the kind.
+_CUSTOM_PATCH_TYPES = {k: v for k, v in _PATCH_TYPES.items() if v != "strategic"}
+
+
+def _patch_types(rt: ResourceType) -> dict[str, str]:
+    """The patch content types the server accepts for `rt`, mapped to the patch kind."""
+    return _CUSTOM_PATCH_TYPES if rt.custom else _PATCH_TYPES
 
 
 # Store ------------------------------------------------------------------------------

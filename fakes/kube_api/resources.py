@@ -49,6 +49,13 @@ class ResourceType:
     allow_create_on_update: bool = False
     return_deleted_object: bool = False
     has_generation: bool = False
+    # Served for a CustomResourceDefinition: a main-resource write keeps the stored status
+    # when `status` is a subresource (and a status write keeps the rest), strategic merge
+    # patches answer 415, as on a real server.
+    custom: bool = False
+    # The `scale` subresource's JSON paths (specReplicasPath, statusReplicasPath,
+    # labelSelectorPath as a CRD declares them; "" when not declared).
+    scale_paths: tuple[str, str, str] = (".spec.replicas", ".status.replicas", "")
 
     @property
     def api_version(self) -> str:
@@ -106,21 +113,43 @@ RESOURCES: dict[str, ResourceType] = {
             ("all",), ("scale", "status"), has_generation=True,
         ),
         ResourceType("configmaps", "configmap", "ConfigMap", "", "v1", True, ("cm",)),
+        # Plain objects: a namespace need not exist for objects to live in it, and deleting
+        # one deletes nothing else (operators such as kopf list and watch them).
+        ResourceType("namespaces", "namespace", "Namespace", "", "v1", False, ("ns",), (),
+                     (), ("metadata.name", "status.phase")),
+        # A zonal volume and its claim (the simulator's StatefulSet-like pods; VolumeZone).
+        ResourceType("persistentvolumes", "persistentvolume", "PersistentVolume", "", "v1",
+                     False, ("pv",), (), ("status",), ("metadata.name",)),
+        ResourceType("persistentvolumeclaims", "persistentvolumeclaim",
+                     "PersistentVolumeClaim", "", "v1", True, ("pvc",), (), ("status",)),
         ResourceType(
             "poddisruptionbudgets", "poddisruptionbudget", "PodDisruptionBudget", "policy",
             "v1", True, ("pdb",), (), ("status",), has_generation=True,
         ),
+        ResourceType(
+            "customresourcedefinitions", "customresourcedefinition", "CustomResourceDefinition",
+            "apiextensions.k8s.io", "v1", False, ("crd", "crds"), ("api-extensions",),
+            ("status",), ("metadata.name",), has_generation=True,
+        ),
     )
 }
+# events.k8s.io/v1 Events are the core Events under other names (one store, as on a real
+# server): each write fills both spellings of a field (see `events_both_ways`).
+EVENTS_V1 = ResourceType(
+    "events", "event", "Event", "events.k8s.io", "v1", True, ("ev",), (), (),
+    RESOURCES["events"].fields, allow_create_on_update=True,
+)
+# An alias serves another group/version of a stored resource (same plural, same objects).
+ALIASES: tuple[ResourceType, ...] = (EVENTS_V1,)
 
 # What serves /scale, and whose spec.replicas defaults to 1 on create (apps/v1 defaults).
 SCALABLE_PLURALS = frozenset(rt.plural for rt in RESOURCES.values() if "scale" in rt.subresources)
 
 _GROUP_VERSIONS: dict[str, list[ResourceType]] = {}
-for _rt in RESOURCES.values():
+for _rt in (*RESOURCES.values(), *ALIASES):
     _GROUP_VERSIONS.setdefault(_rt.api_version, []).append(_rt)
 _BY_PATH: dict[tuple[str, str], ResourceType] = {
-    (rt.api_version, rt.plural): rt for rt in RESOURCES.values()
+    (rt.api_version, rt.plural): rt for rt in (*RESOURCES.values(), *ALIASES)
 }
 _BOOL_FIELDS = frozenset({"spec.unschedulable", "spec.hostNetwork"})
 
@@ -128,14 +157,18 @@ _BOOL_FIELDS = frozenset({"spec.unschedulable", "spec.hostNetwork"})
 def custom_resource_type(group: str, version: str, plural: str, kind: str, *,
                          namespaced: bool = True, singular: str = "",
                          short_names: tuple[str, ...] = (), categories: tuple[str, ...] = (),
-                         status: bool = True) -> ResourceType:
+                         status: bool = True,
+                         scale: tuple[str, str, str] | None = None) -> ResourceType:
     """The ResourceType a CustomResourceDefinition serves: metadata field selectors only,
-    `metadata.generation` bumped on spec changes, and an optional `/status` subresource."""
+    `metadata.generation` bumped on spec changes, optional `/status` and `/scale`
+    subresources (`scale` holds specReplicasPath, statusReplicasPath, labelSelectorPath)."""
     if not group or "." not in group:
         raise ValueError(f"a custom resource group must be a DNS subdomain with a dot: {group!r}")
+    subresources = (("status",) if status else ()) + (("scale",) if scale else ())
     return ResourceType(plural, singular or kind.lower(), kind, group, version, namespaced,
-                        short_names, categories, ("status",) if status else (),
-                        _META_FIELDS if namespaced else ("metadata.name",), has_generation=True)
+                        short_names, categories, subresources,
+                        _META_FIELDS if namespaced else ("metadata.name",), has_generation=True,
+                        custom=True, scale_paths=scale or ("", "", ""))
 
 
 # Errors -----------------------------------------------------------------------------

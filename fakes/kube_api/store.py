@@ -1,4 +1,4 @@
-"""The in-memory store: objects, resourceVersions, conflicts, subresources and evictions."""
+"""The in-memory store: objects, resourceVersions, conflicts, finalizers, server-side apply."""
 
 from __future__ import annotations
 
@@ -7,13 +7,12 @@ import logging
 import random
 import threading
 import uuid
-from pathlib import Path
-from typing import Any, cast
+from typing import Any
 
 import orjson
-import yaml
 
 from kube_elevator.fakes.faults import FaultInjector
+from kube_elevator.fakes.kube_api.apply import ApplyConflict, apply, track_update
 from kube_elevator.fakes.kube_api.defaulting import pod_spec_defaulted
 from kube_elevator.fakes.kube_api.errors import (
     AlreadyExists,
@@ -27,7 +26,6 @@ from kube_elevator.fakes.kube_api.objects import (
     _DUMP,
     _NAME_CHARS,
     RecList,
-    _add_custom_tables,
     _check_name,
     _Collection,
     _decode_continue,
@@ -37,12 +35,12 @@ from kube_elevator.fakes.kube_api.objects import (
     _make_rec,
     _metadata,
     _now,
-    _raw_with_kind,
     _Rec,
     _rec_matches,
     _rfc3339,
     _strip_kind,
     _with_kind,
+    events_both_ways,
 )
 from kube_elevator.fakes.kube_api.patch import (
     JsonPatchError,
@@ -51,32 +49,17 @@ from kube_elevator.fakes.kube_api.patch import (
     json_patch,
     strategic_merge_patch,
 )
-from kube_elevator.fakes.kube_api.policy import (
-    PDB_MULTIPLE,
-    PDB_VIOLATION,
-    RecordedRequest,
-    _check_pdb,
-    _Fault,
-    _ignores_budgets,
-    _selector_empty,
-    _selector_matches,
-    eviction_blocked_by,
-    pdb_status,
-)
+from kube_elevator.fakes.kube_api.policy import RecordedRequest, _check_pdb, _Fault
 from kube_elevator.fakes.kube_api.resources import (
-    RESOURCES,
     SCALABLE_PLURALS,
     Key,
     Obj,
-    ObjList,
     ResourceType,
-    custom_resource_type,
 )
 from kube_elevator.tasks.core.selectors import (
     FieldSelector,
     LabelSelector,
     SelectorError,
-    format_label_selector,
     parse_field_selector,
     parse_label_selector,
 )
@@ -89,11 +72,18 @@ EXPIRED_CONTINUE = (
     "to retrieve the remainder of the results. Continuing with the provided token results in an "
     "inconsistent list - objects that were created, modified, or deleted between the time the "
     "first chunk was returned and now may show up in the list.")
+# Who writes when the in-process methods do (a real server names every writer).
+IN_PROCESS_MANAGER = "kube-elevator-fake"
 
 # generateName's suffixes come from a generator of the server's own: a server thread drawing
 # from the `random` module's shared one moves its state under whatever else the embedding
 # process runs (Hypothesis warns when it moves during a test's draws).
 _NAMES = random.Random()
+
+
+def _without(obj: Obj, *keys: str) -> Obj:
+    return {k: v for k, v in obj.items() if k not in keys}
+
 
 class KubeStore:
     """The store behind the fake API; `FakeKubeApi.__init__` sets its state up."""
@@ -116,150 +106,15 @@ class KubeStore:
     _closing: bool  # set while stopping: watches opened now end at once
     watches_end_at_once: bool  # every watch ends once it has sent what it owes
 
-    # Custom resources ------------------------------------------------------------------
+    # Hooks the CustomResourceDefinition side fills in (crds.py) -------------------------
 
-    def register_custom_resource(self, group: str, version: str, plural: str, kind: str, *,
-                                 namespaced: bool = True, singular: str = "",
-                                 short_names: tuple[str, ...] = (),
-                                 categories: tuple[str, ...] = (),
-                                 status: bool = True) -> ResourceType:
-        """Serve a custom resource as its CRD would: CRUD, list, watch, `/status`, discovery.
+    def _crd_written(self, crd: Obj) -> None:
+        """A CustomResourceDefinition is about to be stored: serve it, set its status."""
+        raise NotImplementedError
 
-        Registering the same type again is a no-op; the in-process methods take its plural
-        (`create("watermarkpodautoscalers", ...)`).
-        """
-        rt = custom_resource_type(group, version, plural, kind, namespaced=namespaced,
-                                  singular=singular, short_names=short_names,
-                                  categories=categories, status=status)
-        with self._lock:
-            known = self._types.get(plural)
-            if known == rt:
-                return rt
-            if known is not None:
-                raise ValueError(f"resource plural {plural!r} is already served as "
-                                 f"{known.kind} ({known.api_version})")
-            _add_custom_tables(rt)
-            self._types[plural] = rt
-            self._by_path[(rt.api_version, plural)] = rt
-            self._group_versions.setdefault(rt.api_version, []).append(rt)
-            self._collections[plural] = _Collection(rt, self.history_size)
-        return rt
-
-    def install_crd(self, manifest: Obj | str | Path) -> list[ResourceType]:
-        """Register every served version of a CustomResourceDefinition (a dict, or a YAML
-        file holding one or more documents, non-CRD documents skipped)."""
-        documents: list[Any]
-        if isinstance(manifest, dict):
-            documents = [manifest]
-        else:
-            documents = list(yaml.safe_load_all(Path(manifest).read_text()))
-        served: list[ResourceType] = []
-        for document in documents:
-            if not isinstance(document, dict) or document.get("kind") != \
-                    "CustomResourceDefinition":
-                continue
-            spec = document.get("spec") or {}
-            names = spec.get("names") or {}
-            for version in spec.get("versions") or []:
-                if not version.get("served", True):
-                    continue
-                served.append(self.register_custom_resource(
-                    spec["group"], version["name"], names["plural"], names["kind"],
-                    namespaced=spec.get("scope", "Namespaced") == "Namespaced",
-                    singular=names.get("singular", ""),
-                    short_names=tuple(names.get("shortNames") or ()),
-                    categories=tuple(names.get("categories") or ()),
-                    status="status" in (version.get("subresources") or {})))
-        if not served:
-            raise ValueError("no served CustomResourceDefinition version found")
-        return served
-
-    # In-process store access ----------------------------------------------------------
-
-    def _collection(self, resource: str) -> _Collection:
-        try:
-            return self._collections[resource]
-        except KeyError:
-            raise ValueError(f"unknown resource {resource!r}; "
-                             f"served: {sorted(self._collections)}") from None
-
-    def _split(self, resource: str) -> tuple[ResourceType, str | None]:
-        plural, _, sub = resource.partition("/")
-        rt = self._collection(plural).rt
-        if sub and sub not in rt.subresources:
-            raise ValueError(f"unknown subresource {resource!r}")
-        return rt, sub or None
-
-    @staticmethod
-    def _ns(rt: ResourceType, namespace: str | None, body: Obj | None = None) -> str:
-        if not rt.namespaced:
-            return ""
-        return namespace or (_metadata(body).get("namespace") if body else None) or "default"
-
-    def create(self, resource: str, body: Obj, namespace: str | None = None) -> Obj:
-        """Create an object, as POST does; returns the stored object (a copy).
-
-        `body` is not modified or kept.  `pods/eviction` evicts, as POSTing an Eviction.
-        """
-        rt, sub = self._split(resource)
-        ns = self._ns(rt, namespace, body)
-        with self._lock:
-            if sub == "eviction":
-                return self._evict(ns, _metadata(body).get("name") or "", body)
-            rec = self._create(rt, ns, body)
-            return cast(Obj, orjson.loads(self._served(rt, rec)))
-
-    def get(self, resource: str, name: str, namespace: str | None = None) -> Obj:
-        """Fetch one object (a copy); raises `NotFound`, a `KeyError`, when absent."""
-        rt, sub = self._split(resource)
-        ns = self._ns(rt, namespace)
-        with self._lock:
-            rec = self._get(rt, ns, name)
-            if sub == "scale":
-                return self._scale(_load(rec))
-            return cast(Obj, orjson.loads(self._served(rt, rec)))
-
-    def list(self, resource: str, namespace: str | None = None, label_selector: str = "",
-             field_selector: str = "") -> ObjList:
-        """All matching objects in (namespace, name) order, as copies without
-        kind/apiVersion (like the items of a list response)."""
-        rt = self._collection(resource).rt
-        labels, fields = self._selectors(rt, label_selector, field_selector)
-        ns = namespace if rt.namespaced else None
-        with self._lock:
-            recs, _, _, _ = self._list(rt, ns, labels, fields, 0, None)
-            recs = self._fresh(rt, recs)
-        return cast(ObjList, orjson.loads(b"[" + b",".join(r.raw for r in recs) + b"]"))
-
-    def replace(self, resource: str, body: Obj, namespace: str | None = None) -> Obj:
-        """Update an object, as PUT does (a set metadata.resourceVersion must match)."""
-        rt, sub = self._split(resource)
-        ns = self._ns(rt, namespace, body)
-        name = _metadata(body).get("name") or ""
-        with self._lock:
-            if sub == "scale":
-                return self._update_scale(rt, ns, name, body)
-            rec, _ = self._update(rt, ns, name, body, sub)
-            return cast(Obj, orjson.loads(self._served(rt, rec)))
-
-    def patch(self, resource: str, name: str, patch: Obj | ObjList,
-              namespace: str | None = None, kind: str = "merge") -> Obj:
-        """Patch an object; `kind` is "merge", "strategic" or "json"."""
-        if kind not in ("merge", "strategic", "json"):
-            raise ValueError(f"unknown patch kind {kind!r}")
-        rt, sub = self._split(resource)
-        ns = self._ns(rt, namespace)
-        with self._lock:
-            if sub == "scale":
-                return self._patch_scale(rt, ns, name, kind, patch)
-            rec = self._patch(rt, ns, name, kind, patch, sub)
-            return cast(Obj, orjson.loads(self._served(rt, rec)))
-
-    def delete(self, resource: str, name: str, namespace: str | None = None) -> None:
-        """Delete an object; raises `NotFound` (a `KeyError`) when absent."""
-        rt = self._collection(resource).rt
-        with self._lock:
-            self._delete(rt, self._ns(rt, namespace), name, {})
+    def _crd_removed(self, crd: Obj) -> None:
+        """A CustomResourceDefinition is gone: stop serving it, drop its objects."""
+        raise NotImplementedError
 
     # Store operations (caller holds the lock) -------------------------------------------
 
@@ -283,37 +138,65 @@ class KubeStore:
         `old` is the parsed current object (None on create).  Only `new` itself and its
         metadata are modified (metadata is copied first), so a caller's nested dicts are
         never touched.  Writes that change nothing keep the resourceVersion and send no
-        event, as on the real server.
+        event, as on the real server.  An object being deleted whose last finalizer this
+        write removes is deleted by it.
         """
         if rt.plural == "poddisruptionbudgets":
             _check_pdb(rt, key[1], new)
+        elif rt.plural == "events":
+            events_both_ways(rt, new)
         coll = self._collections[rt.plural]
         meta = dict(_metadata(new))
         new["metadata"] = meta
         old_rec: _Rec | None = None
         if old is not None:
             old_meta = _metadata(old)
-            for fixed in ("uid", "creationTimestamp"):
+            for fixed in ("uid", "creationTimestamp", "deletionTimestamp",
+                          "deletionGracePeriodSeconds"):
                 if fixed in old_meta:
                     meta[fixed] = old_meta[fixed]
+                else:
+                    meta.pop(fixed, None)
+            if "deletionTimestamp" in old_meta:
+                added = [f for f in meta.get("finalizers") or ()
+                         if f not in (old_meta.get("finalizers") or ())]
+                if added:
+                    raise Invalid(rt, key[1], "metadata.finalizers", "FieldValueForbidden",
+                                  "Forbidden: no new finalizers can be added if the object "
+                                  f"is being deleted, found new finalizers {added!r}")
             if rt.has_generation:
                 generation = old_meta.get("generation", 1)
-                meta["generation"] = generation + (new.get("spec") != old.get("spec"))
+                if rt.custom:
+                    changed = _without(new, "metadata", "status") != \
+                        _without(old, "metadata", "status")
+                else:
+                    changed = new.get("spec") != old.get("spec")
+                meta["generation"] = generation + changed
             meta["resourceVersion"] = old_meta.get("resourceVersion")
             old_rec = coll.objects[key]
             if new == old:
                 return old_rec
+        if rt.plural == "customresourcedefinitions":
+            self._crd_written(new)
         self._rv += 1
         meta["resourceVersion"] = str(self._rv)
         try:
             rec = _make_rec(rt, new)
         except TypeError as exc:  # in-process bodies may hold what JSON cannot
             raise BadRequest(f"the object is not JSON serialisable: {exc}") from None
+        if old_rec is not None and meta.get("deletionTimestamp") and not meta.get("finalizers"):
+            coll.remove(key)
+            coll.record(_Event(self._rv, "DELETED", rec, old_rec))
+            if rt.plural == "customresourcedefinitions":
+                self._crd_removed(new)
+            return rec
         coll.put(key, rec)
         coll.record(_Event(self._rv, "ADDED" if old_rec is None else "MODIFIED", rec, old_rec))
         return rec
 
-    def _create(self, rt: ResourceType, ns: str, body: Obj) -> _Rec:
+    def _create(self, rt: ResourceType, ns: str, body: Obj, *, seeding: bool = False) -> _Rec:
+        """POST semantics; `seeding` (the in-process methods) keeps a custom resource's
+        status as given, so a test or the simulator sets an object up in one call."""
         if not isinstance(body.get("metadata", {}), dict):
             raise BadRequest("metadata must be an object")
         obj = _strip_kind(body)
@@ -345,8 +228,12 @@ class KubeStore:
         meta["uid"] = meta.get("uid") or str(uuid.uuid4())
         given = meta.get("creationTimestamp")
         meta["creationTimestamp"] = _rfc3339(given) if given else _now()
+        for server_set in ("deletionTimestamp", "deletionGracePeriodSeconds"):
+            meta.pop(server_set, None)
         if rt.has_generation:
             meta["generation"] = 1
+        if rt.custom and "status" in rt.subresources and not seeding:
+            obj.pop("status", None)  # status is written through /status only
         if rt.plural == "pods":
             if "spec" in obj:
                 obj["spec"] = pod_spec_defaulted(obj["spec"])
@@ -354,6 +241,8 @@ class KubeStore:
             status = dict(status) if isinstance(status, dict) else {}
             status.setdefault("phase", "Pending")
             obj["status"] = status
+        elif rt.plural == "namespaces":
+            obj["status"] = {"phase": "Active"}
         elif rt.plural in SCALABLE_PLURALS:
             spec = obj.get("spec")
             spec = dict(spec) if isinstance(spec, dict) else {}
@@ -361,8 +250,23 @@ class KubeStore:
             obj["spec"] = spec
         return self._write(rt, (ns, name), None, obj)
 
+    @staticmethod
+    def _kept_apart(rt: ResourceType, old: Obj, new: Obj, subresource: str | None,
+                    seeding: bool) -> Obj:
+        """`new` as the write may make it: a `/status` write changes only status; on a
+        custom resource with a status subresource a main write changes everything else."""
+        if subresource == "status":
+            return {**old, "status": new.get("status")}
+        if rt.custom and "status" in rt.subresources and not seeding:
+            kept = _without(new, "status")
+            if "status" in old:
+                kept["status"] = old["status"]
+            return kept
+        return new
+
     def _update(self, rt: ResourceType, ns: str, name: str, body: Obj,
-                subresource: str | None = None) -> tuple[_Rec, bool]:
+                subresource: str | None = None, manager: str = IN_PROCESS_MANAGER, *,
+                seeding: bool = False) -> tuple[_Rec, bool]:
         """PUT semantics; returns the stored record and whether it was created."""
         if not isinstance(body.get("metadata", {}), dict):
             raise BadRequest("metadata must be an object")
@@ -379,20 +283,20 @@ class KubeStore:
         if old_rec is None:
             if not rt.allow_create_on_update or wanted or subresource:
                 raise NotFound(rt, name)
-            return self._create(rt, ns, body), True
+            return self._create(rt, ns, body, seeding=seeding), True
         old = _load(old_rec)
         if wanted and wanted != _metadata(old).get("resourceVersion"):
             raise Conflict(rt, name)
-        if subresource == "status":
-            new = {**old, "status": body.get("status")}
-        else:
-            new = _strip_kind(body)
-            new["metadata"] = {**meta, "namespace": ns} if rt.namespaced else \
-                {k: v for k, v in meta.items() if k != "namespace"}
+        new = _strip_kind(body)
+        new["metadata"] = {**meta, "namespace": ns} if rt.namespaced else \
+            {k: v for k, v in meta.items() if k != "namespace"}
+        new = self._kept_apart(rt, old, new, subresource, seeding)
+        track_update(old, new, manager, rt.api_version, subresource or "", _now())
         return self._write(rt, (ns, name), old, new), False
 
     def _patch(self, rt: ResourceType, ns: str, name: str, kind: str, patch: Any,
-               subresource: str | None = None) -> _Rec:
+               subresource: str | None = None, manager: str = IN_PROCESS_MANAGER, *,
+               seeding: bool = False) -> _Rec:
         old = _load(self._get(rt, ns, name))
         if kind == "json":
             try:
@@ -417,11 +321,55 @@ class KubeStore:
         if rt.namespaced and meta.get("namespace") != ns:
             raise BadRequest("the namespace of the object does not match the namespace on "
                              "the request")
-        new = {**old, "status": patched.get("status")} if subresource == "status" \
-            else _strip_kind(patched)
+        new = self._kept_apart(rt, old, _strip_kind(patched), subresource, seeding)
+        track_update(old, new, manager, rt.api_version, subresource or "", _now())
         return self._write(rt, (ns, name), old, new)
 
-    def _delete(self, rt: ResourceType, ns: str, name: str, options: Obj) -> _Rec:
+    def _apply(self, rt: ResourceType, ns: str, name: str, config: Any, manager: str,
+               force: bool, subresource: str | None = None) -> tuple[_Rec, bool]:
+        """Server-side apply (PATCH application/apply-patch+yaml); creates the object when
+        it does not exist.  Returns the record and whether it was created."""
+        if not manager:
+            raise BadRequest("fieldManager is required for apply requests")
+        if not isinstance(config, dict) or not isinstance(config.get("metadata", {}), dict):
+            raise BadRequest("an apply configuration must be an object")
+        meta = _metadata(config)
+        if meta.get("name") not in (None, name):
+            raise BadRequest(f"the name of the object ({meta.get('name')}) does not match "
+                             f"the name on the URL ({name})")
+        if rt.namespaced and meta.get("namespace") not in (None, "", ns):
+            raise BadRequest("the namespace of the object does not match the namespace on "
+                             "the request")
+        for field_ in ("apiVersion", "kind"):
+            if config.get(field_) != getattr(rt, "api_version" if field_ == "apiVersion"
+                                             else "kind"):
+                raise BadRequest(f"{field_} must be set to {rt.api_version} {rt.kind} in an "
+                                 "apply configuration")
+        rec = self._collections[rt.plural].objects.get((ns, name))
+        old = _load(rec) if rec is not None else None
+        wanted = meta.get("resourceVersion")
+        if wanted and (old is None or wanted != _metadata(old).get("resourceVersion")):
+            raise Conflict(rt, name)
+        try:
+            merged = apply(old, config, manager, rt.api_version, force=force,
+                           subresource=subresource or "",
+                           status_is_subresource="status" in rt.subresources, now=_now())
+        except ApplyConflict as exc:
+            raise ApiError(409, "Conflict", str(exc), {"causes": [
+                {"type": "FieldManagerConflict", "message": f"conflict with {who}",
+                 "field": path} for who, path in exc.conflicts]}) from None
+        merged_meta = dict(_metadata(merged))
+        merged_meta["name"] = name
+        merged["metadata"] = merged_meta
+        if old is None:
+            if subresource:
+                raise NotFound(rt, name)
+            return self._create(rt, ns, merged), True
+        return self._write(rt, (ns, name), old, _strip_kind(merged)), False
+
+    def _delete(self, rt: ResourceType, ns: str, name: str, options: Obj) -> tuple[_Rec, bool]:
+        """Delete an object; returns its last record and whether it is gone (False: it has
+        finalizers, so it only got a `deletionTimestamp` and stays until they are removed)."""
         coll = self._collections[rt.plural]
         old_rec = self._get(rt, ns, name)
         gone = _load(old_rec)
@@ -438,12 +386,25 @@ class KubeStore:
                 raise Conflict(rt, name, (
                     f"Precondition failed: UID in precondition: {pre['uid']}, "
                     f"UID in object meta: {have.get('uid')}"))
+        if have.get("finalizers"):
+            if have.get("deletionTimestamp"):
+                return old_rec, False
+            meta = {**have, "deletionTimestamp": _now(), "deletionGracePeriodSeconds": 0}
+            new = {**gone, "metadata": meta}
+            self._rv += 1
+            meta["resourceVersion"] = str(self._rv)
+            rec = _make_rec(rt, new)
+            coll.put((ns, name), rec)
+            coll.record(_Event(self._rv, "MODIFIED", rec, old_rec))
+            return rec, False
         coll.remove((ns, name))
         self._rv += 1
         have["resourceVersion"] = str(self._rv)  # the DELETED event carries a new version
         gone_rec = old_rec._replace(raw=orjson.dumps(gone, option=_DUMP))
         coll.record(_Event(self._rv, "DELETED", gone_rec, old_rec))
-        return gone_rec
+        if rt.plural == "customresourcedefinitions":
+            self._crd_removed(gone)
+        return gone_rec, True
 
     def _list(self, rt: ResourceType, ns: str | None, labels: LabelSelector,
               fields: FieldSelector, limit: int, token: str | None,
@@ -484,126 +445,3 @@ class KubeStore:
                 pos += 1
         next_token = _encode_continue(list_rv, last) if more and last is not None else None
         return items, list_rv, next_token, (remaining if next_token else None)
-
-    @staticmethod
-    def _scale(workload: Obj) -> Obj:
-        """A Deployment's, StatefulSet's or ReplicaSet's autoscaling/v1 Scale."""
-        meta = _metadata(workload)
-        spec = workload.get("spec") or {}
-        status = workload.get("status") or {}
-        return {
-            "kind": "Scale",
-            "apiVersion": "autoscaling/v1",
-            "metadata": {k: meta[k] for k in ("name", "namespace", "uid", "resourceVersion",
-                                              "creationTimestamp") if k in meta},
-            "spec": {"replicas": spec.get("replicas", 0)},
-            "status": {"replicas": status.get("replicas", 0),
-                       "selector": format_label_selector(spec.get("selector"))},
-        }
-
-    def _update_scale(self, rt: ResourceType, ns: str, name: str, scale: Obj) -> Obj:
-        old = _load(self._get(rt, ns, name))
-        meta = _metadata(scale)
-        if meta.get("name") not in (None, name):
-            raise BadRequest(f"the name of the object ({meta.get('name')}) does not match "
-                             f"the name on the URL ({name})")
-        wanted = meta.get("resourceVersion")
-        if wanted and wanted != _metadata(old).get("resourceVersion"):
-            raise Conflict(rt, name)
-        replicas = (scale.get("spec") or {}).get("replicas")
-        if not isinstance(replicas, int) or isinstance(replicas, bool) or replicas < 0:
-            raise Invalid(rt, name, "spec.replicas", "FieldValueInvalid",
-                          f"Invalid value: {replicas!r}: must be a non-negative integer")
-        new = {**old, "spec": {**(old.get("spec") or {}), "replicas": replicas}}
-        return self._scale(_load(self._write(rt, (ns, name), old, new)))
-
-    def _patch_scale(self, rt: ResourceType, ns: str, name: str, kind: str, patch: Any) -> Obj:
-        current = self._scale(_load(self._get(rt, ns, name)))
-        if kind == "json":
-            try:
-                patched = json_patch(current, patch)
-            except JsonPatchError as exc:
-                raise ApiError(422, "Invalid", str(exc)) from None
-        elif not isinstance(patch, dict):
-            raise BadRequest(f"a {kind} merge patch must be a JSON object")
-        elif kind == "merge":
-            patched = json_merge_patch(current, patch)
-        else:
-            patched = strategic_merge_patch(current, patch)
-        return self._update_scale(rt, ns, name, patched)
-
-    def _evict(self, ns: str, name: str, body: Obj) -> Obj:
-        rt = RESOURCES["pods"]
-        body_name = _metadata(body).get("name")
-        if body_name and body_name != name:
-            raise BadRequest("name in URL does not match name in Eviction object")
-        rec = self._get(rt, ns, name)
-        if (ns, name) in self._eviction_blocked:
-            raise ApiError(
-                429, "TooManyRequests",
-                "Cannot evict pod as it would violate the pod's disruption budget.",
-                {"causes": [{"reason": "DisruptionBudget",
-                             "message": "The disruption budget fake-pdb needs 1 healthy pods "
-                                        "and has 1 currently"}]},
-            )
-        pod = _load(rec)
-        if not _ignores_budgets(pod):
-            self._check_budgets(ns, rec, pod)
-        options = body.get("deleteOptions")
-        self._delete(rt, ns, name, options if isinstance(options, dict) else {})
-        return {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success",
-                "code": 201}
-
-    def _namespace_recs(self, plural: str, ns: str) -> RecList:
-        """The records of one namespace, found by bisection on the sorted keys."""
-        coll = self._collections[plural]
-        keys = coll.sorted_keys()
-        lo = bisect.bisect_left(keys, (ns, ""))
-        hi = bisect.bisect_left(keys, (ns + "\x00", ""), lo)
-        return [coll.objects[k] for k in keys[lo:hi]]
-
-    def _selected_pods(self, ns: str, selector: Any) -> ObjList:
-        """The pods of `ns` a budget's selector picks; only those are parsed."""
-        return [_load(rec) for rec in self._namespace_recs("pods", ns)
-                if _selector_matches(selector, rec.labels)]
-
-    def _fresh(self, rt: ResourceType, recs: RecList) -> RecList:
-        """`recs` as served: budgets get the status a disruption controller would write now."""
-        if rt.plural != "poddisruptionbudgets" or not recs:
-            return recs
-        fresh: RecList = []
-        with self._lock:
-            for rec in recs:
-                pdb = _load(rec)
-                pods = self._selected_pods(rec.namespace, (pdb.get("spec") or {}).get("selector"))
-                stored = pdb.get("status")
-                pdb["status"] = {**(stored if isinstance(stored, dict) else {}),
-                                 **pdb_status(pdb, pods)}
-                fresh.append(rec._replace(raw=orjson.dumps(pdb, option=_DUMP)))
-        return fresh
-
-    def _served(self, rt: ResourceType, rec: _Rec) -> bytes:
-        """One object on the wire, with a budget's status computed."""
-        return _raw_with_kind(rt, self._fresh(rt, [rec])[0])
-
-    def _check_budgets(self, ns: str, rec: _Rec, pod: Obj) -> None:
-        """The eviction subresource's budget checks (pkg/registry/core/pod/storage/eviction.go):
-        at most one budget may select the pod, and evicting must leave it enough healthy pods."""
-        budgets = [pdb for pdb in map(_load, self._namespace_recs("poddisruptionbudgets", ns))
-                   if not _selector_empty((pdb.get("spec") or {}).get("selector"))
-                   and _selector_matches(pdb["spec"]["selector"], rec.labels)]
-        if not budgets:
-            return
-        if len(budgets) > 1:
-            raise ApiError(500, "InternalError", f"Internal error occurred: {PDB_MULTIPLE}",
-                           {"causes": [{"message": PDB_MULTIPLE}]})
-        pdb = budgets[0]
-        spec = pdb.get("spec") or {}
-        blocked = eviction_blocked_by(pdb, self._selected_pods(ns, spec.get("selector")), pod)
-        if blocked is not None:
-            desired, current = blocked
-            name = _metadata(pdb).get("name")
-            raise ApiError(429, "TooManyRequests", PDB_VIOLATION, {"causes": [{
-                "reason": "DisruptionBudget",
-                "message": f"The disruption budget {name} needs {desired} healthy pods and "
-                           f"has {current} currently"}]})

@@ -42,6 +42,9 @@ EXAMPLES: dict[str, tuple[str, ...]] = {
         "elevator scenario from-prometheus --url http://prometheus:9090 --start "
         "2026-11-20T00:00:00Z --end 2026-11-27T00:00:00Z --nodegroups "
         f"{EXAMPLES_FOLDER}/nodegroups.yaml --output last-week",),
+    "scenario from-kubectl": (
+        f"elevator scenario from-kubectl --snapshot {EXAMPLES_FOLDER}/cluster.json "
+        f"--nodegroups {EXAMPLES_FOLDER}/nodegroups.yaml --output today",),
     "pods": (f"elevator pods plan --cluster {EXAMPLES_FOLDER}/pod-autoscalers.yaml --metrics "
              f"{EXAMPLES_FOLDER}/pod-metrics.json",),
     "pods plan": (f"elevator pods plan --cluster {EXAMPLES_FOLDER}/pod-autoscalers.yaml "

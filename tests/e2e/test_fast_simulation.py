@@ -94,6 +94,10 @@ def _group(name: str, max_nodes: int) -> dict[str, Any]:
             "scale_up_cool_down_period": "1m"}
 
 
+EITHER_GROUP = {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
+    {"matchExpressions": [{"key": "customer", "operator": "In",
+                           "values": ["batch", "services"]}]}]}}
+
 # What the scheduler model reads, in a short run: DaemonSet pods on every node, two zones,
 # services spread by their ReplicaSet (system default spreading), batch jobs of two priorities
 # arriving when there is room for some only, empty new nodes tying, scale-down with a hard
@@ -121,7 +125,24 @@ SCHEDULER_SCENARIO: dict[str, Any] = {
         {"name": "api-more", "at": "4m", "count": 4, "cpu": "700m", "memory": "1Gi",
          "node_selector": {"customer": "services"}},
         {"name": "tail", "at": "6m", "count": 6, "cpu": "300m", "memory": "256Mi",
-         "duration": "5m", "node_selector": {"customer": "batch"}}],
+         "duration": "5m", "node_selector": {"customer": "batch"}},
+        # Issue 37: what real workloads say about placement. A replica a node and zones kept
+        # within one of each other, a host port, volumes in one zone.
+        {"name": "front", "at": "30s", "count": 4, "cpu": "200m", "memory": "256Mi",
+         "labels": {"tier": "front"},
+         "affinity": {"nodeAffinity": EITHER_GROUP, "podAntiAffinity": {
+             "requiredDuringSchedulingIgnoredDuringExecution": [{
+                 "labelSelector": {"matchLabels": {"app": "front"}},
+                 "topologyKey": "kubernetes.io/hostname"}]}},
+         "topology_spread_constraints": [{
+             "maxSkew": 1, "topologyKey": "topology.kubernetes.io/zone",
+             "whenUnsatisfiable": "DoNotSchedule",
+             "labelSelector": {"matchLabels": {"tier": "front"}}}]},
+        {"name": "agent", "at": "1m", "count": 3, "cpu": "100m", "memory": "64Mi",
+         "ports": [{"containerPort": 9100, "hostPort": 9100}],
+         "node_selector": {"customer": "batch"}},
+        {"name": "store", "at": "2m", "count": 2, "cpu": "300m", "memory": "512Mi",
+         "volume_zone": "us-east-1b", "affinity": {"nodeAffinity": EITHER_GROUP}}],
 }
 
 
@@ -130,7 +151,8 @@ def test_fast_mode_gives_the_http_modes_records_under_every_profile(tmp_path: Pa
                                                                      profile: str) -> None:
     """One scheduler model for both worlds: under each profile the in-memory world binds every
     pod where the HTTP world does (identical tick records, summary and terminations), with its
-    DaemonSet pods, priorities and tie-break draws."""
+    DaemonSet pods, priorities and tie-break draws, and the pods that carry hostname
+    anti-affinity, zonal spreading, a host port and zonal volumes (issue 37)."""
     path = tmp_path / "scheduler.yaml"
     path.write_text(yaml.safe_dump({**SCHEDULER_SCENARIO, "scheduler": {"profile": profile}}))
     loaded = load_scenario(path)
@@ -373,6 +395,61 @@ def test_desired_capacity_is_clamped_and_terminating_decrements_it(fake_aws: Fak
                 "min sized reached, nodes will not be deleted", True]
     assert _cloud_calls(MemoryCloud(world), name, _node_of) == expected
     assert _cloud_calls(live, name, _node_of) == expected
+
+
+def test_the_in_memory_world_places_constrained_pods_as_they_say() -> None:
+    """Issue 37: the in-memory world's one decoded pod per kind now tells constrained waves
+    apart and carries a zonal pod's volume zone. Two waves of one app that differ only in
+    anti-affinity are two kinds; a replica a node under hostname anti-affinity (the third
+    pends with room to spare), two host ports never on one node, and a pod whose volume is in
+    us-east-1b only on that zone's node."""
+    from kube_elevator.fakes.cluster import simulated_scheduler
+    from kube_elevator.fakes.scenario import AsgSpec, Wave
+    from kube_elevator.flows.simulation_memory import MemoryCluster
+    from kube_elevator.tasks.node_group_file import parse_node_groups
+    from tests.builders import group_dict
+
+    asgs = [AsgSpec(name=f"{zone}-asg", min=1, max=1, desired=1, instance_type="m5.xlarge",
+                    node_labels={"customer": "web"}, availability_zone=f"us-east-1{zone}")
+            for zone in ("a", "b")]
+    groups = parse_node_groups({"node_groups": [
+        group_dict(name=f"web-{zone}", label_key="customer", label_value="web",
+                   cloud_provider_group_name=f"{zone}-asg", min_nodes=1, max_nodes=2)
+        for zone in ("a", "b")]}, "test").node_groups
+    cluster = MemoryCluster(MemoryWorld(), asgs, groups,
+                            scheduler=simulated_scheduler("most-allocated", 1))
+    start = 1_800_000_000.0
+    cluster.create_asgs(start)
+    selector = {"customer": "web"}
+    apart = {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [{
+        "labelSelector": {"matchLabels": {"app": "web"}},
+        "topologyKey": "kubernetes.io/hostname"}]}}
+    arrivals = [
+        ("web-0000", Wave(at=0, count=1, cpu="100m", memory="64Mi", name="web")),
+        ("web-0001", Wave.model_validate({"at": 0, "count": 3, "cpu": "100m", "memory": "64Mi",
+                                          "name": "web", "affinity": apart})),
+        ("web-0002", Wave.model_validate({"at": 0, "count": 3, "cpu": "100m", "memory": "64Mi",
+                                          "name": "web", "affinity": apart})),
+        ("web-0003", Wave.model_validate({"at": 0, "count": 3, "cpu": "100m", "memory": "64Mi",
+                                          "name": "web", "affinity": apart})),
+        ("port-0000", Wave.model_validate({"at": 0, "count": 2, "cpu": "100m",
+                                           "memory": "64Mi", "name": "port", "ports": [
+                                               {"containerPort": 80, "hostPort": 8080}]})),
+        ("port-0001", Wave.model_validate({"at": 0, "count": 2, "cpu": "100m",
+                                           "memory": "64Mi", "name": "port", "ports": [
+                                               {"containerPort": 80, "hostPort": 8080}]})),
+        ("db-0000", Wave(at=0, count=1, cpu="100m", memory="64Mi", name="db",
+                         volume_zone="us-east-1b"))]
+    for name, arrival in arrivals:
+        cluster.arrive(name, arrival, selector, start)
+    cluster.advance(start)
+    node_of = {name: cluster.pods[("workload", name)].node for name, _ in arrivals}
+    # the first web pod has no anti-affinity, but the others' terms keep them off its node
+    web_nodes = [node_of[f"web-000{n}"] for n in range(4)]
+    assert sorted(filter(None, web_nodes)) == ["a-asg-001", "b-asg-001"]
+    assert web_nodes.count(None) == 2
+    assert {node_of["port-0000"], node_of["port-0001"]} == {"a-asg-001", "b-asg-001"}
+    assert node_of["db-0000"] == "b-asg-001"
 
 
 def test_a_pod_of_higher_priority_preempts_and_its_victim_pends_again() -> None:

@@ -93,6 +93,9 @@ READERS: dict[str, Reader] = {
     "scenario from-prometheus --nodegroups": Reader("nodegroups", lambda f, bad: [
         "scenario", "from-prometheus", "--url", NOWHERE, "--start", "0", "--end", "3600",
         "--nodegroups", str(bad), "--output", str(bad.with_suffix(".out"))]),
+    "scenario from-kubectl --snapshot": Reader("cluster", lambda f, bad: [
+        "scenario", "from-kubectl", "--snapshot", str(bad), "--nodegroups",
+        str(f["nodegroups"]), "--output", str(bad.with_suffix(".out"))]),
     "load-watcher --state": Reader("state", lambda f, bad: [
         "load-watcher", "--prometheus", NOWHERE, "--port", "0", "--health-address",
         "127.0.0.1:0", "--state", str(bad)],

@@ -325,3 +325,65 @@ def test_an_empty_window_says_so(prometheus: str, tmp_path: Path) -> None:
                     "--nodegroups", nodegroups)
     assert done.returncode == 2
     assert "no pod of the node groups" in done.stderr and "Traceback" not in done.stderr
+
+
+def _snapshot(tmp_path: Path) -> Path:
+    """The cluster's nodes and, in the snapshot's words, the Deployment whose ReplicaSet
+    `app-5d8f` kube-state-metrics names: one replica a node, spread over the zones."""
+    from tests.builders import api_node, api_pod
+
+    items: list[dict[str, object]] = [
+        api_node(node.name, labels={**node.labels, "kubernetes.io/hostname": node.name})
+        for node in NODES]
+    for index, node in enumerate(("n1", "")):
+        pod = api_pod(f"app-5d8f-{index}", "jobs", cpu="250m", node=node,
+                      labels={"app": "api", "pod-template-hash": "5d8f"})
+        pod["metadata"]["ownerReferences"] = [{"apiVersion": "apps/v1", "kind": "ReplicaSet",
+                                              "name": "app-5d8f", "uid": "u",
+                                              "controller": True}]
+        pod["spec"]["affinity"] = {"podAntiAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": [{
+                "labelSelector": {"matchLabels": {"app": "api"}},
+                "topologyKey": "kubernetes.io/hostname"}]}}
+        pod["spec"]["priority"] = 100
+        items.append(pod)
+    path = tmp_path / "cluster.json"
+    path.write_text(yaml.safe_dump({"kind": "List", "items": items}))
+    return path
+
+
+def test_a_snapshot_gives_the_trace_pods_their_owners_shapes(prometheus: str, nodegroups: Path,
+                                                             tmp_path: Path) -> None:
+    """Issue 37: `--shapes` reads a kubectl snapshot for what the series do not say (labels,
+    affinity, spreading, priority, ...): each trace row of an owner the snapshot has names its
+    owner's shape in a `shape` column, the scenario holds the shapes, and the pods simulated
+    from those rows carry them; the ASGs take the zones of the snapshot's nodes."""
+    out = tmp_path / "scenario"
+    done = elevator("scenario", "from-prometheus", "--url", prometheus, "--start",
+                    str(ALLOWLISTED), "--end", str(ALLOWLISTED + HOUR), "--nodegroups",
+                    nodegroups, "--output", out, "--shapes", _snapshot(tmp_path))
+    assert done.returncode == 0, done.stderr
+    assert "  shapes: 4 of 4 pods take their owner's shape (1 shapes from " in done.stdout
+    rows = (out / "trace.csv").read_text().splitlines()
+    assert rows[0] == "arrival_s,cpu,memory,duration_s,node_group,shape"
+    assert rows[1:] == [f"0,750m,{GiB},600,batch,api", f"100,1000m,{GiB},,web,api",
+                        f"1200,1250m,{768 * MiB},1200,batch,api",
+                        f"1800,400m,{320 * MiB + MiB},,batch,api"]
+    loaded = load_scenario(out / "scenario.yaml")
+    shape = loaded.scenario.shapes["api"]
+    assert shape.priority == 100 and shape.labels == {"pod-template-hash": "5d8f"}
+    assert shape.affinity is not None and shape.affinity.pod_anti_affinity is not None
+    assert [asg.availability_zone for asg in loaded.scenario.asgs] == ["us-east-1a",
+                                                                      "us-east-1a"]
+    from kube_elevator.fakes.cluster import pod_body
+    from kube_elevator.fakes.scenario import Wave
+    from kube_elevator.flows.simulation import simulate
+
+    waves = [arrival for arrival in loaded.arrivals if isinstance(arrival, Wave)]
+    assert [(wave.name, wave.count, wave.node_selector) for wave in waves] == [
+        ("api", 1, {"customer": "batch"}), ("api", 1, {"customer": "web"}),
+        ("api", 1, {"customer": "batch"}), ("api", 1, {"customer": "batch"})]
+    body = pod_body("api-0000", waves[0], waves[0].node_selector, 0.0)
+    assert body["spec"]["affinity"]["podAntiAffinity"] and body["spec"]["priority"] == 100
+    summary = simulate(loaded, mode="memory").summary
+    assert summary["pods_total"] == 4

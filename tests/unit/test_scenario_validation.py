@@ -224,13 +224,13 @@ def test_scheduler_keys_are_checked_with_their_key_paths(tmp_path: Path) -> None
                           {"name": "Logs_Agent", "cpu": "bad", "memory": "1Gi"}]}
     problems = problems_of(write_scenario(
         tmp_path, scheduler={"profile": "spread"}, asgs=[asg],
-        workload=[{**WAVE, "priority": 2_000_000_000}]))
+        workload=[{**WAVE, "priority": 2_000_001_001}]))
     text = "\n".join(problems)
     assert "scheduler.profile: Input should be 'default', 'most-allocated' or 'first-fit'" \
         in text
     assert "asgs[0].daemonsets[2].name: String should match pattern" in text
     assert "asgs[0].daemonsets[2].cpu: malformed quantity 'bad'" in text
-    assert "workload[0].priority: Input should be less than or equal to 1000000000" in text
+    assert "workload[0].priority: Input should be less than or equal to 2000001000" in text
 
 
 def test_daemonsets_that_leave_no_room_or_repeat_a_name_are_refused(tmp_path: Path) -> None:
@@ -260,3 +260,128 @@ def test_a_nodegroups_path_that_names_no_file_is_one_error(tmp_path: Path, name:
         load_scenario(path)
     assert raised.value.problems == [
         f"{path}: nodegroups: {name!r} names no file (a path from the scenario's folder)"]
+
+
+# --- issue 37: what real workloads say about placement ------------------------------------------
+
+ANTI_AFFINITY = "affinity.podAntiAffinity.requiredDuringSchedulingIgnoredDuringExecution[0]"
+
+
+@pytest.mark.parametrize(("fields", "path", "rule"), [
+    ({"affinity": {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
+        {"labelSelector": {"matchLabels": {"app": "web"}}}]}}},
+     f"{ANTI_AFFINITY}.topologyKey", "Field required"),
+    ({"affinity": {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
+        {"topologyKey": "kubernetes.io/hostname",
+         "labelSelector": {"matchExpresions": []}}]}}},
+     f"{ANTI_AFFINITY}.labelSelector.matchExpresions", "Extra inputs are not permitted"),
+    ({"affinity": {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
+        {"topologyKey": "host name"}]}}},
+     f"{ANTI_AFFINITY}.topologyKey", "'host name' is not a valid label key"),
+    ({"affinity": {"podAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [
+        {"weight": 0, "podAffinityTerm": {"topologyKey": "kubernetes.io/hostname"}}]}}},
+     "affinity.podAffinity.preferredDuringSchedulingIgnoredDuringExecution[0].weight",
+     "Input should be greater than or equal to 1"),
+    ({"affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+        "nodeSelectorTerms": [{"matchExpressions": [{"key": "pool", "operator": "In"}]}]}}}},
+     "affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms"
+     "[0].matchExpressions[0]", "values: must be non-empty when operator is In"),
+    ({"topology_spread_constraints": [{"maxSkew": 0, "topologyKey": "zone",
+                                       "whenUnsatisfiable": "DoNotSchedule"}]},
+     "topology_spread_constraints[0].maxSkew", "Input should be greater than or equal to 1"),
+    ({"topology_spread_constraints": [{"maxSkew": 1, "topologyKey": "zone",
+                                       "whenUnsatisfiable": "Never"}]},
+     "topology_spread_constraints[0].whenUnsatisfiable",
+     "Input should be 'DoNotSchedule' or 'ScheduleAnyway'"),
+    ({"topology_spread_constraints": [{"maxSkew": 1, "topologyKey": "zone", "minDomains": 2,
+                                       "whenUnsatisfiable": "ScheduleAnyway"}]},
+     "topology_spread_constraints[0]",
+     "minDomains: may be set only when whenUnsatisfiable is DoNotSchedule"),
+    ({"ports": [{"containerPort": 80, "hostPort": 70000}]}, "ports[0].hostPort",
+     "Input should be less than or equal to 65535"),
+    ({"ports": [{"containerPort": 80, "protocol": "tcp"}]}, "ports[0].protocol",
+     "Input should be 'TCP', 'UDP' or 'SCTP'"),
+    ({"labels": {"tier": "-front"}}, "labels", "'-front' is not a valid label value"),
+    ({"labels": {"simulator.kube-elevator.io/wave": "other"}}, "labels",
+     "simulator.kube-elevator.io/wave is the simulator's own label"),
+    ({"volume_zone": "us-west-2a"}, "volume_zone",
+     "'us-west-2a' is the availability_zone of no ASG (us-east-1a): a pod whose volume is "
+     "there could never run"),
+], ids=["topology-key-missing", "selector-typo", "topology-key-invalid", "weight-zero",
+        "in-without-values", "max-skew-zero", "when-unsatisfiable", "min-domains-soft",
+        "host-port-range", "protocol-case", "label-value", "app-label", "zone-of-no-asg"])
+def test_placement_keys_are_checked_as_kubernetes_checks_them(
+        tmp_path: Path, fields: dict[str, Any], path: str, rule: str) -> None:
+    """Issue 37: a wave's affinity, spreading, ports, labels and volume zone are Kubernetes'
+    own shapes (camelCase, as copied from a pod template); a typo or a value the API server
+    refuses is one line naming the file, the key path and the rule."""
+    scenario = write_scenario(tmp_path, workload=[{**WAVE, **fields}])
+    problems = problems_of(scenario)
+    assert len(problems) == 1
+    assert problems[0].startswith(f"{scenario}: workload[0].{path}: {rule}"), problems
+
+
+def test_a_wave_with_placement_constraints_loads_in_kubernetes_shapes(tmp_path: Path) -> None:
+    """The bundled example's waves carry every kind of constraint; they load as the pod
+    template says them and go into the pod as the API holds them."""
+    from kube_elevator.fakes.cluster import pod_body
+
+    examples = Path(__file__).resolve().parents[2] / "deployments" / "examples"
+    loaded = load_scenario(examples / "scenario-constraints.yaml")
+    web = next(wave for wave in loaded.scenario.workload if wave.name == "web")
+    assert web.constrained
+    body = pod_body("web-0000", web, {}, 0.0)
+    assert body["metadata"]["labels"] == {"tier": "frontend", "app": "web",
+                                          "simulator.kube-elevator.io/wave": "web"}
+    assert body["spec"]["affinity"]["podAntiAffinity"] == {
+        "requiredDuringSchedulingIgnoredDuringExecution": [{
+            "labelSelector": {"matchLabels": {"app": "web"}},
+            "topologyKey": "kubernetes.io/hostname"}]}
+    assert body["spec"]["topologySpreadConstraints"] == [{
+        "maxSkew": 1, "topologyKey": "topology.kubernetes.io/zone",
+        "whenUnsatisfiable": "DoNotSchedule", "labelSelector": {"matchLabels": {"app": "web"}}}]
+    ingress = next(wave for wave in loaded.scenario.workload if wave.name == "ingress")
+    assert pod_body("ingress-0000", ingress, {}, 0.0)["spec"]["containers"][0]["ports"] == [
+        {"containerPort": 8443, "hostPort": 8443}]
+    db = next(wave for wave in loaded.scenario.workload if wave.name == "db-b")
+    assert pod_body("db-b-0000", db, {}, 0.0)["spec"]["volumes"] == [
+        {"name": "data", "persistentVolumeClaim": {"claimName": "data-db-b-0000"}}]
+
+
+SHAPE = {"priority": 10, "labels": {"tier": "front"}, "affinity": {"podAntiAffinity": {
+    "requiredDuringSchedulingIgnoredDuringExecution": [{
+        "labelSelector": {"matchLabels": {"app": "web"}},
+        "topologyKey": "kubernetes.io/hostname"}]}}}
+
+
+def test_trace_rows_take_the_shape_they_name(tmp_path: Path) -> None:
+    """A trace's `shape` column names one of the scenario's `shapes`: its row arrives as a pod
+    of that shape (a wave of one, named after the shape, on the row's node group); a row
+    without a shape, and a trace without the column, are plain pods as before."""
+    scenario, _ = write_trace(
+        tmp_path, f"{HEADER},shape\n10,1,512Mi,60,batch,web\n20,1,512Mi,,batch,\n",
+        shapes={"web": SHAPE})
+    loaded = load_scenario(scenario)
+    shaped, plain = loaded.arrivals
+    assert isinstance(shaped, fake_scenarios.Wave) and isinstance(plain, fake_scenarios.TracePod)
+    assert (shaped.name, shaped.count, shaped.at, shaped.duration, shaped.node_selector) == (
+        "web", 1, 10.0, 60.0, {"customer": "batch"})
+    assert shaped.priority == 10 and shaped.labels == {"tier": "front"}
+    assert shaped.constrains_placement
+
+
+@pytest.mark.parametrize(("shapes", "text", "problem"), [
+    ({}, f"{HEADER},shape\n10,1,512Mi,60,batch,web\n",
+     "{trace}: line 2: shape 'web' is not among the scenario's shapes (none)"),
+    ({"web": SHAPE}, f"{HEADER},shape\n10,1,512Mi,60,batch,api\n",
+     "{trace}: line 2: shape 'api' is not among the scenario's shapes (web)"),
+    ({"web": {**SHAPE, "volume_zone": "eu-west-1a"}}, f"{HEADER}\n{ROW}\n",
+     "{scenario}: shapes.web.volume_zone: 'eu-west-1a' is the availability_zone of no ASG "
+     "(us-east-1a): a pod whose volume is there could never run"),
+    ({"web": {**SHAPE, "priorty": 1}}, f"{HEADER}\n{ROW}\n",
+     "{scenario}: shapes.web.priorty: Extra inputs are not permitted"),
+], ids=["no-shapes", "unknown-shape", "zone-of-no-asg", "typo"])
+def test_a_shape_that_is_missing_or_wrong_is_named(tmp_path: Path, shapes: dict[str, Any],
+                                                   text: str, problem: str) -> None:
+    scenario, trace = write_trace(tmp_path, text, shapes=shapes)
+    assert problems_of(scenario) == [problem.format(trace=trace, scenario=scenario)]
