@@ -11,7 +11,7 @@ CHECKOV_STAMP := $(CHECKOV_VENV)/.installed
 # uv never downloads a Python of its own: the venvs use $(PYTHON).
 export UV_PYTHON_DOWNLOADS := never
 
-.PHONY: demo plan-example tune-example test lint bench lock clean
+.PHONY: demo plan-example tune-example test lint bench docs lock clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -65,6 +65,11 @@ lint: $(STAMP)
 bench: $(STAMP)
 	$(BIN)/python -m benchmarks
 
+# The API reference of the public names (kube_elevator/__init__.py), from their docstrings,
+# by pdoc into build/api/ (built, not checked in; tests/e2e/test_public_api.py builds it too).
+docs: $(STAMP)
+	$(BIN)/python docs/api_reference.py build/api
+
 # Refresh the locks after a change to pyproject.toml's dependencies, keeping every other pin;
 # `make lock UPGRADE=1` moves every pin to the newest release the ranges allow. test.txt is the
 # development venv (all extras); the others are constrained by it, so a package has one version
@@ -82,4 +87,4 @@ lock: $(BIN)/uv
 	$(COMPILE) requirements/build.in -o requirements/build.txt
 
 clean:
-	rm -rf $(VENV) $(CHECKOV_VENV) .mypy_cache .ruff_cache
+	rm -rf $(VENV) $(CHECKOV_VENV) .mypy_cache .ruff_cache build

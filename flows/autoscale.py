@@ -26,6 +26,7 @@ from prefect.client.schemas.objects import State
 from kube_elevator.flows import prefect_compat
 from kube_elevator.flows.run_state import Results, final_state, tag_run
 from kube_elevator.flows.tick import tick
+from kube_elevator.tasks.adapters.blocks import AwsCredentialsBlock, ClusterBlock, block_name
 from kube_elevator.tasks.adapters.kube_cache import ClusterCache, process_cache
 from kube_elevator.tasks.cluster_autoscaler.config import ClusterAutoscalerConfig
 from kube_elevator.tasks.core.errors import InputError, redacted
@@ -79,14 +80,28 @@ def live_tick(
 
 @functools.lru_cache(maxsize=8)
 def make_adapters(kubeconfig: str | None, lease_namespace: str,
-                  aws_credentials_block: str | None) -> Adapters:
+                  aws_credentials_block: str | None, cluster_block: str | None = None,
+                  ) -> Adapters:
     """Clients for a tick, built once per process: boto3 loads its service models and both
-    clients their TLS contexts on creation (~0.5 s), which every scheduled run would repeat."""
+    clients their TLS contexts on creation (~0.5 s), which every scheduled run would repeat.
+
+    The cluster is `cluster_block` (a prefect-kubernetes block, by name) when given, else
+    `kubeconfig` (a path; None: in-cluster, else ~/.kube/config); the cloud is the prefect-aws
+    `aws_credentials_block` when given, else boto3's default chain. A block is read once per
+    process and name: a block changed later is read by the next process.
+    """
     from kube_elevator.tasks.adapters.cloud import AsgClient
     from kube_elevator.tasks.adapters.kube import KubeClient
 
-    return Adapters(KubeClient.from_config(kubeconfig),
-                    AsgClient.from_environment(aws_credentials_block=aws_credentials_block),
+    if cluster_block and kubeconfig:
+        raise InputError(["cluster_block, kubeconfig: give one of the two, not both"])
+    if cluster_block:
+        from kube_elevator.tasks.adapters.blocks import kube_client_from_block
+
+        kube = kube_client_from_block(cluster_block)
+    else:
+        kube = KubeClient.from_config(kubeconfig)
+    return Adapters(kube, AsgClient.from_environment(aws_credentials_block=aws_credentials_block),
                     lease_namespace)
 
 
@@ -103,9 +118,10 @@ def autoscale(
     dry_run: bool = False,
     lease_namespace: str = DEFAULT_LEASE_NAMESPACE,
     kubeconfig: str | None = None,
-    aws_credentials_block: str | None = None,
+    aws_credentials_block: AwsCredentialsBlock | str | None = None,
     pushgateway: str | None = None,
     load_watcher_url: str | None = None,
+    cluster_block: ClusterBlock | str | None = None,
 ) -> State[Any]:
     """One Escalator tick for every node group in `nodegroups`.
 
@@ -116,17 +132,22 @@ def autoscale(
         dry_run: Decide and report only: no taint, no ASG change, no Lease write.
         lease_namespace: Namespace of the `elevator-<group>` Leases that hold each group's state.
         kubeconfig: kubeconfig path; empty for in-cluster config (or ~/.kube/config).
-        aws_credentials_block: Name of a prefect-aws AwsCredentials block; empty for boto3's
-            default chain.
+        aws_credentials_block: A prefect-aws AwsCredentials block, or its name; empty for
+            boto3's default chain.
         pushgateway: Prometheus Pushgateway URL to push Escalator's metrics to; empty: none.
         load_watcher_url: Load watcher URL, for groups with `scale_down_selection: least_loaded`.
+        cluster_block: A prefect-kubernetes KubernetesClusterConfig block, or the name of one
+            (or of a KubernetesCredentials block), in place of kubeconfig; empty: kubeconfig.
     """
     # The run form sends "" for a field left empty: that is "not given".
     kubeconfig, pushgateway = kubeconfig or None, pushgateway or None
-    load_watcher_url, aws_credentials_block = load_watcher_url or None, aws_credentials_block or None
+    load_watcher_url = load_watcher_url or None
     try:
-        results = _tick(nodegroups, now, dry_run, lease_namespace, kubeconfig,
-                        aws_credentials_block, pushgateway, load_watcher_url)
+        # A block chosen in the UI's form arrives loaded; the tick reads blocks by name.
+        credentials_name = block_name(aws_credentials_block, "aws_credentials_block")
+        results = _tick(nodegroups, now, dry_run, lease_namespace, kubeconfig, credentials_name,
+                        pushgateway, load_watcher_url,
+                        block_name(cluster_block, "cluster_block"))
     except BaseException:
         tag_run([FAILED])  # bad input, or every group stopped: the run fails
         raise
@@ -139,7 +160,7 @@ def autoscale(
 
 def _tick(nodegroups: str, now: datetime | None, dry_run: bool, lease_namespace: str,
           kubeconfig: str | None, aws_credentials_block: str | None, pushgateway: str | None,
-          load_watcher_url: str | None) -> list[GroupResult]:
+          load_watcher_url: str | None, cluster_block: str | None = None) -> list[GroupResult]:
     if not nodegroups.strip():
         raise InputError(["nodegroups: give the path of the node-group file on the worker"])
     if now is not None and not dry_run and os.environ.get(SIMULATED_CLOCK) != "1":
@@ -149,9 +170,10 @@ def _tick(nodegroups: str, now: datetime | None, dry_run: bool, lease_namespace:
                           f"(set dry_run; on a fake cluster, {SIMULATED_CLOCK}=1)"])
     config = load_node_groups(nodegroups)
     moment = (now.replace(tzinfo=now.tzinfo or UTC) if now else datetime.now(UTC)).timestamp()
-    adapters = make_adapters(kubeconfig, lease_namespace, aws_credentials_block)
-    source, reading = tick_source(run_as_task, adapters, config.node_groups,
-                                  process_cache(kubeconfig))
+    adapters = make_adapters(kubeconfig, lease_namespace, aws_credentials_block, cluster_block)
+    # The process's watch cache follows a kubeconfig: a tick of a cluster block lists.
+    cache = None if cluster_block else process_cache(kubeconfig)
+    source, reading = tick_source(run_as_task, adapters, config.node_groups, cache)
     results = live_tick(run_as_task, adapters, config.node_groups, moment, dry_run,
                         load_watcher_url, config.cluster_autoscaler, source=source)
     logger = get_run_logger()

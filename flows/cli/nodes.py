@@ -30,7 +30,6 @@ from kube_elevator.flows.cli.liveness import (
     run_ticks_alive,
     with_liveness_options,
 )
-from kube_elevator.tasks.core.decode import load_asg_file, load_cluster_files
 from kube_elevator.tasks.core.errors import InputError
 from kube_elevator.tasks.core.lease_state import DEFAULT_LEASE_NAMESPACE
 from kube_elevator.tasks.escalator.config import NodeGroupConfig
@@ -171,22 +170,9 @@ def plan(
     config = load_node_groups(nodegroups)
     print_warnings(config)
     check_snapshot_given(cluster, empty_cluster)
-    snapshot = load_cluster_files(cluster)
-    asgs = load_asg_file(asg) if asg is not None else None
-    from kube_elevator.flows.tick import tick
-    from kube_elevator.tasks.core.step import run_plain
-    from kube_elevator.tasks.steps.source import SnapshotSource
+    from kube_elevator.flows.plan import plan as plan_files
 
-    groups = [group.model_copy(update={"dry_mode": True}) if dry_mode else group
-              for group in config.node_groups]
-    source = SnapshotSource(groups, snapshot.pods, snapshot.nodes, asgs, snapshot.states,
-                            snapshot.pdbs, lease_namespace)
-    # The live tick's composition with nothing to act through: the same reads (terminal pods
-    # dropped), the same decision and, with `cluster_autoscaler.enabled`, CA's removal rules
-    # with the snapshot's PodDisruptionBudgets; the notes say why a node is kept.
-    results = tick(run_plain, source, None, groups, moment,
-                   cluster_autoscaler=config.cluster_autoscaler)
-    plans = [result.plan for result in results]
+    plans = plan_files(config, cluster, moment, asg, lease_namespace, dry_mode)
     print_plans(moment, plans, output)
 
 

@@ -187,6 +187,9 @@ def serve(
     from kube_elevator.flows.crash_detection import ensure_crash_detection
 
     ensure_crash_detection()  # a tick whose process dies ends Crashed, its slot freed
+    from kube_elevator.tasks.adapters.blocks import register_block_types
+
+    register_block_types()  # the UI's Blocks page offers the cluster and credentials blocks
     runner = Runner(name="kube-elevator", query_seconds=poll_seconds, limit=None)
     served = LoopHealth(time.monotonic())  # --ticks runs: the serving loop's own liveness
     in_process = ticks is ServeMode.in_process

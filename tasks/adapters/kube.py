@@ -124,6 +124,24 @@ class KubeClient:
         except Exception as error:  # ConfigException, YAML, OSError, or a shape it cannot read
             raise InputError([f"{source}: cannot load the Kubernetes config: "
                               f"{_short(str(error)) or type(error).__name__}"]) from None
+        return cls.from_configuration(configuration)
+
+    @classmethod
+    def from_config_dict(cls, kubeconfig: dict[str, Any], context: str | None,
+                         source: str) -> KubeClient:
+        """A kubeconfig held as a mapping (a prefect-kubernetes `KubernetesClusterConfig`
+        block's `config` and `context_name`); `source` names it in an error."""
+        configuration = client.Configuration()
+        try:
+            config.load_kube_config_from_dict(  # type: ignore[no-untyped-call]
+                kubeconfig, context=context or None, client_configuration=configuration)
+        except Exception as error:
+            raise InputError([f"{source}: cannot load the Kubernetes config: "
+                              f"{_short(str(error)) or type(error).__name__}"]) from None
+        return cls.from_configuration(configuration)
+
+    @classmethod
+    def from_configuration(cls, configuration: client.Configuration) -> KubeClient:
         # urllib3 retries a dropped GET, PUT or DELETE up to 3 times on its own by default:
         # a PUT whose answer was lost would be sent again unseen. The step's Prefect retries
         # (tasks/core/retry.py) are the one retry layer; they re-read before writing again.

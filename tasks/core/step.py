@@ -29,8 +29,14 @@ class Step(Generic[P, R]):
     def __init__(self, function: Callable[P, R], name: str | None = None) -> None:
         self.fn = function
         self.name = name or function.__name__.replace("_", "-")
-        self.__doc__ = function.__doc__
+        # The function's name, docstring and signature (`__wrapped__`), as Prefect's own
+        # tasks carry them: `help()`, editors and the API reference show the step's.
+        functools.update_wrapper(self, function)
         self._task: Task[P, Boxed[R]] | None = None
+
+    def __get__(self, instance: object, owner: type | None = None) -> Step[P, R]:
+        """A step is a routine, as a Prefect task is (a step held by a class is not bound)."""
+        return self
 
     @property
     def task(self) -> Task[P, Boxed[R]]:

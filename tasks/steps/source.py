@@ -12,9 +12,11 @@ from __future__ import annotations
 import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
-from kube_elevator.tasks.core.lease_state import GroupState, lease_name
+from kube_elevator.tasks.core.decode import load_asg_file, load_cluster_files
+from kube_elevator.tasks.core.lease_state import DEFAULT_LEASE_NAMESPACE, GroupState, lease_name
 from kube_elevator.tasks.core.pdb import PodDisruptionBudget, pdb_from_api
 from kube_elevator.tasks.core.records import TERMINAL_PHASES, AutoScalingGroup, NodeRecord, PodRecord
 from kube_elevator.tasks.core.retry import is_retryable
@@ -160,6 +162,17 @@ class SnapshotSource:
     pdbs: Sequence[PodDisruptionBudget] = ()
     lease_namespace: str = "kube-system"
     holds_finished_pods = True  # finished Jobs stay in a dump until cleaned up
+
+    @classmethod
+    def from_files(cls, groups: Sequence[NodeGroupConfig], cluster: Sequence[str | Path],
+                   asg: str | Path | None = None,
+                   lease_namespace: str = DEFAULT_LEASE_NAMESPACE) -> SnapshotSource:
+        """`kubectl get nodes,pods,leases[,poddisruptionbudgets] -A -o json` files and,
+        optionally, `aws autoscaling describe-auto-scaling-groups` output."""
+        snapshot = load_cluster_files(cluster)
+        asgs = load_asg_file(asg) if asg is not None else None
+        return cls(groups, snapshot.pods, snapshot.nodes, asgs, snapshot.states, snapshot.pdbs,
+                   lease_namespace)
 
     def list_pods(self) -> list[PodRecord]:
         return list(self.pods)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import socket
+import sys
 import uuid
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -502,17 +503,21 @@ def test_from_environment_uses_the_default_chain(
     assert cloud.group(name("env")).desired_capacity == 1
 
 
-def test_credentials_block_without_prefect_aws_says_what_to_do() -> None:
-    try:
-        import prefect_aws  # noqa: F401
-    except ImportError:
-        pass
-    else:
-        pytest.skip("prefect-aws is installed")
+def test_credentials_block_without_prefect_aws_says_what_to_do(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Without the `blocks` extra (the import fails as where it is not installed), a block
+    named by a parameter says what to install, for the credentials and for the cluster."""
+    from kube_elevator.tasks.adapters.blocks import cluster_config_from_block
+    from kube_elevator.tasks.core.errors import InputError
+
+    monkeypatch.setitem(sys.modules, "prefect_aws", None)
+    monkeypatch.setitem(sys.modules, "prefect_kubernetes.credentials", None)
     with pytest.raises(CloudError) as raised:
         AsgClient.from_environment(region="us-east-1", aws_credentials_block="prod")
     assert "prefect-aws" in str(raised.value)
     assert raised.value.retryable is False
+    with pytest.raises(InputError, match=r"cluster_block: needs prefect-kubernetes.*\[blocks\]"):
+        cluster_config_from_block("prod")
 
 
 # --- the fake's error injection ----------------------------------------------------------

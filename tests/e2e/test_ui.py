@@ -205,3 +205,81 @@ def test_the_tune_runs_pareto_picture_shows_in_the_ui(server: PrefectServer,
     finally:
         page.close()
     assert width > 500
+
+
+APPROVAL_SCREENSHOT = ROOT / "docs" / "approval-form.png"
+APPROVE_IN_A_PROCESS = """
+import importlib.util, sys
+spec = importlib.util.spec_from_file_location("approval_flow", sys.argv[1])
+module = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(module)
+state = module.approved_autoscale(nodegroups=sys.argv[2], kubeconfig=sys.argv[3],
+                                  approve_above_nodes=3, poll_seconds=1, return_state=True)
+print(state.type.value, state.message)
+"""
+
+
+def test_the_approval_flow_asks_in_the_ui_and_a_person_approves_there(
+        server: PrefectServer, browser: Any, fake_kube: FakeKubeApi, fake_aws: FakeAws,
+        tmp_path: Path) -> None:
+    """Issue 35 item 4: the paused approval flow's form on its run page, answered in the UI;
+    the picture of the form is docs/approval-form.png."""
+    import subprocess
+    import sys
+
+    from prefect.client.schemas.filters import (
+        FlowFilter,
+        FlowFilterName,
+        FlowRunFilter,
+        FlowRunFilterState,
+        FlowRunFilterStateType,
+    )
+    from prefect.client.schemas.objects import StateType
+
+    cluster = BurstCluster(fake_kube, fake_aws, tmp_path)
+    cluster.burst(10)
+    before = cluster.desired()
+    child = subprocess.Popen(
+        [sys.executable, "-c", APPROVE_IN_A_PROCESS,
+         str(ROOT / "deployments" / "examples" / "approval_flow.py"), str(cluster.nodegroups),
+         str(cluster.kubeconfig)], env={**server.env(), **fake_aws.env()}, cwd=ROOT,
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        def paused() -> Any:
+            if child.poll() is not None:
+                raise AssertionError(f"the flow ended without pausing: {child.communicate()}")
+            with api(server) as client:
+                runs = client.read_flow_runs(
+                    flow_filter=FlowFilter(name=FlowFilterName(any_=["approved-autoscale"])),
+                    flow_run_filter=FlowRunFilter(state=FlowRunFilterState(
+                        type=FlowRunFilterStateType(any_=[StateType.PAUSED]))))
+            return runs[0] if runs else None
+
+        run = wait_until(paused, 180, "the approval flow's pause", interval=0.5)
+        page = browser.new_page(viewport={"width": 1280, "height": 900})
+        try:
+            page.goto(f"{server.url}/runs/flow-run/{run.id}", wait_until="networkidle")
+            page.get_by_role("button", name="Resume").first.click()
+            dialog = page.get_by_role("dialog")
+            sync_api.expect(dialog.get_by_text("Scale up above 3 nodes?")).to_be_visible(
+                timeout=60_000)
+            reason = dialog.locator("textarea, input[type=text]").last
+            reason.fill("expected burst: month-end batch")
+            dialog.get_by_role("switch").first.click()  # approve
+            sync_api.expect(dialog.get_by_role("switch").first).to_be_checked()
+            shot = tmp_path / "approval-form.png"
+            page.screenshot(path=str(shot))
+            dialog.get_by_role("button", name="Submit").click()
+        finally:
+            page.close()
+        out, err = child.communicate(timeout=180)
+    finally:
+        if child.poll() is None:
+            child.kill()
+            child.communicate()
+    assert child.returncode == 0, err[-3000:]
+    assert out.startswith("COMPLETED approved: batch: acted"), out + err[-2000:]
+    assert cluster.desired() > before
+    assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    if not APPROVAL_SCREENSHOT.exists() or os.environ.get("ELEVATOR_UPDATE_SCREENSHOTS") == "1":
+        shutil.copyfile(shot, APPROVAL_SCREENSHOT)

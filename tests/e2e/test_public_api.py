@@ -1,0 +1,116 @@
+"""The public API (issue 35 item 2): `kube_elevator`'s names load on first use and say where
+they live, `import kube_elevator` imports neither Prefect nor the rest of the package, the API
+reference builds with every public name in it, and the documentation's runnable examples run."""
+
+from __future__ import annotations
+
+import ast
+import contextlib
+import importlib.util
+import io
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import kube_elevator
+from tests.locks import ROOT
+
+# The documents whose examples are marked runnable, and the façade's docstring (all of its).
+DOCUMENTS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+RUNNABLE = re.compile(r"<!-- runnable -->\n```python\n(.*?)```", re.S)
+FENCED = re.compile(r"```python\n(.*?)```", re.S)
+
+
+def examples() -> list[tuple[str, str]]:
+    """(where, code) of every runnable example: `file:line`."""
+    found = []
+    for document in DOCUMENTS:
+        text = document.read_text(encoding="utf-8")
+        for match in RUNNABLE.finditer(text):
+            line = text[:match.start()].count("\n") + 1
+            found.append((f"{document.relative_to(ROOT)}:{line}", match.group(1)))
+    for match in FENCED.finditer(kube_elevator.__doc__ or ""):
+        found.append(("kube_elevator.__doc__", match.group(1)))
+    return found
+
+
+def type_checking_imports() -> dict[str, str]:
+    """What mypy sees: each name the façade's TYPE_CHECKING block imports, and from where."""
+    tree = ast.parse((ROOT / "kube_elevator" / "__init__.py").read_text(encoding="utf-8"))
+    (block,) = [node for node in tree.body if isinstance(node, ast.If)
+                and isinstance(node.test, ast.Name) and node.test.id == "TYPE_CHECKING"]
+    return {alias.name: node.module.removeprefix("kube_elevator.")
+            for node in block.body if isinstance(node, ast.ImportFrom) and node.module
+            for alias in node.names}
+
+
+def test_every_public_name_loads_from_where_the_facade_says() -> None:
+    homes = kube_elevator._HOMES
+    assert sorted(homes) == kube_elevator.__all__
+    assert type_checking_imports() == homes  # mypy sees what runs
+    for name in kube_elevator.__all__:
+        value = getattr(kube_elevator, name)
+        assert value is getattr(sys.modules[f"kube_elevator.{homes[name]}"], name)
+    assert set(kube_elevator.__all__) <= set(dir(kube_elevator))
+    with pytest.raises(AttributeError, match="no attribute 'tick_all'"):
+        kube_elevator.tick_all  # noqa: B018
+
+
+def test_the_steps_are_typed_prefect_tasks() -> None:
+    from prefect import Task
+
+    for name in ("collect_pods", "filter_pods", "filter_nodes", "compute_utilization", "decide",
+                 "write_lock", "untaint_or_increase", "taint_and_remove", "read_locks"):
+        step = getattr(kube_elevator, name)
+        assert isinstance(step, kube_elevator.Step) and isinstance(step.task, Task), name
+        assert step.__doc__ and step.__wrapped__ is step.fn, name
+        assert step.__name__ == name and step.task.name == name.replace("_", "-")
+
+
+def test_import_kube_elevator_imports_neither_prefect_nor_the_package() -> None:
+    code = ("import sys, kube_elevator; print(sorted(m for m in sys.modules "
+            "if m.split('.')[0] in ('prefect', 'kubernetes', 'boto3', 'pydantic') "
+            "or m.startswith('kube_elevator.')))")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=60, check=True, cwd=ROOT)
+    assert done.stdout.strip() == "[]"
+
+
+def test_the_api_reference_builds_with_every_public_name(tmp_path: Path) -> None:
+    spec = importlib.util.spec_from_file_location("api_reference",
+                                                  ROOT / "docs" / "api_reference.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    page = module.build(tmp_path / "api")
+    html = page.read_text(encoding="utf-8")
+    missing = [name for name in kube_elevator.__all__ if f'<section id="{name}">' not in html]
+    assert not missing, f"not in the API reference: {missing}"
+    # A step shows its signature and docstring, as a function does.
+    section = html[html.index('<section id="untaint_or_increase">'):]
+    assert "ActionsDone" in section[:3000] and "Escalator §6" in section[:3000]
+    assert "internal" in html  # the page says the rest is internal
+    import kube_elevator.harness as harness
+
+    harness_page = (tmp_path / "api" / "kube_elevator" / "harness.html").read_text(
+        encoding="utf-8")
+    assert [name for name in harness.__all__ if f'id="{name}"' not in harness_page] == []
+
+
+@pytest.mark.parametrize(("where", "code"), examples(), ids=[w for w, _ in examples()])
+def test_the_documentations_runnable_examples_run(
+        where: str, code: str, prefect_server: None, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(ROOT)  # the examples name the shipped files by their checkout paths
+    printed = io.StringIO()
+    with contextlib.redirect_stdout(printed):
+        exec(compile(code, where, "exec"), {"__name__": "__example__"})
+    assert printed.getvalue() or "assert" in code, f"{where} shows nothing and checks nothing"
+
+
+def test_the_examples_are_found() -> None:
+    where = [w for w, _ in examples()]
+    assert "kube_elevator.__doc__" in where
+    assert sum(w.startswith("docs/plugin.md") for w in where) >= 2
