@@ -86,11 +86,14 @@ class Child:
     """A child process whose output goes to a file, read back to wait for a line."""
 
     def __init__(self, command: Sequence[str], env: Mapping[str, str], log: Path,
-                 cwd: Path = ROOT) -> None:
+                 cwd: Path = ROOT, new_session: bool = False) -> None:
+        """`new_session`: the process leads a process group of its own, as a command started
+        from a terminal does (its pid is the group's id: `kill -INT -- -PID`, Ctrl-C)."""
         self.log = log
         self._out: IO[bytes] = log.open("wb")
         self.process = subprocess.Popen(list(command), env=dict(env), cwd=cwd,
-                                        stdout=self._out, stderr=subprocess.STDOUT)
+                                        stdout=self._out, stderr=subprocess.STDOUT,
+                                        start_new_session=new_session)
 
     def output(self) -> str:
         return self.log.read_text(errors="replace")

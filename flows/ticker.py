@@ -39,7 +39,11 @@ class TickLoop:
     leader's cache saw the same pods). It records what the health check reads (`health`):
     when a tick finished and when one succeeded (`tick` returns True when its flow runs ended
     Completed, False when not, None when it ran none; a tick that raises failed), and whether
-    it runs the ticks at all. `ready` says whether the process is ready (its cache synced).
+    it runs the ticks at all. A look that ran nothing (`tick` returned None: `serve` found no
+    run due) is no tick: the liveness clock (`--max-inactivity`) and the tick metrics move only
+    when a tick finished, so a process whose schedule stopped bringing runs fails its health
+    check rather than passing on its empty looks. `ready` says whether the process is ready
+    (its cache synced).
 
     `warm_up` runs once, the first time the loop finds it follows: a follower's first tick,
     when it takes over, would otherwise pay for a process's first flow run (seconds: the flow
@@ -93,9 +97,11 @@ class TickLoop:
                 outcome = self.tick(why)
             except Exception as error:  # reported; the next tick tries again
                 log.error("tick failed: %s: %s", type(error).__name__, error)
+            next_at = self.clock() + self.interval
+            if outcome is None:  # nothing ran: no tick finished
+                continue
             self.health.finished(self.clock(), self.wall_clock(), outcome)
             self.ticks += 1
-            next_at = self.clock() + self.interval
 
     def _warm(self) -> None:
         warm_up, self.warm_up = self.warm_up, None

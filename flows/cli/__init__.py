@@ -22,7 +22,15 @@ def main() -> None:
     from kube_elevator.flows.prefect_compat import default_server_settings
 
     default_server_settings(os.environ)  # task runs recorded in batches
-    app()
+    from kube_elevator.flows.prefect_compat import TemporaryServerTimeout
+
+    try:
+        app()
+    except TemporaryServerTimeout as error:  # a command that started it at a Prefect call
+        from kube_elevator.flows.cli.common import print_error
+
+        print_error(str(error))
+        raise SystemExit(1) from None
 
 
 def _register_services() -> None:

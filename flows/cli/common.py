@@ -18,6 +18,7 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
+from kube_elevator.flows.prefect_compat import TemporaryServerTimeout
 from kube_elevator.tasks.core.errors import InputError
 from kube_elevator.tasks.node_group_file import LoadedConfig
 
@@ -40,8 +41,16 @@ P = ParamSpec("P")
 R = TypeVar("R")
 
 
+def print_error(line: str) -> None:
+    """`error: <line>` on stderr; the line is the user's text, never rich markup."""
+    # escaped: a key path such as `clusters[c]` is no rich markup tag
+    errors.print(f"[red]error:[/red] {escape(line)}", highlight=False, markup=True,
+                 soft_wrap=True)
+
+
 def reports_input_errors(command: Callable[P, R]) -> Callable[P, R]:
-    """Turn InputError into its problem lines on stderr and exit code 2."""
+    """Turn InputError into its problem lines on stderr and exit code 2; a temporary Prefect
+    server that did not start, into the line saying what to do and exit code 1."""
 
     @functools.wraps(command)
     def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
@@ -50,10 +59,11 @@ def reports_input_errors(command: Callable[P, R]) -> Callable[P, R]:
         except InputError as error:
             print_warning_lines(error.warnings)
             for problem in error.problems:
-                # escaped: a key path such as `clusters[c]` is no rich markup tag
-                errors.print(f"[red]error:[/red] {escape(problem)}", highlight=False,
-                             markup=True, soft_wrap=True)
+                print_error(problem)
             raise typer.Exit(INPUT_ERROR_EXIT) from None
+        except TemporaryServerTimeout as error:
+            print_error(str(error))
+            raise typer.Exit(1) from None
 
     return wrapper
 

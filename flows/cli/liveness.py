@@ -59,6 +59,20 @@ class Liveness:
     lease_name: str
     times: ElectionTimes
 
+    def warn_if_ticks_outlast(self, interval_seconds: float) -> None:
+        """A warning line when a tick every `interval_seconds` cannot keep the liveness clock
+        (`--max-inactivity`, counting finished ticks only) going: the probe would fail between
+        two ticks, and a kubelet restart the process in a loop."""
+        from kube_elevator.flows.cli.common import print_warning_lines
+
+        inactivity = self.limits.max_inactivity_seconds
+        if self.address is not None and inactivity <= interval_seconds:
+            print_warning_lines([
+                f"--max-inactivity {inactivity:g}s is not longer than --interval "
+                f"{interval_seconds:g}s: /health-check will fail between two ticks; allow "
+                f"more than the interval (the default, 10m, suits --interval up to a few "
+                f"minutes)"])
+
     def check_lease_name(self, group_leases: Sequence[str]) -> None:
         """A node group's Lease (elevator-<group>) cannot be the election's too."""
         if self.leader_elect and self.lease_name in group_leases:

@@ -204,12 +204,17 @@ def run(
     config = load_node_groups(nodegroups)  # bad input fails here, before any flow run
     period = positive_duration_option(interval, "--interval")
     liveness.check_lease_name([lease_name(group.name) for group in config.node_groups])
+    if not once:
+        liveness.warn_if_ticks_outlast(period)
     from kube_elevator.tasks.adapters.kube import KubeClient
 
     kube = KubeClient.from_config(kubeconfig)  # so does a kubeconfig the client cannot use
     from kube_elevator.flows.crash_detection import ensure_crash_detection, heartbeat_environment
 
     heartbeat_environment()
+    from kube_elevator.flows.prefect_compat import start_temporary_server
+
+    start_temporary_server()  # without PREFECT_API_URL: started now, or one line why not
     ensure_crash_detection()  # a tick whose process dies ends Crashed on the server
     from kube_elevator.flows.autoscale import autoscale
     from kube_elevator.flows.run_state import run_here

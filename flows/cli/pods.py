@@ -307,6 +307,10 @@ def register(app: typer.Typer) -> None:
             except OSError as error:
                 raise InputError([f"--metrics-host/--metrics-port: {metrics_host}:"
                                   f"{metrics_port}: {error.strerror or error}"]) from None
+        from kube_elevator.flows.prefect_compat import start_temporary_server
+
+        start_temporary_server()  # without PREFECT_API_URL: started now, or one line why not
+
         def cycle() -> list[dict[str, Any]]:
             outcome = run_here(lambda: pod_autoscale(
                 prometheus_url=prometheus, dry_run=dry_run, namespace=namespace,

@@ -172,6 +172,8 @@ def serve(
     liveness.check_lease_name([lease_name(group.name) for group in config.node_groups])
     period = positive_duration_option(interval, "--interval")
     poll_seconds = positive_duration_option(poll, "--poll")
+    if ticks is ServeMode.in_process:  # --ticks runs: the probe checks its serving loop
+        liveness.warn_if_ticks_outlast(period)
     if kubeconfig is not None and not names_a_file(kubeconfig):
         raise InputError([f"--kubeconfig: {kubeconfig}: no such file"])
     if pushgateway is not None:
@@ -181,6 +183,9 @@ def serve(
     from kube_elevator.flows.crash_detection import heartbeat_environment
 
     heartbeat_environment()  # before Prefect reads its settings: the runs it starts inherit it
+    from kube_elevator.flows.prefect_compat import start_temporary_server
+
+    start_temporary_server(schedules=True)  # without PREFECT_API_URL: a server that schedules
     from prefect.runner import Runner
 
     from kube_elevator.flows.cli.common import console
@@ -255,7 +260,8 @@ class InProcessTicks:
     def _tick(self, why: str) -> bool | None:
         """Every --poll the runs whose time has come; on a burst (or on taking the lead, with
         the schedule resumed) a run of its own, due now, run at once. True when every run ran
-        ended Completed, None when none ran (a quiet poll keeps the last run's verdict)."""
+        ended Completed, None when none ran: a look that found nothing due is no tick, and
+        the health check's clock does not move for it (`flows.ticker.TickLoop`)."""
         from kube_elevator.flows.cli.common import print_tick_results, say_as
         from kube_elevator.flows.deployment_runs import BURST_TAG, LEADING_TAG
         from kube_elevator.flows.run_state import RunOutcome

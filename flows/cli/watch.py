@@ -160,6 +160,8 @@ def watch(
     debouncer = Debouncer(positive_duration_option(debounce, "--debounce"),
                           positive_duration_option(settle or f"{default_settle:g}s", "--settle"))
     period = positive_duration_option(interval, "--interval")
+    if in_process:  # --ticks events: the probe checks its pending-pods loop
+        liveness.warn_if_ticks_outlast(period)
     if not in_process and not get_current_settings().api.url:
         raise InputError(["PREFECT_API_URL is not set: elevator watch --ticks events sends its "
                           "events to a Prefect server, where the autoscale deployment's "
@@ -171,6 +173,10 @@ def watch(
     logging.basicConfig(level=logging.INFO,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     logging.getLogger("httpx").setLevel(logging.WARNING)  # a line per request to Prefect
+    if in_process:
+        from kube_elevator.flows.prefect_compat import start_temporary_server
+
+        start_temporary_server()  # without PREFECT_API_URL: started now, or one line why not
     stop = wait_for_stop_signal()
     events = PendingPodsEvents(config.node_groups, debouncer)
     elector = elector_for(liveness, kube.api, lease_namespace, say_as("watch"))

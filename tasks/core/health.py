@@ -9,7 +9,8 @@ does not run the loop (a follower: CA's main.go never calls `StartMonitoring` th
 A successful loop is activity too (`UpdateLastSuccessfulRun`).
 
 Here a "loop" is a tick (a flow run; it succeeded when the run ended Completed), or what the
-process does instead of ticking (`flows.ticker`). Times are passed in: the clock is an input.
+process does instead of ticking (`flows.ticker`): a finished one, never a look for work that
+found none. Times are passed in: the clock is an input.
 """
 
 from __future__ import annotations
@@ -48,7 +49,6 @@ class LoopHealth:
     def __init__(self, now: float, monitoring: bool = True) -> None:
         self._lock = threading.Lock()
         self._state = LoopState(monitoring, now, now)
-        self._last_outcome: bool | None = None
 
     def start_monitoring(self, now: float) -> None:
         """`StartMonitoring`: the loop starts (or this process became the leader); both times
@@ -67,20 +67,17 @@ class LoopHealth:
                                     state.finished_wall, state.succeeded_wall, state.succeeded,
                                     state.failed)
 
-    def finished(self, now: float, wall_now: float, outcome: bool | None) -> None:
-        """A loop finished: succeeded (True), failed (False), or did nothing that can fail or
-        succeed (None: it keeps the verdict of the last loop that did, so a quiet poll between
-        two failed runs does not pass for a success)."""
+    def finished(self, now: float, wall_now: float, succeeded: bool) -> None:
+        """A loop finished: it succeeded or failed. A look that ran nothing is no loop and
+        is not recorded (`flows.ticker`): it would keep the liveness clock going while no
+        tick runs at all."""
         with self._lock:
             state = self._state
-            if outcome is not None:
-                self._last_outcome = outcome
-            success = outcome is True or (outcome is None and self._last_outcome is not False)
             self._state = LoopState(
                 state.monitoring, max(state.last_activity, now),
-                max(state.last_success, now) if success else state.last_success,
-                wall_now, wall_now if success else state.succeeded_wall,
-                state.succeeded + (outcome is True), state.failed + (outcome is False))
+                max(state.last_success, now) if succeeded else state.last_success,
+                wall_now, wall_now if succeeded else state.succeeded_wall,
+                state.succeeded + int(succeeded), state.failed + int(not succeeded))
 
     def state(self) -> LoopState:
         with self._lock:

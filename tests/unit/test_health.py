@@ -67,21 +67,6 @@ def test_monitoring_counts_from_when_it_starts() -> None:  # StartMonitoring
     assert checked(health, 600.0) == 200
 
 
-def test_a_loop_that_ran_nothing_keeps_the_last_verdict() -> None:
-    """`serve` polls for due runs every 2 s and runs one a minute: a quiet poll after a run that
-    Completed is still a success, one after a run that failed is not."""
-    health = LoopHealth(0.0)
-    health.finished(1.0, 0.0, None)  # nothing ran yet: nothing failed either
-    assert health.state().last_success == 1.0
-    health.finished(2.0, 0.0, False)
-    health.finished(3.0, 0.0, None)
-    assert (health.state().last_activity, health.state().last_success) == (3.0, 1.0)
-    health.finished(4.0, 0.0, True)
-    health.finished(5.0, 0.0, None)
-    assert health.state().last_success == 5.0
-    assert (health.state().succeeded, health.state().failed) == (1, 1)
-
-
 def test_process_metrics_parse_with_escalators_as_one_exposition() -> None:
     escalator = EscalatorMetrics()
     escalator.add("run_count", 2)

@@ -86,3 +86,36 @@ def test_it_ticks_only_while_it_leads(stop: threading.Event) -> None:
     stop.set()
     thread.join(timeout=5)
     assert acting.may_act()  # no election installed once the ticks ended
+
+
+def test_a_look_that_ran_nothing_is_no_tick_for_the_health_check(stop: threading.Event) -> None:
+    """Issue 34 item 2: `serve` looks for due runs every --poll; a look that found none is no
+    tick. Under --max-inactivity the probe fails once no tick finished for that long, however
+    often it looked, and the tick metrics stay where the last real tick left them."""
+    from kube_elevator.flows.cli.liveness import HealthPages
+    from kube_elevator.tasks.core.health import HealthLimits
+
+    now = [100.0]
+    looks: list[str] = []
+
+    def look(why: str) -> bool | None:
+        looks.append(why)
+        now[0] += 10.0  # each look, ten seconds later: 50 s of looks that ran nothing
+        if len(looks) == 5:
+            stop.set()
+        return None
+
+    loop = TickLoop(look, interval=0.0, clock=lambda: now[0], wall_clock=lambda: now[0])
+    pages = HealthPages(lambda: loop.health, lambda: True, HealthLimits(45.0, 600.0),
+                        lambda: now[0])
+    run_ticks(loop, stop)
+    assert len(looks) == 5 and loop.ticks == 0
+    state = loop.health.state()
+    assert (state.last_activity, state.finished_wall, state.succeeded, state.failed) == (
+        100.0, None, 0, 0)
+    status, _, body = pages.health_check()
+    assert (status, body) == (500, "unhealthy (ticking): no tick finished for 50s "
+                                   "(--max-inactivity 45s)\n")
+    metrics = pages.metrics()[2]
+    assert "elevator_last_tick_timestamp_seconds" not in metrics
+    assert 'elevator_ticks_total{outcome="succeeded"} 0' in metrics
