@@ -159,7 +159,7 @@ def daemonset_pod_body(daemonset: DaemonSetSpec, node_name: str, now: float) -> 
     simulator binds it at once rather than through the scheduler)."""
     # Names and label values as the API server admits them: at most 253 and 63 characters.
     name = f"{daemonset.name[:252 - len(node_name)].rstrip('.-')}-{node_name}"
-    return {
+    body: dict[str, Any] = {
         "metadata": {"name": name, "namespace": DAEMONSET_NAMESPACE,
                      "creationTimestamp": rfc3339(now),
                      "labels": {DAEMONSET_LABEL: daemonset.name[:63].rstrip(".-")},
@@ -175,9 +175,27 @@ def daemonset_pod_body(daemonset: DaemonSetSpec, node_name: str, now: float) -> 
                                  {"operator": "Exists", "effect": "NoSchedule"}],
                  "containers": [{"name": "main", "image": "busybox", "resources": {
                      "requests": {"cpu": daemonset.cpu, "memory": daemonset.memory}}}]},
-        "status": {"phase": "Running",
-                   "conditions": [{"type": "PodScheduled", "status": "True"}]},
     }
+    body["status"] = running_status(body, now)
+    return body
+
+
+def running_status(pod: Mapping[str, Any], now: float) -> dict[str, Any]:
+    """A bound pod's status as the kubelet reports it once its containers run: phase
+    `Running`, `startTime`, the four conditions `True` and a ready status per container (no
+    kubelet runs them: a pod is ready once bound, as a Node is once it joins). Without them
+    `kubectl get pods` showed 0/1 and a WatermarkPodAutoscaler counted no pod ready."""
+    at = rfc3339(now)
+    spec = pod.get("spec") or {}
+    return {"phase": "Running", "startTime": at,
+            "conditions": [{"type": kind, "status": "True", "lastTransitionTime": at}
+                           for kind in ("PodScheduled", "Initialized", "ContainersReady",
+                                        "Ready")],
+            "containerStatuses": [{"name": container.get("name"), "ready": True,
+                                   "started": True, "restartCount": 0,
+                                   "image": container.get("image", ""), "imageID": "",
+                                   "state": {"running": {"startedAt": at}}}
+                                  for container in spec.get("containers") or []]}
 
 
 def queued(key: Key, pod: SchedPod, life: PodLife) -> QueuedPod:
@@ -396,11 +414,13 @@ class SimulatedCluster:
             life = self.pods[key]
             if target is None:
                 if not life.marked_unschedulable:
-                    self._set_pod_status(life, "Pending", scheduled=False)
+                    self._set_pending(life)
                     life.marked_unschedulable = True
                 continue
-            self.kube.patch("pods", life.name, {"spec": {"nodeName": target}}, life.namespace)
-            self._set_pod_status(life, "Running", scheduled=True)
+            placed = self.kube.patch("pods", life.name, {"spec": {"nodeName": target}},
+                                     life.namespace)
+            self.kube.patch("pods", life.name, {"status": running_status(placed, now)},
+                            life.namespace)
             life.pending_seconds += now - life.pending_since
             life.bound_at, life.node = now, target
         self.last_nodes = by_name
@@ -419,20 +439,18 @@ class SimulatedCluster:
         self.pods.pop(key, None)
         self.sched_pods.pop(key, None)
 
-    def _set_pod_status(self, life: PodLife, phase: str, scheduled: bool) -> None:
-        condition: dict[str, str] = {"type": "PodScheduled",
-                                     "status": "True" if scheduled else "False"}
-        if not scheduled:
-            condition["reason"] = "Unschedulable"
-        self.kube.patch("pods", life.name, {"status": {"phase": phase,
-                                                       "conditions": [condition]}},
-                        life.namespace)
+    def _set_pending(self, life: PodLife) -> None:
+        """Pending and unschedulable (a merge patch: what its running status said goes)."""
+        self.kube.patch("pods", life.name, {"status": {
+            "phase": "Pending", "startTime": None, "containerStatuses": None,
+            "conditions": [{"type": "PodScheduled", "status": "False",
+                            "reason": "Unschedulable"}]}}, life.namespace)
 
     def _evict(self, life: PodLife, now: float) -> None:
         """Its node is gone, or preemption evicted it: the pod is re-created pending (as its
         controller would)."""
         self.kube.patch("pods", life.name, {"spec": {"nodeName": None}}, life.namespace)
-        self._set_pod_status(life, "Pending", scheduled=False)
+        self._set_pending(life)
         life.bound_at, life.node, life.pending_since = None, None, now
         life.marked_unschedulable = True
         self.evictions += 1

@@ -6,6 +6,7 @@ import os
 import sys
 import threading
 import time
+from collections.abc import Mapping
 from enum import StrEnum
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
@@ -74,12 +75,13 @@ def fake_cluster(
                      if loaded is not None else (DEFAULT_PROFILE, 1))
     with FakeKubeApi(port=kube_port) as kube, FakeAws(port=aws_port) as aws, \
             AwsFaultProxy(aws.endpoint_url) as proxy, \
-            FakeCluster(kube=kube, aws=aws, workdir=kubeconfig_out.parent,
-                        scheduler_profile=profile, seed=seed) as cluster:
+            FakeCluster(kube=kube, aws=aws, scheduler_profile=profile, seed=seed) as cluster:
         if loaded is not None:
             for asg in loaded.scenario.asgs:
                 cluster.add_asg(asg, loaded.config.node_groups)
-        path = kube.write_kubeconfig(kubeconfig_out)
+        # The one file this command writes in the user's folder (the cluster's own kubeconfig
+        # stays in its temporary folder), named absolutely: the export works from any folder.
+        path = kube.write_kubeconfig(kubeconfig_out).resolve()
         exports = {**aws.env(), "AWS_ENDPOINT_URL": proxy.url}
         # Plain lines (the kubeconfig path is the user's, the exports are shell text): no markup.
         console.print(f"Kubernetes API: {kube.url}", highlight=False, markup=False)
@@ -155,6 +157,7 @@ def simulate(
     loaded = with_profile(load_scenario(scenario), profile.value if profile else None)
     print_warnings(loaded.config)
     total = loaded.scenario.duration
+    minimums = {group.name: group.min_nodes for group in loaded.config.node_groups}
     progress = Progress(TextColumn("simulated"), BarColumn(),
                         TextColumn("{task.completed:.0f}/{task.total:.0f} s"),
                         TimeRemainingColumn(), console=errors, transient=True)
@@ -162,7 +165,7 @@ def simulate(
     def show_tick(record: dict[str, object]) -> None:
         if output_format is OutputFormat.table:
             # group names are the scenario's: a plain line, no markup
-            progress.console.print(tick_line(record), highlight=False, markup=False,
+            progress.console.print(tick_line(record, minimums), highlight=False, markup=False,
                                    soft_wrap=True)
 
     with progress:
@@ -184,17 +187,22 @@ def simulate(
             f"plot written to {written}", highlight=False, markup=False, soft_wrap=True)
 
 
-def tick_line(record: dict[str, object]) -> str:
-    """`t=  120s batch: 2 nodes (2 untainted, 0 tainted) ASG 12, 37 pending ...`."""
+def tick_line(record: dict[str, object], min_nodes: Mapping[str, int] | None = None) -> str:
+    """`t=  120s batch: 2 nodes (2 untainted, 0 tainted) ASG 12, 37 pending ...`; a removal
+    that `min_nodes` holds back says so (the delta alone, repeated tick after tick, read as if
+    nodes were going)."""
     parts = []
     groups = record["node_groups"]
     assert isinstance(groups, dict)
     for name, line in groups.items():
         cpu = "from 0" if line["cpu_percent"] is None else f"{line['cpu_percent']:.0f}%"
+        floor = (min_nodes or {}).get(name, 0)
+        held = (f" (held at min_nodes {floor})"
+                if line["delta"] < 0 and floor > 0 and line["untainted"] <= floor else "")
         parts.append(f"{name}: {line['nodes']} nodes ({line['untainted']} untainted, "
                      f"{line['tainted']} tainted) ASG {line['asg_desired']}, "
                      f"{line['pending_pods']} pending, {line['running_pods']} running, "
-                     f"cpu {cpu}, delta {line['delta']:+d}")
+                     f"cpu {cpu}, delta {line['delta']:+d}{held}")
     return f"t={record['t']:>6.0f}s  " + " | ".join(parts)
 
 
@@ -207,8 +215,13 @@ def summary_table(summary: dict[str, object]) -> Table:
     if "scheduler_profile" in summary:
         from kube_elevator.tasks.scheduler.profiles import KUBERNETES_VERSION
 
-        table.caption = (f"pods placed by the {summary['scheduler_profile']} profile of the "
-                         f"kube-scheduler {KUBERNETES_VERSION} model")
+        profile = summary["scheduler_profile"]
+        # first-fit is the simulator's older placement, not a profile kube-scheduler has.
+        table.caption = (f"pods placed first-fit: on the oldest node that passes the "
+                         f"kube-scheduler {KUBERNETES_VERSION} model's filters"
+                         if profile == "first-fit" else
+                         f"pods placed by the {profile} profile of the kube-scheduler "
+                         f"{KUBERNETES_VERSION} model")
     return table
 
 

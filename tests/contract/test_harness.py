@@ -105,6 +105,33 @@ def test_an_asg_grows_its_instances_join_after_the_boot_delay_and_pending_pods_a
     assert len(core.list_namespaced_pod("default").items) == 1  # no controller re-created it
 
 
+@pytest.mark.fake_cluster(start_time=1_700_000_000)
+def test_a_bound_pod_is_running_and_ready_as_the_kubelet_would_report_it(
+        fake_cluster: FakeCluster) -> None:
+    """Bound pods (and DaemonSet pods) say Ready, their containers ready and their start time,
+    as `kubectl get pods` and a WatermarkPodAutoscaler's readiness rule read them (they showed
+    0/1 and counted as unready)."""
+    name = unique("workers")
+    fake_cluster.add_node_group(name, desired=1, labels={"pool": name},
+                                daemonsets=[{"name": "kube-proxy", "cpu": "100m",
+                                             "memory": "64Mi"}])
+    core = client.CoreV1Api(fake_cluster.api_client())
+    core.create_namespaced_pod("default", api_pod("web", cpu="500m", phase=None,
+                                                  owner_kind=None, node_selector={"pool": name}))
+    fake_cluster.step()
+    daemon = [p for p in core.list_namespaced_pod("kube-system").items
+              if p.spec.node_name == f"{name}-001"]
+    for pod in [core.read_namespaced_pod("web", "default"), *daemon]:
+        assert pod.status.phase == "Running"
+        assert {c.type: c.status for c in pod.status.conditions} == {
+            "PodScheduled": "True", "Initialized": "True", "ContainersReady": "True",
+            "Ready": "True"}
+        assert pod.status.start_time.timestamp() == 1_700_000_000
+        assert [s.ready for s in pod.status.container_statuses] == \
+            [True] * len(pod.spec.containers)
+    assert daemon
+
+
 @pytest.mark.fake_cluster(start_time=1_700_000_000, scheduler_profile="most-allocated")
 def test_the_marker_sets_the_clock_and_the_profile(fake_cluster: FakeCluster,
                                                    fake_clock: ManualClock) -> None:

@@ -94,3 +94,27 @@ def test_fake_cluster_with_a_bad_scenario_says_where_and_starts_nothing(tmp_path
     assert "Traceback" not in done.stderr and done.stdout == ""
     assert str(scenario) in done.stderr and "asgs[0]" in done.stderr
     assert "desired 9 must be within min 1 and max 5" in done.stderr
+
+
+def test_fake_cluster_writes_only_the_kubeconfig_asked_and_exports_it_absolutely(
+        tmp_path: Path) -> None:
+    """Run as the docs say, from the user's folder with the default --kubeconfig-out: a file of
+    the user's named `kubeconfig` stays as it was, nothing else appears, and the printed
+    `export KUBECONFIG=` works from any folder (a relative path did not)."""
+    mine = tmp_path / "kubeconfig"
+    mine.write_text("my own cluster\n")
+    server = subprocess.Popen(
+        [sys.executable, "-m", "kube_elevator.flows.cli", "fake-cluster"],
+        cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert server.stdout is not None
+        lines = [server.stdout.readline() for _ in range(7)]  # blocks until it prints them
+        exported = [line for line in lines if line.startswith("export KUBECONFIG=")]
+        assert exported == [f"export KUBECONFIG={tmp_path.resolve() / 'fake-kubeconfig.yaml'}\n"]
+        assert mine.read_text() == "my own cluster\n"
+        assert sorted(path.name for path in tmp_path.iterdir()) == ["fake-kubeconfig.yaml",
+                                                                     "kubeconfig"]
+    finally:
+        server.send_signal(signal.SIGTERM)
+        code = server.wait(timeout=30)
+    assert code == 0, server.stderr.read() if server.stderr else ""

@@ -227,6 +227,12 @@ def test_simulate_reports_the_profile_it_ran_under() -> None:
     assert re.search(r"scheduler profile +│ +default", table.stdout), table.stdout
     caption = " ".join(table.stdout.split())  # the caption wraps to the table's width
     assert "pods placed by the default profile of the kube-scheduler v1.35 model" in caption
+    first_fit = CliRunner().invoke(app, ["simulate", str(path), "--fast", "--profile",
+                                         "first-fit"], terminal_width=200)
+    assert first_fit.exit_code == 0, first_fit.output
+    caption = " ".join(first_fit.stdout.split())  # first-fit is no profile of kube-scheduler's
+    assert ("pods placed first-fit: on the oldest node that passes the kube-scheduler v1.35 "
+            "model's filters") in caption, caption
     refused = CliRunner().invoke(app, ["simulate", str(path), "--profile", "spread-out"])
     assert refused.exit_code == 2 and "Traceback" not in refused.output
 
