@@ -345,6 +345,40 @@ def run_ticks_alive(tick: Callable[[], bool], period: float, liveness: Liveness,
     pages = HealthPages(lambda: ticker.health, lambda: ticker.ticks > 0 or not ready_once_ticked,
                         liveness.limits, ticker.clock, elector, loop=loop_name,
                         not_ready=f"no {loop_name} has finished yet", metrics=metrics)
-    with kept_alive(liveness, pages, elector, stopping), one_client_for_runs():
-        run_ticks(ticker, stop)
+    def ticking() -> None:
+        with one_client_for_runs():
+            run_ticks(ticker, stop)
+
+    with kept_alive(liveness, pages, elector, stopping):
+        _in_a_thread(ticking, f"{loop_name}s")
     stopping.doing = "exiting: Prefect's clients flushing their logs and events"
+
+
+def _in_a_thread(target: Callable[[], None], name: str) -> None:
+    """`target` in a thread of its own, this (main) thread waiting for it; what it raised is
+    raised here.
+
+    Signal handlers run in the main thread, and a flow run started in the main thread swaps
+    SIGTERM for Prefect's own handler, which crashes the run and reports that to the Prefect
+    server before the command hears of the signal: with a server that does not answer, the
+    command would never stop. From another thread the flow engine leaves SIGTERM alone, as in
+    `watch` and `serve`: the signal stops the loop, the tick in flight finishes within the
+    stop's deadline (`stopping.StopDeadline`).
+    """
+    import contextvars
+
+    raised: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            target()
+        except BaseException as error:  # raised in the main thread below
+            raised.append(error)
+
+    context = contextvars.copy_context()
+    thread = threading.Thread(target=context.run, args=(run,), name=name, daemon=True)
+    thread.start()
+    while thread.is_alive():
+        thread.join(0.5)  # in slices: the signal handlers run between them
+    if raised:
+        raise raised[0]
