@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 import uuid
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 import yaml
@@ -31,6 +31,9 @@ from kube_elevator.tasks.core.errors import CloudError, InputError, LeaseConflic
 from kube_elevator.tasks.core.lease_state import GroupState, ScaleLock
 from kube_elevator.tasks.core.records import NodeRecord, node_record
 from kube_elevator.tasks.scheduler.profiles import PROFILE_NAMES
+
+if TYPE_CHECKING:
+    from kube_elevator.flows.simulation_memory import MemoryCluster
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "deployments" / "examples"
 # The scenario files among deployments/examples/scenario*.yaml (scenario-nodegroups.yaml is the
@@ -166,19 +169,19 @@ def test_fast_mode_gives_the_http_modes_records_under_every_profile(tmp_path: Pa
     assert over_http.summary["evictions"] > 0  # cut short by the hard grace, queued anew
 
 
-def test_a_later_pod_of_higher_priority_binds_first_where_daemonsets_left_room() -> None:
-    """The simulated node runs its DaemonSet pod from the moment it joins (400m of an m5.large's
-    1900m); when the 1500m blocker finishes, room for one of the two waiting 900m pods is left
-    (it would be two without the DaemonSet), and the later one of higher priority takes it.
-    The DaemonSet pod is not the group's workload (Escalator counts no DaemonSet pod)."""
+BATCH_SELECTOR = {"customer": "batch"}
+
+
+def one_batch_node_with_a_daemonset() -> tuple[MemoryCluster, dict[str, str], float]:
+    """An in-memory world of one m5.large in `batch` (max 1 node) running a 400m DaemonSet pod:
+    (the cluster, the group's selector, the start)."""
     from kube_elevator.fakes.cluster import simulated_scheduler
-    from kube_elevator.fakes.scenario import AsgSpec, DaemonSetSpec, Wave
+    from kube_elevator.fakes.scenario import AsgSpec, DaemonSetSpec
     from kube_elevator.flows.simulation_memory import MemoryCluster
     from kube_elevator.tasks.node_group_file import parse_node_groups
     from tests.builders import group_dict
 
-    selector = {"customer": "batch"}
-    asg = AsgSpec(name="batch-asg", min=1, max=1, desired=1, node_labels=selector,
+    asg = AsgSpec(name="batch-asg", min=1, max=1, desired=1, node_labels=BATCH_SELECTOR,
                   daemonsets=[DaemonSetSpec(name="logs", cpu="400m", memory="128Mi")])
     groups = parse_node_groups({"node_groups": [group_dict(min_nodes=1, max_nodes=2)]},
                                "test").node_groups
@@ -186,6 +189,17 @@ def test_a_later_pod_of_higher_priority_binds_first_where_daemonsets_left_room()
                             scheduler=simulated_scheduler("default", 1))
     start = 1_800_000_000.0
     cluster.create_asgs(start)
+    return cluster, dict(BATCH_SELECTOR), start
+
+
+def test_a_later_pod_of_higher_priority_binds_first_where_daemonsets_left_room() -> None:
+    """The simulated node runs its DaemonSet pod from the moment it joins (400m of an m5.large's
+    1900m); when the 1500m blocker finishes, room for one of the two waiting 900m pods is left
+    (it would be two without the DaemonSet), and the later one of higher priority takes it.
+    The DaemonSet pod is not the group's workload (Escalator counts no DaemonSet pod)."""
+    from kube_elevator.fakes.scenario import Wave
+
+    cluster, selector, start = one_batch_node_with_a_daemonset()
 
     def wave(name: str, cpu: str, priority: int = 0, duration: float | None = None) -> Wave:
         return Wave(at=0, count=1, cpu=cpu, memory="256Mi", duration=duration,
@@ -456,21 +470,9 @@ def test_a_pod_of_higher_priority_preempts_and_its_victim_pends_again() -> None:
     """DefaultPreemption in the simulator: a 1500m pod of priority 0 fills the node (the
     DaemonSet pod apart, never a victim); a 900m pod of priority 100 arrives, evicts it and
     binds in the same step; the evicted pod is re-created pending, its wait counted anew."""
-    from kube_elevator.fakes.cluster import simulated_scheduler
-    from kube_elevator.fakes.scenario import AsgSpec, DaemonSetSpec, Wave
-    from kube_elevator.flows.simulation_memory import MemoryCluster
-    from kube_elevator.tasks.node_group_file import parse_node_groups
-    from tests.builders import group_dict
+    from kube_elevator.fakes.scenario import Wave
 
-    selector = {"customer": "batch"}
-    asg = AsgSpec(name="batch-asg", min=1, max=1, desired=1, node_labels=selector,
-                  daemonsets=[DaemonSetSpec(name="logs", cpu="400m", memory="128Mi")])
-    groups = parse_node_groups({"node_groups": [group_dict(min_nodes=1, max_nodes=2)]},
-                               "test").node_groups
-    cluster = MemoryCluster(MemoryWorld(), [asg], groups,
-                            scheduler=simulated_scheduler("default", 1))
-    start = 1_800_000_000.0
-    cluster.create_asgs(start)
+    cluster, selector, start = one_batch_node_with_a_daemonset()
     for offset, name, cpu, priority in [(0, "low-0000", "1500m", 0),
                                         (10, "high-0000", "900m", 100)]:
         cluster.arrive(name, Wave(at=0, count=1, cpu=cpu, memory="256Mi",
