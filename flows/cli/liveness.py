@@ -36,6 +36,7 @@ from kube_elevator.tasks.core.health import (
 from kube_elevator.tasks.core.leader_election import ElectionTimes
 
 if TYPE_CHECKING:
+    from kube_elevator.flows.cli.stopping import StopDeadline
     from kube_elevator.flows.leader import LeaderElector
 
 DEFAULT_HEALTH_ADDRESS = "127.0.0.1:8085"  # the Cluster Autoscaler's port; 127.0.0.1 by default
@@ -276,10 +277,11 @@ def elector_for(liveness: Liveness, api_client: Any, lease_namespace: str,
 
 @contextlib.contextmanager
 def kept_alive(liveness: Liveness, pages: HealthPages, elector: LeaderElector | None,
-               ) -> Iterator[str | None]:
+               stopping: StopDeadline | None = None) -> Iterator[str | None]:
     """The health endpoint served and the election run while the body runs; then the election
     stops and releases the Lease (after the ticks it guarded ended), and the endpoint stops.
-    Yields the endpoint's URL (None when `--health-address ""` turned it off)."""
+    Yields the endpoint's URL (None when `--health-address ""` turned it off). `stopping`'s
+    forced stop releases the Lease the same way, within its own timeout."""
     from kube_elevator.tasks.adapters.http_server import ServiceThread, pages_app
 
     service = None
@@ -298,6 +300,9 @@ def kept_alive(liveness: Liveness, pages: HealthPages, elector: LeaderElector | 
         election = threading.Thread(target=elector.run, args=(stop_election,),
                                     name="leader-election", daemon=True)
         election.start()
+        if stopping is not None:
+            stopping.release = lambda seconds: _released(elector, election, stop_election,
+                                                         seconds)
     try:
         yield service.url if service is not None else None
     finally:
@@ -309,24 +314,71 @@ def kept_alive(liveness: Liveness, pages: HealthPages, elector: LeaderElector | 
         sys.stdout.flush()
 
 
+def _released(elector: LeaderElector, election: threading.Thread, stop: threading.Event,
+              seconds: float) -> bool:
+    """Stop the election, which releases the Lease as it ends; then release it from here, which
+    does nothing when it is free already (True), and tries again when the election's release
+    failed or has not ended in half of `seconds` (a renewal in flight). Within `seconds`."""
+    stop.set()
+    election.join(timeout=seconds / 2)
+    return elector.release(seconds / 2)
+
+
 def run_ticks_alive(tick: Callable[[], bool], period: float, liveness: Liveness,
                     elector: LeaderElector | None = None, *, loop_name: str = "tick",
                     ready_once_ticked: bool = False,
-                    metrics: Callable[[], str] | None = None) -> None:
+                    metrics: Callable[[], str] | None = None, command: str = "run") -> None:
     """`tick` every `period` seconds through the ticker (under leader election, while this
     process leads), with the health endpoint, until SIGTERM or SIGINT: `run --interval` and
     `pods run`. `tick` returns whether it succeeded; `/ready` answers 200 at once, or with
-    `ready_once_ticked` once the first tick finished."""
-    from kube_elevator.flows.cli.common import console_logs_without_tracebacks, wait_for_stop_signal
+    `ready_once_ticked` once the first tick finished. The stop has a deadline
+    (`stopping.stop_signals`), its lines said as `command`."""
+    from kube_elevator.flows.cli.common import console_logs_without_tracebacks
+    from kube_elevator.flows.cli.stopping import stop_signals
     from kube_elevator.flows.prefect_compat import one_client_for_runs
     from kube_elevator.flows.ticker import TickLoop, run_ticks
 
-    stop = wait_for_stop_signal()
+    stop, stopping = stop_signals(command)
     console_logs_without_tracebacks()
     ticker = TickLoop(lambda _why: tick(), period,
                       may_act=elector.may_act if elector is not None else None)
     pages = HealthPages(lambda: ticker.health, lambda: ticker.ticks > 0 or not ready_once_ticked,
                         liveness.limits, ticker.clock, elector, loop=loop_name,
                         not_ready=f"no {loop_name} has finished yet", metrics=metrics)
-    with kept_alive(liveness, pages, elector), one_client_for_runs():
-        run_ticks(ticker, stop)
+    def ticking() -> None:
+        with one_client_for_runs():
+            run_ticks(ticker, stop)
+
+    with kept_alive(liveness, pages, elector, stopping):
+        _in_a_thread(ticking, f"{loop_name}s")
+    stopping.doing = "exiting: Prefect's clients flushing their logs and events"
+
+
+def _in_a_thread(target: Callable[[], None], name: str) -> None:
+    """`target` in a thread of its own, this (main) thread waiting for it; what it raised is
+    raised here.
+
+    Signal handlers run in the main thread, and a flow run started in the main thread swaps
+    SIGTERM for Prefect's own handler, which crashes the run and reports that to the Prefect
+    server before the command hears of the signal: with a server that does not answer, the
+    command would never stop. From another thread the flow engine leaves SIGTERM alone, as in
+    `watch` and `serve`: the signal stops the loop, the tick in flight finishes within the
+    stop's deadline (`stopping.StopDeadline`).
+    """
+    import contextvars
+
+    raised: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            target()
+        except BaseException as error:  # raised in the main thread below
+            raised.append(error)
+
+    context = contextvars.copy_context()
+    thread = threading.Thread(target=context.run, args=(run,), name=name, daemon=True)
+    thread.start()
+    while thread.is_alive():
+        thread.join(0.5)  # in slices: the signal handlers run between them
+    if raised:
+        raise raised[0]

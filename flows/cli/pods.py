@@ -334,7 +334,7 @@ def register(app: typer.Typer) -> None:
 
             run_ticks_alive(
                 lambda: not run_cycle(cycle, line, output, False, failed_autoscalers), period,
-                liveness, loop_name="cycle", ready_once_ticked=True,
+                liveness, loop_name="cycle", ready_once_ticked=True, command="pods run",
                 metrics=lambda: generate_latest(controller_metrics().registry).decode())
 
     app.add_typer(pods, name="pods")

@@ -4,7 +4,9 @@ For users without a work pool: the same two deployments as `deployments/prefect.
 scheduled tick, concurrency 1 cancelling the new run; and the manual dry run), made with
 `flow.to_deployment`, with our own SIGTERM handling: one SIGTERM stops it cleanly, no new run
 starts after it, the run in flight finishes (or is cancelled after a grace period), and the
-exit code is 0.
+exit code is 0. The stop has a deadline (`flows.cli.stopping`): the grace and
+`SHUTDOWN_SECONDS`; past it, or at a second signal, a stop that hangs on a Prefect server
+that does not answer releases the Lease and exits 1.
 
 - `--ticks in-process` (the default): this process keeps a watch cache of the cluster and runs
   the `autoscale` deployment's runs itself (`flows.deployment_runs`): when scheduled, when
@@ -22,7 +24,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
-import signal
 import sys
 import threading
 import time
@@ -42,6 +43,7 @@ from kube_elevator.flows.cli.liveness import (
     kept_alive,
     with_liveness_options,
 )
+from kube_elevator.flows.cli.stopping import STOP_GRACE_SECONDS
 from kube_elevator.tasks.core.duration import positive_duration_option
 from kube_elevator.tasks.core.errors import InputError
 from kube_elevator.tasks.core.health import LoopHealth
@@ -49,13 +51,14 @@ from kube_elevator.tasks.core.lease_state import DEFAULT_LEASE_NAMESPACE
 from kube_elevator.tasks.escalator.pending_bursts import PENDING_EVENT, RESOURCE_PREFIX
 
 if TYPE_CHECKING:
-    from collections.abc import Sequence
+    from collections.abc import Callable, Sequence
 
     from prefect.client.schemas.objects import ConcurrencyLimitConfig
     from prefect.deployments.runner import RunnerDeployment
     from prefect.events.schemas.deployment_triggers import DeploymentEventTrigger
     from prefect.runner import Runner
 
+    from kube_elevator.flows.cli.stopping import StopDeadline
     from kube_elevator.flows.deployment_runs import DeploymentRuns
     from kube_elevator.flows.leader import LeaderElector
     from kube_elevator.tasks.adapters.kube import KubeClient
@@ -66,9 +69,6 @@ PLAN_DEPLOYMENT = "plan"
 DEFAULT_INTERVAL = "60s"
 # How often the served process asks for runs to start; an event-triggered run waits for it.
 DEFAULT_POLL = "2s"
-# After SIGTERM the run in flight may finish for this long, then it is cancelled: well inside
-# Kubernetes' default 30 s terminationGracePeriodSeconds.
-STOP_GRACE_SECONDS = 20.0
 SERVE_LEADER_HELP = ("in-process: elect one leader among the replicas on a Lease; it runs the "
                      "ticks, the others keep their cache warm and take over when its lease runs "
                      "out. (With --ticks runs the Prefect server gives each run to one process.)")
@@ -161,6 +161,12 @@ def serve(
              "this process (scheduled, from the UI, and on a burst of pending pods); runs: "
              "every run a process of its own, triggered by elevator watch --ticks events.")] =
         ServeMode.in_process,
+    stop_grace: Annotated[str, typer.Option(
+        help="After SIGTERM or Ctrl-C, how long the run in flight may finish before it is "
+             "cancelled (Go duration). The stop's deadline is 5 s later: past it, or at a "
+             "second signal, serve releases the Lease and exits 1 without waiting for a "
+             "Prefect server that does not answer. Keep it 10 s under the pod's "
+             "terminationGracePeriodSeconds.")] = f"{STOP_GRACE_SECONDS:g}s",
     *, liveness: Liveness,
 ) -> None:
     """Serve the autoscale and plan deployments from this process (no work pool needed)."""
@@ -172,6 +178,7 @@ def serve(
     liveness.check_lease_name([lease_name(group.name) for group in config.node_groups])
     period = positive_duration_option(interval, "--interval")
     poll_seconds = positive_duration_option(poll, "--poll")
+    grace_seconds = positive_duration_option(stop_grace, "--stop-grace")
     if ticks is ServeMode.in_process:  # --ticks runs: the probe checks its serving loop
         liveness.warn_if_ticks_outlast(period)
     if kubeconfig is not None and not names_a_file(kubeconfig):
@@ -222,10 +229,15 @@ def serve(
                   + (" in this process" if in_process else "") + f", autoscale/{manual.name}",
                   highlight=False)
     sys.stdout.flush()
-    with kept_alive(liveness, pages, elector):
-        asyncio.run(run_until_signal(runner, in_process=here,
-                                     served=None if in_process else served))
+    from kube_elevator.flows.cli.stopping import SHUTDOWN_SECONDS, StopDeadline, prefect_api_url
+
+    stopping = StopDeadline("serve", grace_seconds + SHUTDOWN_SECONDS, prefect_api_url(),
+                            say_as("serve"))
+    with kept_alive(liveness, pages, elector, stopping):
+        asyncio.run(run_until_signal(runner, grace_seconds, in_process=here,
+                                     served=None if in_process else served, stopping=stopping))
     console.print("serve: stopped", highlight=False)
+    stopping.doing = "exiting: Prefect's clients flushing their logs and events"
 
 
 class InProcessTicks:
@@ -322,21 +334,26 @@ class InProcessTicks:
 
 async def run_until_signal(runner: Runner, grace_seconds: float = STOP_GRACE_SECONDS,
                            in_process: InProcessTicks | None = None,
-                           served: LoopHealth | None = None) -> None:
+                           served: LoopHealth | None = None,
+                           stopping: StopDeadline | None = None) -> None:
     """Run `runner` until SIGTERM or SIGINT, then stop it gently.
 
     Prefect's own SIGTERM handler calls `sys.exit` inside the runner's event loop (3.8.8): the
     exit code is 0 but the run in flight is left Running. Instead: stop polling (no new run
     starts), give the run in flight `grace_seconds` to finish, cancel it if it has not (it
     ends Cancelled), and let the runner shut down (it pauses the schedules until the next
-    start).
+    start). `stopping` takes SIGTERM and SIGINT: its deadline bounds all of that.
     """
+    from kube_elevator.flows.cli.common import say_as
+    from kube_elevator.flows.cli.stopping import SHUTDOWN_SECONDS, StopDeadline
+
     loop = asyncio.get_running_loop()
+    if stopping is None:
+        stopping = StopDeadline("serve", grace_seconds + SHUTDOWN_SECONDS, None, say_as("serve"))
     signalled = asyncio.Event()
     started = asyncio.ensure_future(runner.start())
     await asyncio.sleep(0)  # Runner.start installs Prefect's SIGTERM handler first: replace it
-    for signum in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(signum, signalled.set)
+    stopping.install(lambda: _call_soon(loop, signalled.set))
     waiting = {started, asyncio.ensure_future(signalled.wait())}
     if served is not None:
         waiting.add(asyncio.ensure_future(_turning(served)))
@@ -353,15 +370,18 @@ async def run_until_signal(runner: Runner, grace_seconds: float = STOP_GRACE_SEC
     if poller is not None:
         poller.stopping = True
     deadline = loop.time() + grace_seconds
+    stopping.doing = "waiting for the run in flight"
     if in_process is not None:
         in_process.stop.set()  # no new tick; the one in flight finishes
         while in_process.thread.is_alive() and loop.time() < deadline:
             await asyncio.sleep(0.1)
         if in_process.loop.acting:  # a follower leaves it to the leader
+            stopping.doing = "pausing the autoscale schedule"
             await asyncio.to_thread(_pause, in_process.deployment_id)
     processes = getattr(runner, "_process_manager", None)
     while processes is not None and processes.flow_run_ids() and loop.time() < deadline:
         await asyncio.sleep(0.1)
+    stopping.doing = "stopping Prefect's Runner"
     await runner.astop()  # cancels what still runs
     with contextlib.suppress(asyncio.CancelledError):
         await started
@@ -376,6 +396,13 @@ def _kube_client(kubeconfig: Path | None) -> KubeClient:
         return KubeClient.from_config(kubeconfig)
     except Exception as error:  # the client raises ConfigException, OSError, YAML errors
         raise InputError([f"--kubeconfig: {kubeconfig}: {error}"]) from None
+
+
+def _call_soon(loop: asyncio.AbstractEventLoop, callback: Callable[[], None]) -> None:
+    """`callback` in `loop`, from a signal handler; nothing once the loop has closed (the
+    runner ended by itself, and serve is on its way out)."""
+    with contextlib.suppress(RuntimeError):
+        loop.call_soon_threadsafe(callback)
 
 
 async def _turning(served: LoopHealth) -> None:

@@ -48,6 +48,7 @@ from kube_elevator.tasks.escalator.pending_bursts import (
 )
 
 if TYPE_CHECKING:
+    from kube_elevator.flows.cli.stopping import StopDeadline
     from kube_elevator.flows.leader import LeaderElector
 
 log = logging.getLogger(__name__)
@@ -148,7 +149,8 @@ def watch(
     """Watch the cluster: run ticks on pending pods here, or send events for a trigger."""
     from prefect.settings import get_current_settings
 
-    from kube_elevator.flows.cli.common import console, wait_for_stop_signal
+    from kube_elevator.flows.cli.common import console
+    from kube_elevator.flows.cli.stopping import stop_signals
     from kube_elevator.tasks.adapters.kube import KubeClient
     from kube_elevator.tasks.core.lease_state import lease_name
     from kube_elevator.tasks.node_group_file import load_node_groups
@@ -177,12 +179,12 @@ def watch(
         from kube_elevator.flows.prefect_compat import start_temporary_server
 
         start_temporary_server()  # without PREFECT_API_URL: started now, or one line why not
-    stop = wait_for_stop_signal()
+    stop, stopping = stop_signals("watch")
     events = PendingPodsEvents(config.node_groups, debouncer)
     elector = elector_for(liveness, kube.api, lease_namespace, say_as("watch"))
     if in_process:
         _watch_and_tick(kube, nodegroups, kubeconfig, lease_namespace, period, events, stop,
-                        liveness, elector)
+                        liveness, elector, stopping)
         return
     pods = PodWatch(kube.api)
     health = LoopHealth(time.monotonic(), monitoring=elector is None)
@@ -209,7 +211,8 @@ def watch(
 
     pages = HealthPages(lambda: health, lambda: pods.resource_version is not None,
                         liveness.limits, time.monotonic, elector, role="watching")
-    with kept_alive(liveness, pages, elector):
+    stopping.doing = "sending the pending-pods events still queued"
+    with kept_alive(liveness, pages, elector, stopping):
         pods.start()
         console.print(f"watching pending pods for {len(config.node_groups)} node groups",
                       highlight=False)
@@ -222,11 +225,13 @@ def watch(
 
             EventsWorker.drain_all(timeout=10)  # events still queued reach the server
     console.print("watch: stopped", highlight=False)
+    stopping.doing = "exiting: Prefect's clients flushing their logs and events"
 
 
 def _watch_and_tick(kube: Any, nodegroups: Path, kubeconfig: Path | None, lease_namespace: str,
                     period: float, events: PendingPodsEvents, stop: threading.Event,
-                    liveness: Liveness, elector: LeaderElector | None) -> None:
+                    liveness: Liveness, elector: LeaderElector | None,
+                    stopping: StopDeadline) -> None:
     """Keep the cache, feed its pod changes to the bursts, and run ticks in this process (while
     it leads, under leader election)."""
     from kube_elevator.flows.autoscale import autoscale
@@ -255,10 +260,11 @@ def _watch_and_tick(kube: Any, nodegroups: Path, kubeconfig: Path | None, lease_
                     warm_up=warm_up)
     pages = HealthPages(lambda: loop.health, lambda: loop.ready(), liveness.limits, loop.clock,
                         elector)
-    with kept_alive(liveness, pages, elector):
+    with kept_alive(liveness, pages, elector, stopping):
         run_cached_ticks(kube.api, kubeconfig_text, events, loop, stop, say,
                          CACHE_START_SECONDS)
     say("stopped")
+    stopping.doing = "exiting: Prefect's clients flushing their logs and events"
 
 
 def register(app: typer.Typer) -> None:
