@@ -20,7 +20,12 @@ from kube_elevator.tasks.cluster_autoscaler.config import ClusterAutoscalerConfi
 from kube_elevator.tasks.core.documents import load_file
 from kube_elevator.tasks.core.duration import go_string
 from kube_elevator.tasks.core.errors import InputError, join_location, shown
-from kube_elevator.tasks.escalator.config import AwsOptions, NodeGroupConfig, validate_node_group
+from kube_elevator.tasks.escalator.config import (
+    AwsOptions,
+    NodeGroupConfig,
+    node_group_warnings,
+    validate_node_group,
+)
 
 
 def _none_is_default(value: Any) -> Any:
@@ -174,6 +179,8 @@ def parse_node_groups(document: Any, source: str) -> LoadedConfig:
         label = _group_label(index, raw_groups)
         problems.extend(join_location(source, label, message)
                         for message in validate_node_group(group))
+        warnings.extend(join_location(source, label, message)
+                        for message in node_group_warnings(group))
         if group.name:
             if group.name in seen:
                 problems.append(join_location(
