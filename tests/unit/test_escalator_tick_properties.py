@@ -132,6 +132,11 @@ def _one_tick(situation: Situation, adapters: Adapters, now: float) -> None:
             and not after[name].has_taint(ESCALATOR)} == set(plan.untaint)
     assert world.asgs[ASG].desired == plan.asg_desired
 
+    # Escalator's arithmetic (aws.go): terminations decrement; an increase sets TargetSize() +
+    # delta, TargetSize() as described before them.
+    assert world.asgs[ASG].desired == (asg.desired_capacity + plan.cloud_increase
+                                       if plan.cloud_increase
+                                       else asg.desired_capacity - len(plan.delete))
     # Never above the ASG's MaxSize.
     assert plan.asg_desired <= asg.max_size
     # Tainting never takes the untainted nodes below min_nodes.
