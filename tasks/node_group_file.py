@@ -23,6 +23,8 @@ from kube_elevator.tasks.core.errors import InputError, join_location, shown
 from kube_elevator.tasks.escalator.config import (
     AwsOptions,
     NodeGroupConfig,
+    as_go_decodes,
+    go_json_keys,
     node_group_warnings,
     validate_node_group,
 )
@@ -130,11 +132,25 @@ def _unknown_keys(entry: Any, model: type[BaseModel], source: str, path: str,
     if not isinstance(entry, dict):
         return []
     known = list(model.model_fields)
+    # Escalator's decoder matches keys whatever their case (`go_json_keys`): such a key is read.
+    read_as = go_json_keys(entry, known)
     warnings = []
     for key in entry:
         if key in known:
             continue
         text = str(key)
+        if key in read_as:
+            warnings.append(join_location(
+                source, f"{path}.{text}" if path else text,
+                f"read as `{read_as[key]}` (Escalator matches keys whatever their case)"))
+            continue
+        alone = as_go_decodes({key: 0}, known)  # {field: 0} when `key` spells a field
+        if key not in alone:  # a spelling of a field that another key (or a null) sets
+            warnings.append(join_location(
+                source, f"{path}.{text}" if path else text,
+                f"ignored: a spelling of `{next(iter(alone))}`, which another key sets "
+                "(Escalator reads the last of them in sorted order; a null sets nothing)"))
+            continue
         close = difflib.get_close_matches(text.lower().replace("-", "_"), known, n=1,
                                           cutoff=0.75)
         hint = f"; did you mean `{close[0]}`?" if close else ""
@@ -146,13 +162,16 @@ def _warnings(document: dict[Any, Any], source: str) -> list[str]:
     """Unknown keys, read from the document as written, so a file with errors too keeps them."""
     warnings = _unknown_keys(document, NodeGroupsFile, source, "",
                              "unknown top-level key, ignored")
-    raw_groups = document.get("node_groups")
-    for index, entry in enumerate(raw_groups if isinstance(raw_groups, list) else ()):
-        label = _group_label(index, raw_groups)
+    raw_groups = as_go_decodes(document, ["node_groups"]).get("node_groups")
+    raw_groups = raw_groups if isinstance(raw_groups, list) else []
+    named = [as_go_decodes(entry, NodeGroupConfig.model_fields) for entry in raw_groups]
+    for index, entry in enumerate(raw_groups):
+        label = _group_label(index, named)
         warnings += _unknown_keys(entry, NodeGroupConfig, source, label,
                                   "unknown key, ignored (as Escalator does)")
         if isinstance(entry, dict):
-            warnings += _unknown_keys(entry.get("aws"), AwsOptions, source, f"{label}.aws",
+            aws = as_go_decodes(entry, NodeGroupConfig.model_fields).get("aws")
+            warnings += _unknown_keys(aws, AwsOptions, source, f"{label}.aws",
                                       "unknown key, ignored (as Escalator does)")
     return warnings
 
@@ -164,8 +183,11 @@ def parse_node_groups(document: Any, source: str) -> LoadedConfig:
         kind = type(document).__name__ if document is not None else "empty document"
         raise InputError([join_location(source, "", f"top level must be a mapping with "
                                                     f"'node_groups', got {kind}")])
-    raw_groups = document.get("node_groups")
     warnings = _warnings(document, source)
+    document = as_go_decodes(document, ["node_groups"])  # `Node_Groups:` as Escalator reads it
+    raw_groups = document.get("node_groups")
+    if isinstance(raw_groups, list):  # each group's name for the error lines, as read
+        raw_groups = [as_go_decodes(entry, NodeGroupConfig.model_fields) for entry in raw_groups]
     try:
         parsed = NodeGroupsFile.model_validate(document)
     except ValidationError as error:

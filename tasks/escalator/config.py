@@ -8,6 +8,7 @@ file, with its `cluster_autoscaler:` section, is `tasks.node_group_file`, above 
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
 from typing import Annotated, Any, Literal
 
 from pydantic import (
@@ -45,12 +46,51 @@ TAINT_EFFECTS = ("", "NoSchedule", "NoExecute", "PreferNoSchedule")
 LIFECYCLES = ("", "on-demand", "spot")
 
 
-def _null_is_unset(value: Any) -> Any:
-    """Escalator decodes through encoding/json, where a null "has no effect on the value": a
-    key given as null (`max_node_age:` with nothing after it) keeps its zero value."""
-    if isinstance(value, dict):
-        return {key: item for key, item in value.items() if item is not None}
-    return value
+# Go's encoding/json folds a key as appendFoldedName does: ASCII letters to upper case, any
+# other rune to unicode.ToUpper(unicode.ToLower(r)); these four are the runes it folds onto an
+# ASCII letter (the Kelvin sign, the long s, dotted and dotless I).
+_GO_FOLDS_TO_ASCII = {"\u212a": "K", "\u017f": "S", "\u0130": "I", "\u0131": "I"}
+
+
+def go_folded(key: str) -> str:
+    """A key as encoding/json compares it with a struct field's name (fold.go foldName)."""
+    return "".join(_GO_FOLDS_TO_ASCII.get(char, char.upper() if char.isascii() else char)
+                   for char in key)
+
+
+def go_json_keys(document: dict[Any, Any], fields: Iterable[str]) -> dict[Any, str]:
+    """Which field each key of `document` sets, as Escalator's decoder reads it: keys are
+    matched to fields regardless of case (encoding/json: "preferring an exact match but also
+    accepting a case-insensitive match"), a null sets nothing ("has no effect on the value"),
+    and of several keys for one field the last one decoded wins. sigs.k8s.io/yaml hands the
+    decoder a JSON object whose keys json.Marshal sorted, so the last is the greatest, and the
+    field's own spelling, when present, is the greatest of its foldings."""
+    by_fold = {go_folded(name): name for name in fields}
+    winners: dict[str, Any] = {}
+    for key, item in document.items():
+        field_name = by_fold.get(go_folded(key)) if isinstance(key, str) else None
+        if field_name is None or item is None:
+            continue
+        if field_name not in winners or key > winners[field_name]:
+            winners[field_name] = key
+    return {key: field_name for field_name, key in winners.items()}
+
+
+def as_go_decodes(document: Any, fields: Iterable[str]) -> Any:
+    """`document` with its keys as Escalator's decoder reads them (`go_json_keys`): each field
+    under its own name, from the key that wins; keys that set no field kept as they are."""
+    if not isinstance(document, dict):
+        return document
+    fields = list(fields)
+    chosen = go_json_keys(document, fields)
+    folds = {go_folded(name) for name in fields}
+    decoded: dict[Any, Any] = {}
+    for key, item in document.items():
+        if key in chosen:
+            decoded[chosen[key]] = item
+        elif not (isinstance(key, str) and go_folded(key) in folds):
+            decoded[key] = item  # a key of no field: the unknown-key warning names it
+    return decoded
 
 
 class AwsOptions(BaseModel):
@@ -59,7 +99,10 @@ class AwsOptions(BaseModel):
 
     model_config = ConfigDict(extra="allow", frozen=True)
 
-    _nulls = model_validator(mode="before")(_null_is_unset)
+    @model_validator(mode="before")
+    @classmethod
+    def _as_go_decodes(cls, document: Any) -> Any:
+        return as_go_decodes(document, cls.model_fields)
 
     launch_template_id: GoString = ""
     launch_template_version: GoString = ""
@@ -84,7 +127,10 @@ class NodeGroupConfig(BaseModel):
 
     model_config = ConfigDict(extra="allow", frozen=True)
 
-    _nulls = model_validator(mode="before")(_null_is_unset)
+    @model_validator(mode="before")
+    @classmethod
+    def _as_go_decodes(cls, document: Any) -> Any:
+        return as_go_decodes(document, cls.model_fields)
 
     name: GoString = ""
     label_key: GoString = ""
@@ -312,6 +358,8 @@ def effective_min_max(group: NodeGroupConfig, asg_min: int, asg_max: int) -> tup
 __all__ = [
     "AwsOptions",
     "NodeGroupConfig",
+    "as_go_decodes",
+    "go_json_keys",
     "effective_min_max",
     "node_group_warnings",
     "validate_node_group",

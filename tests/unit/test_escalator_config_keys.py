@@ -147,3 +147,40 @@ def test_a_negative_rate_scales_up_as_escalator_reads_it() -> None:
     pods = [make_pod("p", cpu=500, node="n0")]  # 25 %: between taint_lower and taint_upper
     plan = plan_group(group, pods, nodes, make_asg(2), GroupState(), 1_800_000_000.0)
     assert plan.delta == 1 and plan.cloud_increase == 1 and plan.asg_desired == 3
+
+
+def test_keys_are_matched_whatever_their_case_as_encoding_json_matches_them() -> None:
+    """Escalator decodes through encoding/json, which takes `Min_Nodes` for `min_nodes` (and
+    the Kelvin sign, the long s and the Turkish I's as their ASCII letters, fold.go); of two
+    spellings the last decoded wins: sigs.k8s.io/yaml's json.Marshal sorted them, so the
+    field's own spelling, else the greatest."""
+    document = {"Node_Groups": [{
+        **{key: value for key, value in group_dict().items()
+           if key not in ("name", "min_nodes", "scale_up_cool_down_period")},
+        "NAME": "batch", "Min_Nodes": 4, "MIN_NODES": 3,
+        "\u017fcale_up_cool_down_period": "5m", "AWS": {"Lifecycle": "spot"}}]}
+    loaded = parse_node_groups(document, "ng.yaml")
+    group = loaded.node_groups[0]
+    assert (group.name, group.min_nodes, group.scale_up_cool_down_period,
+            group.aws.lifecycle) == ("batch", 4, "5m", "spot")
+    assert loaded.warnings == (
+        "ng.yaml: Node_Groups: read as `node_groups` (Escalator matches keys whatever their "
+        "case)",
+        "ng.yaml: node_groups[0] (batch).NAME: read as `name` (Escalator matches keys whatever "
+        "their case)",
+        "ng.yaml: node_groups[0] (batch).Min_Nodes: read as `min_nodes` (Escalator matches "
+        "keys whatever their case)",
+        "ng.yaml: node_groups[0] (batch).MIN_NODES: ignored: a spelling of `min_nodes`, which "
+        "another key sets (Escalator reads the last of them in sorted order; a null sets "
+        "nothing)",
+        "ng.yaml: node_groups[0] (batch).\u017fcale_up_cool_down_period: read as "
+        "`scale_up_cool_down_period` (Escalator matches keys whatever their case)",
+        "ng.yaml: node_groups[0] (batch).AWS: read as `aws` (Escalator matches keys whatever "
+        "their case)",
+        "ng.yaml: node_groups[0] (batch).aws.Lifecycle: read as `lifecycle` (Escalator "
+        "matches keys whatever their case)")
+
+
+def test_the_exact_spelling_wins_over_another_and_a_null_sets_nothing() -> None:
+    group = _load(**{"Min_Nodes": 3, "MAX_NODES": None}).node_groups[0]
+    assert (group.min_nodes, group.max_nodes) == (1, 10)  # group_dict's min_nodes, max_nodes
