@@ -359,8 +359,8 @@ __all__ = [
     "AwsOptions",
     "NodeGroupConfig",
     "as_go_decodes",
-    "go_json_keys",
     "effective_min_max",
+    "go_json_keys",
     "node_group_warnings",
     "validate_node_group",
 ]

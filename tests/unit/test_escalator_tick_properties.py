@@ -12,6 +12,7 @@ invariants Escalator keeps.
 from __future__ import annotations
 
 from dataclasses import dataclass
+
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
