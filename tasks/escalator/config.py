@@ -40,8 +40,17 @@ def _go_string_or_zero(value: Any) -> Any:
 
 
 GoString = Annotated[str, BeforeValidator(_go_string_or_zero)]
+def _whole_float_is_int(value: Any) -> Any:
+    """sigs.k8s.io/yaml hands encoding/json a YAML float as json.Marshal writes it: `3.0` is
+    `3`, which a Go int takes (`3.5` and `1e21`, written `1e+21`, it refuses)."""
+    if isinstance(value, float) and value.is_integer() and abs(value) < 1e21:
+        return int(value)
+    return value
+
+
 # Escalator's Go `int` (64 bits): a larger number fails its YAML decoding.
-GoInt = Annotated[StrictInt, Field(ge=-(2**63), le=2**63 - 1)]
+GoInt = Annotated[StrictInt, BeforeValidator(_whole_float_is_int),
+                  Field(ge=-(2**63), le=2**63 - 1)]
 TAINT_EFFECTS = ("", "NoSchedule", "NoExecute", "PreferNoSchedule")
 LIFECYCLES = ("", "on-demand", "spot")
 

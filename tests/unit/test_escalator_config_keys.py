@@ -184,3 +184,15 @@ def test_keys_are_matched_whatever_their_case_as_encoding_json_matches_them() ->
 def test_the_exact_spelling_wins_over_another_and_a_null_sets_nothing() -> None:
     group = _load(**{"Min_Nodes": 3, "MAX_NODES": None}).node_groups[0]
     assert (group.min_nodes, group.max_nodes) == (1, 10)  # group_dict's min_nodes, max_nodes
+
+
+@pytest.mark.parametrize(("value", "read"), [(3.0, 3), (3, 3), (3.5, None), ("3", None),
+                                             (True, None), (1e21, None)])
+def test_an_int_key_takes_what_a_go_int_takes_through_json(value: Any, read: int | None) -> None:
+    """sigs.k8s.io/yaml re-encodes a YAML float with json.Marshal (3.0 is `3`), which a Go int
+    decodes; a fraction, a string or a bool is a decode error that stops Escalator."""
+    if read is None:
+        with pytest.raises(InputError):
+            _load(min_nodes=value)
+    else:
+        assert _load(min_nodes=value).node_groups[0].min_nodes == read
