@@ -62,7 +62,8 @@ _FAULT_MESSAGES = {
     504: "the server was unable to return a response in the time allotted",
 }
 _TRUE = frozenset({"1", "t", "T", "true", "True", "TRUE"})
-_VERBS = frozenset({"get", "list", "watch", "create", "update", "patch", "delete", "*"})
+_VERBS = frozenset({"get", "list", "watch", "create", "update", "patch", "delete",
+                    "deletecollection", "*"})
 
 
 @dataclass
