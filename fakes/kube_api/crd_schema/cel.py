@@ -91,9 +91,17 @@ def cel_errors(schema: Schema, value: Any, old: Any = _MISSING, path: str = "") 
                 before = old.get(name, _MISSING) if isinstance(old, dict) else _MISSING
                 errs += cel_errors(sub, item, before, child(path, name))
     elif isinstance(value, list) and isinstance(schema.get("items"), dict):
+        keys = schema.get("x-kubernetes-list-map-keys") or ()
+        correlated = schema.get("x-kubernetes-list-type") == "map" and keys and \
+            isinstance(old, list)
         for i, item in enumerate(value):
-            # oldSelf of a list item is only known for map lists; none here (no transition)
-            errs += cel_errors(schema["items"], item, _MISSING, f"{path}[{i}]")
+            # oldSelf of a list item: the old item with the same keys, in a map list only
+            # (cel/validation.go correlates no other list's items)
+            prior: Any = _MISSING
+            if correlated and isinstance(item, dict):
+                prior = next((o for o in old if isinstance(o, dict) and
+                               all(o.get(k) == item.get(k) for k in keys)), _MISSING)
+            errs += cel_errors(schema["items"], item, prior, f"{path}[{i}]")
     return errs
 
 

@@ -12,30 +12,41 @@ from typing import Any
 Schema = dict[str, Any]
 
 
+def _filled(value: Any, schema: Any) -> Any:
+    """A missing or disallowed-null value replaced by the schema's default (a copy)."""
+    if value is None and isinstance(schema, dict) and "default" in schema \
+            and not schema.get("nullable"):
+        return copy.deepcopy(schema["default"])
+    return value
+
+
 def defaulted(value: Any, schema: Schema | None) -> Any:
     """`value` with its schema's defaults (new containers; `value` is not modified)."""
     if schema is None:
         return value
     if isinstance(value, dict):
         props: Schema = schema.get("properties") or {}
+        extra = schema.get("additionalProperties")
         out = dict(value)
         for name, prop in props.items():
             if not isinstance(prop, dict):
                 continue
-            missing = name not in out or (out[name] is None and not prop.get("nullable"))
-            if missing and "default" in prop:
+            if name not in out and "default" in prop:
                 out[name] = copy.deepcopy(prop["default"])
             elif name in out and out[name] is None and not prop.get("nullable"):
-                del out[name]  # PruneNonNullableNullsWithoutDefaults
-        extra = schema.get("additionalProperties")
+                if "default" in prop:
+                    out[name] = copy.deepcopy(prop["default"])
+                else:
+                    del out[name]  # PruneNonNullableNullsWithoutDefaults
         for name, item in out.items():
             if isinstance(props.get(name), dict):
                 out[name] = defaulted(item, props[name])
             elif name not in props and isinstance(extra, dict):
-                out[name] = defaulted(item, extra)
+                out[name] = defaulted(_filled(item, extra), extra)
         return out
     if isinstance(value, list) and isinstance(schema.get("items"), dict):
-        return [defaulted(item, schema["items"]) for item in value]
+        items = schema["items"]
+        return [defaulted(_filled(item, items), items) for item in value]
     return value
 
 

@@ -44,6 +44,11 @@ def _type_ok(wanted: str, value: Any) -> bool:
     return found == wanted or (wanted == "number" and found == "integer")
 
 
+def _same(value: Any, allowed: Any) -> bool:
+    """Equal as JSON values (True is not 1, as Go's DeepEqual of decoded JSON)."""
+    return json_type(value) == json_type(allowed) and value == allowed
+
+
 def child(path: str, name: str) -> str:
     return f"{path}.{name}" if path else name
 
@@ -71,12 +76,15 @@ class _Checker:
     def check(self, schema: Schema, value: Any, path: str, root: bool = False) -> None:
         if value is None and schema.get("nullable"):
             return
-        if not self._type(schema, value, path):
-            return
+        typed = self._type(schema, value, path)
         enum = schema.get("enum")
-        if isinstance(enum, list) and value not in enum:
+        if isinstance(enum, list) and not any(_same(value, v) for v in enum):
+            # NotSupported quotes each allowed value; a non-string one as its JSON text
             self.add(path, "FieldValueNotSupported", value, "supported values: " + ", ".join(
-                orjson.dumps(v).decode() for v in enum))
+                orjson.dumps(v if isinstance(v, str) else orjson.dumps(v).decode()).decode()
+                for v in enum))
+        if not typed:
+            return  # the type's own checks do not apply to a value of another type
         if isinstance(value, str):
             self._string(schema, value, path)
         elif isinstance(value, int | float) and not isinstance(value, bool):
@@ -203,21 +211,30 @@ class _Checker:
 
     def _combined(self, key: str, branches: Any, value: Any, path: str) -> None:
         """allOf/anyOf/oneOf/not: value validations only in a structural schema."""
+        # go-openapi names the value in quotes and reports at no path (`<nil>`), as
+        # validation_test.go's "user-provided anyOf/allOf" cases show.
         if key == "not":
             if isinstance(branches, dict) and not _errors_of(branches, value, path):
-                self.invalid(path, "", "must not validate the schema (not)")
+                self.add("<nil>", "FieldValueInvalid", "",
+                         f'"{path}" must not validate the schema (not)')
             return
         if not isinstance(branches, list):
             return
         results = [_errors_of(b, value, path) for b in branches if isinstance(b, dict)]
-        if key == "allOf":
+        if key == "allOf" and any(results):
+            none = ". None validated" if all(results) else ""
+            self.add("<nil>", "FieldValueInvalid", "",
+                     f'"{path}" must validate all the schemas (allOf){none}')
             for errs in results:
                 self.errors.extend(errs)
         elif key == "anyOf" and results and all(results):
-            self.invalid(path, "", "must validate at least one schema (anyOf)")
+            self.add("<nil>", "FieldValueInvalid", "",
+                     f'"{path}" must validate at least one schema (anyOf)')
             self.errors.extend(results[0])
         elif key == "oneOf" and sum(not errs for errs in results) != 1:
-            self.invalid(path, "", "must validate one and only one schema (oneOf)")
+            found = "Found none valid" if all(results) else "Found more than one valid"
+            self.add("<nil>", "FieldValueInvalid", "",
+                     f'"{path}" must validate one and only one schema (oneOf). {found}')
 
 
 def _errors_of(schema: Schema, value: Any, path: str) -> list[FieldError]:
