@@ -83,6 +83,9 @@ class _Checker:
             self.add(path, "FieldValueNotSupported", value, "supported values: " + ", ".join(
                 orjson.dumps(v if isinstance(v, str) else orjson.dumps(v).decode()).decode()
                 for v in enum))
+        for key in ("allOf", "anyOf", "oneOf", "not"):
+            if key in schema:
+                self._combined(key, schema[key], value, path)
         if not typed:
             return  # the type's own checks do not apply to a value of another type
         if isinstance(value, str):
@@ -93,9 +96,6 @@ class _Checker:
             self._array(schema, value, path)
         elif isinstance(value, dict):
             self._object(schema, value, path, root)
-        for key in ("allOf", "anyOf", "oneOf", "not"):
-            if key in schema:
-                self._combined(key, schema[key], value, path)
 
     def _type(self, schema: Schema, value: Any, path: str) -> bool:
         if schema.get("x-kubernetes-int-or-string"):
