@@ -37,6 +37,10 @@ class RecordedRequest:
         return f"{self.resource}/{self.subresource}" if self.subresource else self.resource
 
 
+# A held fault's count: no test makes this many requests, so it holds until cleared.
+HELD = 2**62
+
+
 @dataclass
 class _Fault:
     verb: str
