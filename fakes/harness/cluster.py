@@ -189,9 +189,29 @@ class FakeCluster:
         """An ASG as a scenario file describes it (`fakes.scenario.AsgSpec`); `node_groups` are
         kube-elevator node groups whose one-shot launch templates it should carry."""
         world = self.world
+        self._check_node_group(spec)
         world.groups = [*world.groups, *node_groups]
         world.add_asg(spec, self.clock.now())
         return spec
+
+    def _check_node_group(self, spec: AsgSpec) -> None:
+        """Refuse, naming the group and the rule, what moto would refuse in its own words
+        (`No default subnet for availability zone`, `Launch template name already in use`)."""
+        ec2 = self.aws.client("ec2")
+        zones = sorted(zone["ZoneName"] for zone in
+                       ec2.describe_availability_zones()["AvailabilityZones"])
+        if spec.availability_zone not in zones:
+            raise ValueError(f"node group {spec.name!r}: availability zone "
+                             f"{spec.availability_zone!r} is not in the cluster's region "
+                             f"{self.region}; zones allowed: {', '.join(zones)}")
+        groups = self.aws.client("autoscaling").describe_auto_scaling_groups()
+        asgs = sorted(g["AutoScalingGroupName"] for g in groups["AutoScalingGroups"])
+        templates = {t["LaunchTemplateName"] for t in
+                     ec2.describe_launch_templates()["LaunchTemplates"]}
+        if spec.name in asgs or f"lt-{spec.name}" in templates:
+            raise ValueError(f"node group {spec.name!r}: the name is taken (each group is an "
+                             f"Auto Scaling group of that name with launch template "
+                             f"'lt-{spec.name}'); names taken: {', '.join(asgs) or 'none'}")
 
     def advance(self, seconds: float = 0.0) -> float:
         """Move the clock `seconds` forward and step the world: instances that appeared since
@@ -224,10 +244,17 @@ class FakeCluster:
         return self.kube.faults
 
     def fail_next(self, verb: str, resource: str, count: int = 1, status: int = 500, *,
-                  name: str | None = None) -> None:
+                  name: str | None = None, hold: bool = False) -> None:
         """The next `count` HTTP requests `verb` (`get`, `list`, `update`, ...) on `resource`
-        (`nodes`, `pods/eviction`) answer `status` (409 for a conflict, 429, 500, ...)."""
-        self.kube.fail_next(verb, resource, count, status, name=name)
+        (`nodes`, `pods/eviction`) answer `status` (409 for a conflict, 429, 500, ...); with
+        `hold`, every one does until `clear_faults()`. A client that retries (the official
+        one retries a 429 and a 503 three times) needs `count` above its retries, or `hold`,
+        for the fault to reach the code under test (docs/harness.md, Faults and retries)."""
+        self.kube.fail_next(verb, resource, count, status, name=name, hold=hold)
+
+    def clear_faults(self) -> None:
+        """End every fault `fail_next` and `delay_next` set, held ones too."""
+        self.kube.clear_faults()
 
     def fail_next_aws_calls(self, target: Any, operation: str, count: int = 1,
                             code: str = "Throttling", http_status: int = 400) -> Any:

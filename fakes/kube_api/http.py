@@ -14,6 +14,7 @@ from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 
 from kube_elevator.fakes.kube_api.access import KubeAccess
+from kube_elevator.fakes.kube_api.delete_collection import delete_collection
 from kube_elevator.fakes.kube_api.errors import _REASONS, ApiError, BadRequest, _details, status_body
 from kube_elevator.fakes.kube_api.negotiation import (
     check_acceptable,
@@ -145,6 +146,8 @@ class KubeHttp(KubeAccess):
                 return "watch" if query.get("watch") in _TRUE else "list"
             return "get"
         verb = {"POST": "create", "PUT": "update", "PATCH": "patch", "DELETE": "delete"}[method]
+        if verb == "delete" and route.name is None:
+            return "deletecollection"
         allowed = (
             (route.name is None and verb == "create")
             or (route.name is not None and route.subresource is None and verb != "create")
@@ -213,8 +216,8 @@ class KubeHttp(KubeAccess):
         for rt in self._group_versions[group_version]:
             entry: Obj = {"name": rt.plural, "singularName": rt.singular,
                           "namespaced": rt.namespaced, "kind": rt.kind,
-                          "verbs": ["create", "delete", "get", "list", "patch", "update",
-                                    "watch"]}
+                          "verbs": ["create", "delete", "deletecollection", "get", "list",
+                                    "patch", "update", "watch"]}
             if rt.short_names:
                 entry["shortNames"] = list(rt.short_names)
             if rt.categories:
@@ -295,6 +298,11 @@ class KubeHttp(KubeAccess):
         content_type = content_type.split(";")[0].strip().lower()
         body = await (_apply_body(request) if content_type == APPLY_PATCH
                       else self._body(request, rt))
+        if verb == "deletecollection":
+            options = body if isinstance(body, dict) else {}
+            return self._json(delete_collection(
+                self, rt, route.namespace, query.get("labelSelector", ""),
+                query.get("fieldSelector", ""), options))
         if verb == "delete":
             assert name is not None
             with self._lock:

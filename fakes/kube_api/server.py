@@ -14,7 +14,7 @@ from starlette.routing import Route
 
 from kube_elevator.fakes.kube_api.http import BOOKMARK_FREQUENCY_SECONDS, KubeHttp
 from kube_elevator.fakes.kube_api.objects import _Collection
-from kube_elevator.fakes.kube_api.policy import _VERBS, RecordedRequest, _Fault
+from kube_elevator.fakes.kube_api.policy import _VERBS, HELD, RecordedRequest, _Fault
 from kube_elevator.fakes.kube_api.resources import (
     _BY_PATH,
     _GROUP_VERSIONS,
@@ -154,17 +154,22 @@ class FakeKubeApi(KubeHttp):
     # Fault injection ----------------------------------------------------------------
 
     def fail_next(self, verb: str, resource: str, count: int = 1, status: int = 500, *,
-                  name: str | None = None) -> None:
-        """Answer the next `count` matching HTTP requests with a `status` Status error.
+                  name: str | None = None, hold: bool = False) -> None:
+        """Answer the next `count` matching HTTP requests with a `status` Status error; with
+        `hold`, every matching request until `clear_faults()`.
 
         `verb` and `resource` may be "*"; `resource` names a subresource as
-        `pods/eviction`.  Only HTTP requests are affected, never in-process calls.
+        `pods/eviction`.  Only HTTP requests are affected, never in-process calls.  A client
+        that retries takes some of `count` itself (docs/harness.md, Faults and retries).
         """
         self._check_fault_target(verb, resource)
         if status < 400:
             raise ValueError(f"an injected failure needs an error status, not {status}")
+        if count < 1 and not hold:
+            raise ValueError(f"count must be at least 1, not {count}")
         with self._lock:
-            self._faults.append(_Fault(verb, resource, count, status=status, name=name))
+            self._faults.append(_Fault(verb, resource, HELD if hold else count, status=status,
+                                       name=name))
 
     def delay_next(self, verb: str, resource: str, seconds: float, count: int = 1) -> None:
         """Hold the next `count` matching HTTP requests for `seconds` before serving them."""
@@ -192,7 +197,7 @@ class FakeKubeApi(KubeHttp):
                 self._eviction_blocked.discard((namespace, name))
 
     def clear_faults(self) -> None:
-        """Forget pending injected failures and delays."""
+        """Forget pending injected failures and delays, held ones too."""
         with self._lock:
             self._faults.clear()
 

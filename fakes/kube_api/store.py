@@ -116,6 +116,10 @@ class KubeStore:
         """A CustomResourceDefinition is gone: stop serving it, drop its objects."""
         raise NotImplementedError
 
+    def _custom_admitted(self, rt: ResourceType, name: str, old: Obj | None, new: Obj) -> Obj:
+        """A custom object as its CRD's schema stores it (crd_schema/store_hooks.py)."""
+        raise NotImplementedError
+
     # Store operations (caller holds the lock) -------------------------------------------
 
     def _selectors(self, rt: ResourceType, label_selector: str,
@@ -141,6 +145,8 @@ class KubeStore:
         event, as on the real server.  An object being deleted whose last finalizer this
         write removes is deleted by it.
         """
+        if rt.custom:  # the CRD schema layers: prune, default, validate (crd_schema/)
+            new = self._custom_admitted(rt, key[1], old, new)
         if rt.plural == "poddisruptionbudgets":
             _check_pdb(rt, key[1], new)
         elif rt.plural == "events":
