@@ -11,10 +11,12 @@ models are already imported with the client, so building costs nothing until a w
 
 from __future__ import annotations
 
+import ast
 import logging
 import re
 from dataclasses import dataclass
 from functools import cache
+from pathlib import Path
 
 import kubernetes.client.models as models
 
@@ -59,6 +61,13 @@ ANY = FieldType("any")
 
 
 @cache
+def _exports() -> frozenset[str]:
+    """The models the client has (its lazy-import table, else whatever it has imported)."""
+    table = getattr(models, "_exports", None)
+    return frozenset(table) if isinstance(table, dict) else frozenset(dir(models))
+
+
+@cache
 def parse_type(spec: str) -> FieldType:
     """The client's type string (`List[V1Container]`, `Dict[str, str]`, `V1ObjectMeta`, `int`)."""
     if m := _LIST.match(spec):
@@ -67,17 +76,41 @@ def parse_type(spec: str) -> FieldType:
         return FieldType("map", item=parse_type(m.group(1)))
     if spec in SCALARS:
         return FieldType("scalar", spec)
-    if spec == "object" or not hasattr(models, spec):
+    if spec == "object" or spec not in _exports():
         return ANY
     return FieldType("struct", spec)
+
+
+def _tables(model: str) -> tuple[dict[str, str], dict[str, str]]:
+    """A model's `openapi_types` and `attribute_map`. Read from its module's source when it has
+    not been imported yet: the client imports each (pydantic) model lazily, at ~30 ms apiece,
+    and a Pod reaches a hundred of them; the two tables are plain literals in the source."""
+    loaded = vars(models).get(model)
+    module = getattr(models, "_exports", {}).get(model)
+    if loaded is None and isinstance(module, str) and models.__file__:
+        path = Path(models.__file__).parent / (module.lstrip(".") + ".py")
+        try:
+            source = path.read_text()
+            tables = [ast.literal_eval(m.group(1)) for name in _TABLES
+                      if (m := re.search(name + _TABLE_LITERAL, source, re.S))]
+        except (OSError, ValueError, SyntaxError):
+            tables = []
+        if len(tables) == 2:
+            return tables[0], tables[1]
+        log.debug("field schema: %s read by importing it", model)
+    cls = loaded if loaded is not None else getattr(models, model)
+    return cls.openapi_types, cls.attribute_map
+
+
+_TABLES = ("openapi_types", "attribute_map")
+_TABLE_LITERAL = r": ClassVar\[Dict\[str, str\]\] = (\{.*?\})\n"
 
 
 @cache
 def struct_fields(model: str) -> dict[str, FieldType]:
     """JSON name -> type of each field of one model."""
-    cls = getattr(models, model)
-    names: dict[str, str] = cls.attribute_map
-    return {names[attr]: parse_type(spec) for attr, spec in cls.openapi_types.items()}
+    types, names = _tables(model)
+    return {names[attr]: parse_type(spec) for attr, spec in types.items()}
 
 
 def kind_type(api_version: str, kind: str) -> FieldType | None:
