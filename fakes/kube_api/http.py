@@ -22,11 +22,13 @@ from kube_elevator.fakes.kube_api.negotiation import (
     is_protobuf,
     media_type,
     negotiate,
+    prefers_protobuf,
 )
 from kube_elevator.fakes.kube_api.objects import _load, _metadata, _raw_with_kind, _Rec, _Watcher
 from kube_elevator.fakes.kube_api.openapi import V2_PROTOBUF_ANSWER, served, v2_protobuf, wants_v2_protobuf
 from kube_elevator.fakes.kube_api.patch import APPLY_PATCH, _patch_types
 from kube_elevator.fakes.kube_api.policy import _FAULT_MESSAGES, _TRUE, RecordedRequest, _Route
+from kube_elevator.fakes.kube_api.protobuf_lists import encode_list
 from kube_elevator.fakes.kube_api.protobuf_wire import PROTOBUF
 from kube_elevator.fakes.kube_api.resources import SERVER_VERSION, Obj, ObjList, ResourceType
 from kube_elevator.fakes.kube_api.tables import _table, _wants_table
@@ -386,6 +388,10 @@ class KubeHttp(KubeAccess):
         if _wants_table(accept):
             return self._json(_table(rt, [_load(r) for r in recs], meta,
                                      query.get("includeObject", "")))
+        if prefers_protobuf(accept):  # each item's encoding cached (protobuf_lists.py)
+            encoded = encode_list(rt, meta, recs)
+            if encoded is not None:
+                return Response(encoded, media_type=PROTOBUF)
         # Items are the stored JSON bytes, joined: no per-object serialisation at all.
         head = orjson.dumps({"kind": rt.list_kind, "apiVersion": rt.api_version,
                              "metadata": meta})

@@ -26,6 +26,7 @@ import struct
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any
 
 import orjson
@@ -69,7 +70,7 @@ class Field:
     inline: bool = False
     keep_zero: bool = False  # a pointer, or a Go field without omitempty: "" / 0 / false stay
 
-    @property
+    @cached_property  # read for every value encoded: computed once per field
     def wire(self) -> int:
         return _SCALAR_WIRE.get(self.type, LENGTH) if not self.map else LENGTH
 
@@ -114,6 +115,8 @@ def message_for(api_version: str, kind: str) -> Message | None:
 # Wire primitives ---------------------------------------------------------------------------
 
 def _varint(value: int) -> bytes:
+    if 0 <= value < 0x80:  # tags, lengths and small numbers: most of what is written
+        return _ONE_BYTE[value]
     if value < 0:
         value += 1 << 64
     out = bytearray()
@@ -122,6 +125,9 @@ def _varint(value: int) -> bytes:
         value >>= 7
     out.append(value)
     return bytes(out)
+
+
+_ONE_BYTE = tuple(bytes((i,)) for i in range(0x80))
 
 
 def _tag(number: int, wire: int) -> bytes:
