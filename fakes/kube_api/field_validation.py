@@ -142,7 +142,7 @@ class _DuplicateKeysLoader(yaml.SafeLoader):
     def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
         seen: set[Any] = set()
         for key_node, _ in node.value:
-            key = self.construct_object(key_node, deep=True)  # type: ignore[no-untyped-call]
+            key = self.construct_object(key_node, deep=True)
             if key in seen:
                 self.duplicates.append(f'line {key_node.start_mark.line + 1}: key "{key}" '
                                        "already set in map")
@@ -160,7 +160,7 @@ def yaml_duplicates(raw: bytes) -> list[str]:
     except yaml.YAMLError:
         return []  # not YAML at all: the body's own parse reports it
     finally:
-        loader.dispose()  # type: ignore[no-untyped-call]
+        loader.dispose()
     return loader.duplicates
 
 

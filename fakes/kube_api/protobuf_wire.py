@@ -31,7 +31,7 @@ from typing import Any
 
 import orjson
 
-from kube_elevator.fakes.kube_api import protobuf_apiextensions as apiext
+import kube_elevator.fakes.kube_api.protobuf_apiextensions as apiext
 from kube_elevator.fakes.kube_api.protobuf_schema_apiextensions import MESSAGES as _APIEXT
 from kube_elevator.fakes.kube_api.protobuf_schema_core import MESSAGES as _CORE
 from kube_elevator.fakes.kube_api.protobuf_schema_groups import MESSAGES as _GROUPS

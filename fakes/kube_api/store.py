@@ -14,7 +14,6 @@ import orjson
 from kube_elevator.fakes.faults import FaultInjector
 from kube_elevator.fakes.kube_api.apply import ApplyConflict, apply, track_update
 from kube_elevator.fakes.kube_api.defaulting import pod_spec_defaulted
-from kube_elevator.fakes.kube_api.field_validation import FieldCheck
 from kube_elevator.fakes.kube_api.errors import (
     AlreadyExists,
     ApiError,
@@ -23,6 +22,7 @@ from kube_elevator.fakes.kube_api.errors import (
     Invalid,
     NotFound,
 )
+from kube_elevator.fakes.kube_api.field_validation import FieldCheck
 from kube_elevator.fakes.kube_api.objects import (
     _DUMP,
     _NAME_CHARS,
