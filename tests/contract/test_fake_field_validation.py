@@ -423,3 +423,38 @@ def test_kubectl_validate_warn_prints_each_warning_and_stores_without_them(
     assert "labelz" not in stored["metadata"]
     assert "unschedulabel" not in stored.get("spec", {})
     api.delete("nodes", "by-hand")
+
+
+def test_openapi_v2_and_v3_serve_the_fields_field_validation_accepts(api: FakeKubeApi) -> None:
+    """One source for both: every served built-in kind's schema, followed through its `$ref`s,
+    names exactly the fields the strict decoder knows (here: Node, Pod's containers)."""
+    v3 = httpx.get(api.url + "/openapi/v3/api/v1").json()["components"]["schemas"]
+    v2 = httpx.get(api.url + "/openapi/v2", headers={"Accept": "application/json"}).json()
+    definitions = v2["definitions"]
+    node_v3, node_v2 = v3["io.k8s.api.core.v1.Node"], definitions["io.k8s.api.core.v1.Node"]
+    assert node_v3["x-kubernetes-group-version-kind"] == [
+        {"group": "", "version": "v1", "kind": "Node"}]
+    spec_v3 = v3[node_v3["properties"]["spec"]["$ref"].rpartition("/")[2]]
+    spec_v2 = definitions[node_v2["properties"]["spec"]["$ref"].rpartition("/")[2]]
+    assert set(spec_v3["properties"]) == set(spec_v2["properties"]) >= {"unschedulable", "taints"}
+    assert "unschedulabel" not in spec_v3["properties"]
+    pod_spec = v3[v3["io.k8s.api.core.v1.Pod"]["properties"]["spec"]["$ref"].rpartition("/")[2]]
+    container = v3[pod_spec["properties"]["containers"]["items"]["$ref"].rpartition("/")[2]]
+    known = set(container["properties"])
+    accepted = {**{field: None for field in known}, "name": "c", "image": "busybox"}
+    response = httpx.post(api.url + "/api/v1/namespaces/default/pods",
+                          params={"fieldValidation": "Strict"},
+                          json={"metadata": {"name": "every-field"},
+                                "spec": {"containers": [accepted]}})
+    assert response.status_code == 201, response.text
+
+
+@pytest.mark.skipif(shutil.which("kubectl") is None, reason="kubectl is not installed")
+def test_kubectl_explain_shows_every_field(api: FakeKubeApi, tmp_path: Path) -> None:
+    kubeconfig = api.write_kubeconfig(tmp_path / "kubeconfig")
+    done = subprocess.run(["kubectl", "--kubeconfig", str(kubeconfig), "explain", "node.spec"],
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    fields = {line.split()[0] for line in done.stdout.splitlines()
+              if line.startswith("  ") and "\t" in line}
+    assert {"unschedulable", "taints", "providerID", "podCIDR"} <= fields
