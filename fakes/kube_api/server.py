@@ -38,8 +38,12 @@ class FakeKubeApi(KubeHttp):
 
     def __init__(self, host: str = "127.0.0.1", port: int = 0, *,
                  history_size: int = 1000,
-                 bookmark_interval: float = BOOKMARK_FREQUENCY_SECONDS) -> None:
+                 bookmark_interval: float = BOOKMARK_FREQUENCY_SECONDS,
+                 field_validation: bool = True) -> None:
         self.host = host
+        # Unknown and duplicate fields of HTTP writes to built-in kinds, as the API server's
+        # `fieldValidation` (fakes/kube_api/field_validation.py); False stores bodies as given.
+        self.field_validation = field_validation
         self.port = port
         self.history_size = history_size
         self.bookmark_interval = bookmark_interval

@@ -22,6 +22,7 @@ from kube_elevator.fakes.kube_api.errors import (
     Invalid,
     NotFound,
 )
+from kube_elevator.fakes.kube_api.field_validation import FieldCheck
 from kube_elevator.fakes.kube_api.objects import (
     _DUMP,
     _NAME_CHARS,
@@ -302,7 +303,7 @@ class KubeStore:
 
     def _patch(self, rt: ResourceType, ns: str, name: str, kind: str, patch: Any,
                subresource: str | None = None, manager: str = IN_PROCESS_MANAGER, *,
-               seeding: bool = False) -> _Rec:
+               seeding: bool = False, fields: FieldCheck | None = None) -> _Rec:
         old = _load(self._get(rt, ns, name))
         if kind == "json":
             try:
@@ -317,6 +318,8 @@ class KubeStore:
             patched = strategic_merge_patch(_with_kind(rt, old), patch)
         if not isinstance(patched, dict) or not isinstance(patched.get("metadata", {}), dict):
             raise ApiError(422, "Invalid", "the patched object is not a valid object")
+        if fields is not None:  # field validation of the patched object (field_validation.py)
+            patched = fields.patched(patched)
         meta = _metadata(patched)
         wanted = meta.get("resourceVersion")
         if wanted and wanted != _metadata(old).get("resourceVersion"):
