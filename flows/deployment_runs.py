@@ -12,6 +12,7 @@ Pending, for us as for any worker.
 from __future__ import annotations
 
 import contextlib
+import logging
 from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
@@ -97,7 +98,11 @@ class DeploymentRuns:
             return None
         from kube_elevator.tasks.core.process_owner import mark_of
 
-        self.client.update_flow_run(flow_run_id, infrastructure_pid=str(mark_of()))
+        try:
+            self.client.update_flow_run(flow_run_id, infrastructure_pid=str(mark_of()))
+        except Exception as error:  # unmarked, it is only ended as abandoned after a while
+            logging.getLogger(__name__).warning("run %s not marked as this process's: %s",
+                                                flow_run_id, error)
         from kube_elevator.flows.run_state import run_here
 
         flow_run = self.client.read_flow_run(flow_run_id)

@@ -31,8 +31,15 @@ class ProcessMark:
         return f"{self.host}:{self.pid}{tail}"
 
 
-def host_name() -> str:
-    return socket.gethostname()
+def host_name(proc: Path = PROC) -> str:
+    """This host's name, and the pid namespace its pids count in (`/proc/self/ns/pid`): two
+    containers given one host name (host networking) count pids apart, and a pid of one is
+    not a process of the other."""
+    try:
+        namespace = os.readlink(proc / "self" / "ns" / "pid")  # pid:[4026531836]
+    except OSError:
+        return socket.gethostname()
+    return f"{socket.gethostname()}/{namespace.removeprefix('pid:').strip('[]')}"
 
 
 def process_start_ticks(pid: int, proc: Path = PROC) -> int | None:
