@@ -30,7 +30,7 @@ import time
 from datetime import timedelta
 from enum import StrEnum
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any, cast
 from uuid import UUID
 
 import typer
@@ -58,6 +58,7 @@ if TYPE_CHECKING:
     from prefect.events.schemas.deployment_triggers import DeploymentEventTrigger
     from prefect.runner import Runner
 
+    from kube_elevator.flows.cli.serve_runs import RunCare
     from kube_elevator.flows.cli.stopping import StopDeadline
     from kube_elevator.flows.deployment_runs import DeploymentRuns
     from kube_elevator.flows.leader import LeaderElector
@@ -179,8 +180,7 @@ def serve(
     period = positive_duration_option(interval, "--interval")
     poll_seconds = positive_duration_option(poll, "--poll")
     grace_seconds = positive_duration_option(stop_grace, "--stop-grace")
-    if ticks is ServeMode.in_process:  # --ticks runs: the probe checks its serving loop
-        liveness.warn_if_ticks_outlast(period)
+    liveness.warn_if_ticks_outlast(period)  # either way only finished ticks count
     if kubeconfig is not None and not names_a_file(kubeconfig):
         raise InputError([f"--kubeconfig: {kubeconfig}: no such file"])
     if pushgateway is not None:
@@ -203,7 +203,7 @@ def serve(
 
     register_block_types()  # the UI's Blocks page offers the cluster and credentials blocks
     runner = Runner(name="kube-elevator", query_seconds=poll_seconds, limit=None)
-    served = LoopHealth(time.monotonic())  # --ticks runs: the serving loop's own liveness
+    served = LoopHealth(time.monotonic())  # --ticks runs: the runs the server saw end
     in_process = ticks is ServeMode.in_process
     scheduled, manual = served_deployments(nodegroups, period, kubeconfig, lease_namespace,
                                            pushgateway, triggered=not in_process)
@@ -222,9 +222,14 @@ def serve(
     else:
         pages = HealthPages(lambda: served, lambda: True, liveness.limits, time.monotonic,
                             role="serving")
-    runner.add_deployment(manual)
-    if not in_process:
-        runner.add_deployment(scheduled)
+    deployment_ids = [runner.add_deployment(manual)]
+    if here is not None:
+        deployment_ids.append(here.deployment_id)
+    else:
+        deployment_ids.append(runner.add_deployment(scheduled))
+    assert all(isinstance(id_, UUID) for id_ in deployment_ids)  # async-dispatched: sync here
+    care = _run_care(cast(list[UUID], deployment_ids), None if in_process else served)
+    care.sweep()  # before the first tick: a run a stopped serve left holds no slot
     console.print(f"serving autoscale/{scheduled.name}"
                   + (" in this process" if in_process else "") + f", autoscale/{manual.name}",
                   highlight=False)
@@ -235,7 +240,7 @@ def serve(
                             say_as("serve"))
     with kept_alive(liveness, pages, elector, stopping):
         asyncio.run(run_until_signal(runner, grace_seconds, in_process=here,
-                                     served=None if in_process else served, stopping=stopping))
+                                     stopping=stopping, care=care, care_seconds=poll_seconds))
     console.print("serve: stopped", highlight=False)
     stopping.doing = "exiting: Prefect's clients flushing their logs and events"
 
@@ -272,11 +277,13 @@ class InProcessTicks:
     def _tick(self, why: str) -> bool | None:
         """Every --poll the runs whose time has come; on a burst (or on taking the lead, with
         the schedule resumed) a run of its own, due now, run at once. True when every run ran
-        ended Completed, None when none ran: a look that found nothing due is no tick, and
-        the health check's clock does not move for it (`flows.ticker.TickLoop`)."""
+        ended Completed, None when none ran (a look that found nothing due, runs the
+        concurrency limit cancelled, runs that crashed): no tick, and the health check's clock
+        does not move for it (`flows.ticker.TickLoop`, `flows.served_ticks`)."""
         from kube_elevator.flows.cli.common import print_tick_results, say_as
         from kube_elevator.flows.deployment_runs import BURST_TAG, LEADING_TAG
         from kube_elevator.flows.run_state import RunOutcome
+        from kube_elevator.flows.served_ticks import tick_outcome
 
         runs = self.runs
         assert runs is not None
@@ -296,7 +303,7 @@ class InProcessTicks:
                 say_as("serve")(f"tick ({why}): {outcome.state.name}: {stopped}")
             else:
                 print_tick_results(why, results)
-        return all(outcome.state.is_completed() for outcome in outcomes) if outcomes else None
+        return tick_outcome(outcome.state.type.value for outcome in outcomes)
 
     def _warm_up(self) -> None:
         """A follower's dry run of the flow (not of the deployment: it claims no run and
@@ -334,15 +341,18 @@ class InProcessTicks:
 
 async def run_until_signal(runner: Runner, grace_seconds: float = STOP_GRACE_SECONDS,
                            in_process: InProcessTicks | None = None,
-                           served: LoopHealth | None = None,
-                           stopping: StopDeadline | None = None) -> None:
+                           stopping: StopDeadline | None = None, care: RunCare | None = None,
+                           care_seconds: float = 2.0) -> None:
     """Run `runner` until SIGTERM or SIGINT, then stop it gently.
 
     Prefect's own SIGTERM handler calls `sys.exit` inside the runner's event loop (3.8.8): the
     exit code is 0 but the run in flight is left Running. Instead: stop polling (no new run
     starts), give the run in flight `grace_seconds` to finish, cancel it if it has not (it
     ends Cancelled), and let the runner shut down (it pauses the schedules until the next
-    start). `stopping` takes SIGTERM and SIGINT: its deadline bounds all of that.
+    start). `stopping` takes SIGTERM and SIGINT: its deadline bounds all of that. The signal
+    itself stops the Runner submitting: a run it had fetched but not yet claimed stays
+    Scheduled for the next serve. `care` looks after the served runs every `care_seconds`
+    until the signal (`flows.cli.serve_runs`).
     """
     from kube_elevator.flows.cli.common import say_as
     from kube_elevator.flows.cli.stopping import SHUTDOWN_SECONDS, StopDeadline
@@ -353,10 +363,17 @@ async def run_until_signal(runner: Runner, grace_seconds: float = STOP_GRACE_SEC
     signalled = asyncio.Event()
     started = asyncio.ensure_future(runner.start())
     await asyncio.sleep(0)  # Runner.start installs Prefect's SIGTERM handler first: replace it
-    stopping.install(lambda: _call_soon(loop, signalled.set))
+    def on_signal() -> None:
+        _refuse_new_runs(runner)  # at once, in the handler: not when the loop gets to it
+        _call_soon(loop, signalled.set)
+
+    stopping.install(on_signal)
     waiting = {started, asyncio.ensure_future(signalled.wait())}
-    if served is not None:
-        waiting.add(asyncio.ensure_future(_turning(served)))
+    if care is not None:
+        from kube_elevator.flows.cli.serve_runs import runner_owned
+
+        waiting.add(asyncio.ensure_future(care.every(care_seconds,
+                                                     lambda: runner_owned(runner))))
     if in_process is not None:
         in_process.thread.start()
         waiting.add(asyncio.ensure_future(_ended(in_process.thread)))
@@ -366,9 +383,7 @@ async def run_until_signal(runner: Runner, grace_seconds: float = STOP_GRACE_SEC
     if started.done():
         await started  # the runner ended by itself: raise what it raised
         return
-    poller = getattr(runner, "_scheduled_run_poller", None)
-    if poller is not None:
-        poller.stopping = True
+    _refuse_new_runs(runner)
     deadline = loop.time() + grace_seconds
     stopping.doing = "waiting for the run in flight"
     if in_process is not None:
@@ -405,10 +420,35 @@ def _call_soon(loop: asyncio.AbstractEventLoop, callback: Callable[[], None]) ->
         loop.call_soon_threadsafe(callback)
 
 
-async def _turning(served: LoopHealth) -> None:
-    while True:
-        served.finished(time.monotonic(), time.time(), True)
-        await asyncio.sleep(1.0)
+def _refuse_new_runs(runner: Runner) -> None:
+    """No run submitted from now on: the poller stops polling, and a run it fetched already is
+    not claimed (Prefect 3.8's Runner: its poller's `stopping` and its state proposer's
+    `propose_pending`, which answers False for "not submitted"). Safe from a signal handler:
+    two attribute assignments."""
+    poller = getattr(runner, "_scheduled_run_poller", None)
+    if poller is not None:
+        poller.stopping = True
+    proposer = getattr(runner, "_state_proposer", None)
+    if proposer is not None and hasattr(proposer, "propose_pending"):
+        async def refused(_flow_run: object) -> bool:
+            return False
+
+        proposer.propose_pending = refused
+
+
+def _run_care(deployment_ids: list[UUID], served: LoopHealth | None) -> RunCare:
+    """The care of the served runs; with `served`, the health check of `--ticks runs` counts
+    the runs of the `autoscale` deployment (the last id) the server saw end."""
+    from kube_elevator.flows.cli.common import say_as
+    from kube_elevator.flows.cli.serve_runs import RunCare
+    from kube_elevator.flows.served_ticks import ServedTicks
+
+    ticks = None
+    if served is not None:
+        from datetime import UTC, datetime
+
+        ticks = ServedTicks(served, deployment_ids[-1], datetime.now(UTC), time.monotonic)
+    return RunCare(deployment_ids, say_as("serve"), ticks)
 
 
 async def _ended(thread: threading.Thread) -> None:
