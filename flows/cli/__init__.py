@@ -22,7 +22,7 @@ def main() -> None:
     from kube_elevator.flows.prefect_compat import default_server_settings
 
     default_server_settings(os.environ)  # task runs recorded in batches
-    from kube_elevator.flows.prefect_compat import TemporaryServerTimeout
+    from kube_elevator.tasks.adapters.prefect_server import TemporaryServerTimeout
 
     try:
         app()
