@@ -321,18 +321,23 @@ def server_app() -> Any:
 
 
 def stop_when_idle(home: Path, idle: float, clock: Callable[[], float] = time.monotonic,
-                   stop: Callable[[], None] | None = None) -> None:
-    """The shared server: stop (SIGTERM to itself: uvicorn shuts down gracefully) once no
-    registered process is alive and no request came for `idle` seconds. The record goes first,
-    under the lock, so that no command picks a server that is stopping."""
+                   wait: Callable[[float], None] = time.sleep,
+                   stop: Callable[[], None] | None = None,
+                   last_request: list[float] = _last_request) -> None:
+    """The shared server: stop (SIGTERM to itself: uvicorn shuts down gracefully) once, for
+    `idle` seconds, no registered process was alive and no request came. The record goes first,
+    under the lock, so that no command picks a server that is stopping. `clock`, `wait`,
+    `stop` and `last_request` (the time of the last request, on `clock`): the tests' own."""
     check = max(min(idle / 4, 5.0), 0.05)
     while True:
-        time.sleep(check)  # a clock's tick: the idle bound is time itself
-        if clock() - _last_request[0] < idle:
+        wait(check)  # a clock's tick: the idle bound is time itself
+        if live_users(home):  # a process that uses the server keeps it, requests or not
+            last_request[0] = clock()
+        if clock() - last_request[0] < idle:
             continue
         with locked(home):
             if live_users(home):
-                _last_request[0] = clock()
+                last_request[0] = clock()
                 continue
             with contextlib.suppress(OSError, ValueError, KeyError, TypeError):
                 if int(json.loads((home / RECORD_NAME).read_text())["pid"]) == os.getpid():
