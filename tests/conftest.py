@@ -16,6 +16,9 @@ os.environ.setdefault("PREFECT_LOGGING_LEVEL", "WARNING")
 # The fake cluster lives on the tests' clock: a live `autoscale` run may take `now`.
 os.environ.setdefault("ELEVATOR_SIMULATED_CLOCK", "1")
 os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
+# The harness's `fake_cluster()` points Prefect at the shared local server of PREFECT_HOME when
+# Prefect is imported; the suite's tests choose their server (the `prefect_server` fixture).
+os.environ.setdefault("ELEVATOR_HARNESS_PREFECT_SERVER", "0")
 
 from collections.abc import Iterator
 

@@ -18,7 +18,7 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
-from kube_elevator.flows.prefect_compat import TemporaryServerTimeout
+from kube_elevator.tasks.adapters.prefect_server import TemporaryServerTimeout
 from kube_elevator.tasks.core.errors import InputError
 from kube_elevator.tasks.node_group_file import LoadedConfig
 

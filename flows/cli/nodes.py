@@ -212,9 +212,11 @@ def run(
     from kube_elevator.flows.crash_detection import ensure_crash_detection, heartbeat_environment
 
     heartbeat_environment()
-    from kube_elevator.flows.prefect_compat import start_temporary_server
+    from kube_elevator.tasks.adapters.prefect_server import use_local_server
 
-    start_temporary_server()  # without PREFECT_API_URL: started now, or one line why not
+    # without PREFECT_API_URL: the shared local server for --once, a loop's own server else;
+    # started (or found) now, or one line why not
+    use_local_server("shared" if once else "own")
     ensure_crash_detection()  # a tick whose process dies ends Crashed on the server
     from kube_elevator.flows.autoscale import autoscale
     from kube_elevator.flows.run_state import run_here

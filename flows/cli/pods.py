@@ -307,9 +307,11 @@ def register(app: typer.Typer) -> None:
             except OSError as error:
                 raise InputError([f"--metrics-host/--metrics-port: {metrics_host}:"
                                   f"{metrics_port}: {error.strerror or error}"]) from None
-        from kube_elevator.flows.prefect_compat import start_temporary_server
+        from kube_elevator.tasks.adapters.prefect_server import use_local_server
 
-        start_temporary_server()  # without PREFECT_API_URL: started now, or one line why not
+        # without PREFECT_API_URL: the shared local server for --once, the loop's own else;
+        # started (or found) now, or one line why not
+        use_local_server("shared" if once else "own")
 
         def cycle() -> list[dict[str, Any]]:
             outcome = run_here(lambda: pod_autoscale(

@@ -190,9 +190,11 @@ def serve(
     from kube_elevator.flows.crash_detection import heartbeat_environment
 
     heartbeat_environment()  # before Prefect reads its settings: the runs it starts inherit it
-    from kube_elevator.flows.prefect_compat import start_temporary_server
+    from kube_elevator.tasks.adapters.prefect_server import use_local_server
 
-    start_temporary_server(schedules=True)  # without PREFECT_API_URL: a server that schedules
+    # Without PREFECT_API_URL: a server of its own that runs Prefect's scheduler, its URL in
+    # PREFECT_API_URL, which the runs' subprocesses (`--ticks runs`) inherit.
+    use_local_server("own", schedules=True)
     from prefect.runner import Runner
 
     from kube_elevator.flows.cli.common import console

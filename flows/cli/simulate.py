@@ -168,6 +168,10 @@ def simulate(
             progress.console.print(tick_line(record, minimums), highlight=False, markup=False,
                                    soft_wrap=True)
 
+    if prefect:
+        from kube_elevator.tasks.adapters.prefect_server import use_local_server
+
+        use_local_server()  # without PREFECT_API_URL: the shared one, or one line why not
     with progress:
         bar = progress.add_task("simulate", total=total)
         result = run_simulation(loaded, prefect=prefect, on_tick=show_tick,
