@@ -140,3 +140,29 @@ def test_cached_protobuf_lists_follow_every_write(kube: FakeKubeApi) -> None:
         assert protobuf.content == encode_object(as_json)
         labels = decode_object(protobuf.content)["items"][1]["metadata"]["labels"]
         assert labels == {"round": str(change)}
+
+
+@pytest.mark.parametrize(("path", "kind", "body"), [
+    ("/api/v1/persistentvolumes", "PersistentVolume",
+     {"metadata": {"name": "pv-zonal"},
+      "spec": {"capacity": {"storage": "10Gi"}, "accessModes": ["ReadWriteOnce"],
+               "csi": {"driver": "ebs.csi.aws.com", "volumeHandle": "vol-1"},
+               "nodeAffinity": {"required": {"nodeSelectorTerms": [{"matchExpressions": [
+                   {"key": "topology.kubernetes.io/zone", "operator": "In",
+                    "values": ["us-east-1a"]}]}]}}}}),
+    ("/api/v1/namespaces/default/persistentvolumeclaims", "PersistentVolumeClaim",
+     {"metadata": {"name": "data-0"},
+      "spec": {"accessModes": ["ReadWriteOnce"], "volumeName": "pv-zonal",
+               "resources": {"requests": {"storage": "10Gi"}}}}),
+])
+def test_volumes_and_claims_in_protobuf_too(kube: FakeKubeApi, path: str, kind: str,
+                                            body: dict[str, Any]) -> None:
+    """Every built-in kind the fake serves speaks protobuf (these answered 415 before)."""
+    created = httpx.post(kube.url + path,
+                         content=encode_object({"apiVersion": "v1", "kind": kind, **body}),
+                         headers={"Content-Type": PROTOBUF, "Accept": CLIENT_GO_ACCEPT})
+    assert created.status_code == 201, created.text
+    assert decode_object(created.content)["spec"] == body["spec"]
+    listed = httpx.get(kube.url + path, headers={"Accept": CLIENT_GO_ACCEPT})
+    assert [item["metadata"]["name"] for item in decode_object(listed.content)["items"]] == \
+        [body["metadata"]["name"]]
