@@ -36,7 +36,7 @@ CRD: dict[str, Any] = {
                            "subresources": {"status": {}},
                            "schema": {"openAPIV3Schema": {"type": "object", "properties": {
                                "spec": {"type": "object", "required": ["size"], "properties": {
-                                   "size": {"type": "integer", "default": 3},
+                                   "size": {"type": "integer", "default": 3, "minimum": 1},
                                    "mode": {"type": "string", "enum": ["a", "b"]},
                                    "tags": {"type": "array", "items": {"type": "string"}},
                                    "labels": {"type": "object",
@@ -65,7 +65,9 @@ def test_a_crd_in_protobuf_is_taken_served_and_serves_its_resource(kube: FakeKub
     assert created.headers["content-type"] == PROTOBUF
     assert _spec(decode_object(created.content)) == CRD["spec"]
     as_json = httpx.get(f"{kube.url}{CRDS}/gadgets.example.com").json()
-    assert as_json["spec"] == CRD["spec"]
+    # As Go's encoding/json writes it: the double `minimum` 1 is `1`, not `1.0`.
+    assert orjson.dumps(as_json["spec"], option=orjson.OPT_SORT_KEYS) == \
+        orjson.dumps(CRD["spec"], option=orjson.OPT_SORT_KEYS)
     listed = httpx.get(kube.url + CRDS, headers={"Accept": CLIENT_GO_ACCEPT})
     assert listed.headers["content-type"] == PROTOBUF
     (item,) = decode_object(listed.content)["items"]
