@@ -42,13 +42,14 @@ class FakeCluster:
 
     `kube` and `aws` may be given already started (the pytest fixtures share theirs); those
     the cluster starts itself it also stops. `start_time` is the clock's first reading (unix
-    seconds; default: the wall clock at `start()`).
+    seconds; default: the wall clock at `start()`). `field_validation=False` stores what HTTP
+    writes send, unknown fields included (docs/harness.md, Field validation).
     """
 
     def __init__(self, *, aws: AwsMode | FakeAws = "in-process", kube: FakeKubeApi | None = None,
                  region: str = "us-east-1", start_time: float | None = None,
                  scheduler_profile: str = DEFAULT_PROFILE, seed: int = 1,
-                 workdir: Path | None = None) -> None:
+                 workdir: Path | None = None, field_validation: bool | None = None) -> None:
         if isinstance(aws, str) and aws not in ("in-process", "server"):
             raise ValueError(f"aws must be 'in-process' or 'server', not {aws!r}")
         self._aws_option = aws
@@ -58,6 +59,8 @@ class FakeCluster:
         self._profile = scheduler_profile
         self._seed = seed
         self._workdir = workdir
+        # The fake API's field validation (fakes/kube_api/field_validation.py); None: as it is.
+        self._field_validation = field_validation
         self._stack: ExitStack | None = None
         self._kube: FakeKubeApi | None = None
         self._aws: FakeAws | None = None
@@ -74,6 +77,8 @@ class FakeCluster:
             kube = self._given_kube
             if kube is None:
                 kube = stack.enter_context(FakeKubeApi())
+            if self._field_validation is not None:
+                kube.field_validation = self._field_validation
             if isinstance(self._aws_option, FakeAws):
                 aws = self._aws_option
             elif self._aws_option == "server":

@@ -34,8 +34,8 @@ MARKER = "fake_cluster"
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
-        "markers", f"{MARKER}(start_time=None, scheduler_profile='default', seed=1): options of "
-        "the fake_cluster fixture (kube-elevator's harness)")
+        "markers", f"{MARKER}(start_time=None, scheduler_profile='default', seed=1, "
+        "field_validation=None): options of the fake_cluster fixture (kube-elevator's harness)")
 
 
 @pytest.fixture

@@ -17,7 +17,8 @@ deletionTimestamp) until the last is removed; PATCH takes JSON, merge, strategic
 custom resources) and server-side apply (`fakes/kube_api/apply.py`: field managers, conflicts,
 managedFields).
 Bodies and answers are JSON, or protobuf (`application/vnd.kubernetes.protobuf`, client-go's default)
-for the built-in kinds (CustomResourceDefinitions included), as `negotiation.py` describes; custom resources refuse protobuf (415/406).
+for the built-in kinds (CustomResourceDefinitions included), as `negotiation.py` describes;
+custom resources refuse protobuf (415/406).
 Deliberate simplifications, none of which the code under test should depend on: no
 authentication or admission; HTTP writes to built-in kinds are field-validated
 (`fieldValidation`, field_validation.py; `FakeKubeApi(field_validation=False)` turns it off);

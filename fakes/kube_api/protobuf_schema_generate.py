@@ -46,6 +46,8 @@ ROOTS = [
     "core.Pod", "core.PodList", "core.Node", "core.NodeList", "core.Event", "core.EventList",
     "core.ConfigMap", "core.ConfigMapList", "core.Namespace", "core.NamespaceList",
     "core.Binding", "core.Service", "core.ServiceList", "core.Secret", "core.SecretList",
+    "core.PersistentVolume", "core.PersistentVolumeList", "core.PersistentVolumeClaim",
+    "core.PersistentVolumeClaimList",
     "apps.Deployment", "apps.DeploymentList", "apps.StatefulSet", "apps.StatefulSetList",
     "apps.ReplicaSet", "apps.ReplicaSetList", "apps.DaemonSet", "apps.DaemonSetList",
     "coordination.Lease", "coordination.LeaseList",

@@ -201,10 +201,9 @@ def _scalar_from_wire(kind: str, wire: int, value: Any) -> Any:
         return _signed(value, 32)
     if kind == "int64":
         return _signed(value, 64)
-    if kind == "double":
-        return struct.unpack("<d", value)[0]
-    if kind == "float":
-        return struct.unpack("<f", value)[0]
+    if kind in ("double", "float"):  # Go's encoding/json writes a whole float as `1`, not `1.0`
+        number = struct.unpack("<d" if kind == "double" else "<f", value)[0]
+        return int(number) if number.is_integer() and abs(number) < 1e21 else number
     return int(value)  # uint32, uint64
 
 

@@ -21,6 +21,7 @@ import httpx
 import kubernetes.client
 import pytest
 
+from kube_elevator.fakes.harness.cluster import FakeCluster
 from kube_elevator.fakes.kube_api import FakeKubeApi
 
 DEPLOYMENTS = "/apis/apps/v1/namespaces/default/deployments"
@@ -458,3 +459,19 @@ def test_kubectl_explain_shows_every_field(api: FakeKubeApi, tmp_path: Path) -> 
     fields = {line.split()[0] for line in done.stdout.splitlines()
               if line.startswith("  ") and "\t" in line}
     assert {"unschedulable", "taints", "providerID", "podCIDR"} <= fields
+
+
+@pytest.mark.fake_cluster(field_validation=False)
+def test_the_harness_marker_turns_field_validation_off(fake_cluster: FakeCluster) -> None:
+    response = httpx.post(fake_cluster.kube.url + "/api/v1/nodes",
+                          params={"fieldValidation": "Strict"},
+                          json={"metadata": {"name": "as-sent"}, "spec": {"unschedulabel": True}})
+    assert response.status_code == 201
+    assert fake_cluster.kube.get("nodes", "as-sent")["spec"] == {"unschedulabel": True}
+
+
+def test_the_harness_validates_fields_by_default(fake_cluster: FakeCluster) -> None:
+    response = httpx.post(fake_cluster.kube.url + "/api/v1/nodes",
+                          params={"fieldValidation": "Strict"},
+                          json={"metadata": {"name": "as-sent"}, "spec": {"unschedulabel": True}})
+    assert response.status_code == 400
