@@ -212,3 +212,4 @@ def test_a_plain_y_or_n_is_a_bool_as_goyaml_v2_reads_it(tmp_path: Any) -> None:
     group = load_node_groups(path).node_groups[0]
     assert (group.name, group.label_value, group.dry_mode, group.scale_on_starve) == (
         "y", "true", True, False)
+
