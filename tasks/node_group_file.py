@@ -222,7 +222,8 @@ def parse_node_groups(document: Any, source: str) -> LoadedConfig:
 def load_node_groups(path: str | Path) -> LoadedConfig:
     """Read a node-group file (YAML or JSON) and validate it."""
     # JSON is YAML, so one loader reads both, as Escalator's YAML-to-JSON decoder does.
-    return parse_node_groups(load_file(path), str(path))
+    # Escalator's YAML is goyaml.v2's: a plain y/n is a bool there (`dry_mode: y`).
+    return parse_node_groups(load_file(path, go_yaml_bools=True), str(path))
 
 
 __all__ = ["LoadedConfig", "NodeGroupsFile", "load_node_groups", "parse_node_groups"]

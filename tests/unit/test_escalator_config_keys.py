@@ -196,3 +196,20 @@ def test_an_int_key_takes_what_a_go_int_takes_through_json(value: Any, read: int
             _load(min_nodes=value)
     else:
         assert _load(min_nodes=value).node_groups[0].min_nodes == read
+
+
+def test_a_plain_y_or_n_is_a_bool_as_goyaml_v2_reads_it(tmp_path: Any) -> None:
+    """goyaml.v2 (resolve.go) reads a plain y/Y/n/N as a bool, PyYAML as a string: `dry_mode: Y`
+    is true for Escalator, and `label_value: y` is the text "true" (a bool for a string key);
+    a quoted "y" stays "y"."""
+    from kube_elevator.tasks.node_group_file import load_node_groups
+
+    lines = [f"    {key}: {value}" for key, value in group_dict().items()
+             if key not in ("label_value", "name")]
+    path = tmp_path / "ng.yaml"
+    path.write_text("node_groups:\n  - name: \"y\"\n    label_value: y\n    dry_mode: Y\n"
+                    "    scale_on_starve: n\n" + "\n".join(lines) + "\n")
+    group = load_node_groups(path).node_groups[0]
+    assert (group.name, group.label_value, group.dry_mode, group.scale_on_starve) == (
+        "y", "true", True, False)
+
