@@ -465,6 +465,7 @@ def test_a_crd_with_cel_rules_is_refused_without_a_cel_library(
         install(api_client, _RANGE)
     status, causes = refusal(raised.value)
     assert raised.value.status == 422
+    assert status["reason"] == "Invalid"
     assert causes == [
         "spec.versions[0].schema.openAPIV3Schema.properties[spec].x-kubernetes-validations[0]: "
         "Forbidden: CEL validation rules (x-kubernetes-validations) are not supported by this "
@@ -490,7 +491,7 @@ def test_kubectl_sees_the_servers_refusal(api: FakeKubeApi, api_client: client.A
     done = kubectl("create", body={**thing("k", {"replicas": 4, "extra": 1}),
                                    "metadata": {"name": "k", "namespace": "default"}})
     assert done.returncode != 0
-    assert (f'The Thing "k" is invalid: spec.replicas: Invalid value: 4: spec.replicas in body '
+    assert ('The Thing "k" is invalid: spec.replicas: Invalid value: 4: spec.replicas in body '
             "should be less than or equal to 3") in done.stderr
     done = kubectl("create", body={**thing("k", {"replicas": 2, "extra": 1}),
                                    "metadata": {"name": "k", "namespace": "default"}})
