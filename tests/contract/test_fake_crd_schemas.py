@@ -482,7 +482,7 @@ def test_a_crd_with_cel_rules_is_refused_without_a_cel_library(
         "spec.versions[0].schema.openAPIV3Schema.properties[spec].x-kubernetes-validations[0]: "
         "Forbidden: CEL validation rules (x-kubernetes-validations) are not supported by this "
         "fake API server without the cel-python package (pip install "
-        "'kube-elevator[harness]')"]
+        "'kube-elevator[cel]')"]
 
 
 # kubectl ----------------------------------------------------------------------------------------
