@@ -21,7 +21,7 @@ from typing import Any
 
 import pytest
 import yaml
-from kubernetes import client
+from kubernetes import client, watch
 from kubernetes.client.exceptions import ApiException
 
 from kube_elevator.fakes.kube_api.server import FakeKubeApi
@@ -407,6 +407,11 @@ def test_defaults_apply_on_update_and_on_read(api_client: client.ApiClient,
     assert read["spec"] == {"replicas": 1, "mode": "fast"}  # read: defaulted, not stored
     listed = objects.list_namespaced_custom_object(GROUP, "v1", "default", plural)["items"]
     assert listed[0]["spec"]["mode"] == "fast"
+    stream = watch.Watch()
+    for event in stream.stream(objects.list_namespaced_custom_object, GROUP, "v1", "default",
+                               plural, resource_version="0", timeout_seconds=5):
+        assert event["object"]["spec"] == {"replicas": 1, "mode": "fast"}  # watch: a read too
+        stream.stop()
     updated = objects.patch_namespaced_custom_object(GROUP, "v1", "default", plural, "r",
                                                      {"spec": {"mode": None, "replicas": 2}})
     assert updated["spec"] == {"replicas": 2, "mode": "fast"}  # a null takes the default
