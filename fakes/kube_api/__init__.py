@@ -28,7 +28,7 @@ also defaults update and patch bodies, pod-level `spec.resources`, and canonical
 pod deletion without finalizers is immediate (there is no kubelet to finish a graceful delete), a
 PUT to a built-in kind replaces status too (only `/status` PUT and PATCH are restricted to status;
 over HTTP custom resources keep the two apart, as the real server does; the in-process methods
-write what they are given), CRD schemas are not enforced, and
+write what they are given), CRD schemas are enforced as `crd_schema/` says (no CEL cost limits), and
 lists are served from the latest state rather than a snapshot at the continue token's
 resourceVersion (a token older than what the server remembers of that kind answers 410 Expired, as
 one past etcd's compaction does).

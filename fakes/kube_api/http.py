@@ -420,6 +420,9 @@ class KubeHttp(KubeAccess):
                            asyncio.get_running_loop())
         encode = self._table_event_encoder(rt, query.get("includeObject", "")) \
             if _wants_table(accept) else partial(self._event_line, rt)
+        if rt.custom:  # a custom object as read: its schema's defaults (crd_schema/)
+            line = encode
+            encode = lambda etype, rec: line(etype, self._fresh(rt, [rec])[0])  # noqa: E731
         stream = self._watch_stream(
             watcher, encode, since_rv, timeout,
             bookmarks=query.get("allowWatchBookmarks") in _TRUE,

@@ -479,7 +479,13 @@ def test_fake_api_serves_custom_resources_like_built_in_ones(fake_kube: FakeKube
         body = {"apiVersion": "elevator.io/v1alpha1", "kind": "MemoryAutoscaler",
                 "metadata": {"name": "m", "namespace": "ns", "labels": {"team": "a"}},
                 "spec": {"maxReplicas": 3}}
+        with pytest.raises(ApiException) as refused:  # the CRD's schema holds, as on a cluster
+            objects.create_namespaced_custom_object(*args, body)
+        assert refused.value.status == 422
+        body["spec"] = {"maxReplicas": 3, "targetUtilizationPercentage": 80,
+                        "scaleTargetRef": {"kind": "Deployment", "name": "web"}}
         created = objects.create_namespaced_custom_object(*args, body)
+        assert created["spec"]["minReplicas"] == 1  # the schema's default
         assert created["metadata"]["generation"] == 1
         stale = dict(created)
         updated = objects.replace_namespaced_custom_object_status(

@@ -21,7 +21,7 @@ from kube_elevator.fakes.kube_api.crd_schema.validate import child
 Schema = dict[str, Any]
 NOT_SUPPORTED = ("CEL validation rules (x-kubernetes-validations) are not supported by this fake "
                  "API server without the cel-python package (pip install "
-                 "'kube-elevator[harness]')")
+                 "'kube-elevator[cel]')")
 _MISSING = object()
 
 

@@ -56,6 +56,10 @@ class FieldError:
         return f"{self.field}: {self.body()}"
 
 
+class SchemaInvalid(ApiError, ValueError):
+    """422 Invalid with its causes; a ValueError too, as `install_crd` raises for a bad CRD."""
+
+
 def invalid(kind: str, group: str, name: str, errors: list[FieldError]) -> ApiError:
     """422 Invalid as `apierrors.NewInvalid(GroupKind, name, errs)` builds it: one error is
     named in the message, several are listed in brackets; each is a cause."""
@@ -63,8 +67,8 @@ def invalid(kind: str, group: str, name: str, errors: list[FieldError]) -> ApiEr
     listed = str(errors[0]) if len(errors) == 1 else \
         "[" + ", ".join(str(e) for e in errors) + "]"
     causes = [{"reason": e.reason, "message": e.body(), "field": e.field} for e in errors]
-    return ApiError(422, "Invalid", f'{qualified} "{name}" is invalid: {listed}',
-                    {"name": name, "group": group, "kind": kind, "causes": causes})
+    return SchemaInvalid(422, "Invalid", f'{qualified} "{name}" is invalid: {listed}',
+                         {"name": name, "group": group, "kind": kind, "causes": causes})
 
 
-__all__ = ["OMIT", "FieldError", "go_value", "invalid"]
+__all__ = ["OMIT", "FieldError", "SchemaInvalid", "go_value", "invalid"]

@@ -84,8 +84,9 @@ def admitted(vs: VersionSchema, kind: str, group: str, name: str, obj: Obj,
              old: Obj | None) -> Obj:
     """`obj` as stored: pruned and defaulted; raises the 422 when it breaks its schema."""
     out: Obj = pruned(obj, vs.schema, root=True)
-    if vs.defaults:
-        out = defaulted(out, vs.schema)
+    # Defaults, and nulls the schema does not allow dropped (PruneNonNullableNullsWithoutDefaults
+    # runs with the pruning in the decoder: a null is dropped, not refused).
+    out = defaulted(out, vs.schema)
     errs = validation_errors(vs.schema, out)
     if vs.rules:
         errs += cel_errors(vs.schema, out, old) if old is not None else \
