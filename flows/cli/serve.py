@@ -70,6 +70,8 @@ PLAN_DEPLOYMENT = "plan"
 DEFAULT_INTERVAL = "60s"
 # How often the served process asks for runs to start; an event-triggered run waits for it.
 DEFAULT_POLL = "2s"
+# How often serve looks for abandoned runs (and, with --ticks runs, for runs that ended).
+CARE_SECONDS = 5.0
 SERVE_LEADER_HELP = ("in-process: elect one leader among the replicas on a Lease; it runs the "
                      "ticks, the others keep their cache warm and take over when its lease runs "
                      "out. (With --ticks runs the Prefect server gives each run to one process.)")
@@ -180,7 +182,8 @@ def serve(
     period = positive_duration_option(interval, "--interval")
     poll_seconds = positive_duration_option(poll, "--poll")
     grace_seconds = positive_duration_option(stop_grace, "--stop-grace")
-    liveness.warn_if_ticks_outlast(period)  # either way only finished ticks count
+    if ticks is ServeMode.in_process:  # --ticks runs: its check allows the interval itself
+        liveness.warn_if_ticks_outlast(period)
     if kubeconfig is not None and not names_a_file(kubeconfig):
         raise InputError([f"--kubeconfig: {kubeconfig}: no such file"])
     if pushgateway is not None:
@@ -222,8 +225,11 @@ def serve(
         pages = HealthPages(lambda: loop.health, lambda: loop.ready(), liveness.limits,
                             loop.clock, elector)
     else:
-        pages = HealthPages(lambda: served, lambda: True, liveness.limits, time.monotonic,
-                            role="serving")
+        # The runs the server saw end (`flows.served_ticks`), on a clock an interval behind:
+        # the check fails once a tick was due (an interval after the last) and none ended
+        # within --max-inactivity, and an --interval 1h fed by events is not failed at 10m.
+        pages = HealthPages(lambda: served, lambda: True, liveness.limits,
+                            lambda: time.monotonic() - period, role="serving")
     deployment_ids = [runner.add_deployment(manual)]
     if here is not None:
         deployment_ids.append(here.deployment_id)
@@ -242,7 +248,8 @@ def serve(
                             say_as("serve"))
     with kept_alive(liveness, pages, elector, stopping):
         asyncio.run(run_until_signal(runner, grace_seconds, in_process=here,
-                                     stopping=stopping, care=care, care_seconds=poll_seconds))
+                                     stopping=stopping, care=care,
+                                     care_seconds=max(poll_seconds, CARE_SECONDS)))
     console.print("serve: stopped", highlight=False)
     stopping.doing = "exiting: Prefect's clients flushing their logs and events"
 

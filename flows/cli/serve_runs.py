@@ -70,7 +70,13 @@ class RunCare:
 
     async def every(self, seconds: float, owned: Callable[[], dict[UUID, ProcessMark]]
                     ) -> None:
-        """A pass every `seconds`, until cancelled; `owned` read in the loop's thread."""
+        """A pass every `seconds`, until cancelled; `owned` read in the loop's thread. Never
+        ends by itself: serve stops when this task ends."""
         while True:
             await asyncio.sleep(seconds)
-            await asyncio.to_thread(self.sweep, owned())
+            try:
+                held = owned()
+            except Exception as error:  # a Runner's parts changed: its runs go unmarked
+                log.warning("the Runner's runs were not read: %s", error)
+                held = {}
+            await asyncio.to_thread(self.sweep, held)

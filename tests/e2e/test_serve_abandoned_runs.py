@@ -68,7 +68,7 @@ def dead_process_mark() -> str:
 
 
 def leave_a_pending_run(nodegroups: str, kubeconfig: str, interval: float,
-                        owner: str) -> dict[str, str]:
+                        owner: str, claim_seconds: float = 60) -> dict[str, str]:
     """As a serve killed while it ran a tick leaves it: the `autoscale` deployment applied (as
     `elevator serve` applies it) and one run of it claimed (Pending: the slot is taken) and
     marked `owner`. The run's and the deployment's ids. On PREFECT_API_URL's server, or
@@ -89,7 +89,8 @@ def leave_a_pending_run(nodegroups: str, kubeconfig: str, interval: float,
             state = propose_state_sync(client, Pending(), flow_run_id=run.id)
             return run if state.is_pending() else None  # a scheduled run of it held the slot
 
-        run = wait_until(claimed, 60, "a claim of the autoscale deployment's slot", 0.5)
+        run = wait_until(claimed, claim_seconds, "a claim of the autoscale deployment's slot",
+                         0.5)
         client.update_flow_run(run.id, infrastructure_pid=owner)
         pending = client.read_flow_run(run.id)
         assert pending.state is not None and pending.state.is_pending()
@@ -217,22 +218,25 @@ def test_a_pending_run_left_while_serving_is_crashed_and_ticks_go_on(
     one served: this one ends the run at its next poll, and its next tick completes within
     an interval; its health check, counting completed ticks, stays 200."""
     cluster = BurstCluster(fake_kube, fake_aws, tmp_path)
+    # Ticks far enough apart that the slot is free between them, for the test to take it.
+    interval = 4 * INTERVAL_SECONDS
     with PrefectServer() as server, group_stopped(Child(
-            serve_command(cluster, ticks, "--max-inactivity", "5m"),
+            serve_command(cluster, ticks, "--max-inactivity", "5m", "--interval",
+                          f"{interval:g}s"),
             server.env(**fake_aws.env()), tmp_path / "serve.log", new_session=True)) as serve:
         serve.wait_for("serving autoscale/autoscale", SERVE_START_SECONDS)
         from prefect.settings import PREFECT_API_URL, temporary_settings
 
         with temporary_settings({PREFECT_API_URL: server.api_url}):
             left = leave_a_pending_run(str(cluster.nodegroups), str(cluster.kubeconfig),
-                                       INTERVAL_SECONDS, dead_process_mark())
+                                       interval, dead_process_mark(), claim_seconds=180)
         run_id, deployment_id = UUID(left["run"]), UUID(left["deployment"])
         wait_until(lambda: crashed_saying_why(state_of(server, run_id)), 30,
                    "the left run to end Crashed")
         crashed = datetime.now(UTC)
         crashed_at = time.monotonic()
         wait_until(lambda: completed_after(server, deployment_id, crashed),
-                   INTERVAL_SECONDS + RUN_START_SLACK_SECONDS,
+                   interval + RUN_START_SLACK_SECONDS,
                    "a tick to complete after the left run ended")
         print(f"\n--ticks {ticks}: the next tick completed "
               f"{time.monotonic() - crashed_at:.1f} s after the left run ended Crashed")
