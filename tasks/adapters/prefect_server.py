@@ -138,9 +138,10 @@ def use_local_server(kind: Kind = "shared", *, schedules: bool = False,
         server = start_server(home, "own", seconds, schedules=schedules, parent=os.getpid())
     else:
         with locked(home):
-            server = recorded_server(home)
-            if server is None:
-                server = start_server(home, "shared", seconds, idle=idle_seconds())
+            found = recorded_server(home)
+            server = found if found is not None else start_server(
+                home, "shared", seconds, idle=idle_seconds())
+            if found is None:
                 (home / RECORD_NAME).write_text(json.dumps(
                     {"url": server.url, "pid": server.pid}))
             register_user(home, os.getpid())
@@ -159,8 +160,8 @@ def point_prefect_at(url: str) -> None:
     refresh: Callable[[], None] | None = getattr(context, "refresh_global_settings_context", None)
     if refresh is not None:
         refresh()
-    else:  # an older Prefect: the same, by hand
-        context.GLOBAL_SETTINGS_CONTEXT = context.root_settings_context()
+    else:  # a Prefect without it: the same, by hand
+        setattr(context, "GLOBAL_SETTINGS_CONTEXT", context.root_settings_context())  # noqa: B010
 
 
 @contextlib.contextmanager
