@@ -278,6 +278,20 @@ def harness_figures() -> list[Figure]:
     ]
 
 
+def command_start_figures() -> list[Figure]:
+    from benchmarks.command_start import FIRST_TARGET_SECONDS, LATER_TARGET_SECONDS, measure
+
+    load = " ".join(f"{value:.1f}" for value in os.getloadavg())
+    return [Figure(f"{name} without PREFECT_API_URL, wall: the first on a new PREFECT_HOME, then "
+                   f"the median of 5 (python -m benchmarks.command_start; load {load})",
+                   f"{figures['first']:.1f} s, then {figures['median']:.1f} s (CPU: "
+                   f"{figures['first_cpu']:.1f} s, then {figures['median_cpu']:.1f} s)",
+                   f"≤ {FIRST_TARGET_SECONDS:g} s, then ≤ {LATER_TARGET_SECONDS:g} s", "",
+                   figures["first"] <= FIRST_TARGET_SECONDS
+                   and figures["median"] <= LATER_TARGET_SECONDS)
+            for name, figures in measure(5).items()]
+
+
 def render(figures: list[Figure]) -> Table:
     table = Table(title="kube-elevator benchmarks")
     for column in ("figure", "value", "target", "floor", "met"):
@@ -324,7 +338,7 @@ def main() -> int:
                + quality_figures() + placement_figures() + fast_simulation_figures()
                + watch_cache_figures() + in_process_latency_figures()
                + silent_watch_figures() + prefect_database_figures() + soak_figures()
-               + harness_figures())
+               + harness_figures() + command_start_figures())
     console.print(render(figures))
     write_results(figures)
     console.print(f"written to {RESULTS}")
