@@ -13,7 +13,6 @@ import orjson
 
 from kube_elevator.fakes.faults import FaultInjector
 from kube_elevator.fakes.kube_api.apply import ApplyConflict, apply, track_update
-from kube_elevator.fakes.kube_api.defaulting import pod_spec_defaulted
 from kube_elevator.fakes.kube_api.errors import (
     AlreadyExists,
     ApiError,
@@ -56,6 +55,7 @@ from kube_elevator.fakes.kube_api.resources import (
     Obj,
     ResourceType,
 )
+from kube_elevator.fakes.kube_api.write_path import WriteLayers
 from kube_elevator.tasks.core.selectors import (
     FieldSelector,
     LabelSelector,
@@ -104,6 +104,7 @@ class KubeStore:
     faults: FaultInjector
     _eviction_blocked: set[Key]
     _closing: bool  # set while stopping: watches opened now end at once
+    layers: WriteLayers  # defaulting, admission defaults, value validation (write_path.py)
     watches_end_at_once: bool  # every watch ends once it has sent what it owes
 
     # Hooks the CustomResourceDefinition side fills in (crds.py) -------------------------
@@ -132,15 +133,19 @@ class KubeStore:
             raise NotFound(rt, name)
         return rec
 
-    def _write(self, rt: ResourceType, key: Key, old: Obj | None, new: Obj) -> _Rec:
+    def _write(self, rt: ResourceType, key: Key, old: Obj | None, new: Obj, *,
+               in_process: bool = False) -> _Rec:
         """Store `new` with a new resourceVersion and tell the watches.
 
         `old` is the parsed current object (None on create).  Only `new` itself and its
         metadata are modified (metadata is copied first), so a caller's nested dicts are
         never touched.  Writes that change nothing keep the resourceVersion and send no
         event, as on the real server.  An object being deleted whose last finalizer this
-        write removes is deleted by it.
+        write removes is deleted by it.  The write layers (defaults, admission, validation)
+        run first; `in_process` (the methods the simulator uses) exempts a Pod from the update
+        rule, as the control plane's binding and status writes are.
         """
+        new = self.layers.apply(rt, old, new, in_process=in_process)
         if rt.plural == "poddisruptionbudgets":
             _check_pdb(rt, key[1], new)
         elif rt.plural == "events":
@@ -209,10 +214,12 @@ class KubeStore:
             if not prefix:
                 raise Invalid(rt, "", "metadata.name", "FieldValueRequired",
                               "Required value: name or generateName is required")
+            # SimpleNameGenerator: the prefix cut to 58 characters, then 5 random ones.
             while not name or (ns, name) in coll.objects:
-                name = prefix + "".join(_NAMES.choices(_NAME_CHARS, k=5))
+                name = prefix[:58] + "".join(_NAMES.choices(_NAME_CHARS, k=5))
             meta["name"] = name
-        _check_name(rt, name)
+        if not self.layers.validation:  # else the validation layer words it, with the rest
+            _check_name(rt, name)
         if rt.namespaced:
             if meta.get("namespace") not in (None, "", ns):
                 raise BadRequest("the namespace of the provided object does not match the "
@@ -235,8 +242,6 @@ class KubeStore:
         if rt.custom and "status" in rt.subresources and not seeding:
             obj.pop("status", None)  # status is written through /status only
         if rt.plural == "pods":
-            if "spec" in obj:
-                obj["spec"] = pod_spec_defaulted(obj["spec"])
             status = obj.get("status")
             status = dict(status) if isinstance(status, dict) else {}
             status.setdefault("phase", "Pending")
@@ -248,7 +253,7 @@ class KubeStore:
             spec = dict(spec) if isinstance(spec, dict) else {}
             spec.setdefault("replicas", 1)
             obj["spec"] = spec
-        return self._write(rt, (ns, name), None, obj)
+        return self._write(rt, (ns, name), None, obj, in_process=seeding)
 
     @staticmethod
     def _kept_apart(rt: ResourceType, old: Obj, new: Obj, subresource: str | None,
@@ -292,7 +297,7 @@ class KubeStore:
             {k: v for k, v in meta.items() if k != "namespace"}
         new = self._kept_apart(rt, old, new, subresource, seeding)
         track_update(old, new, manager, rt.api_version, subresource or "", _now())
-        return self._write(rt, (ns, name), old, new), False
+        return self._write(rt, (ns, name), old, new, in_process=seeding), False
 
     def _patch(self, rt: ResourceType, ns: str, name: str, kind: str, patch: Any,
                subresource: str | None = None, manager: str = IN_PROCESS_MANAGER, *,
@@ -323,7 +328,7 @@ class KubeStore:
                              "the request")
         new = self._kept_apart(rt, old, _strip_kind(patched), subresource, seeding)
         track_update(old, new, manager, rt.api_version, subresource or "", _now())
-        return self._write(rt, (ns, name), old, new)
+        return self._write(rt, (ns, name), old, new, in_process=seeding)
 
     def _apply(self, rt: ResourceType, ns: str, name: str, config: Any, manager: str,
                force: bool, subresource: str | None = None) -> tuple[_Rec, bool]:
