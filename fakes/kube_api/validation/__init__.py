@@ -13,6 +13,7 @@ from kube_elevator.fakes.kube_api.resources import Obj, ResourceType
 from kube_elevator.fakes.kube_api.validation.field import FieldError, InvalidObject
 from kube_elevator.fakes.kube_api.validation.kinds import (
     configmap_errors,
+    events_v1_errors,
     lease_errors,
     node_errors,
     pdb_errors,
@@ -52,6 +53,12 @@ def validate(rt: ResourceType, obj: Obj, old: Obj | None, *, pod_update_rule: bo
     check = SPEC_CHECKS.get(rt.plural)
     if check is None or rt.custom:
         return
+    if rt.plural == "events":
+        # Core v1 events skip ObjectMeta validation, for old clients; events.k8s.io/v1 ones
+        # get it and the strict checks (ValidateEventCreate).
+        if rt.group != "events.k8s.io":
+            return
+        check = events_v1_errors
     try:
         errors = meta_errors(rt, obj) + check(obj)
     except MalformedQuantity as exc:
