@@ -68,15 +68,26 @@ def image_pull_policy(image: str) -> str:
     return "Always" if tag == "latest" else "IfNotPresent"
 
 
+def _handler_defaulted(handler: Any) -> Any:
+    """SetDefaults_HTTPGetAction: an httpGet's path `/` and scheme HTTP."""
+    if not isinstance(handler, dict) or not isinstance(handler.get("httpGet"), dict):
+        return handler
+    return {**handler, "httpGet": {"path": "/", "scheme": "HTTP", **handler["httpGet"]}}
+
+
 def _probe_defaulted(probe: Any) -> Any:
+    """SetDefaults_Probe."""
     if not isinstance(probe, dict):
         return probe
-    probe = {"timeoutSeconds": 1, "periodSeconds": 10, "successThreshold": 1,
-             "failureThreshold": 3, **probe}
-    http_get = probe.get("httpGet")
-    if isinstance(http_get, dict):
-        probe["httpGet"] = {"path": "/", "scheme": "HTTP", **http_get}
-    return probe
+    return _handler_defaulted({"timeoutSeconds": 1, "periodSeconds": 10, "successThreshold": 1,
+                               "failureThreshold": 3, **probe})
+
+
+def _lifecycle_defaulted(lifecycle: Any) -> Any:
+    if not isinstance(lifecycle, dict):
+        return lifecycle
+    return {**lifecycle, **{hook: _handler_defaulted(lifecycle[hook])
+                            for hook in ("postStart", "preStop") if hook in lifecycle}}
 
 
 def _container_defaulted(container: Any, host_network: bool) -> Any:
@@ -101,19 +112,47 @@ def _container_defaulted(container: Any, host_network: bool) -> Any:
     for probe in _PROBES:
         if probe in container:
             container[probe] = _probe_defaulted(container[probe])
+    if "lifecycle" in container:
+        container["lifecycle"] = _lifecycle_defaulted(container["lifecycle"])
     env = container.get("env")
     if isinstance(env, list):
         container["env"] = [_env_defaulted(item) for item in env]
     return container
 
 
-def _env_defaulted(item: Any) -> Any:
+def _field_ref_defaulted(holder: Any) -> Any:
     """SetDefaults_ObjectFieldSelector: a fieldRef's apiVersion is v1."""
-    source = item.get("valueFrom") if isinstance(item, dict) else None
-    ref = source.get("fieldRef") if isinstance(source, dict) else None
+    ref = holder.get("fieldRef") if isinstance(holder, dict) else None
     if not isinstance(ref, dict) or ref.get("apiVersion"):
+        return holder
+    return {**holder, "fieldRef": {"apiVersion": "v1", **ref}}
+
+
+def _env_defaulted(item: Any) -> Any:
+    source = item.get("valueFrom") if isinstance(item, dict) else None
+    if not isinstance(source, dict):
         return item
-    return {**item, "valueFrom": {**source, "fieldRef": {"apiVersion": "v1", **ref}}}
+    return {**item, "valueFrom": _field_ref_defaulted(source)}
+
+
+def _downward_items(source: Any) -> Any:
+    if not isinstance(source, dict) or not isinstance(source.get("items"), list):
+        return source
+    return {**source, "items": [_field_ref_defaulted(item) for item in source["items"]]}
+
+
+def _projection_defaulted(projection: Any) -> Any:
+    """A projected source: downward API items' fieldRefs, a token's expirationSeconds 3600
+    (SetDefaults_ServiceAccountTokenProjection)."""
+    if not isinstance(projection, dict):
+        return projection
+    projection = dict(projection)
+    if "downwardAPI" in projection:
+        projection["downwardAPI"] = _downward_items(projection["downwardAPI"])
+    token = projection.get("serviceAccountToken")
+    if isinstance(token, dict):
+        projection["serviceAccountToken"] = {"expirationSeconds": 3600, **token}
+    return projection
 
 
 def _volume_defaulted(volume: Any) -> Any:
@@ -126,6 +165,14 @@ def _volume_defaulted(volume: Any) -> Any:
     for source in _VOLUME_SOURCES_WITH_MODE:
         if isinstance(volume.get(source), dict):
             volume[source] = {"defaultMode": _VOLUME_MODE_DEFAULT, **volume[source]}
+    if "downwardAPI" in volume:
+        volume["downwardAPI"] = _downward_items(volume["downwardAPI"])
+    projected = volume.get("projected")
+    if isinstance(projected, dict) and isinstance(projected.get("sources"), list):
+        volume["projected"] = {**projected, "sources": [_projection_defaulted(p)
+                                                        for p in projected["sources"]]}
+    if isinstance(volume.get("hostPath"), dict):
+        volume["hostPath"] = {"type": "", **volume["hostPath"]}
     return volume
 
 

@@ -35,8 +35,12 @@ TAINT_EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
 TOLERATION_OPERATORS = ("Equal", "Exists")
 # IsStandardContainerResourceName; hugepages-<size> too.
 _CONTAINER_RESOURCES = frozenset({"cpu", "memory", "ephemeral-storage"})
-# IsOvercommitAllowed: the native resources (and hugepages are not among them).
-_OVERCOMMIT = frozenset({"cpu", "memory", "ephemeral-storage"})
+
+
+def _overcommit_allowed(name: str) -> bool:
+    """IsOvercommitAllowed: a native resource (no domain, or kubernetes.io's), not hugepages."""
+    native = "/" not in name or "kubernetes.io/" in name
+    return native and not name.startswith("hugepages-")
 
 
 def _list(value: Any) -> list[Any]:
@@ -176,7 +180,7 @@ def resource_errors(resources: Any, path: str) -> list[FieldError]:
         found, value = _quantity_errors(name, text, at)
         errors.extend(found)
         limit = limit_values.get(name)
-        overcommit = name in _OVERCOMMIT
+        overcommit = _overcommit_allowed(name)
         if name in limits:
             if value is None or limit is None:
                 continue
