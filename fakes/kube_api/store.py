@@ -81,6 +81,17 @@ IN_PROCESS_MANAGER = "kube-elevator-fake"
 _NAMES = random.Random()
 
 
+def _status_apart(rt: ResourceType, *, create: bool = False) -> bool:
+    """Whether a write through the main resource over HTTP leaves status as stored (dropped on
+    create): every kind with a `/status` subresource, as the API server's strategies do
+    (PrepareForUpdate keeps the old status, PrepareForCreate clears it; a Node keeps what its
+    create gives).  A CRD's status is the server's own (`_crd_written`).  The in-process methods
+    (the simulator's kubelet and controllers) write both."""
+    if "status" not in rt.subresources or rt.plural == "customresourcedefinitions":
+        return False
+    return not (create and rt.plural == "nodes")
+
+
 def _without(obj: Obj, *keys: str) -> Obj:
     return {k: v for k, v in obj.items() if k not in keys}
 
@@ -239,7 +250,7 @@ class KubeStore:
             meta.pop(server_set, None)
         if rt.has_generation:
             meta["generation"] = 1
-        if rt.custom and "status" in rt.subresources and not seeding:
+        if _status_apart(rt, create=True) and not seeding:
             obj.pop("status", None)  # status is written through /status only
         if rt.plural == "pods":
             status = obj.get("status")
@@ -262,7 +273,7 @@ class KubeStore:
         custom resource with a status subresource a main write changes everything else."""
         if subresource == "status":
             return {**old, "status": new.get("status")}
-        if rt.custom and "status" in rt.subresources and not seeding:
+        if _status_apart(rt) and not seeding:
             kept = _without(new, "status")
             if "status" in old:
                 kept["status"] = old["status"]
