@@ -251,7 +251,11 @@ class KubeStore:
         if rt.has_generation:
             meta["generation"] = 1
         if _status_apart(rt, create=True) and not seeding:
-            obj.pop("status", None)  # status is written through /status only
+            # Status is written through /status only: a built-in starts with an empty one
+            # (PrepareForCreate), a custom resource with none.
+            obj.pop("status", None)
+            if not rt.custom:
+                obj["status"] = {}
         if rt.plural == "pods":
             status = obj.get("status")
             status = dict(status) if isinstance(status, dict) else {}
