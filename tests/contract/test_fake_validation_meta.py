@@ -115,7 +115,7 @@ def test_messages_are_the_servers_words() -> None:
 # Over HTTP ----------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("name", DNS_SUBDOMAIN_BAD[:12] + ["a" * 254])
+@pytest.mark.parametrize("name", [*DNS_SUBDOMAIN_BAD[:12], "a" * 254])
 def test_bad_object_names_are_refused_over_http(core: client.CoreV1Api, name: str) -> None:
     """ValidateConfigMapName is NameIsDNSSubdomain (TestIsDNS1123Subdomain's bad values)."""
     with pytest.raises(ApiException) as err:

@@ -153,7 +153,7 @@ def test_unneeded_timers_live_in_the_lease_so_a_new_worker_keeps_counting(
                          "ownerReferences": [{"apiVersion": "apps/v1", "kind": "ReplicaSet",
                                               "name": "web", "uid": "u", "controller": True}]},
             "spec": {"nodeName": node, "nodeSelector": {"customer": "batch"},
-                     "containers": [{"name": "c", "resources": {"requests": {
+                     "containers": [{"name": "c", "image": "pause", "resources": {"requests": {
                          "cpu": "700m", "memory": "100Mi"}}}]},
             "status": {"phase": "Running"}}, namespace="web")
     # Escalator sees 1,400m of 3,000m (47%): between its thresholds, it does nothing.

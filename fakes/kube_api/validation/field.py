@@ -121,5 +121,16 @@ class InvalidObject(Invalid):
                           details)
 
 
-__all__ = ["FieldError", "GoValue",  "aggregate_message", "duplicate", "forbidden", "go_value",
-           "InvalidObject", "invalid", "not_supported", "required", "too_long"]
+__all__ = [
+    "FieldError",
+    "GoValue",
+    "InvalidObject",
+    "aggregate_message",
+    "duplicate",
+    "forbidden",
+    "go_value",
+    "invalid",
+    "not_supported",
+    "required",
+    "too_long",
+]

@@ -264,6 +264,19 @@ def pod_spec_errors(spec: Any, path: str) -> list[FieldError]:
     return errors
 
 
-__all__ = ["DNS_POLICIES", "QUANTITY_DECODE_ERROR", "MalformedQuantity", "PROTOCOLS", "PULL_POLICIES", "RESTART_POLICIES", "TAINT_EFFECTS",
-           "TOLERATION_OPERATORS", "container_errors", "pod_spec_errors", "port_errors",
-           "resource_errors", "taint_effect_errors", "toleration_errors"]
+__all__ = [
+    "DNS_POLICIES",
+    "PROTOCOLS",
+    "PULL_POLICIES",
+    "QUANTITY_DECODE_ERROR",
+    "RESTART_POLICIES",
+    "TAINT_EFFECTS",
+    "TOLERATION_OPERATORS",
+    "MalformedQuantity",
+    "container_errors",
+    "pod_spec_errors",
+    "port_errors",
+    "resource_errors",
+    "taint_effect_errors",
+    "toleration_errors",
+]
