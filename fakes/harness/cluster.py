@@ -42,13 +42,17 @@ class FakeCluster:
 
     `kube` and `aws` may be given already started (the pytest fixtures share theirs); those
     the cluster starts itself it also stops. `start_time` is the clock's first reading (unix
-    seconds; default: the wall clock at `start()`).
+    seconds; default: the wall clock at `start()`).  `validation`, `defaulting` and
+    `admission_defaults` switch the fake API's write layers (docs/harness.md, Validation and
+    defaulting); None leaves a given `kube`'s as they are (all on for one made here).
     """
 
     def __init__(self, *, aws: AwsMode | FakeAws = "in-process", kube: FakeKubeApi | None = None,
                  region: str = "us-east-1", start_time: float | None = None,
                  scheduler_profile: str = DEFAULT_PROFILE, seed: int = 1,
-                 workdir: Path | None = None) -> None:
+                 workdir: Path | None = None, validation: bool | None = None,
+                 defaulting: bool | None = None,
+                 admission_defaults: bool | None = None) -> None:
         if isinstance(aws, str) and aws not in ("in-process", "server"):
             raise ValueError(f"aws must be 'in-process' or 'server', not {aws!r}")
         self._aws_option = aws
@@ -58,6 +62,8 @@ class FakeCluster:
         self._profile = scheduler_profile
         self._seed = seed
         self._workdir = workdir
+        self._layers = {"validation": validation, "defaulting": defaulting,
+                        "admission_defaults": admission_defaults}
         self._stack: ExitStack | None = None
         self._kube: FakeKubeApi | None = None
         self._aws: FakeAws | None = None
@@ -74,6 +80,9 @@ class FakeCluster:
             kube = self._given_kube
             if kube is None:
                 kube = stack.enter_context(FakeKubeApi())
+            for layer, on in self._layers.items():
+                if on is not None:
+                    setattr(kube.layers, layer, on)
             if isinstance(self._aws_option, FakeAws):
                 aws = self._aws_option
             elif self._aws_option == "server":

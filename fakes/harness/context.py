@@ -33,14 +33,20 @@ class fake_cluster:  # named as moto's mock_aws, which it sits beside
     `aws`: "in-process" (moto's `mock_aws`: boto3 in this process only, the fastest) or
     "server" (moto's HTTP server: `AWS_ENDPOINT_URL` reaches it from other processes too).
     `set_environment`: export `KUBECONFIG` and the `AWS_*` variables meanwhile.
+    `validation`, `defaulting`, `admission_defaults`: the fake API's write layers, each on
+    unless turned off (docs/harness.md, Validation and defaulting).
     """
 
     def __init__(self, *, aws: AwsMode = "in-process", start_time: float | None = None,
                  scheduler_profile: str = DEFAULT_PROFILE, seed: int = 1,
-                 workdir: Path | None = None, set_environment: bool = True) -> None:
+                 workdir: Path | None = None, set_environment: bool = True,
+                 validation: bool = True, defaulting: bool = True,
+                 admission_defaults: bool = True) -> None:
         self._options: dict[str, Any] = {"aws": aws, "start_time": start_time,
                                          "scheduler_profile": scheduler_profile, "seed": seed,
-                                         "workdir": workdir}
+                                         "workdir": workdir, "validation": validation,
+                                         "defaulting": defaulting,
+                                         "admission_defaults": admission_defaults}
         self._set_environment = set_environment
         self._open: list[ExitStack] = []
 

@@ -18,14 +18,15 @@ custom resources) and server-side apply (`fakes/kube_api/apply.py`: field manage
 managedFields).
 Bodies and answers are JSON, or protobuf (`application/vnd.kubernetes.protobuf`, client-go's default)
 for the built-in kinds, as `negotiation.py` describes; custom resources refuse protobuf (415/406).
+A write to a built-in kind passes the API server's layers (`write_path.py`): its defaults
+(`defaulting.py`), the default admission plugins' on a created Pod (`admission.py`), value
+validation with its 422 answers (`validation/`), each a switch (docs/harness.md, Validation and
+defaulting).  Over HTTP, status is written through `/status` only (a main-resource write keeps
+the stored status, a create starts with none, as the strategies do); the in-process methods
+write what they are given, status too.
 Deliberate simplifications, none of which the code under test should depend on: no
-authentication or admission; no defaulting beyond pod phase, deployment replicas and, on create,
-a pod's container and init container requests from their limits (SetDefaults_Pod; the real server
-also defaults update and patch bodies, pod-level `spec.resources`, and canonicalises quantities);
-pod deletion without finalizers is immediate (there is no kubelet to finish a graceful delete), a
-PUT to a built-in kind replaces status too (only `/status` PUT and PATCH are restricted to status;
-over HTTP custom resources keep the two apart, as the real server does; the in-process methods
-write what they are given), CRD schemas are not enforced, and
+authentication, no admission beyond those defaults; quantities are not canonicalised;
+pod deletion without finalizers is immediate (there is no kubelet to finish a graceful delete), CRD schemas are not enforced, and
 lists are served from the latest state rather than a snapshot at the continue token's
 resourceVersion (a token older than what the server remembers of that kind answers 410 Expired, as
 one past etcd's compaction does).
