@@ -28,8 +28,8 @@ Deliberate simplifications, none of which the code under test should depend on: 
 authentication, no admission beyond those defaults; quantities are not canonicalised;
 pod deletion without finalizers is immediate (there is no kubelet to finish a graceful
 delete), CRD schemas are not enforced, and lists are served from the latest state rather
-than a snapshot at the continue token's resourceVersion (a token older than what the server remembers of that kind answers 410 Expired, as
-one past etcd's compaction does).
+than a snapshot at the continue token's resourceVersion (a token older than what the server
+remembers of that kind answers 410 Expired, as one past etcd's compaction does).
 There is no disruption controller: a PodDisruptionBudget's `status` is computed from the
 pods whenever it is read (get, list, write responses); watch events carry the stored object.
 """
