@@ -81,6 +81,12 @@ IN_PROCESS_MANAGER = "kube-elevator-fake"
 _NAMES = random.Random()
 
 
+# A created object's zero status as the server serialises it: the fields without omitempty
+# (apps/v1 StatefulSetStatus.replicas and availableReplicas, ReplicaSetStatus.replicas).
+_CREATED_STATUS: dict[str, Obj] = {"statefulsets": {"replicas": 0, "availableReplicas": 0},
+                                   "replicasets": {"replicas": 0}}
+
+
 def _status_apart(rt: ResourceType, *, create: bool = False) -> bool:
     """Whether a write through the main resource over HTTP leaves status as stored (dropped on
     create): every kind with a `/status` subresource, as the API server's strategies do
@@ -255,7 +261,7 @@ class KubeStore:
             # (PrepareForCreate), a custom resource with none.
             obj.pop("status", None)
             if not rt.custom:
-                obj["status"] = {}
+                obj["status"] = dict(_CREATED_STATUS.get(rt.plural, {}))
         if rt.plural == "pods":
             status = obj.get("status")
             status = dict(status) if isinstance(status, dict) else {}

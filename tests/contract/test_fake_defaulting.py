@@ -212,3 +212,23 @@ def test_switches_turn_each_layer_off() -> None:
         api.layers.defaulting = True  # a switch a test may flip on a running server
         api.create("pods", {**body, "metadata": {"name": "now"}}, namespace=NS)
         assert api.get("pods", "now", NS)["spec"]["dnsPolicy"] == "ClusterFirst"
+
+
+def test_the_harness_passes_the_switches_on() -> None:
+    """`fake_cluster(validation=False, admission_defaults=False)`: a bare pod without an image
+    is stored, API-defaulted but without the admission plugins' additions."""
+    from kube_elevator.harness import fake_cluster
+
+    with fake_cluster(validation=False, admission_defaults=False,
+                      set_environment=False) as cluster:
+        stored = cluster.kube.create("pods", {"metadata": {"name": "loose"}, "spec": {
+            "containers": [{"name": "c"}]}}, namespace=NS)
+        assert stored["spec"]["restartPolicy"] == "Always"
+        assert "tolerations" not in stored["spec"]
+        assert (cluster.kube.layers.validation, cluster.kube.layers.defaulting) == (False, True)
+
+
+@pytest.mark.fake_cluster(defaulting=False)
+def test_the_marker_switches_the_shared_fake_kube(fake_cluster: Any, fake_kube: FakeKubeApi) -> None:
+    assert fake_kube.layers.defaulting is False
+    assert fake_cluster.kube is fake_kube
