@@ -100,16 +100,16 @@ def test_port_numbers_and_percents_as_upstream() -> None:
 
 def test_messages_are_the_servers_words() -> None:
     """The exact strings kubectl prints (RegexError, MaxLenError, prefixEach)."""
-    assert names.dns1123_label("a.b") == ["must not contain dots"]
-    assert names.dns1123_subdomain("A") == [
+    assert names.dns1123_label("a.b") == ("must not contain dots",)
+    assert names.dns1123_subdomain("A") == (
         "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, "
         "'-' or '.', and must start and end with an alphanumeric character (e.g. "
         "'example.com', regex used for validation is "
-        "'[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')"]
+        "'[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')",)
     assert names.label_value("a" * 64)[0] == "must be no more than 63 characters"
-    assert names.qualified_name("/simple") == ["prefix part must be non-empty"]
-    assert names.qualified_name("x/" + "a" * 64) == ["name part must be no more than 63 "
-                                                     "characters"]
+    assert names.qualified_name("/simple") == ("prefix part must be non-empty",)
+    assert names.qualified_name("x/" + "a" * 64) == ("name part must be no more than 63 "
+                                                     "characters",)
 
 
 # Over HTTP ----------------------------------------------------------------------------------

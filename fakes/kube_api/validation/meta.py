@@ -23,7 +23,7 @@ from kube_elevator.fakes.kube_api.validation.names import (
     qualified_name,
 )
 
-NameCheck = Callable[[str, bool], list[str]]
+NameCheck = Callable[[str, bool], tuple[str, ...]]
 TOTAL_ANNOTATION_SIZE_BYTES = 256 * (1 << 10)  # TotalAnnotationSizeLimitB
 # ValidateXName per kind: Namespace names are DNS labels (ValidateNamespaceName); the other
 # kinds served take a DNS subdomain (ValidatePodName, ValidateNodeName, ValidateConfigMapName,

@@ -6,6 +6,7 @@ IsValidPercent, and their MaxLenError/RegexError wording)."""
 from __future__ import annotations
 
 import re
+from functools import lru_cache
 
 _DNS1123_LABEL_FMT = "[a-z0-9]([-a-z0-9]*[a-z0-9])?"
 _DNS1123_SUBDOMAIN_FMT = _DNS1123_LABEL_FMT + "(\\." + _DNS1123_LABEL_FMT + ")*"
@@ -61,8 +62,9 @@ def _length(value: str) -> int:
     return len(value.encode())  # Go's len() counts bytes
 
 
-def dns1123_label(value: str) -> list[str]:
-    errors = []
+@lru_cache(maxsize=8192)
+def dns1123_label(value: str) -> tuple[str, ...]:
+    errors: list[str] = []
     if _length(value) > DNS1123_LABEL_MAX:
         errors.append(max_len_error(DNS1123_LABEL_MAX))
     if not _full(_DNS1123_LABEL, value):
@@ -71,19 +73,21 @@ def dns1123_label(value: str) -> list[str]:
         else:
             errors.append(regex_error(_DNS1123_LABEL_MSG, _DNS1123_LABEL_FMT, "my-name",
                                       "123-abc"))
-    return errors
+    return tuple(errors)
 
 
-def dns1123_subdomain(value: str) -> list[str]:
-    errors = []
+@lru_cache(maxsize=8192)
+def dns1123_subdomain(value: str) -> tuple[str, ...]:
+    errors: list[str] = []
     if _length(value) > DNS1123_SUBDOMAIN_MAX:
         errors.append(max_len_error(DNS1123_SUBDOMAIN_MAX))
     if not _full(_DNS1123_SUBDOMAIN, value):
         errors.append(regex_error(_DNS1123_SUBDOMAIN_MSG, _DNS1123_SUBDOMAIN_FMT, "example.com"))
-    return errors
+    return tuple(errors)
 
 
-def qualified_name(value: str) -> list[str]:
+@lru_cache(maxsize=8192)
+def qualified_name(value: str) -> tuple[str, ...]:
     """IsQualifiedName: `name` or `prefix/name`, the prefix a DNS subdomain (label keys,
     annotation keys, taint and toleration keys, finalizers)."""
     errors: list[str] = []
@@ -97,9 +101,9 @@ def qualified_name(value: str) -> list[str]:
         else:
             errors.extend("prefix part " + msg for msg in dns1123_subdomain(prefix))
     else:
-        return ["a qualified name " + regex_error(_QUALIFIED_NAME_MSG, _QUALIFIED_NAME_FMT,
+        return ("a qualified name " + regex_error(_QUALIFIED_NAME_MSG, _QUALIFIED_NAME_FMT,
                                                   "MyName", "my.name", "123-abc")
-                + " with an optional DNS subdomain prefix and '/' (e.g. 'example.com/MyName')"]
+                + " with an optional DNS subdomain prefix and '/' (e.g. 'example.com/MyName')",)
     if not name:
         errors.append("name part must be non-empty")
     elif _length(name) > QUALIFIED_NAME_MAX:
@@ -107,22 +111,24 @@ def qualified_name(value: str) -> list[str]:
     if not _full(_QUALIFIED_NAME, name):
         errors.append("name part " + regex_error(_QUALIFIED_NAME_MSG, _QUALIFIED_NAME_FMT,
                                                  "MyName", "my.name", "123-abc"))
-    return errors
+    return tuple(errors)
 
 
-def label_value(value: str) -> list[str]:
-    errors = []
+@lru_cache(maxsize=8192)
+def label_value(value: str) -> tuple[str, ...]:
+    errors: list[str] = []
     if _length(value) > LABEL_VALUE_MAX:
         errors.append(max_len_error(LABEL_VALUE_MAX))
     if not _full(_LABEL_VALUE, value):
         errors.append(regex_error(_LABEL_VALUE_MSG, _LABEL_VALUE_FMT, "MyValue", "my_value",
                                   "12345"))
-    return errors
+    return tuple(errors)
 
 
-def port_name(value: str) -> list[str]:
+@lru_cache(maxsize=8192)
+def port_name(value: str) -> tuple[str, ...]:
     """IsValidPortName (an IANA_SVC_NAME: at most 15, [-a-z0-9], one letter, no `--`)."""
-    errors = []
+    errors: list[str] = []
     if _length(value) > 15:
         errors.append(max_len_error(15))
     if not _full(_PORT_NAME_CHARSET, value):
@@ -133,7 +139,7 @@ def port_name(value: str) -> list[str]:
         errors.append("must not contain consecutive hyphens")
     if value and (value[0] == "-" or value[-1] == "-"):
         errors.append("must not begin or end with a hyphen")
-    return errors
+    return tuple(errors)
 
 
 def port_number(value: int) -> list[str]:
@@ -147,7 +153,7 @@ def percent(value: str) -> list[str]:
                         "ending '%'", _PERCENT_FMT, "1%", "93%")]
 
 
-def name_is_dns_subdomain(name: str, prefix: bool) -> list[str]:
+def name_is_dns_subdomain(name: str, prefix: bool) -> tuple[str, ...]:
     """NameIsDNSSubdomain (apimachinery/pkg/api/validation/generic.go): a generateName
     prefix may end in '-' (maskTrailingDash)."""
     if prefix:
@@ -155,7 +161,7 @@ def name_is_dns_subdomain(name: str, prefix: bool) -> list[str]:
     return dns1123_subdomain(name)
 
 
-def name_is_dns_label(name: str, prefix: bool) -> list[str]:
+def name_is_dns_label(name: str, prefix: bool) -> tuple[str, ...]:
     if prefix:
         name = _mask_trailing_dash(name)
     return dns1123_label(name)

@@ -154,11 +154,11 @@ def _quantity_errors(name: str, text: Any, path: str) -> tuple[list[FieldError],
         value = parse_quantity(str(text))
     except ValueError:
         raise MalformedQuantity(QUANTITY_DECODE_ERROR) from None
-    shown = canonical_quantity(str(text))
     if value < 0:
-        return [invalid(path, shown, "must be greater than or equal to 0")], value
+        return [invalid(path, canonical_quantity(str(text)),
+                        "must be greater than or equal to 0")], value
     if "/" in name and not name.startswith("kubernetes.io/") and value.denominator != 1:
-        return [invalid(path, shown, "must be an integer")], value
+        return [invalid(path, canonical_quantity(str(text)), "must be an integer")], value
     return [], value
 
 
