@@ -276,7 +276,7 @@ class BurstCluster:
         self.kube.create("pods", {
             "metadata": {"name": name, "namespace": namespace},
             "spec": {"nodeSelector": {"customer": "batch"}, "containers": [
-                {"name": "c", "resources": {"requests": {"cpu": cpu, "memory": "100Mi"}}}]},
+                {"name": "c", "image": "pause", "resources": {"requests": {"cpu": cpu, "memory": "100Mi"}}}]},
             "status": {"phase": "Pending"}}, namespace=namespace)
 
     def burst(self, pods: int) -> list[str]:

@@ -43,13 +43,17 @@ class FakeCluster:
     `kube` and `aws` may be given already started (the pytest fixtures share theirs); those
     the cluster starts itself it also stops. `start_time` is the clock's first reading (unix
     seconds; default: the wall clock at `start()`). `field_validation=False` stores what HTTP
-    writes send, unknown fields included (docs/harness.md, Field validation).
+    writes send, unknown fields included (docs/harness.md, Field validation). `validation`,
+    `defaulting` and `admission_defaults` switch the fake API's write layers (docs/harness.md,
+    Validation and defaulting); None leaves a given `kube`'s as they are (all on for one made here).
     """
 
     def __init__(self, *, aws: AwsMode | FakeAws = "in-process", kube: FakeKubeApi | None = None,
                  region: str = "us-east-1", start_time: float | None = None,
                  scheduler_profile: str = DEFAULT_PROFILE, seed: int = 1,
-                 workdir: Path | None = None, field_validation: bool | None = None) -> None:
+                 workdir: Path | None = None, field_validation: bool | None = None,
+                 validation: bool | None = None, defaulting: bool | None = None,
+                 admission_defaults: bool | None = None) -> None:
         if isinstance(aws, str) and aws not in ("in-process", "server"):
             raise ValueError(f"aws must be 'in-process' or 'server', not {aws!r}")
         self._aws_option = aws
@@ -61,6 +65,8 @@ class FakeCluster:
         self._workdir = workdir
         # The fake API's field validation (fakes/kube_api/field_validation.py); None: as it is.
         self._field_validation = field_validation
+        self._layers = {"validation": validation, "defaulting": defaulting,
+                        "admission_defaults": admission_defaults}
         self._stack: ExitStack | None = None
         self._kube: FakeKubeApi | None = None
         self._aws: FakeAws | None = None
@@ -79,6 +85,9 @@ class FakeCluster:
                 kube = stack.enter_context(FakeKubeApi())
             if self._field_validation is not None:
                 kube.field_validation = self._field_validation
+            for layer, on in self._layers.items():
+                if on is not None:
+                    setattr(kube.layers, layer, on)
             if isinstance(self._aws_option, FakeAws):
                 aws = self._aws_option
             elif self._aws_option == "server":

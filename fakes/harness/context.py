@@ -52,15 +52,21 @@ class fake_cluster:  # named as moto's mock_aws, which it sits beside
     temporary server's start (20-50 s) in each process; PREFECT_API_URL then stays set for the
     process. None: yes when Prefect is imported already (the code under test runs flows) and
     `ELEVATOR_HARNESS_PREFECT_SERVER` is not "0" ("1": always).
+    `validation`, `defaulting`, `admission_defaults`: the fake API's write layers, each on
+    unless turned off (docs/harness.md, Validation and defaulting).
     """
 
     def __init__(self, *, aws: AwsMode = "in-process", start_time: float | None = None,
                  scheduler_profile: str = DEFAULT_PROFILE, seed: int = 1,
                  workdir: Path | None = None, set_environment: bool = True,
-                 prefect_server: bool | None = None) -> None:
+                 prefect_server: bool | None = None,
+                 validation: bool = True, defaulting: bool = True,
+                 admission_defaults: bool = True) -> None:
         self._options: dict[str, Any] = {"aws": aws, "start_time": start_time,
                                          "scheduler_profile": scheduler_profile, "seed": seed,
-                                         "workdir": workdir}
+                                         "workdir": workdir, "validation": validation,
+                                         "defaulting": defaulting,
+                                         "admission_defaults": admission_defaults}
         self._set_environment = set_environment
         self._prefect_server = prefect_server
         self._open: list[ExitStack] = []

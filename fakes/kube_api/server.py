@@ -23,6 +23,7 @@ from kube_elevator.fakes.kube_api.resources import (
     Key,
     ResourceType,
 )
+from kube_elevator.fakes.kube_api.write_path import WriteLayers
 from kube_elevator.fakes.kube_faults import ADMIN_PATH, kube_faults
 from kube_elevator.tasks.adapters.http_server import ServiceThread, base_url
 
@@ -39,7 +40,8 @@ class FakeKubeApi(KubeHttp):
     def __init__(self, host: str = "127.0.0.1", port: int = 0, *,
                  history_size: int = 1000,
                  bookmark_interval: float = BOOKMARK_FREQUENCY_SECONDS,
-                 field_validation: bool = True) -> None:
+                 field_validation: bool = True, validation: bool = True,
+                 defaulting: bool = True, admission_defaults: bool = True) -> None:
         self.host = host
         # Unknown and duplicate fields of HTTP writes to built-in kinds, as the API server's
         # `fieldValidation` (fakes/kube_api/field_validation.py); False stores bodies as given.
@@ -48,6 +50,10 @@ class FakeKubeApi(KubeHttp):
         self.history_size = history_size
         self.bookmark_interval = bookmark_interval
         self.requests: list[RecordedRequest] = []
+        # The write layers (docs/harness.md, Validation and defaulting): switches a test may
+        # also flip later, e.g. `api.layers.admission_defaults = False`.
+        self.layers = WriteLayers(defaulting=defaulting, admission_defaults=admission_defaults,
+                                  validation=validation)
         self._lock = threading.RLock()
         self._changed = threading.Condition(self._lock)
         self._rv = 1

@@ -66,7 +66,7 @@ class Cluster:
             owner: str | None = None) -> None:
         spec: dict[str, Any] = {
             "nodeSelector": {"customer": "batch"},
-            "containers": [{"name": "c", "resources": {"requests": {"cpu": cpu,
+            "containers": [{"name": "c", "image": "pause", "resources": {"requests": {"cpu": cpu,
                                                                     "memory": memory}}}]}
         status = {"phase": "Pending"}
         if node:

@@ -85,7 +85,8 @@ def _owner() -> list[dict[str, Any]]:
 
 
 def _requests(cpu: str, memory: str) -> list[dict[str, Any]]:
-    return [{"name": "c", "resources": {"requests": {"cpu": cpu, "memory": memory}}}]
+    return [{"name": "c", "image": "pause",
+             "resources": {"requests": {"cpu": cpu, "memory": memory}}}]
 
 
 def pending_pod(kube: FakeKubeApi, name: str, cpu: str = "1500m") -> None:

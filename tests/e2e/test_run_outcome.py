@@ -50,7 +50,7 @@ def batch_group(aws: FakeAws, kube: FakeKubeApi, directory: Path, pending: int) 
     for index in range(pending):
         kube.create("pods", {"metadata": {"name": f"job-{index}", "namespace": "jobs"},
                              "spec": {"nodeSelector": {"customer": "batch"}, "containers": [
-                                 {"name": "c", "resources": {"requests": {
+                                 {"name": "c", "image": "pause", "resources": {"requests": {
                                      "cpu": "500m", "memory": "100Mi"}}}]},
                              "status": {"phase": "Pending"}}, namespace="jobs")
     nodegroups = directory / "nodegroups.yaml"
