@@ -43,7 +43,9 @@ def prefect_server() -> Iterator[None]:
     """A temporary Prefect server for the whole session (it takes 8-15 s to start here)."""
     from prefect.testing.utilities import prefect_test_harness
 
-    with prefect_test_harness(server_startup_timeout=180):
+    from benchmarks.deadlines import scaled
+
+    with prefect_test_harness(server_startup_timeout=int(scaled(180))):
         yield
 
 

@@ -12,7 +12,6 @@ from pathlib import Path
 import pytest
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
-
 from packaging.version import Version
 
 from tests.locks import AWS_SDK, LOCKS, REQUIREMENTS, ROOT, Pin, applicable, read_lock
