@@ -1,6 +1,6 @@
 """A Prefect server `elevator` starts keeps a week of ticks, not every tick forever (issue 27 §1).
 
-The settings are Prefect's own (`prefect/server/services/db_vacuum.py`, 3.8.8), read back here
+The settings are Prefect's own (`prefect/server/services/db_vacuum.py`, 3.6.21 and later), read back here
 through Prefect's settings model, so a misspelt name fails here instead of being ignored. The
 ephemeral server (a command without PREFECT_API_URL) runs the flow-run vacuum too, which
 Prefect leaves to `prefect server start` alone.
@@ -58,9 +58,11 @@ def test_the_server_settings_are_prefects_own_and_a_users_own_wins(
 EPHEMERAL = r"""
 import os, sqlite3, sys, time
 from datetime import UTC, datetime, timedelta
-from kube_elevator.flows.prefect_compat import default_server_settings, install
+from kube_elevator.flows.prefect_compat import (default_server_settings, install,
+                                                temporary_server_fits)
 default_server_settings(os.environ)
-assert install()
+assert temporary_server_fits()  # the release's temporary server is the one prefect_compat runs
+install()
 from prefect import flow
 from prefect.client.orchestration import get_client
 from prefect.states import Completed
