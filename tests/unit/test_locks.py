@@ -107,7 +107,7 @@ def test_the_installed_package_admits_a_range_of_prefect_3_releases() -> None:
     locked = Version(applicable(REQUIREMENTS / "test.txt")["prefect"])
     assert prefect.specifier.contains(locked)
     assert prefect.specifier.contains("3.9.1") and not prefect.specifier.contains("4.0.0")
-    assert prefect.specifier.contains("3.6.24") and not prefect.specifier.contains("2.20.0")
+    assert prefect.specifier.contains("3.8.4") and not prefect.specifier.contains("2.20.0")
 
 
 def test_the_blocks_extra_states_its_own_prefect_floor() -> None:
