@@ -1,5 +1,5 @@
-"""Fixes for Prefect 3.8.8: its flow-run heartbeat costs every sync flow run up to a second; and
-the settings of a server that records ticks.
+"""Fixes for Prefect 3 (every release pyproject.toml admits): its flow-run heartbeat costs every
+sync flow run up to a second; and the settings of a server that records ticks.
 
 The engine's heartbeat thread sleeps in 1-second slices (`time.sleep(1)`) and is joined when the
 run ends, so a run that finishes between two slices waits for the slice to end: measured here,
@@ -11,37 +11,60 @@ The server a command uses without PREFECT_API_URL is no longer Prefect's tempora
 local `prefect server start` of our own, through Prefect's public surface only
 (`tasks/adapters/prefect_server.py`).
 
-Installed only on the exact Prefect version it was written against; any other version keeps
-Prefect's own code.
+Each fix is installed where Prefect shows the behaviour it fixes and the shape it replaces
+(`heartbeat_loop_sleeps_in_slices`), never on a version number: a release that fixed the
+heartbeat keeps its own loop, one whose internals moved keeps Prefect's own code. docs/deploying.md, "Prefect releases", lists what remains and why.
 """
 
 from __future__ import annotations
 
 import contextvars
+import inspect
 import os
 import threading
+import types
 from collections.abc import Generator, MutableMapping
 from contextlib import contextmanager
 from typing import Any
 
-PATCHED_VERSION = "3.8.8"
+
+
+def heartbeat_loop_sleeps_in_slices(engine_module: types.ModuleType) -> bool:
+    """Whether this Prefect's flow-run heartbeat is the one `install` fixes: a
+    `_send_heartbeats(engine, join_on_exit)` context manager (Prefect 3.6.24 and later) whose
+    `heartbeat_loop` sleeps (`time.sleep`) between checks of its stop event, joined when the
+    run ends, with the engine methods our loop calls. A release whose loop waits on its event
+    instead, or whose heartbeat has another shape, keeps Prefect's own."""
+    send = getattr(engine_module, "_send_heartbeats", None)
+    engine_class = getattr(engine_module, "FlowRunEngine", None)
+    if send is None or engine_class is None or not hasattr(engine_module,
+                                                            "MINIMUM_HEARTBEAT_INTERVAL"):
+        return False
+    if not all(hasattr(engine_class, name) for name in (
+            "heartbeat_seconds", "_build_heartbeat_event_template", "_emit_flow_run_heartbeat")):
+        return False
+    function = inspect.unwrap(send)
+    if list(inspect.signature(function).parameters) != ["engine", "join_on_exit"]:
+        return False
+    loops = [const for const in function.__code__.co_consts
+             if isinstance(const, types.CodeType) and const.co_name == "heartbeat_loop"]
+    return len(loops) == 1 and "sleep" in loops[0].co_names
 
 
 def install() -> bool:
-    """Replace `prefect.flow_engine._send_heartbeats`; True when the heartbeat fix is installed.
+    """Replace `prefect.flow_engine._send_heartbeats` where its loop sleeps in slices
+    (`heartbeat_loop_sleeps_in_slices`); True when the heartbeat fix is installed.
 
     `ELEVATOR_PREFECT_ENGINE_FIX=0` keeps Prefect's own engine (the benchmark's baseline uses it).
     """
 
-    import prefect
     import prefect.flow_engine as engine_module
-
-    if prefect.__version__ != PATCHED_VERSION:
-        return False
     if os.environ.get("ELEVATOR_PREFECT_ENGINE_FIX", "1") == "0":
         return False
-    if getattr(engine_module._send_heartbeats, "__elevator_fix__", False):
+    if getattr(getattr(engine_module, "_send_heartbeats", None), "__elevator_fix__", False):
         return True
+    if not heartbeat_loop_sleeps_in_slices(engine_module):
+        return False
     minimum = engine_module.MINIMUM_HEARTBEAT_INTERVAL
 
     @contextmanager
@@ -105,7 +128,7 @@ def one_client_for_runs() -> Generator[None, None, None]:
 # waited behind it (a flow run of 6 task runs: 0.53 s, and 0.20-0.25 s with these). Batched, a
 # task run reaches the UI within a second instead of at once; every one is still recorded.
 #
-# Retention (prefect/server/services/db_vacuum.py, Prefect 3.8.8): a tick a minute is 1,440 flow
+# Retention (prefect/server/services/db_vacuum.py, Prefect 3.6.21 and later): a tick a minute is 1,440 flow
 # runs a day, kept forever by Prefect's defaults (its vacuum deletes only events, after 7 days).
 # With `flow_runs` enabled the vacuum deletes, every `..._LOOP_SECONDS` (default 3600), the
 # finished top-level flow runs that ended more than `..._RETENTION_PERIOD` ago, with their task

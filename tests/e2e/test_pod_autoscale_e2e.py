@@ -21,6 +21,7 @@ from typing import Any
 
 import pytest
 
+from benchmarks.deadlines import scaled
 from kube_elevator.fakes.kube_api.server import FakeKubeApi
 from kube_elevator.fakes.pod_metrics import PodMetricsServer
 from kube_elevator.flows.pod_autoscale import WatermarkMetrics
@@ -37,7 +38,9 @@ STARTED = "2026-11-21T10:00:00Z"  # pods started (and became ready) long before 
 
 
 def wait_for(what: str, check: Callable[[], bool], timeout: float = 25.0) -> None:
-    """Poll `check` until it holds; fail with `what` after `timeout` seconds."""
+    """Poll `check` until it holds; fail with `what` after `timeout` seconds, scaled by the one
+    deadline setting (benchmarks/deadlines.py)."""
+    timeout = scaled(timeout)
     deadline = time.monotonic() + timeout
     while not check():
         if time.monotonic() > deadline:

@@ -1,6 +1,6 @@
 """A Prefect server `elevator` starts keeps a week of ticks, not every tick forever (issue 27 §1).
 
-The settings are Prefect's own (`prefect/server/services/db_vacuum.py`, 3.8.8), read back here
+The settings are Prefect's own (`prefect/server/services/db_vacuum.py`, 3.6.21 and later), read back here
 through Prefect's settings model, so a misspelt name fails here instead of being ignored. The
 local server a command without PREFECT_API_URL uses is `prefect server start`'s app with its
 services (tasks/adapters/prefect_server.py): it runs the flow-run vacuum too.
