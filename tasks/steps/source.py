@@ -277,6 +277,13 @@ def collect_pods(source: TickSource) -> list[PodRecord]:
 
 @step
 def collect_nodes(source: TickSource) -> list[NodeRecord]:
+    """Every node, listed once per tick for all groups (Escalator §4).
+
+    Example:
+        ```python
+        nodes = ke.filter_nodes(ke.collect_nodes(source), groups)
+        ```
+    """
     return source.list_nodes()
 
 
