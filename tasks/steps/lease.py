@@ -7,6 +7,7 @@ from kube_elevator.tasks.core.acting import may_act
 from kube_elevator.tasks.core.errors import LeaseConflict
 from kube_elevator.tasks.core.lease_state import GroupState, lease_name
 from kube_elevator.tasks.core.step import step
+from kube_elevator.tasks.core.step_inputs import expect, expect_number
 
 
 @step
@@ -19,6 +20,10 @@ def write_lock(kube: KubeActions, namespace: str, group_name: str, state: GroupS
 
     A process that no longer leads (`tasks.core.acting`) claims nothing: LeaseConflict too.
     """
+    expect("write_lock", "namespace", namespace, str, "the Leases' namespace (a str)")
+    expect("write_lock", "group_name", group_name, str, "the node group's name (a str)")
+    expect("write_lock", "state", state, GroupState, "a GroupState (a ScalePlan's next_state)")
+    expect_number("write_lock", "now", now, "a Unix time in seconds (a float)")
     name = lease_name(group_name)
     if not may_act():
         raise LeaseConflict(f"Lease {namespace}/{name} not claimed: this process no longer "
