@@ -29,9 +29,10 @@ prefect-kubernetes cluster block; boto3's chain or a prefect-aws credentials blo
 `LiveSource(adapters)` reads the live cluster, `SnapshotSource` files.
 
 **The flows**: `autoscale` (one tick of every node group, the deployment `autoscale`, and
-with `dry_run` the deployment `plan`), `plan` (a tick on files, `elevator plan`), `simulate`
-(a scenario on the fake cluster, `elevator simulate`), `tune_flow` (`elevator tune`), and
-`pod_autoscale` (the WatermarkPodAutoscaler and MemoryAutoscaler cycle).
+with `dry_run` the deployment `plan`), `tune_flow` (`elevator tune`), and `pod_autoscale`
+(the WatermarkPodAutoscaler and MemoryAutoscaler cycle); and two plain functions: `plan` (a
+tick on files, `elevator plan`) and `simulate` (a scenario on the fake cluster, `elevator
+simulate`, each of its ticks a flow run of its own with `prefect=True`).
 
 **The node-group file**: `load_node_groups(path)` validates Escalator's YAML or JSON and
 returns a `LoadedConfig`; a bad file raises `InputError` naming the file, the key and the rule.
