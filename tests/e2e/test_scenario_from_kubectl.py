@@ -223,14 +223,14 @@ def test_a_replicasets_deployment_from_its_name(replicaset: str, deployment: str
 
 
 def test_a_real_clusters_pods_become_waves(tmp_path: Path) -> None:
-    """gemyang-init (tests/data/real, MIT): 47 pods of ReplicaSets and StatefulSets, 27 with
+    """gemyang-init (../shared/real_dumps, MIT): 47 pods of ReplicaSets and StatefulSets, 27 with
     pod anti-affinity, Istio init containers, on nodes named after their `spec.nodeName`
     (synthetic, as test_real_objects.py builds them). Every owner is a wave of its pods but
     the master's; the zookeeper StatefulSets keep `app: zookeeper`, the label their
     selectors name, though their waves are named after them."""
-    from tests.contract.test_real_objects import CORPUS, items_of, synthetic_nodes, write_list
+    from tests.contract.test_real_objects import items_of, shared_dump, synthetic_nodes, write_list
 
-    pods_file = CORPUS / "gemyang-init" / "pods.json"
+    pods_file = shared_dump("gemyang-init") / "pods.json"
     pods = items_of(pods_file)
     nodes = write_list(tmp_path / "nodes.json", synthetic_nodes(
         pods, {"chungguangy-thornton-master1": "master"}))
