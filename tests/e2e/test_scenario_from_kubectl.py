@@ -121,11 +121,17 @@ def test_owners_become_waves_with_what_their_pods_say_about_placement(tmp_path: 
                                                                        "us-east-1a")
     assert asg.node_labels == {"pool": "web", "kubernetes.io/os": "linux"}
     assert [(d.name, d.cpu, d.memory) for d in asg.daemonsets] == [
-        ("kube-proxy", "100m", str(128 * 2**20))]
+        ("kube-proxy", "100m", "128Mi")]
     waves = {wave.name: wave for wave in loaded.scenario.workload}
     assert sorted(waves) == ["db-us-east-1a", "db-us-east-1b", "web"]
     web = waves["web"]
-    assert (web.count, web.cpu, web.memory, web.priority) == (4, "500m", str(256 * 2**20), 1000)
+    # Quantities as Kubernetes writes them (issue 42 item 7), not byte strings.
+    assert (web.count, web.cpu, web.memory, web.priority) == (4, "500m", "256Mi", 1000)
+    written = yaml.safe_load((tmp_path / "out" / "scenario.yaml").read_text())
+    assert {(w["cpu"], w["memory"]) for w in written["workload"]} == {("500m", "256Mi"),
+                                                                      ("1", "2Gi")}
+    # The node-group file relative to the scenario's folder, so the two move together.
+    assert written["nodegroups"] == "../nodegroups.yaml"
     assert web.labels == {"tier": "front", "pod-template-hash": "7c9d6b5f48"}
     assert web.affinity is not None and web.affinity.as_api_object() == ANTI_AFFINITY
     assert [c.as_api_object() for c in web.topology_spread_constraints] == [SPREAD]
