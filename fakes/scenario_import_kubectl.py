@@ -46,6 +46,7 @@ from kube_elevator.tasks.core.api_objects import RawMetadata, RawNodeSelector
 from kube_elevator.tasks.core.decode import ClusterSnapshot, decode_items
 from kube_elevator.tasks.core.documents import load_file
 from kube_elevator.tasks.core.errors import InputError, join_location
+from kube_elevator.tasks.core.quantity import bytes_quantity, canonical_quantity
 from kube_elevator.tasks.core.records import NodeRecord, PodRecord
 from kube_elevator.tasks.escalator.config import NodeGroupConfig
 
@@ -310,14 +311,15 @@ def _wave(shape: Shape, name: str, zones: set[str], notes: list[str]) -> dict[st
     record = shape.pods[0]
     wave: dict[str, Any] = {
         "name": name, "at": "0s", "count": len(shape.pods),
-        "cpu": f"{max(pod.cpu_request_milli for pod in shape.pods)}m",
-        "memory": str(max(pod.memory_request_bytes for pod in shape.pods))}
+        "cpu": canonical_quantity(f"{max(pod.cpu_request_milli for pod in shape.pods)}m"),
+        "memory": bytes_quantity(max(pod.memory_request_bytes for pod in shape.pods))}
     extended: dict[str, int] = {}
     for pod in shape.pods:
         for resource, amount in pod.extended_requests:
             extended[resource] = max(extended.get(resource, 0), amount)
     if any(extended.values()):
-        wave["extended"] = {key: str(value) for key, value in sorted(extended.items()) if value}
+        wave["extended"] = {key: canonical_quantity(str(value))
+                            for key, value in sorted(extended.items()) if value}
     if record.node_selector:
         wave["node_selector"] = dict(record.node_selector)
     if record.tolerations:

@@ -27,6 +27,7 @@ from kube_elevator.flows.cli.common import (
 )
 from kube_elevator.tasks.core.errors import InputError
 from kube_elevator.tasks.core.output_files import unplottable
+from kube_elevator.tasks.core.words import counted
 
 if TYPE_CHECKING:
     from kube_elevator.fakes.harness.cluster import FakeCluster
@@ -203,7 +204,7 @@ def tick_line(record: dict[str, object], min_nodes: Mapping[str, int] | None = N
         floor = (min_nodes or {}).get(name, 0)
         held = (f" (held at min_nodes {floor})"
                 if line["delta"] < 0 and floor > 0 and line["untainted"] <= floor else "")
-        parts.append(f"{name}: {line['nodes']} nodes ({line['untainted']} untainted, "
+        parts.append(f"{name}: {counted(line['nodes'], 'node')} ({line['untainted']} untainted, "
                      f"{line['tainted']} tainted) ASG {line['asg_desired']}, "
                      f"{line['pending_pods']} pending, {line['running_pods']} running, "
                      f"cpu {cpu}, delta {line['delta']:+d}{held}")

@@ -173,12 +173,12 @@ def test_validate_names_the_value_the_rule_and_the_key_meant(tmp_path: Path) -> 
 
 
 def test_simulate_tick_lines_say_when_min_nodes_holds_a_removal() -> None:
-    """`make demo`'s last lines said `batch: 1 nodes ... delta -2` tick after tick, as if nodes
+    """`make demo`'s last lines said `batch: 1 node ... delta -2` tick after tick, as if nodes
     were going: at min_nodes the line says the removal is held."""
     pytest.importorskip("moto")  # the `sim` extra
     code, output = elevator("simulate", EXAMPLES / "scenario.yaml", "--fast")
     assert code == 0, output
     last = [line for line in output.splitlines() if line.startswith("t=  1800s")]
-    assert last and ("batch: 1 nodes (1 untainted, 0 tainted) ASG 1, 0 pending, 0 running, "
+    assert last and ("batch: 1 node (1 untainted, 0 tainted) ASG 1, 0 pending, 0 running, "
                      "cpu 0%, delta -2 (held at min_nodes 1) | services:") in last[0], output
     assert "delta +0 (held" not in output
