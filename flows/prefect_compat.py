@@ -13,7 +13,8 @@ local `prefect server start` of our own, through Prefect's public surface only
 
 Each fix is installed where Prefect shows the behaviour it fixes and the shape it replaces
 (`heartbeat_loop_sleeps_in_slices`), never on a version number: a release that fixed the
-heartbeat keeps its own loop, one whose internals moved keeps Prefect's own code. docs/deploying.md, "Prefect releases", lists what remains and why.
+heartbeat keeps its own loop, one whose internals moved keeps Prefect's own code.
+docs/deploying.md, "Prefect releases", lists what remains and why.
 """
 
 from __future__ import annotations
@@ -26,7 +27,6 @@ import types
 from collections.abc import Generator, MutableMapping
 from contextlib import contextmanager
 from typing import Any
-
 
 
 def heartbeat_loop_sleeps_in_slices(engine_module: types.ModuleType) -> bool:
