@@ -196,7 +196,10 @@ def failed_autoscalers(results: Sequence[dict[str, Any]]) -> list[str]:
 def register(app: typer.Typer) -> None:
     """Add the `pods` command group (plan, run) to the `elevator` app."""
     from kube_elevator.flows.cli.common import (
+        DeprecatedOutputOption,
+        FormatOption,
         OutputFormat,
+        chosen_format,
         console,
         errors,
         parse_now,
@@ -225,15 +228,16 @@ def register(app: typer.Typer) -> None:
                  '"pods": {"<namespace>/<pod>": {"cpu": cores, "memory": bytes}}}.')],
         now: Annotated[str | None, typer.Option(
             help="The cycle's time: ISO 8601 or Unix seconds (default: now).")] = None,
-        output: Annotated[OutputFormat, typer.Option(help="table or json.")] =
-            OutputFormat.table,
+        output_format: FormatOption = OutputFormat.table,
+        output: DeprecatedOutputOption = None,
     ) -> None:
         """What one cycle of the pod autoscalers would do, and why, touching nothing."""
+        output_format = chosen_format(output_format, output)
         moment = parse_now(now)
         files = ClusterFiles.load(cluster)
         source = StaticMetrics.load(metrics)
         decisions = plan_autoscalers(files, source, moment)
-        if output is OutputFormat.json:
+        if output_format is OutputFormat.json:
             document = {"autoscalers": [decision.to_json() for decision in decisions]}
             sys.stdout.buffer.write(orjson.dumps(document, option=orjson.OPT_INDENT_2) + b"\n")
             sys.stdout.flush()
@@ -262,8 +266,8 @@ def register(app: typer.Typer) -> None:
         metrics_host: Annotated[str, typer.Option(
             help="Address the metrics are served on (0.0.0.0: every interface).")] =
             "127.0.0.1",
-        output: Annotated[OutputFormat, typer.Option(help="table or json.")] =
-            OutputFormat.table,
+        output_format: FormatOption = OutputFormat.table,
+        output: DeprecatedOutputOption = None,
         *, liveness: Liveness,
     ) -> None:
         """Run the pod-autoscale flow against a cluster, as Prefect flow runs.
@@ -272,6 +276,7 @@ def register(app: typer.Typer) -> None:
         within --max-inactivity or none succeeded within --max-failing-time), /ready (once a
         cycle finished) and /metrics (the wpa_controller_* metrics and the elevator_* ones).
         """
+        output_format = chosen_format(output_format, output)
         from kube_elevator.tasks.core.duration import parse_go_duration
 
         try:
@@ -330,12 +335,12 @@ def register(app: typer.Typer) -> None:
                     f"{result['reason']}")
 
         if once:
-            run_until_stopped(cycle, line, output, once, period, failed_autoscalers)
+            run_until_stopped(cycle, line, output_format, once, period, failed_autoscalers)
         else:
             from prometheus_client import generate_latest
 
             run_ticks_alive(
-                lambda: not run_cycle(cycle, line, output, False, failed_autoscalers), period,
+                lambda: not run_cycle(cycle, line, output_format, False, failed_autoscalers), period,
                 liveness, loop_name="cycle", ready_once_ticked=True, command="pods run",
                 metrics=lambda: generate_latest(controller_metrics().registry).decode())
 

@@ -16,7 +16,9 @@ import typer
 from rich.table import Table
 
 from kube_elevator.flows.cli.common import (
+    DeprecatedOutputOption,
     OutputFormat,
+    chosen_format,
     console,
     describe_failure,
     errors,
@@ -138,13 +140,10 @@ def simulate(
     profile: Annotated[SchedulerProfile | None, typer.Option(
         help="The scheduler profile to place pods with, in place of the scenario's "
         "`scheduler.profile` (default: kube-scheduler's default profile).")] = None,
-    output: Annotated[OutputFormat | None, typer.Option(
-        "--output", hidden=True, help="The old spelling of --format (tune's --output is the "
-        "file it writes).")] = None,
+    output: DeprecatedOutputOption = None,
 ) -> None:
     """Simulate a workload on the fake cluster with the real tick, on a simulated clock."""
-    if output is not None:
-        output_format = output  # `--output json` as before: `--format`, as `tune` spells it
+    output_format = chosen_format(output_format, output)  # `--format`, as `tune` spells it
     # A flow run a tick: Prefect's per-task INFO lines would drown the table.
     os.environ.setdefault("PREFECT_LOGGING_LEVEL", "WARNING")
     from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn

@@ -79,10 +79,10 @@ def write_config(path: Path, groups: Sequence[Mapping[str, Any]],
 
 def plan(tmp_path: Path, groups: Sequence[Mapping[str, Any]], clusters: Iterable[Path],
          cluster_autoscaler: bool = False) -> dict[str, dict[str, Any]]:
-    """`elevator plan --output json` as a user runs it; the plans by group name."""
+    """`elevator plan --format json` as a user runs it; the plans by group name."""
     config = write_config(tmp_path / "nodegroups.yaml", groups, cluster_autoscaler)
     arguments: list[str | Path] = ["plan", "--nodegroups", config, "--now", NOW,
-                                   "--output", "json"]
+                                   "--format", "json"]
     for cluster in clusters:
         arguments += ["--cluster", cluster]
     result = elevator(*arguments)

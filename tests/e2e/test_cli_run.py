@@ -71,7 +71,7 @@ def test_fake_cluster_and_run_once_scale_up_from_another_process(tmp_path: Path)
         env.pop("PREFECT_API_URL", None)
         tick = subprocess.run(
             [sys.executable, "-m", "kube_elevator.flows.cli", "run", "--nodegroups", str(nodegroups),
-             "--kubeconfig", str(kubeconfig), "--once", "--output", "json"],
+             "--kubeconfig", str(kubeconfig), "--once", "--format", "json"],
             capture_output=True, text=True, env=env, timeout=300, check=False)
         assert tick.returncode == 0, tick.stderr[-3000:]
         (result,) = json.loads(tick.stdout.strip().splitlines()[-1])
@@ -84,7 +84,7 @@ def test_fake_cluster_and_run_once_scale_up_from_another_process(tmp_path: Path)
         first = (home / RECORD_NAME).read_text()
         again = subprocess.run(
             [sys.executable, "-m", "kube_elevator.flows.cli", "run", "--nodegroups", str(nodegroups),
-             "--kubeconfig", str(kubeconfig), "--once", "--dry-run", "--output", "json"],
+             "--kubeconfig", str(kubeconfig), "--once", "--dry-run", "--format", "json"],
             capture_output=True, text=True, env=env, timeout=300, check=False)
         assert again.returncode == 0, again.stderr[-3000:]
         assert (home / RECORD_NAME).read_text() == first

@@ -237,7 +237,7 @@ def test_run_once_takes_a_zero_max_node_age_and_scales_on_starve(
 
     ran = subprocess.run(
         [sys.executable, "-m", "kube_elevator.flows.cli", "run", "--nodegroups", str(config),
-         "--kubeconfig", str(kubeconfig), "--once", "--output", "json"],
+         "--kubeconfig", str(kubeconfig), "--once", "--format", "json"],
         capture_output=True, text=True, env=env, timeout=300, check=False)
     assert ran.returncode == 0, ran.stderr[-3000:]
     (result,) = json.loads(ran.stdout.strip().splitlines()[-1])

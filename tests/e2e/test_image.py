@@ -26,7 +26,7 @@ DOCKERFILE = ROOT / "Dockerfile"
 EXAMPLES = ROOT / "deployments" / "examples"
 PLAN = ["plan", "--nodegroups", str(EXAMPLES / "nodegroups.yaml"), "--cluster",
         str(EXAMPLES / "cluster.json"), "--asg", str(EXAMPLES / "asgs.json"),
-        "--now", "2026-11-21T12:00:00Z", "--output", "json"]
+        "--now", "2026-11-21T12:00:00Z", "--format", "json"]
 UV = Path(sys.executable).parent / "uv"
 
 

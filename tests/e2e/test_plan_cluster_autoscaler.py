@@ -46,11 +46,11 @@ def plan_notes(tmp_path: Path, **cluster_autoscaler: Any) -> list[str]:
 
 
 def run_plan(config: Path, cluster: Path, output: str = "json") -> dict[str, Any]:
-    """`elevator plan --output json` on the files: its one group's plan (with `output`
+    """`elevator plan --format json` on the files: its one group's plan (with `output`
     "table", the table as {"table": text})."""
     done = subprocess.run([sys.executable, "-m", "kube_elevator.flows.cli", "plan", "--nodegroups",
                            str(config), "--cluster", str(cluster), "--now", str(NOW),
-                           "--output", output],
+                           "--format", output],
                           capture_output=True, text=True, timeout=120, check=False)
     assert done.returncode == 0, done.stderr
     if output != "json":

@@ -89,7 +89,7 @@ def write_files(tmp_path: Path, extra: list[dict[str, Any]] | None = None
 
 
 def plan_json(app: typer.Typer, *args: str) -> dict[str, Any]:
-    result = CliRunner().invoke(app, ["pods", "plan", *args, "--now", NOW, "--output", "json"])
+    result = CliRunner().invoke(app, ["pods", "plan", *args, "--now", NOW, "--format", "json"])
     assert result.exit_code == 0, result.output
     return dict(orjson.loads(result.stdout))
 

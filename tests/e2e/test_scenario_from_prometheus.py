@@ -287,7 +287,7 @@ def test_a_trace_scenario_from_kube_state_metrics(prometheus: str, nodegroups: P
             "kube_node_status_allocatable; allocatable 1930m CPU, 6.8 GiB (simulated: 1900m CPU, "
             "7.5 GiB); node.kubernetes.io/instance-type 'm6i.large' is not a type the simulator "
             "knows") in done.stdout
-    simulated = elevator("simulate", "--fast", out / "scenario.yaml", "--output", "json")
+    simulated = elevator("simulate", "--fast", out / "scenario.yaml", "--format", "json")
     assert simulated.returncode == 0, simulated.stderr
 
 
