@@ -35,7 +35,7 @@ from uuid import UUID
 
 import typer
 
-from kube_elevator.flows.cli.common import say_as
+from kube_elevator.flows.cli.common import console_logs_without_tracebacks, say_as
 from kube_elevator.flows.cli.liveness import (
     HealthPages,
     Liveness,
@@ -62,6 +62,7 @@ if TYPE_CHECKING:
     from kube_elevator.flows.cli.stopping import StopDeadline
     from kube_elevator.flows.deployment_runs import DeploymentRuns
     from kube_elevator.flows.leader import LeaderElector
+    from kube_elevator.flows.run_state import RunOutcome
     from kube_elevator.tasks.adapters.kube import KubeClient
     from kube_elevator.tasks.escalator.config import NodeGroupConfig
 
@@ -246,12 +247,27 @@ def serve(
 
     stopping = StopDeadline("serve", grace_seconds + SHUTDOWN_SECONDS, prefect_api_url(),
                             say_as("serve"))
+    console_logs_without_tracebacks()  # Prefect's handlers exist now: no traceback on stderr
     with kept_alive(liveness, pages, elector, stopping):
         asyncio.run(run_until_signal(runner, grace_seconds, in_process=here,
                                      stopping=stopping, care=care,
                                      care_seconds=max(poll_seconds, CARE_SECONDS)))
     console.print("serve: stopped", highlight=False)
     stopping.doing = "exiting: Prefect's clients flushing their logs and events"
+
+
+def tell_outcome(why: str, outcome: RunOutcome, say: Callable[[str], None]) -> None:
+    """A tick's results a line per group; a tick that stopped (bad input, a crash, a cancel),
+    one line, `tick failed: <reason>` (issue 42): its traceback is in the flow run's logs on
+    the Prefect server, not on the console."""
+    from kube_elevator.flows.cli.common import describe_failure, print_tick_results
+
+    try:
+        results = outcome.results()
+    except BaseException as stopped:
+        say(f"tick {outcome.state.name.lower()}: {describe_failure(stopped)} ({why})")
+    else:
+        print_tick_results(why, results)
 
 
 class InProcessTicks:
@@ -289,9 +305,8 @@ class InProcessTicks:
         ended Completed, None when none ran (a look that found nothing due, runs the
         concurrency limit cancelled, runs that crashed): no tick, and the health check's clock
         does not move for it (`flows.ticker.TickLoop`, `flows.served_ticks`)."""
-        from kube_elevator.flows.cli.common import print_tick_results, say_as
+        from kube_elevator.flows.cli.common import say_as
         from kube_elevator.flows.deployment_runs import BURST_TAG, LEADING_TAG
-        from kube_elevator.flows.run_state import RunOutcome
         from kube_elevator.flows.served_ticks import tick_outcome
 
         runs = self.runs
@@ -306,12 +321,7 @@ class InProcessTicks:
                 why, LEADING_TAG if why == "leading" else BURST_TAG))
             outcomes = [] if outcome is None else [outcome]
         for outcome in outcomes:
-            try:
-                results = outcome.results()
-            except BaseException as stopped:  # bad input, a crash, a cancel
-                say_as("serve")(f"tick ({why}): {outcome.state.name}: {stopped}")
-            else:
-                print_tick_results(why, results)
+            tell_outcome(why, outcome, say_as("serve"))
         return tick_outcome(outcome.state.type.value for outcome in outcomes)
 
     def _warm_up(self) -> None:
@@ -331,12 +341,12 @@ class InProcessTicks:
         from prefect.client.orchestration import get_client
 
         from kube_elevator.flows.autoscale import autoscale
-        from kube_elevator.flows.cli.common import say_as
         from kube_elevator.flows.cli.watch import CACHE_START_SECONDS
         from kube_elevator.flows.deployment_runs import DeploymentRuns
         from kube_elevator.flows.ticker import run_cached_ticks
 
         say = say_as("serve")
+        console_logs_without_tracebacks()  # a failed tick: `serve: tick failed: ...`, no traceback
         try:
             with get_client(sync_client=True) as client:
                 self.runs = DeploymentRuns(autoscale, self.deployment_id, client)
