@@ -9,12 +9,13 @@ imported inside it, so importing this module never imports the CLI (no cycle).
 # No `from __future__ import annotations`: typer reads the commands' annotations at runtime,
 # and the option types are local to `register`.
 
+import contextlib
 import logging
 import sys
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import orjson
 import typer
@@ -33,6 +34,9 @@ from kube_elevator.tasks.pod_autoscalers.wpa.crd import KIND as WPA_KIND
 from kube_elevator.tasks.pod_autoscalers.wpa.crd import MONITOR_PLURAL, LabelSelector
 from kube_elevator.tasks.pod_autoscalers.wpa.crd import PLURAL as WPA_PLURAL
 from kube_elevator.tasks.pod_autoscalers.wpa.decide import Decision
+
+if TYPE_CHECKING:
+    from kube_elevator.flows.pod_cycle import PodAutoscalerSource
 
 
 class ClusterFiles:
@@ -149,6 +153,25 @@ def plan_autoscalers(cluster: ClusterFiles, metrics: MetricsSource, now: float) 
                                                 logger=_QUIET)]
 
 
+def shared_targets(source: "PodAutoscalerSource", namespace: str | None = None) -> list[str]:
+    """The warnings for workloads that two autoscalers target (issue 42), from the objects
+    `source` lists: a CRD not installed, or a list that fails, is the cycle's to report."""
+    from kube_elevator.flows.pod_cycle import list_autoscalers
+    from kube_elevator.tasks.core.step import run_plain
+    from kube_elevator.tasks.pod_autoscalers import memory
+    from kube_elevator.tasks.pod_autoscalers.shared_targets import shared_target_warnings
+    from kube_elevator.tasks.pod_autoscalers.wpa import crd
+
+    found: list[dict[str, Any]] = []
+    for kind in (crd, memory):
+        try:
+            found += run_plain(list_autoscalers, source, kind.GROUP, kind.VERSION,
+                               kind.PLURAL, namespace) or []
+        except Exception:  # the cycle itself says why it cannot list
+            continue
+    return shared_target_warnings(found)
+
+
 def _number(value: int | float | None) -> str:
     if value is None:
         return "-"
@@ -203,6 +226,7 @@ def register(app: typer.Typer) -> None:
         console,
         errors,
         parse_now,
+        print_warning_lines,
         reports_input_errors,
         run_cycle,
         run_until_stopped,
@@ -235,6 +259,7 @@ def register(app: typer.Typer) -> None:
         output_format = chosen_format(output_format, output)
         moment = parse_now(now)
         files = ClusterFiles.load(cluster)
+        print_warning_lines(shared_targets(files))
         source = StaticMetrics.load(metrics)
         decisions = plan_autoscalers(files, source, moment)
         if output_format is OutputFormat.json:
@@ -317,6 +342,12 @@ def register(app: typer.Typer) -> None:
         # without PREFECT_API_URL: the shared local server for --once, the loop's own else;
         # started (or found) now, or one line why not
         use_local_server("shared" if once else "own")
+        from kube_elevator.tasks.adapters.kube import KubeClient
+
+        # at start, once: two autoscalers on one workload would fight over its replicas; a
+        # cluster out of reach is the first cycle's error to report
+        with contextlib.suppress(Exception):
+            print_warning_lines(shared_targets(KubeClient.from_config(kubeconfig), namespace))
 
         def cycle() -> list[dict[str, Any]]:
             outcome = run_here(lambda: pod_autoscale(
