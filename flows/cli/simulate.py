@@ -22,6 +22,7 @@ from kube_elevator.flows.cli.common import (
     console,
     describe_failure,
     errors,
+    note_lines,
     print_warnings,
     reports_input_errors,
     require_extra,
@@ -192,7 +193,8 @@ def simulate(
 
 
 def tick_line(record: dict[str, object], min_nodes: Mapping[str, int] | None = None) -> str:
-    """`t=  120s batch: 2 nodes (2 untainted, 0 tainted) ASG 12, 37 pending ...`; a removal
+    """`t=  120s batch: 2 nodes (2 untainted, 0 tainted) ASG 12, 37 pending ...`, then a line
+    per group with its reason (and its notes, `  note: ...`); a removal
     that `min_nodes` holds back says so (the delta alone, repeated tick after tick, read as if
     nodes were going)."""
     parts = []
@@ -207,7 +209,10 @@ def tick_line(record: dict[str, object], min_nodes: Mapping[str, int] | None = N
                      f"{line['tainted']} tainted) ASG {line['asg_desired']}, "
                      f"{line['pending_pods']} pending, {line['running_pods']} running, "
                      f"cpu {cpu}, delta {line['delta']:+d}{held}")
-    return f"t={record['t']:>6.0f}s  " + " | ".join(parts)
+    # Under it, each group's reason and notes, as `run`'s tick lines give them (issue 42).
+    why = "".join(f"\n  {name}: {line['reason']}" + note_lines(line)
+                  for name, line in groups.items() if line.get("reason") or line.get("notes"))
+    return f"t={record['t']:>6.0f}s  " + " | ".join(parts) + why
 
 
 def summary_table(summary: dict[str, object]) -> Table:
