@@ -165,10 +165,11 @@ def shared_targets(source: "PodAutoscalerSource", namespace: str | None = None) 
     found: list[dict[str, Any]] = []
     for kind in (crd, memory):
         try:
-            found += run_plain(list_autoscalers, source, kind.GROUP, kind.VERSION,
-                               kind.PLURAL, namespace) or []
+            listed = run_plain(list_autoscalers, source, kind.GROUP, kind.VERSION,
+                               kind.PLURAL, namespace)
         except Exception:  # the cycle itself says why it cannot list
             continue
+        found += listed or []
     return shared_target_warnings(found)
 
 

@@ -265,7 +265,8 @@ def tell_outcome(why: str, outcome: RunOutcome, say: Callable[[str], None]) -> N
     try:
         results = outcome.results()
     except BaseException as stopped:
-        say(f"tick {outcome.state.name.lower()}: {describe_failure(stopped)} ({why})")
+        ended = (outcome.state.name or outcome.state.type.value).lower()
+        say(f"tick {ended}: {describe_failure(stopped)} ({why})")
     else:
         print_tick_results(why, results)
 
