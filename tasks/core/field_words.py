@@ -16,3 +16,10 @@ def go_quoted(text: str) -> str:
 def invalid_value(path: str, value: str, detail: str) -> str:
     """`<path>: Invalid value: "<value>": <detail>`, field.Invalid's message."""
     return f"{path}: Invalid value: {go_quoted(value)}: {detail}"
+
+
+def unsupported_value(path: str, value: str, supported: tuple[str, ...]) -> str:
+    """`<path>: Unsupported value: "<value>": supported values: "a", "b"`, field.NotSupported's
+    message."""
+    listed = ", ".join(go_quoted(option) for option in supported)
+    return f"{path}: Unsupported value: {go_quoted(value)}: supported values: {listed}"
