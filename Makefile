@@ -122,6 +122,7 @@ lock: $(BIN)/uv
 	$(COMPILE) pyproject.toml --extra tune $(NEWEST_AWS_SDK) -o requirements/tune.txt
 	$(COMPILE) pyproject.toml --extra harness $(NEWEST_AWS_SDK) -o requirements/harness.txt
 	$(COMPILE) pyproject.toml --extra docs $(NEWEST_AWS_SDK) -o requirements/docs.txt
+	$(COMPILE) pyproject.toml --extra cel $(NEWEST_AWS_SDK) -o requirements/cel.txt
 	$(COMPILE) pyproject.toml --extra blocks -c requirements/test.txt -o requirements/blocks.txt
 	$(COMPILE) pyproject.toml --extra tune --extra blocks -c requirements/test.txt \
 		-o requirements/image.txt

@@ -176,6 +176,65 @@ def _warnings(document: dict[Any, Any], source: str) -> list[str]:
     return warnings
 
 
+# Another file of the project's given by mistake: what it looks like, from its top-level keys.
+# The scenario's two required keys besides `duration` (fakes/scenario.py Scenario).
+_SCENARIO_KEYS = ("nodegroups", "asgs")
+# The pod autoscalers `elevator pods plan` reads (flows/cli/pods_files.py).
+_POD_AUTOSCALER_KINDS = ("WatermarkPodAutoscaler", "MemoryAutoscaler", "HorizontalPodAutoscaler",
+                         "VerticalPodAutoscaler")
+
+
+def _other_file_kind(document: dict[Any, Any], source: str) -> str | None:
+    """What a mapping without `node_groups` looks like, when it is another file we know."""
+    if all(key in document for key in _SCENARIO_KEYS):
+        named = document.get("nodegroups")
+        # the scenario's `nodegroups:` path is relative to its own folder (fakes/scenario.py)
+        also = (f"; the node-group file it names is {Path(source).parent / named}"
+                if isinstance(named, str) and named else "")
+        return ("this looks like a scenario file for `elevator simulate` (it has `nodegroups`, "
+                "`asgs`), not a node-group file: run it with `elevator simulate`" + also)
+    if "apiVersion" in document and "kind" in document:
+        kind = document.get("kind")
+        items = document.get("items")
+        kinds = {item.get("kind") for item in items if isinstance(item, dict)} \
+            if isinstance(items, list) else {kind}
+        if kinds & set(_POD_AUTOSCALER_KINDS):
+            return ("this looks like a pod-autoscaler file for `elevator pods plan` (a "
+                    f"Kubernetes {kind}), not a node-group file")
+        return (f"this looks like a Kubernetes manifest (a {kind}), not a node-group "
+                "file: a node-group file is YAML or JSON with `node_groups:`")
+    return None
+
+
+def _shared_label_warnings(groups: list[NodeGroupConfig], labels: list[str]) -> list[str]:
+    """Two groups on one label: Escalator lists a group's nodes (and, but for `default`, its pods)
+    by label_key=label_value alone (spec/escalator.md §5.1, §5.2), so both see the same ones."""
+    warnings = []
+    first: dict[tuple[str, str], int] = {}
+    for index, group in enumerate(groups):
+        key = (group.label_key, group.label_value)
+        if key not in first:
+            first[key] = index
+            continue
+        other = groups[first[key]]
+        both_pods = "default" not in (group.name, other.name)
+        shared = ("the same nodes and pending pods: each scales its own ASG for them"
+                  if both_pods else "the same nodes: their capacity and usage count in both")
+        warnings.append(f"{labels[index]}: selects nodes by {group.label_key}="
+                        f"{group.label_value}, as {labels[first[key]]} does: both groups count "
+                        f"{shared}")
+    return warnings
+
+
+def _default_group_warning(group: NodeGroupConfig) -> str:
+    """Escalator's `default` group takes its pods by having no selector, not by its label
+    (spec/escalator.md §5.1): say what the label does and what it does not."""
+    label = f"{group.label_key}={group.label_value}"
+    return (f"named `default`: Escalator counts in it the pods with no nodeSelector and no "
+            f"affinity, not the pods that select {label} (those belong to no group unless "
+            f"another group has that label); {label} picks only its nodes")
+
+
 def parse_node_groups(document: Any, source: str) -> LoadedConfig:
     """Validate a decoded document; raise InputError with every problem at once."""
     if not isinstance(document, dict):
@@ -183,6 +242,9 @@ def parse_node_groups(document: Any, source: str) -> LoadedConfig:
         kind = type(document).__name__ if document is not None else "empty document"
         raise InputError([join_location(source, "", f"top level must be a mapping with "
                                                     f"'node_groups', got {kind}")])
+    if "node_groups" not in as_go_decodes(document, ["node_groups"]) \
+            and (looks_like := _other_file_kind(document, source)):
+        raise InputError([join_location(source, "", looks_like)])
     warnings = _warnings(document, source)
     document = as_go_decodes(document, ["node_groups"])  # `Node_Groups:` as Escalator reads it
     raw_groups = document.get("node_groups")
@@ -197,12 +259,15 @@ def parse_node_groups(document: Any, source: str) -> LoadedConfig:
     if "node_groups" not in document:
         problems.append(join_location(source, "node_groups", "missing: no node groups defined"))
     seen: dict[str, int] = {}
+    labels = [_group_label(index, raw_groups) for index in range(len(parsed.node_groups))]
     for index, group in enumerate(parsed.node_groups):
-        label = _group_label(index, raw_groups)
+        label = labels[index]
         problems.extend(join_location(source, label, message)
                         for message in validate_node_group(group))
         warnings.extend(join_location(source, label, message)
                         for message in node_group_warnings(group))
+        if group.name == "default" and group.label_key:
+            warnings.append(join_location(source, label, _default_group_warning(group)))
         if group.name:
             if group.name in seen:
                 problems.append(join_location(
@@ -211,6 +276,8 @@ def parse_node_groups(document: Any, source: str) -> LoadedConfig:
                     f"(also node_groups[{seen[group.name]}])"))
             else:
                 seen[group.name] = index
+    warnings.extend(join_location(source, "", message)
+                    for message in _shared_label_warnings(list(parsed.node_groups), labels))
     problems.extend(join_location(source, f"cluster_autoscaler.{path}", message)
                     for path, message in validate_cluster_autoscaler(parsed.cluster_autoscaler))
     if problems:

@@ -150,8 +150,10 @@ def test_post_as_field_validation_test_post(api: FakeKubeApi, directive: str, co
         assert "unknown1" not in spec and "unknownDupe" not in spec
         assert spec["paused"] is False
         assert "unknownMeta" not in api.get("deployments", name, "default")["metadata"]
+        # The API server's defaults join what was sent (pkg/apis/core/v1/defaults.go).
         assert spec["template"]["spec"]["containers"][0] == {  # type: ignore[index]
-            "name": "nginx", "image": "nginx:latest", "imagePullPolicy": "Never"}
+            "name": "nginx", "image": "nginx:latest", "imagePullPolicy": "Never",
+            "terminationMessagePath": "/dev/termination-log", "terminationMessagePolicy": "File"}
     else:
         with pytest.raises(KeyError):
             api.get("deployments", name, "default")

@@ -259,3 +259,27 @@ def test_a_real_clusters_pods_become_waves(tmp_path: Path) -> None:
                if wave.affinity is not None and wave.affinity.pod_anti_affinity) == len(apart)
     assert waves["zoo"].labels["app"] == waves["pzoo"].labels["app"] == "zookeeper"
     assert (waves["zoo"].count, waves["pzoo"].count) == (2, 3)
+
+
+def test_identical_bare_pods_are_one_wave(tmp_path: Path) -> None:
+    """Ten identical bare pods (no owner) are one wave of ten, not ten waves (issue 42 item 7);
+    a bare pod that asks for more, or tolerates a taint, or is in another namespace, is not
+    identical and keeps a wave of its own. Their owners all map to their wave."""
+    items = [_node("ip-10-0-1-1", "us-east-1a"), _node("ip-10-0-1-2", "us-east-1a")]
+    items += [api_pod(f"worker-{index}", "batch", cpu="250m", memory="256Mi", owner_kind=None,
+                      node="ip-10-0-1-1" if index < 4 else "", labels={"app": "worker"})
+              for index in range(10)]
+    bigger = api_pod("worker-big", "batch", cpu="500m", memory="256Mi", owner_kind=None,
+                     labels={"app": "worker"})
+    tolerant = api_pod("worker-tolerant", "batch", cpu="250m", memory="256Mi", owner_kind=None,
+                       labels={"app": "worker"})
+    tolerant["spec"]["tolerations"] = [{"key": "spot", "operator": "Exists"}]
+    elsewhere = api_pod("worker-0", "other", cpu="250m", memory="256Mi", owner_kind=None,
+                        labels={"app": "worker"})
+    items += [bigger, tolerant, elsewhere]
+    result = _run(tmp_path, _write(tmp_path, items))
+    assert result.exit_code == 0, result.output
+    waves = load_scenario(tmp_path / "out" / "scenario.yaml").scenario.workload
+    assert sorted((wave.count, wave.cpu, len(wave.tolerations)) for wave in waves) == [
+        (1, "250m", 0), (1, "250m", 1), (1, "500m", 0), (10, "250m", 0)]
+    assert len({wave.name for wave in waves}) == 4

@@ -49,11 +49,16 @@ def situations(draw: st.DrawFn) -> Situation:
     node_count = draw(st.integers(0, 7))
     asg_min = draw(st.integers(0, min(node_count, 3)))
     asg_max = draw(st.integers(max(node_count, asg_min, 1), 12))
+    # Escalator rotates only when the untainted nodes are exactly min_nodes and none is tainted
+    # (scaleOnMaxNodeAge): drawn blindly that is rare (6 situations in 300), so half the draws
+    # aim at it.
+    aim_at_rotation = draw(st.booleans())
     world = MemoryWorld()
     asg = world.create_asg(ASG, asg_min, asg_max, node_count)
     nodes: list[NodeRecord] = []
     for index, instance in enumerate(asg.instances):
-        kind = draw(st.sampled_from(["untainted", "untainted", "tainted", "force", "cordoned"]))
+        kind = draw(st.sampled_from(["untainted", "untainted", "force", "cordoned"] if aim_at_rotation
+                                    else ["untainted", "untainted", "tainted", "force", "cordoned"]))
         nodes.append(world.put_node(make_node(
             f"node-{index}", created=NOW - draw(st.integers(0, 5 * 3600)),
             cpu=draw(st.sampled_from([1000, 2000, 4000])),
@@ -72,7 +77,7 @@ def situations(draw: st.DrawFn) -> Situation:
             else draw(st.integers(0, 500)) * MiB,
             node=draw(st.sampled_from(["", *[node.name for node in nodes]])),
             owned_by_daemonset=draw(st.integers(0, 5)) == 0))
-    min_nodes = draw(st.integers(0, 4))
+    min_nodes = len(_untainted(nodes)) if aim_at_rotation else draw(st.integers(0, 4))
     lower = draw(st.integers(1, 30))
     upper = draw(st.integers(lower + 1, 60))
     soft = draw(st.integers(1, 60))
@@ -88,7 +93,8 @@ def situations(draw: st.DrawFn) -> Situation:
         hard_delete_grace_period=f"{soft + draw(st.integers(1, 120))}m",
         scale_up_cool_down_period=draw(st.sampled_from(["30s", "2m", "10m"])),
         scale_on_starve=draw(st.booleans()),
-        max_node_age=draw(st.sampled_from(["", "0", "0s", "-1h", "30m", "2h"])))
+        max_node_age=draw(st.sampled_from(["30m", "2h"] if aim_at_rotation
+                                          else ["", "0", "0s", "-1h", "30m", "2h"])))
     lock = ScaleLock(True, draw(st.integers(1, 3)), NOW - draw(st.integers(0, 900))) \
         if draw(st.booleans()) else ScaleLock()
     return Situation(group, world, lock, draw(st.sampled_from([60, 300, 900])))
