@@ -31,7 +31,9 @@ def app() -> typer.Typer:
 def deployment(name: str, replicas: int, labels: dict[str, str]) -> dict[str, Any]:
     return {"apiVersion": "apps/v1", "kind": "Deployment",
             "metadata": {"name": name, "namespace": "shop"},
-            "spec": {"replicas": replicas, "selector": {"matchLabels": labels}},
+            "spec": {"replicas": replicas, "selector": {"matchLabels": labels},
+                     "template": {"metadata": {"labels": labels},  # as a server requires
+                                  "spec": {"containers": [{"name": "main", "image": "pause"}]}}},
             "status": {"replicas": replicas}}
 
 
