@@ -36,6 +36,8 @@ def heartbeat_loop_sleeps_in_slices(engine_module: types.ModuleType) -> bool:
     run ends, with the engine methods our loop calls. A release whose loop waits on its event
     instead, or whose heartbeat has another shape, keeps Prefect's own."""
     send = getattr(engine_module, "_send_heartbeats", None)
+    # Once `install` replaced it, the question is about Prefect's own, which it keeps.
+    send = getattr(send, "__elevator_original__", send)
     engine_class = getattr(engine_module, "FlowRunEngine", None)
     if send is None or engine_class is None or not hasattr(engine_module,
                                                             "MINIMUM_HEARTBEAT_INTERVAL"):
@@ -101,6 +103,7 @@ def install() -> bool:
                 thread.join(timeout=2)
 
     _send_heartbeats.__elevator_fix__ = True  # type: ignore[attr-defined]
+    _send_heartbeats.__elevator_original__ = engine_module._send_heartbeats  # type: ignore[attr-defined]
     engine_module._send_heartbeats = _send_heartbeats
     return True
 

@@ -78,9 +78,9 @@ def leave_a_pending_run(nodegroups: str, kubeconfig: str, interval: float,
     from prefect.utilities.engine import propose_state_sync
 
     from kube_elevator.flows.cli.serve import served_deployments
-    from kube_elevator.flows.prefect_compat import start_temporary_server
+    from kube_elevator.tasks.adapters.prefect_server import use_local_server
 
-    start_temporary_server(schedules=True)
+    use_local_server("own", schedules=True)  # none when PREFECT_API_URL names one
     scheduled, _ = served_deployments(Path(nodegroups), interval, Path(kubeconfig))
     deployment_id = scheduled.apply()
     with get_client(sync_client=True) as client:
