@@ -1,5 +1,6 @@
 # kube-elevator's image: `elevator` (and `prefect`, for the worker) on Python 3.11 with the locked
-# dependencies of the runtime and the tune extra (requirements/tune.txt). From the repository root:
+# dependencies of the runtime and the tune and blocks extras (requirements/image.txt: the flows'
+# cluster and credentials blocks work in the image). From the repository root:
 #
 #   docker build -t kube-elevator:0.1.0 .
 #
@@ -9,7 +10,7 @@
 # checkov:skip=CKV_DOCKER_2: no HEALTHCHECK: the image runs under Kubernetes, whose probes (deployments/kubernetes) check the process; Docker's HEALTHCHECK is ignored there, and which port answers depends on the command the pod runs
 FROM python:3.11-slim-bookworm AS build
 WORKDIR /src
-COPY requirements/uv.txt requirements/build.txt requirements/tune.txt requirements/
+COPY requirements/uv.txt requirements/build.txt requirements/image.txt requirements/
 COPY pyproject.toml README.md ./
 COPY flows flows
 COPY tasks tasks
@@ -20,7 +21,7 @@ COPY deployments/image/install.sh deployments/image/
 RUN pip install --no-cache-dir --disable-pip-version-check --require-hashes --no-deps \
         -r requirements/uv.txt \
     && UV_NO_CACHE=1 UV_COMPILE_BYTECODE=1 \
-        sh deployments/image/install.sh /opt/kube-elevator requirements/tune.txt tune
+        sh deployments/image/install.sh /opt/kube-elevator requirements/image.txt tune,blocks
 
 FROM python:3.11-slim-bookworm
 COPY --from=build /opt/kube-elevator /opt/kube-elevator

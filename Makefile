@@ -11,7 +11,7 @@ CHECKOV_STAMP := $(CHECKOV_VENV)/.installed
 # uv never downloads a Python of its own: the venvs use $(PYTHON).
 export UV_PYTHON_DOWNLOADS := never
 
-.PHONY: demo plan-example tune-example test lint bench docs lock clean
+.PHONY: demo plan-example tune-example test test-prefect lint bench docs lock clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -58,6 +58,33 @@ tune-example: $(STAMP)
 test: $(STAMP) $(CHECKOV_STAMP)
 	$(BIN)/python -m pytest -q -n 2 --dist loadfile
 
+# The tests that touch Prefect (marker `prefect`) on another Prefect release than the lock's, in a
+# venv of its own: `make test-prefect PREFECT_VERSION=3.9.1`. uv resolves pyproject.toml with
+# Prefect held at that release, starting from the test lock's pins (only what the release
+# requires otherwise moves), with the extras that admit it (.ci/prefect_extras.py: an older
+# release goes without `blocks`, which states its own floor). CI runs it on the floor of
+# pyproject.toml's range and on the newest release (.ci/run). PREFECT_TEST_WORKERS is -n.
+PREFECT_VERSION ?= 3.9.1
+PREFECT_TEST_WORKERS ?= 2
+PREFECT_VENV := .venv-prefect-$(PREFECT_VERSION)
+$(PREFECT_VENV)/.installed: pyproject.toml requirements/test.txt .ci/prefect_extras.py $(STAMP)
+	$(BIN)/uv venv --quiet --allow-existing --python $(PYTHON) $(PREFECT_VENV)
+	cp requirements/test.txt $(PREFECT_VENV)/requirements.txt
+	echo "prefect==$(PREFECT_VERSION)" > $(PREFECT_VENV)/prefect.txt
+	$(BIN)/uv pip compile --quiet --universal --python-version 3.11 pyproject.toml \
+		$$($(BIN)/python .ci/prefect_extras.py $(PREFECT_VERSION)) \
+		-c $(PREFECT_VENV)/prefect.txt -o $(PREFECT_VENV)/requirements.txt
+	$(BIN)/uv pip sync --quiet --compile-bytecode --python $(PREFECT_VENV)/bin/python \
+		$(PREFECT_VENV)/requirements.txt requirements/uv.txt
+	$(BIN)/uv pip install --quiet --python $(PREFECT_VENV)/bin/python --no-deps -e .
+	touch $@
+
+test-prefect: $(PREFECT_VENV)/.installed $(CHECKOV_STAMP)
+	@$(PREFECT_VENV)/bin/python -c "import prefect; print('make test-prefect: Prefect', \
+		prefect.__version__, 'in $(PREFECT_VENV)', flush=True)"
+	$(PREFECT_VENV)/bin/python -m pytest -q -n $(PREFECT_TEST_WORKERS) --dist loadfile \
+		-m 'prefect and not benchmark'
+
 lint: $(STAMP)
 	$(BIN)/ruff check flows tasks fakes tests benchmarks
 	$(BIN)/mypy -p kube_elevator
@@ -73,18 +100,35 @@ docs: $(STAMP)
 # Refresh the locks after a change to pyproject.toml's dependencies, keeping every other pin;
 # `make lock UPGRADE=1` moves every pin to the newest release the ranges allow. test.txt is the
 # development venv (all extras); the others are constrained by it, so a package has one version
-# in every lock. pyproject.toml keeps ranges: `pip install kube-elevator` resolves as usual.
+# in every lock, but for the AWS SDK (boto3, botocore, s3transfer): prefect-aws needs
+# aiobotocore, whose every release caps botocore below the newest (aiobotocore 3.10.0:
+# botocore <1.43.118), so test.txt, blocks.txt and image.txt (the image has `blocks`) hold what
+# it allows, and every lock without prefect-aws takes the newest (AWS_SDK_CONSTRAINTS: test.txt's
+# pins without those three, which each of those locks upgrades). Each extra has a lock of its
+# own: requirements/EXTRA.txt; runtime.txt has none. pyproject.toml keeps ranges: `pip install
+# kube-elevator` resolves as usual.
 COMPILE = $(BIN)/uv pip compile --quiet --universal --python-version 3.11 --generate-hashes \
 	--custom-compile-command "make lock" $(if $(UPGRADE),--upgrade)
+AWS_SDK := boto3 botocore s3transfer
+AWS_SDK_CONSTRAINTS := build/lock/test-but-the-aws-sdk.txt
+NEWEST_AWS_SDK = -c $(AWS_SDK_CONSTRAINTS) $(foreach package,$(AWS_SDK),--upgrade-package $(package))
 lock: $(BIN)/uv
 	$(COMPILE) pyproject.toml --all-extras -o requirements/test.txt
-	$(COMPILE) pyproject.toml -c requirements/test.txt -o requirements/runtime.txt
-	$(COMPILE) pyproject.toml --extra sim -c requirements/test.txt -o requirements/sim.txt
-	$(COMPILE) pyproject.toml --extra tune -c requirements/test.txt -o requirements/tune.txt
-	$(COMPILE) pyproject.toml --extra harness -c requirements/test.txt -o requirements/harness.txt
+	mkdir -p $(dir $(AWS_SDK_CONSTRAINTS))
+	grep -E '^[A-Za-z0-9]' requirements/test.txt | sed 's/ *\\$$//' \
+		| grep -vE '^($(subst $(eval) ,|,$(AWS_SDK)))==' > $(AWS_SDK_CONSTRAINTS)
+	$(COMPILE) pyproject.toml $(NEWEST_AWS_SDK) -o requirements/runtime.txt
+	$(COMPILE) pyproject.toml --extra sim $(NEWEST_AWS_SDK) -o requirements/sim.txt
+	$(COMPILE) pyproject.toml --extra tune $(NEWEST_AWS_SDK) -o requirements/tune.txt
+	$(COMPILE) pyproject.toml --extra harness $(NEWEST_AWS_SDK) -o requirements/harness.txt
+	$(COMPILE) pyproject.toml --extra docs $(NEWEST_AWS_SDK) -o requirements/docs.txt
+	$(COMPILE) pyproject.toml --extra cel $(NEWEST_AWS_SDK) -o requirements/cel.txt
+	$(COMPILE) pyproject.toml --extra blocks -c requirements/test.txt -o requirements/blocks.txt
+	$(COMPILE) pyproject.toml --extra tune --extra blocks -c requirements/test.txt \
+		-o requirements/image.txt
 	$(COMPILE) requirements/checkov.in -o requirements/checkov.txt
 	$(COMPILE) requirements/uv.in -o requirements/uv.txt
 	$(COMPILE) requirements/build.in -o requirements/build.txt
 
 clean:
-	rm -rf $(VENV) $(CHECKOV_VENV) .mypy_cache .ruff_cache build
+	rm -rf $(VENV) $(CHECKOV_VENV) .venv-prefect-* .mypy_cache .ruff_cache build

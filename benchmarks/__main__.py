@@ -72,6 +72,19 @@ def collection_figures() -> list[Figure]:
                    ratio <= 2.0)]
 
 
+def protobuf_listing_figures() -> list[Figure]:
+    from benchmarks.fake_api_protobuf_listing import measure
+
+    measured = measure(pods=1_000, runs=15)
+    ratio = measured["protobuf_seconds"] / measured["json_seconds"]
+    return [Figure("fake API: a 1,000-pod list in protobuf (client-go's Accept), median of 15 "
+                   "(python -m benchmarks.fake_api_protobuf_listing)",
+                   f"{measured['protobuf_seconds'] * 1e3:.1f} ms ({ratio:.2f}x); the first, "
+                   f"encoding every pod: {measured['cold_seconds'] * 1e3:.0f} ms",
+                   "≤ 1.5x the JSON list", f"the JSON list: {measured['json_seconds'] * 1e3:.1f} ms",
+                   ratio <= 1.5)]
+
+
 def prefect_figures() -> list[Figure]:
     from benchmarks.prefect_overhead import measure
 
@@ -265,6 +278,20 @@ def harness_figures() -> list[Figure]:
     ]
 
 
+def command_start_figures() -> list[Figure]:
+    from benchmarks.command_start import FIRST_TARGET_SECONDS, LATER_TARGET_SECONDS, measure
+
+    load = " ".join(f"{value:.1f}" for value in os.getloadavg())
+    return [Figure(f"{name} without PREFECT_API_URL, wall: the first on a new PREFECT_HOME, then "
+                   f"the median of 5 (python -m benchmarks.command_start; load {load})",
+                   f"{figures['first']:.1f} s, then {figures['median']:.1f} s (CPU: "
+                   f"{figures['first_cpu']:.1f} s, then {figures['median_cpu']:.1f} s)",
+                   f"≤ {FIRST_TARGET_SECONDS:g} s, then ≤ {LATER_TARGET_SECONDS:g} s", "",
+                   figures["first"] <= FIRST_TARGET_SECONDS
+                   and figures["median"] <= LATER_TARGET_SECONDS)
+            for name, figures in measure(5).items()]
+
+
 def render(figures: list[Figure]) -> Table:
     table = Table(title="kube-elevator benchmarks")
     for column in ("figure", "value", "target", "floor", "met"):
@@ -306,11 +333,12 @@ def write_results(figures: list[Figure]) -> None:
 
 def main() -> int:
     console = Console(width=160)
-    figures = (plan_figures() + scaling_figures() + collection_figures() + prefect_figures()
+    figures = (plan_figures() + scaling_figures() + collection_figures()
+               + protobuf_listing_figures() + prefect_figures()
                + quality_figures() + placement_figures() + fast_simulation_figures()
                + watch_cache_figures() + in_process_latency_figures()
                + silent_watch_figures() + prefect_database_figures() + soak_figures()
-               + harness_figures())
+               + harness_figures() + command_start_figures())
     console.print(render(figures))
     write_results(figures)
     console.print(f"written to {RESULTS}")

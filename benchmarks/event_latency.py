@@ -35,6 +35,7 @@ from typing import IO, Any, Self
 
 import yaml
 
+from benchmarks.deadlines import scaled
 from kube_elevator.fakes.aws import FakeAws
 from kube_elevator.fakes.cluster import node_for_instance
 from kube_elevator.fakes.kube_api.server import FakeKubeApi
@@ -66,7 +67,9 @@ def free_port() -> int:
 
 def wait_until(condition: Callable[[], Any], timeout: float, what: str,
                interval: float = 0.05) -> Any:
-    """Poll `condition` until it returns something truthy; TimeoutError naming `what`."""
+    """Poll `condition` until it returns something truthy; TimeoutError naming `what`, after
+    `timeout` seconds scaled by the one deadline setting (benchmarks/deadlines.py)."""
+    timeout = scaled(timeout)
     deadline = time.monotonic() + timeout
     while True:
         value = condition()
@@ -276,7 +279,7 @@ class BurstCluster:
         self.kube.create("pods", {
             "metadata": {"name": name, "namespace": namespace},
             "spec": {"nodeSelector": {"customer": "batch"}, "containers": [
-                {"name": "c", "resources": {"requests": {"cpu": cpu, "memory": "100Mi"}}}]},
+                {"name": "c", "image": "pause", "resources": {"requests": {"cpu": cpu, "memory": "100Mi"}}}]},
             "status": {"phase": "Pending"}}, namespace=namespace)
 
     def burst(self, pods: int) -> list[str]:

@@ -42,7 +42,7 @@ def _frozen_burst(rig: InProcessRig, proxy: FreezingProxy, kube: FakeKubeApi, nu
     # A change the pod watch hears right before the freeze: its silence is the longest.
     kube.create("pods", {"metadata": {"name": f"bystander-{number}", "namespace": "jobs"},
                          "spec": {"nodeName": "elsewhere", "containers": [
-                             {"name": "c", "resources": {"requests": {"cpu": "1m"}}}]},
+                             {"name": "c", "image": "pause", "resources": {"requests": {"cpu": "1m"}}}]},
                          "status": {"phase": "Running"}}, namespace="jobs")
     proxy.freeze()
     time.sleep(FREEZE_TO_BURST_SECONDS)

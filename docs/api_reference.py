@@ -12,11 +12,18 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import pdoc.doc
+
+
+MODULES = ("kube_elevator", "kube_elevator.harness")
 
 
 def build(output: Path) -> Path:
     """Write the reference into `output`; the path of its page for `kube_elevator`."""
-    import pdoc
+    import pdoc.doc
     import pdoc.render
 
     import kube_elevator
@@ -25,8 +32,29 @@ def build(output: Path) -> Path:
         getattr(kube_elevator, name)
     pdoc.render.configure(docformat="google", show_source=False,
                           footer_text=f"kube-elevator {kube_elevator.__version__}")
-    pdoc.pdoc("kube_elevator", "kube_elevator.harness", output_directory=output)
+    modules = {name: pdoc.doc.Module.from_name(name) for name in MODULES}
+    for module in modules.values():
+        for member in module.flattened_own_members:
+            if isinstance(member, pdoc.doc.Class):
+                _with_inherited_surface(member, modules)
+    for name, module in modules.items():
+        page = output / f"{name.replace('.', '/')}.html"
+        page.parent.mkdir(parents=True, exist_ok=True)
+        page.write_text(pdoc.render.html_module(module, modules), encoding="utf-8")
+    (output / "index.html").write_text(pdoc.render.html_index(modules), encoding="utf-8")
+    (output / "search.js").write_text(pdoc.render.search_index(modules), encoding="utf-8")
     return output / "kube_elevator.html"
+
+
+def _with_inherited_surface(cls: pdoc.doc.Class, documented: dict[str, pdoc.doc.Module]) -> None:
+    """A public class's members inherited from an internal base (`FakeKubeApi.install_crd`,
+    from the fake API's CRD store) shown as its own: pdoc lists inherited members only when
+    their base's module is in the reference, and the internal modules are not."""
+    own = list(cls.own_members)
+    for (module, _), members in cls.inherited_members.items():
+        if module not in documented and module != "builtins":
+            own.extend(member for member in members if not member.name.startswith("_"))
+    cls.own_members = own  # a cached_property: set once, before rendering
 
 
 if __name__ == "__main__":

@@ -110,8 +110,11 @@ def pod_body(name: str, arrival: Wave | TracePod, node_selector: Mapping[str, st
     # Batch pods belong to a Job, services to a ReplicaSet: both re-create evicted pods.
     owner = {"apiVersion": "batch/v1", "kind": "Job"} if duration is not None else \
         {"apiVersion": "apps/v1", "kind": "ReplicaSet"}
+    # An extended resource (a GPU) is not overcommitted: the API server requires its limit,
+    # equal to the request (core validation, ValidateResourceRequirements).
     container: dict[str, Any] = {"name": "main", "image": "busybox", "resources": {
-        "requests": {"cpu": arrival.cpu, "memory": arrival.memory, **extended}}}
+        "requests": {"cpu": arrival.cpu, "memory": arrival.memory, **extended},
+        **({"limits": extended} if extended else {})}}
     spec: dict[str, Any] = {
         "nodeSelector": dict(node_selector), "tolerations": tolerations,
         "containers": [container]}

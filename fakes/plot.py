@@ -21,6 +21,7 @@ def simulation_figure(document: dict[str, Any]) -> Any:
 
     matplotlib.use("Agg")  # no display: write files only
     import matplotlib.pyplot as plt
+    from matplotlib.ticker import MaxNLocator
 
     ticks = document["ticks"]
     names = list(ticks[0]["node_groups"]) if ticks else []
@@ -38,12 +39,16 @@ def simulation_figure(document: dict[str, Any]) -> Any:
         axis.step(minutes, [s["pending_pods"] for s in series], where="post",
                   label="pending pods", color="tab:red")
         axis.set_ylabel("count")
+        # Nodes and pods come whole, and from none: integer ticks from 0 (issue 42 item 8).
+        axis.yaxis.set_major_locator(MaxNLocator(integer=True))
+        axis.set_ylim(bottom=0)
         axis.set_title(f"node group {name}")
         demand = axis.twinx()
         demand.plot(minutes, [s["cpu_percent"] if s["cpu_percent"] is not None else float("nan")
                               for s in series], color="tab:orange", alpha=0.6,
                     label="CPU requested (% of untainted)")
         demand.set_ylabel("CPU requested %")
+        demand.set_ylim(bottom=0)  # a percentage from 0 %, not from the run's lowest
         lines = axis.get_legend_handles_labels()
         extra = demand.get_legend_handles_labels()
         legend = (lines[0] + extra[0], lines[1] + extra[1])

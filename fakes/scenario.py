@@ -167,6 +167,8 @@ class Wave(PodShape):
 
 
 class TracePod(_Strict):
+    """One pod of a trace: when it arrives, what it requests, how long it runs."""
+
     arrival_s: CsvSeconds
     cpu: CpuQuantity
     memory: MemoryQuantity

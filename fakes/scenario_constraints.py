@@ -109,15 +109,21 @@ class NodeSelectorTerm(_Kube):
 
 
 class NodeSelector(_Kube):
+    """A scenario shape's required node affinity (`nodeSelectorTerms`), as in a pod spec."""
+
     node_selector_terms: list[NodeSelectorTerm] = Field(alias="nodeSelectorTerms", min_length=1)
 
 
 class PreferredSchedulingTerm(_Kube):
+    """A preferred node-affinity term and its weight (1-100), as in a pod spec."""
+
     weight: StrictInt = Field(ge=1, le=100)
     preference: NodeSelectorTerm
 
 
 class NodeAffinity(_Kube):
+    """A scenario shape's node affinity: required and preferred terms, as in a pod spec."""
+
     required: NodeSelector | None = Field(
         default=None, alias="requiredDuringSchedulingIgnoredDuringExecution")
     preferred: list[PreferredSchedulingTerm] = Field(
@@ -125,6 +131,8 @@ class NodeAffinity(_Kube):
 
 
 class PodAffinityTerm(_Kube):
+    """A pod (anti-)affinity term: the pods a label selector picks, per `topologyKey`."""
+
     topology_key: LabelKey = Field(alias="topologyKey")
     label_selector: LabelSelector | None = Field(default=None, alias="labelSelector")
     namespaces: list[str] = []
@@ -136,11 +144,15 @@ class PodAffinityTerm(_Kube):
 
 
 class WeightedPodAffinityTerm(_Kube):
+    """A preferred pod (anti-)affinity term and its weight (1-100)."""
+
     weight: StrictInt = Field(ge=1, le=100)
     pod_affinity_term: PodAffinityTerm = Field(alias="podAffinityTerm")
 
 
 class PodAffinity(_Kube):
+    """A scenario shape's pod affinity or anti-affinity: required and preferred terms."""
+
     required: list[PodAffinityTerm] = Field(
         default=[], alias="requiredDuringSchedulingIgnoredDuringExecution")
     preferred: list[WeightedPodAffinityTerm] = Field(

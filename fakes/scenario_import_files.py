@@ -20,6 +20,7 @@ from pydantic import ValidationError
 from kube_elevator.fakes.scenario import MAX_PODS, MAX_STEPS, Scenario, TracePod, scenario_problems
 from kube_elevator.fakes.scenario_import import ClusterHistory, TraceRow
 from kube_elevator.tasks.core.errors import InputError, join_location
+from kube_elevator.tasks.core.quantity import bytes_quantity, canonical_quantity
 from kube_elevator.tasks.escalator.config import NodeGroupConfig
 
 # The tick is a minute; a step that divides it keeps the ticks a minute apart.
@@ -81,8 +82,9 @@ def scenario_document(nodegroups: Path, groups: Sequence[NodeGroupConfig],
             "desired": desired, "instance_type": seen.node_type.instance_type,
             "node_labels": {group.label_key: group.label_value}}
         if seen.per_node_pods:
-            asg["daemonsets"] = [{"name": pod.name, "cpu": f"{pod.cpu_milli}m",
-                                  "memory": str(pod.memory_bytes)}
+            asg["daemonsets"] = [{"name": pod.name,
+                                  "cpu": canonical_quantity(f"{pod.cpu_milli}m"),
+                                  "memory": bytes_quantity(pod.memory_bytes)}
                                  for pod in seen.per_node_pods]
         if zones and group.name in zones:
             asg["availability_zone"] = zones[group.name]
@@ -166,6 +168,12 @@ def _write_all(directory: Path, files: Sequence[tuple[str, str]]) -> None:
         raise
 
 
+def nodegroups_from(directory: Path, nodegroups: Path) -> str:
+    """The node-group file as a scenario in `directory` names it: relative to the scenario's
+    folder (as `load_scenario` resolves it), so the two move together to another machine."""
+    return os.path.relpath(nodegroups.resolve(), directory.resolve())
+
+
 def write_scenario(directory: Path, nodegroups: Path, groups: Sequence[NodeGroupConfig],
                    history: ClusterHistory, duration_s: float,
                    shapes: Mapping[str, Mapping[str, Any]] | None = None,
@@ -174,6 +182,7 @@ def write_scenario(directory: Path, nodegroups: Path, groups: Sequence[NodeGroup
     checked first (InputError), then written whole; an OSError leaves the directory as it was.
     The scenario is renamed into place last, so it never names a trace not yet written."""
     document = scenario_document(nodegroups, groups, history, duration_s, shapes, zones)
+    document["nodegroups"] = nodegroups_from(directory, nodegroups)
     check_scenario(directory, nodegroups, document, history.rows, groups)
     _write_all(directory, [
         ("trace.csv", trace_csv(history.rows)),

@@ -46,6 +46,7 @@ from kube_elevator.tasks.core.api_objects import RawMetadata, RawNodeSelector
 from kube_elevator.tasks.core.decode import ClusterSnapshot, decode_items
 from kube_elevator.tasks.core.documents import load_file
 from kube_elevator.tasks.core.errors import InputError, join_location
+from kube_elevator.tasks.core.quantity import bytes_quantity, canonical_quantity
 from kube_elevator.tasks.core.records import NodeRecord, PodRecord
 from kube_elevator.tasks.escalator.config import NodeGroupConfig
 
@@ -310,14 +311,15 @@ def _wave(shape: Shape, name: str, zones: set[str], notes: list[str]) -> dict[st
     record = shape.pods[0]
     wave: dict[str, Any] = {
         "name": name, "at": "0s", "count": len(shape.pods),
-        "cpu": f"{max(pod.cpu_request_milli for pod in shape.pods)}m",
-        "memory": str(max(pod.memory_request_bytes for pod in shape.pods))}
+        "cpu": canonical_quantity(f"{max(pod.cpu_request_milli for pod in shape.pods)}m"),
+        "memory": bytes_quantity(max(pod.memory_request_bytes for pod in shape.pods))}
     extended: dict[str, int] = {}
     for pod in shape.pods:
         for resource, amount in pod.extended_requests:
             extended[resource] = max(extended.get(resource, 0), amount)
     if any(extended.values()):
-        wave["extended"] = {key: str(value) for key, value in sorted(extended.items()) if value}
+        wave["extended"] = {key: canonical_quantity(str(value))
+                            for key, value in sorted(extended.items()) if value}
     if record.node_selector:
         wave["node_selector"] = dict(record.node_selector)
     if record.tolerations:
@@ -408,12 +410,22 @@ def _wave_names(shapes: Sequence[Shape]) -> list[str]:
     return names
 
 
+def _bare_identity(record: PodRecord, obj: dict[str, Any], where: str, zones: set[str]) -> str:
+    """What a bare pod's wave would be, its name aside: bare pods with the same one (requests,
+    selector, tolerations, priority, labels, affinity, spreading, ports) are one wave, as a
+    controller's pods are (ten identical bare pods are one wave of ten, not ten waves)."""
+    alone = _wave(Shape(owner_of(obj), None, [record], [(obj, where)]), "", zones, [])
+    return json.dumps(alone, sort_keys=True, default=str)
+
+
 def read_shapes(snapshot: Snapshot, groups: Sequence[NodeGroupConfig],
                 zones: set[str]) -> Shapes:
     """The snapshot's owners as waves (module docstring); `zones` are the zones the scenario's
     ASGs launch in (a volume elsewhere could never be reached)."""
     group_of_node = _group_of_node(snapshot.nodes, groups)
     shapes: dict[tuple[Owner, str | None], Shape] = {}
+    bare: dict[tuple[str, str | None, str], list[tuple[Owner, PodRecord, dict[str, Any], str]]] \
+        = {}
     per_node: dict[str, dict[tuple[str, str], tuple[int, int]]] = defaultdict(dict)
     terminal = elsewhere = 0
     for record, obj, where in snapshot.pods:
@@ -434,9 +446,20 @@ def read_shapes(snapshot: Snapshot, groups: Sequence[NodeGroupConfig],
                                                   max(was[1], record.memory_request_bytes))
             continue
         zone = volume_zone(snapshot, obj)
+        if not owner.kind:  # a bare pod: a wave with the bare pods it is identical to
+            identity = (owner.namespace, zone, _bare_identity(record, obj, where, zones))
+            bare.setdefault(identity, []).append((owner, record, obj, where))
+            continue
         shape = shapes.setdefault((owner, zone), Shape(owner, zone))
         shape.pods.append(record)
         shape.objects.append((obj, where))
+    also: dict[Owner, list[Owner]] = {}  # a bare pods' wave's owner: the other bare pods in it
+    for (_, zone, _), alike in bare.items():
+        alike.sort(key=lambda found: found[0].name)
+        shape = Shape(alike[0][0], zone, [pod[1] for pod in alike],
+                      [(pod[2], pod[3]) for pod in alike])
+        shapes[(shape.owner, zone)] = shape
+        also[shape.owner] = [pod[0] for pod in alike[1:]]
     notes: list[str] = []
     ordered = sorted(shapes.values(), key=lambda s: (s.owner.namespace, s.owner.name,
                                                      s.owner.kind, s.zone or ""))
@@ -447,7 +470,8 @@ def read_shapes(snapshot: Snapshot, groups: Sequence[NodeGroupConfig],
     if elsewhere:
         notes.append(f"{elsewhere} pod(s) on nodes of no node group left out (control plane, "
                      "other pools)")
-    wave_of_owner = {shape.owner: name for shape, name in zip(ordered, names, strict=True)}
+    wave_of_owner = {owner: name for shape, name in zip(ordered, names, strict=True)
+                     for owner in (shape.owner, *also.get(shape.owner, ()))}
     return Shapes(waves, per_node_pods(per_node), notes, wave_of_owner)
 
 

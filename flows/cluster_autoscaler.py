@@ -178,7 +178,9 @@ def scale_up_unschedulable(
             notes.setdefault(growth.group, []).append(
                 grown_note(decision, growth, growth.target))
         return ScaleUpOutcome(decision.plan, terminated=terminated, notes=frozen_notes(notes),
-                              balanced=decision.split if decision.balanced else None)
+                              balanced=decision.split if decision.balanced else None,
+                              would_set={growth.group: growth.target
+                                         for growth in decision.growths})
 
     # 4. Act like Escalator's scale-up, group by group: the Lease with the scale lock, then
     # the cloud.

@@ -12,6 +12,7 @@ Pending, for us as for any worker.
 from __future__ import annotations
 
 import contextlib
+import logging
 from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
@@ -80,9 +81,10 @@ class DeploymentRuns:
                 message="skipped: a later scheduled tick was due"), flow_run_id=flow_run_id)
 
     def execute(self, flow_run_id: UUID) -> RunOutcome | None:
-        """Claim the run (propose Pending) and run its flow here; its outcome as this process
-        computed it. None when the server said no: another process claimed it first, or the
-        concurrency limit cancelled it."""
+        """Claim the run (propose Pending), mark it this process's (`infrastructure_pid`: a
+        serve that finds it after this process died ends it, `flows.abandoned_runs`) and run
+        its flow here; its outcome as this process computed it. None when the server said no:
+        another process claimed it first, or the concurrency limit cancelled it."""
         from prefect.exceptions import Abort
         from prefect.flow_engine import run_flow
         from prefect.states import Pending
@@ -94,6 +96,13 @@ class DeploymentRuns:
             return None
         if not claimed.is_pending():
             return None
+        from kube_elevator.tasks.core.process_owner import mark_of
+
+        try:
+            self.client.update_flow_run(flow_run_id, infrastructure_pid=str(mark_of()))
+        except Exception as error:  # unmarked, it is only ended as abandoned after a while
+            logging.getLogger(__name__).warning("run %s not marked as this process's: %s",
+                                                flow_run_id, error)
         from kube_elevator.flows.run_state import run_here
 
         flow_run = self.client.read_flow_run(flow_run_id)

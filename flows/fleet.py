@@ -120,7 +120,9 @@ def scale_up_in_one_shot(run: Runner, actuator: Adapters, group: NodeGroupConfig
     done = replace(done, attached_instances=outcome.attached,
                    fleet_terminated_instances=done.fleet_terminated_instances
                    + outcome.terminated,
-                   asg_desired_set=plan.asg_desired_before + len(outcome.attached)
+                   # AttachInstances adds to the desired the tick's terminations left
+                   # (plan.asg_desired is that plus the whole increase: ScalePlan).
+                   asg_desired_set=plan.asg_desired - plan.cloud_increase + len(outcome.attached)
                    if outcome.attached else None)
     tries = claimed.fleet_terminate_tries
     if not outcome.error:  # reported back: the claim is done with, the failures reset

@@ -26,6 +26,7 @@ from kube_elevator.tasks.adapters.prometheus import (
     PrometheusMetrics,
 )
 from kube_elevator.tasks.core.step import run_as_task
+from kube_elevator.tasks.core.words import counted
 from kube_elevator.tasks.pod_autoscalers.wpa import crd as watermark
 from kube_elevator.tasks.steps.report import DRY_RUN, FAILED, NOTHING, OUTCOME_CHARACTERS
 
@@ -238,7 +239,7 @@ def cycle_line(results: Sequence[AutoscalerResult]) -> str:
                          f"{decision.desired_replicas}: {reason}")
     idle = sum(1 for result in results if not result.scaled and not result.error)
     if idle:
-        parts.append(f"nothing: {idle} autoscalers")
+        parts.append(f"nothing: {counted(idle, 'autoscaler')}")
     return "; ".join(parts) or "nothing"
 
 

@@ -460,6 +460,9 @@ def _tick_record(offset: float, cluster: SimulatedCluster, outcomes: list[dict[s
             "mem_percent": _round(outcome["mem_percent"]),
             "delta": outcome["delta"],
             "status": outcome["status"],
+            # the decision's why and the notes it leaves, for the tick line (as `run`'s)
+            "reason": outcome.get("reason") or "",
+            "notes": list(outcome.get("notes") or ()),
         }
     return record
 

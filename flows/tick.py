@@ -421,5 +421,24 @@ def _scale_up_unschedulable(
             done = replace(done, asg_desired_set=outcome.asg_desired_set[name])
         if terminated:
             done = replace(done, terminated_instances=done.terminated_instances + terminated)
-        merged.append(_annotated(result, notes, done))
+        annotated = _annotated(result, notes, done)
+        grown_to = outcome.asg_desired_set.get(name, outcome.would_set.get(name))
+        merged.append(annotated if grown_to is None else
+                      replace(annotated, plan=with_ca_growth(annotated.plan, grown_to)))
     return merged
+
+
+def with_ca_growth(plan: ScalePlan, asg_desired: int) -> ScalePlan:
+    """The group's plan with CA's scale-up in its numbers (issue 42 item 9): the ASG's target,
+    the cloud increase and the delta carry the nodes CA adds beyond the group's own plan, so
+    `elevator plan`'s actions and JSON show every scale-up a live tick makes, the note beside
+    them saying why."""
+    planned = plan.asg_desired if plan.cloud_increase > 0 else plan.asg_desired_before
+    more = asg_desired - planned
+    if more <= 0:
+        return plan
+    # The nodes the group's own rule changes: its scale-up, or the nodes it taints (a removal
+    # held at the minimum taints none, and changes nothing).
+    own = plan.delta if plan.delta > 0 else -len(plan.taint)
+    return replace(plan, asg_desired=asg_desired, cloud_increase=plan.cloud_increase + more,
+                   delta=own + more)

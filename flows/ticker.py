@@ -23,6 +23,7 @@ from typing import Any
 
 from kube_elevator.tasks.core.health import LoopHealth
 from kube_elevator.tasks.core.records import PodRecord
+from kube_elevator.tasks.core.words import counted
 from kube_elevator.tasks.escalator.pending_bursts import PendingPods, PendingPodsEvents
 
 log = logging.getLogger(__name__)
@@ -220,8 +221,9 @@ def run_cached_ticks(api_client: Any, kubeconfig: str | None, events: PendingPod
                 return
             say("the cache is still listing; ticks list for themselves")
         counts = cache.counts()
-        say(f"watching the cluster ({counts['pods']} pods, {counts['nodes']} nodes) for "
-            f"{len(events.pending.groups)} node groups")
+        say(f"watching the cluster ({counted(counts['pods'], 'pod')}, "
+            f"{counted(counts['nodes'], 'node')}) for "
+            f"{counted(len(events.pending.groups), 'node group')}")
         bursts = threading.Thread(target=run_watch, args=(changes, events, on_burst, stop),
                                   name="pending-bursts", daemon=True)
         bursts.start()

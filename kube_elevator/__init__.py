@@ -29,9 +29,10 @@ prefect-kubernetes cluster block; boto3's chain or a prefect-aws credentials blo
 `LiveSource(adapters)` reads the live cluster, `SnapshotSource` files.
 
 **The flows**: `autoscale` (one tick of every node group, the deployment `autoscale`, and
-with `dry_run` the deployment `plan`), `plan` (a tick on files, `elevator plan`), `simulate`
-(a scenario on the fake cluster, `elevator simulate`), `tune_flow` (`elevator tune`), and
-`pod_autoscale` (the WatermarkPodAutoscaler and MemoryAutoscaler cycle).
+with `dry_run` the deployment `plan`), `tune_flow` (`elevator tune`), and `pod_autoscale`
+(the WatermarkPodAutoscaler and MemoryAutoscaler cycle); and two plain functions: `plan` (a
+tick on files, `elevator plan`) and `simulate` (a scenario on the fake cluster, `elevator
+simulate`, each of its ticks a flow run of its own with `prefect=True`).
 
 **The node-group file**: `load_node_groups(path)` validates Escalator's YAML or JSON and
 returns a `LoadedConfig`; a bad file raises `InputError` naming the file, the key and the rule.
@@ -123,18 +124,85 @@ _HOMES: dict[str, str] = {
     "ClusterBlock": "tasks.adapters.blocks",
     "AwsCredentialsBlock": "tasks.adapters.blocks",
     "block_name": "tasks.adapters.blocks",
+    # the types the public names' signatures and fields name
+    "AsgInstance": "tasks.core.records",
+    "AsgTemplateSource": "tasks.core.records",
+    "AwsOptions": "tasks.escalator.config",
+    "BlockChoice": "tasks.adapters.blocks",
+    "Boxed": "tasks.core.step",
+    "CloudActions": "tasks.adapters.ports",
+    "ClusterAutoscalerConfig": "tasks.cluster_autoscaler.config",
+    "ClusterCache": "tasks.adapters.kube_cache",
+    "EvictionResult": "tasks.cluster_autoscaler.drain",
+    "FleetCalls": "tasks.adapters.fleet",
+    "GroupPods": "tasks.escalator.utilization",
+    "KubeActions": "tasks.adapters.ports",
+    "LeaseConflict": "tasks.core.errors",
+    "LoadedScenario": "fakes.scenario",
+    "LocalVolume": "tasks.core.api_objects",
+    "NodeCounts": "tasks.escalator.plan",
+    "NodeGroupsFile": "tasks.node_group_file",
+    "NodeSelectorTerm": "tasks.core.api_objects",
+    "PodDisruptionBudget": "tasks.core.pdb",
+    "PodPlacement": "tasks.core.api_objects",
+    "Resources": "tasks.core.records",
+    "ScaleLock": "tasks.core.lease_state",
+    "SimulationResult": "flows.simulation",
+    "Taint": "tasks.core.api_objects",
+    "TargetScale": "tasks.core.workload",
+    "Toleration": "tasks.core.api_objects",
+    "WaitClock": "tasks.adapters.fleet",
+    # the types the public names' signatures and fields name
+    "AsgSpec": "fakes.scenario",
+    "FleetRequest": "tasks.adapters.fleet_request",
+    "KindAge": "tasks.adapters.kube_cache",
+    "LabelSelector": "tasks.core.selectors",
+    "MatchExpression": "tasks.core.api_objects",
+    "PodPrices": "tasks.cluster_autoscaler.config",
+    "ScaleDownOptions": "tasks.cluster_autoscaler.config",
+    "Scenario": "fakes.scenario",
+    "Tally": "tasks.adapters.kube_cache",
+    "TracePod": "fakes.scenario",
+    "Wave": "fakes.scenario",
+    # the types the public names' signatures and fields name
+    "DaemonSetSpec": "fakes.scenario",
+    "LabelRequirement": "tasks.core.selectors",
+    "PodShape": "fakes.scenario_constraints",
+    "SchedulerSpec": "fakes.scenario",
+    # the types the public names' signatures and fields name
+    "Affinity": "fakes.scenario_constraints",
+    "ContainerPort": "fakes.scenario_constraints",
+    "TopologySpreadConstraint": "fakes.scenario_constraints",
+    # the types the public names' signatures and fields name
+    "NodeAffinity": "fakes.scenario_constraints",
+    "PodAffinity": "fakes.scenario_constraints",
+    # the types the public names' signatures and fields name
+    "NodeSelector": "fakes.scenario_constraints",
+    "PodAffinityTerm": "fakes.scenario_constraints",
+    "PreferredSchedulingTerm": "fakes.scenario_constraints",
+    "WeightedPodAffinityTerm": "fakes.scenario_constraints",
 }
 
-__all__ = ["ActionsDone", "Adapters", "AsgClient", "AutoScalingGroup", "AwsCredentialsBlock",
-           "ClusterBlock", "GroupInputs", "GroupResult", "GroupState", "InputError",
-           "KubeClient", "LiveSource", "LoadedConfig", "NodeGroupConfig", "NodeRecord",
-           "PodRecord", "Runner", "ScalePlan", "SnapshotSource", "Step", "TickSource",
-           "Utilization", "autoscale", "block_name", "collect_nodes", "collect_pdbs",
-           "collect_pods", "compute_utilization", "decide", "describe_node_groups",
-           "evict_pods", "filter_nodes", "filter_pods", "live_tick", "load_node_groups",
-           "load_scenario", "make_adapters", "plan", "pod_autoscale", "read_locks",
-           "register_block_types", "run_as_task", "run_plain", "simulate", "step",
-           "taint_and_remove", "tick", "tune_flow", "untaint_or_increase", "write_lock"]
+__all__ = ["ActionsDone", "Adapters", "Affinity", "AsgClient", "AsgInstance", "AsgSpec",
+           "AsgTemplateSource", "AutoScalingGroup", "AwsCredentialsBlock", "AwsOptions",
+           "BlockChoice", "Boxed", "CloudActions", "ClusterAutoscalerConfig", "ClusterBlock",
+           "ClusterCache", "ContainerPort", "DaemonSetSpec", "EvictionResult", "FleetCalls",
+           "FleetRequest", "GroupInputs", "GroupPods", "GroupResult", "GroupState", "InputError",
+           "KindAge", "KubeActions", "KubeClient", "LabelRequirement", "LabelSelector",
+           "LeaseConflict", "LiveSource", "LoadedConfig", "LoadedScenario", "LocalVolume",
+           "MatchExpression", "NodeAffinity", "NodeCounts", "NodeGroupConfig", "NodeGroupsFile",
+           "NodeRecord", "NodeSelector", "NodeSelectorTerm", "PodAffinity", "PodAffinityTerm",
+           "PodDisruptionBudget", "PodPlacement", "PodPrices", "PodRecord", "PodShape",
+           "PreferredSchedulingTerm", "Resources", "Runner", "ScaleDownOptions", "ScaleLock",
+           "ScalePlan", "Scenario", "SchedulerSpec", "SimulationResult", "SnapshotSource", "Step",
+           "Taint", "Tally", "TargetScale", "TickSource", "Toleration", "TopologySpreadConstraint",
+           "TracePod", "Utilization", "WaitClock", "Wave", "WeightedPodAffinityTerm", "autoscale",
+           "block_name", "collect_nodes", "collect_pdbs", "collect_pods", "compute_utilization",
+           "decide", "describe_node_groups", "evict_pods", "filter_nodes", "filter_pods",
+           "live_tick", "load_node_groups", "load_scenario", "make_adapters", "plan",
+           "pod_autoscale", "read_locks", "register_block_types", "run_as_task", "run_plain",
+           "simulate", "step", "taint_and_remove", "tick", "tune_flow", "untaint_or_increase",
+           "write_lock"]
 
 
 def __getattr__(name: str) -> Any:
@@ -152,30 +220,80 @@ def __dir__() -> list[str]:
 
 
 if TYPE_CHECKING:  # what mypy and editors see; at run time `__getattr__` imports them
-    from kube_elevator.fakes.scenario import load_scenario
+    from kube_elevator.fakes.scenario import (
+        AsgSpec,
+        DaemonSetSpec,
+        LoadedScenario,
+        Scenario,
+        SchedulerSpec,
+        TracePod,
+        Wave,
+        load_scenario,
+    )
+    from kube_elevator.fakes.scenario_constraints import (
+        Affinity,
+        ContainerPort,
+        NodeAffinity,
+        NodeSelector,
+        PodAffinity,
+        PodAffinityTerm,
+        PodShape,
+        PreferredSchedulingTerm,
+        TopologySpreadConstraint,
+        WeightedPodAffinityTerm,
+    )
     from kube_elevator.flows.autoscale import autoscale, live_tick, make_adapters
     from kube_elevator.flows.plan import plan
     from kube_elevator.flows.pod_autoscale import pod_autoscale
-    from kube_elevator.flows.simulation import simulate
+    from kube_elevator.flows.simulation import SimulationResult, simulate
     from kube_elevator.flows.tick import tick
     from kube_elevator.flows.tune import tune_flow
     from kube_elevator.tasks.adapters.blocks import (
         AwsCredentialsBlock,
+        BlockChoice,
         ClusterBlock,
         block_name,
         register_block_types,
     )
     from kube_elevator.tasks.adapters.cloud import AsgClient
+    from kube_elevator.tasks.adapters.fleet import FleetCalls, WaitClock
+    from kube_elevator.tasks.adapters.fleet_request import FleetRequest
     from kube_elevator.tasks.adapters.kube import KubeClient
-    from kube_elevator.tasks.core.errors import InputError
-    from kube_elevator.tasks.core.lease_state import GroupState
-    from kube_elevator.tasks.core.records import AutoScalingGroup, NodeRecord, PodRecord
-    from kube_elevator.tasks.core.step import Runner, Step, run_as_task, run_plain, step
-    from kube_elevator.tasks.escalator.config import NodeGroupConfig
+    from kube_elevator.tasks.adapters.kube_cache import ClusterCache, KindAge, Tally
+    from kube_elevator.tasks.adapters.ports import CloudActions, KubeActions
+    from kube_elevator.tasks.cluster_autoscaler.config import (
+        ClusterAutoscalerConfig,
+        PodPrices,
+        ScaleDownOptions,
+    )
+    from kube_elevator.tasks.cluster_autoscaler.drain import EvictionResult
+    from kube_elevator.tasks.core.api_objects import (
+        LocalVolume,
+        MatchExpression,
+        NodeSelectorTerm,
+        PodPlacement,
+        Taint,
+        Toleration,
+    )
+    from kube_elevator.tasks.core.errors import InputError, LeaseConflict
+    from kube_elevator.tasks.core.lease_state import GroupState, ScaleLock
+    from kube_elevator.tasks.core.pdb import PodDisruptionBudget
+    from kube_elevator.tasks.core.records import (
+        AsgInstance,
+        AsgTemplateSource,
+        AutoScalingGroup,
+        NodeRecord,
+        PodRecord,
+        Resources,
+    )
+    from kube_elevator.tasks.core.selectors import LabelRequirement, LabelSelector
+    from kube_elevator.tasks.core.step import Boxed, Runner, Step, run_as_task, run_plain, step
+    from kube_elevator.tasks.core.workload import TargetScale
+    from kube_elevator.tasks.escalator.config import AwsOptions, NodeGroupConfig
     from kube_elevator.tasks.escalator.decide import GroupInputs, decide
-    from kube_elevator.tasks.escalator.plan import ScalePlan
-    from kube_elevator.tasks.escalator.utilization import Utilization
-    from kube_elevator.tasks.node_group_file import LoadedConfig, load_node_groups
+    from kube_elevator.tasks.escalator.plan import NodeCounts, ScalePlan
+    from kube_elevator.tasks.escalator.utilization import GroupPods, Utilization
+    from kube_elevator.tasks.node_group_file import LoadedConfig, NodeGroupsFile, load_node_groups
     from kube_elevator.tasks.steps.decision import compute_utilization, filter_nodes, filter_pods
     from kube_elevator.tasks.steps.drain import evict_pods
     from kube_elevator.tasks.steps.lease import write_lock

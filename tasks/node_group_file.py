@@ -20,7 +20,14 @@ from kube_elevator.tasks.cluster_autoscaler.config import ClusterAutoscalerConfi
 from kube_elevator.tasks.core.documents import load_file
 from kube_elevator.tasks.core.duration import go_string
 from kube_elevator.tasks.core.errors import InputError, join_location, shown
-from kube_elevator.tasks.escalator.config import AwsOptions, NodeGroupConfig, validate_node_group
+from kube_elevator.tasks.escalator.config import (
+    AwsOptions,
+    NodeGroupConfig,
+    as_go_decodes,
+    go_json_keys,
+    node_group_warnings,
+    validate_node_group,
+)
 
 
 def _none_is_default(value: Any) -> Any:
@@ -125,11 +132,25 @@ def _unknown_keys(entry: Any, model: type[BaseModel], source: str, path: str,
     if not isinstance(entry, dict):
         return []
     known = list(model.model_fields)
+    # Escalator's decoder matches keys whatever their case (`go_json_keys`): such a key is read.
+    read_as = go_json_keys(entry, known)
     warnings = []
     for key in entry:
         if key in known:
             continue
         text = str(key)
+        if key in read_as:
+            warnings.append(join_location(
+                source, f"{path}.{text}" if path else text,
+                f"read as `{read_as[key]}` (Escalator matches keys whatever their case)"))
+            continue
+        alone = as_go_decodes({key: 0}, known)  # {field: 0} when `key` spells a field
+        if key not in alone:  # a spelling of a field that another key (or a null) sets
+            warnings.append(join_location(
+                source, f"{path}.{text}" if path else text,
+                f"ignored: a spelling of `{next(iter(alone))}`, which another key sets "
+                "(Escalator reads the last of them in sorted order; a null sets nothing)"))
+            continue
         close = difflib.get_close_matches(text.lower().replace("-", "_"), known, n=1,
                                           cutoff=0.75)
         hint = f"; did you mean `{close[0]}`?" if close else ""
@@ -141,15 +162,77 @@ def _warnings(document: dict[Any, Any], source: str) -> list[str]:
     """Unknown keys, read from the document as written, so a file with errors too keeps them."""
     warnings = _unknown_keys(document, NodeGroupsFile, source, "",
                              "unknown top-level key, ignored")
-    raw_groups = document.get("node_groups")
-    for index, entry in enumerate(raw_groups if isinstance(raw_groups, list) else ()):
-        label = _group_label(index, raw_groups)
+    raw_groups = as_go_decodes(document, ["node_groups"]).get("node_groups")
+    raw_groups = raw_groups if isinstance(raw_groups, list) else []
+    named = [as_go_decodes(entry, NodeGroupConfig.model_fields) for entry in raw_groups]
+    for index, entry in enumerate(raw_groups):
+        label = _group_label(index, named)
         warnings += _unknown_keys(entry, NodeGroupConfig, source, label,
                                   "unknown key, ignored (as Escalator does)")
         if isinstance(entry, dict):
-            warnings += _unknown_keys(entry.get("aws"), AwsOptions, source, f"{label}.aws",
+            aws = as_go_decodes(entry, NodeGroupConfig.model_fields).get("aws")
+            warnings += _unknown_keys(aws, AwsOptions, source, f"{label}.aws",
                                       "unknown key, ignored (as Escalator does)")
     return warnings
+
+
+# Another file of the project's given by mistake: what it looks like, from its top-level keys.
+# The scenario's two required keys besides `duration` (fakes/scenario.py Scenario).
+_SCENARIO_KEYS = ("nodegroups", "asgs")
+# The pod autoscalers `elevator pods plan` reads (flows/cli/pods_files.py).
+_POD_AUTOSCALER_KINDS = ("WatermarkPodAutoscaler", "MemoryAutoscaler", "HorizontalPodAutoscaler",
+                         "VerticalPodAutoscaler")
+
+
+def _other_file_kind(document: dict[Any, Any], source: str) -> str | None:
+    """What a mapping without `node_groups` looks like, when it is another file we know."""
+    if all(key in document for key in _SCENARIO_KEYS):
+        named = document.get("nodegroups")
+        # the scenario's `nodegroups:` path is relative to its own folder (fakes/scenario.py)
+        also = (f"; the node-group file it names is {Path(source).parent / named}"
+                if isinstance(named, str) and named else "")
+        return ("this looks like a scenario file for `elevator simulate` (it has `nodegroups`, "
+                "`asgs`), not a node-group file: run it with `elevator simulate`" + also)
+    if "apiVersion" in document and "kind" in document:
+        kind = document.get("kind")
+        items = document.get("items")
+        kinds = {item.get("kind") for item in items if isinstance(item, dict)} \
+            if isinstance(items, list) else {kind}
+        if kinds & set(_POD_AUTOSCALER_KINDS):
+            return ("this looks like a pod-autoscaler file for `elevator pods plan` (a "
+                    f"Kubernetes {kind}), not a node-group file")
+        return (f"this looks like a Kubernetes manifest (a {kind}), not a node-group "
+                "file: a node-group file is YAML or JSON with `node_groups:`")
+    return None
+
+
+def _shared_label_warnings(groups: list[NodeGroupConfig], labels: list[str]) -> list[str]:
+    """Two groups on one label: Escalator lists a group's nodes (and, but for `default`, its pods)
+    by label_key=label_value alone (spec/escalator.md §5.1, §5.2), so both see the same ones."""
+    warnings = []
+    first: dict[tuple[str, str], int] = {}
+    for index, group in enumerate(groups):
+        key = (group.label_key, group.label_value)
+        if key not in first:
+            first[key] = index
+            continue
+        other = groups[first[key]]
+        both_pods = "default" not in (group.name, other.name)
+        shared = ("the same nodes and pending pods: each scales its own ASG for them"
+                  if both_pods else "the same nodes: their capacity and usage count in both")
+        warnings.append(f"{labels[index]}: selects nodes by {group.label_key}="
+                        f"{group.label_value}, as {labels[first[key]]} does: both groups count "
+                        f"{shared}")
+    return warnings
+
+
+def _default_group_warning(group: NodeGroupConfig) -> str:
+    """Escalator's `default` group takes its pods by having no selector, not by its label
+    (spec/escalator.md §5.1): say what the label does and what it does not."""
+    label = f"{group.label_key}={group.label_value}"
+    return (f"named `default`: Escalator counts in it the pods with no nodeSelector and no "
+            f"affinity, not the pods that select {label} (those belong to no group unless "
+            f"another group has that label); {label} picks only its nodes")
 
 
 def parse_node_groups(document: Any, source: str) -> LoadedConfig:
@@ -159,8 +242,14 @@ def parse_node_groups(document: Any, source: str) -> LoadedConfig:
         kind = type(document).__name__ if document is not None else "empty document"
         raise InputError([join_location(source, "", f"top level must be a mapping with "
                                                     f"'node_groups', got {kind}")])
-    raw_groups = document.get("node_groups")
+    if "node_groups" not in as_go_decodes(document, ["node_groups"]) \
+            and (looks_like := _other_file_kind(document, source)):
+        raise InputError([join_location(source, "", looks_like)])
     warnings = _warnings(document, source)
+    document = as_go_decodes(document, ["node_groups"])  # `Node_Groups:` as Escalator reads it
+    raw_groups = document.get("node_groups")
+    if isinstance(raw_groups, list):  # each group's name for the error lines, as read
+        raw_groups = [as_go_decodes(entry, NodeGroupConfig.model_fields) for entry in raw_groups]
     try:
         parsed = NodeGroupsFile.model_validate(document)
     except ValidationError as error:
@@ -170,10 +259,15 @@ def parse_node_groups(document: Any, source: str) -> LoadedConfig:
     if "node_groups" not in document:
         problems.append(join_location(source, "node_groups", "missing: no node groups defined"))
     seen: dict[str, int] = {}
+    labels = [_group_label(index, raw_groups) for index in range(len(parsed.node_groups))]
     for index, group in enumerate(parsed.node_groups):
-        label = _group_label(index, raw_groups)
+        label = labels[index]
         problems.extend(join_location(source, label, message)
                         for message in validate_node_group(group))
+        warnings.extend(join_location(source, label, message)
+                        for message in node_group_warnings(group))
+        if group.name == "default" and group.label_key:
+            warnings.append(join_location(source, label, _default_group_warning(group)))
         if group.name:
             if group.name in seen:
                 problems.append(join_location(
@@ -182,6 +276,8 @@ def parse_node_groups(document: Any, source: str) -> LoadedConfig:
                     f"(also node_groups[{seen[group.name]}])"))
             else:
                 seen[group.name] = index
+    warnings.extend(join_location(source, "", message)
+                    for message in _shared_label_warnings(list(parsed.node_groups), labels))
     problems.extend(join_location(source, f"cluster_autoscaler.{path}", message)
                     for path, message in validate_cluster_autoscaler(parsed.cluster_autoscaler))
     if problems:
@@ -193,7 +289,8 @@ def parse_node_groups(document: Any, source: str) -> LoadedConfig:
 def load_node_groups(path: str | Path) -> LoadedConfig:
     """Read a node-group file (YAML or JSON) and validate it."""
     # JSON is YAML, so one loader reads both, as Escalator's YAML-to-JSON decoder does.
-    return parse_node_groups(load_file(path), str(path))
+    # Escalator's YAML is goyaml.v2's: a plain y/n is a bool there (`dry_mode: y`).
+    return parse_node_groups(load_file(path, go_yaml_bools=True), str(path))
 
 
 __all__ = ["LoadedConfig", "NodeGroupsFile", "load_node_groups", "parse_node_groups"]

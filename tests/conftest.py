@@ -16,6 +16,9 @@ os.environ.setdefault("PREFECT_LOGGING_LEVEL", "WARNING")
 # The fake cluster lives on the tests' clock: a live `autoscale` run may take `now`.
 os.environ.setdefault("ELEVATOR_SIMULATED_CLOCK", "1")
 os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
+# The harness's `fake_cluster()` points Prefect at the shared local server of PREFECT_HOME when
+# Prefect is imported; the suite's tests choose their server (the `prefect_server` fixture).
+os.environ.setdefault("ELEVATOR_HARNESS_PREFECT_SERVER", "0")
 
 from collections.abc import Iterator
 
@@ -43,7 +46,9 @@ def prefect_server() -> Iterator[None]:
     """A temporary Prefect server for the whole session (it takes 8-15 s to start here)."""
     from prefect.testing.utilities import prefect_test_harness
 
-    with prefect_test_harness(server_startup_timeout=180):
+    from benchmarks.deadlines import scaled
+
+    with prefect_test_harness(server_startup_timeout=int(scaled(180))):
         yield
 
 
@@ -55,11 +60,25 @@ def fake_aws() -> Iterator[FakeAws]:
 
 
 _KINDS = ("unit", "contract", "e2e")
+# The modules whose tests reach Prefect without the session's `prefect_server` fixture: the CLI
+# in a subprocess (run, serve, watch, pods run start a temporary server or use one), the
+# deployments, the wheel's installs that run flows (a stranger's project, the harness's).
+PREFECT_MODULES = frozenset({
+    "test_cli_run.py", "test_deployments.py", "test_harness_stranger.py", "test_pods_cli.py",
+    "test_prefect_retention.py", "test_serve_schedules_and_signals.py", "test_serve_stop_deadline.py",
+    "test_serve_watch.py",
+    "test_silent_watch_e2e.py",
+})
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Mark each test by its folder, so `pytest -m "not e2e"` is the fast loop."""
+    """Mark each test by its folder, so `pytest -m "not e2e"` is the fast loop; and `prefect`
+    on every test that touches Prefect (the session's server, or a module above), the subset
+    CI also runs on the floor and the newest Prefect release (`make test-prefect`)."""
     for item in items:
         kind = item.path.parent.name
         if kind in _KINDS:
             item.add_marker(getattr(pytest.mark, kind))
+        if "prefect_server" in getattr(item, "fixturenames", ()) or (
+                item.path.name in PREFECT_MODULES):
+            item.add_marker(pytest.mark.prefect)

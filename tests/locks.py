@@ -14,7 +14,13 @@ ROOT = Path(__file__).parent.parent
 REQUIREMENTS = ROOT / "requirements"
 # Each lock and the extras of pyproject.toml it installs (test.txt is the development venv).
 LOCKS = {"runtime.txt": (), "sim.txt": ("sim",), "tune.txt": ("tune",),
-         "harness.txt": ("harness",), "test.txt": ("sim", "tune", "harness", "test")}
+         "harness.txt": ("harness",), "blocks.txt": ("blocks",), "docs.txt": ("docs",),
+         "cel.txt": ("cel",),
+         "image.txt": ("tune", "blocks"),
+         "test.txt": ("sim", "tune", "blocks", "docs", "harness", "cel", "test")}
+# prefect-aws needs aiobotocore, whose every release caps botocore below the newest: the locks
+# with prefect-aws hold what it allows, every other lock the newest (Makefile, `make lock`).
+AWS_SDK = frozenset({"boto3", "botocore", "s3transfer"})
 _PIN = re.compile(r"^(?P<name>[A-Za-z0-9][A-Za-z0-9._-]*)==(?P<version>[^\s;\\]+)"
                   r"\s*(?:;\s*(?P<marker>[^\\]+?))?\s*\\?$")
 

@@ -10,7 +10,7 @@ then); refused, nothing changes and the run's state says why. Unanswered within
 
 Serve it from your own project (no work pool needed):
 
-    python approval_flow.py        # serves the `approved-autoscale` deployment
+    python approval_flow.py --serve      # serves the `approved-autoscale` deployment
 """
 
 from __future__ import annotations
@@ -128,5 +128,20 @@ def approved_autoscale(
     return Completed(message=("approved: " if large else "") + done)
 
 
+def main(arguments: list[str] | None = None) -> None:
+    """`--serve`: serve the deployment until stopped (Ctrl-C); anything else is refused."""
+    import argparse
+
+    parser = argparse.ArgumentParser(description="An autoscale tick that asks a person before "
+                                     "a large scale-up (docs/plugin.md).")
+    parser.add_argument("--serve", action="store_true",
+                        help="serve the `approved-autoscale` deployment (no work pool needed)")
+    parser.add_argument("--name", default="approved-autoscale", help="the deployment's name")
+    options = parser.parse_args(arguments)
+    if not options.serve:
+        parser.error("nothing to do: give --serve to serve the deployment")
+    approved_autoscale.serve(name=options.name)
+
+
 if __name__ == "__main__":
-    approved_autoscale.serve(name="approved-autoscale")
+    main()

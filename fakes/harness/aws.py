@@ -10,6 +10,7 @@ moto's ~2,600 default AMIs unless asked (`load_default_amis=True`): they cost ~1
 
 from __future__ import annotations
 
+import copy
 import os
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -32,6 +33,47 @@ from kube_elevator.fakes.aws import (
 # harness's launch templates name an image moto does not check, so by default they are skipped.
 LOAD_AMIS = "MOTO_EC2_LOAD_DEFAULT_AMIS"
 _LOADER: botocore.loaders.Loader | None = None
+# The InProcessAws started and not stopped, outermost first: moto's state is one per process,
+# so a nested one saves the outer's and gives it back when it stops.
+_RUNNING: list[InProcessAws] = []
+# A saved moto state: each service's backends by account and region, and each backend's
+# attributes (copied), to put back into the same objects (moto caches them by region).
+_SavedMoto = list[tuple[Any, list[tuple[str, Any, list[tuple[str, Any, dict[str, Any]]]]]]]
+
+
+def _save_moto() -> _SavedMoto:
+    from moto.core.base_backend import BackendDict
+
+    services: list[Any] = list(BackendDict._instances)  # type: ignore[misc]
+    # One backend refers to others (autoscaling to ec2): those references stay the live objects.
+    memo: dict[int, Any] = {id(backend): backend for service in services
+                            for by_region in dict.values(service)
+                            for backend in dict.values(by_region)}
+    saved: _SavedMoto = []
+    for service in services:
+        accounts = []
+        for account, by_region in dict.items(service):
+            regions = [(region, backend, copy.deepcopy(backend.__dict__, dict(memo)))
+                       for region, backend in dict.items(by_region)]
+            accounts.append((account, by_region, regions))
+        saved.append((service, accounts))
+    return saved
+
+
+def _restore_moto(saved: _SavedMoto) -> None:
+    """Forget moto's state now and put `saved` back in its place."""
+    from moto.core.base_backend import BackendDict
+
+    BackendDict.reset()
+    for service, accounts in saved:
+        for account, by_region, regions in accounts:
+            dict.__setitem__(service, account, by_region)
+            for region, backend, attributes in regions:
+                backend.__dict__.clear()
+                backend.__dict__.update(attributes)
+                dict.__setitem__(by_region, region, backend)
+        if service not in BackendDict._instances:  # type: ignore[misc]
+            BackendDict._instances.append(service)  # type: ignore[misc]
 
 
 def _shared_loader() -> botocore.loaders.Loader:
@@ -50,6 +92,7 @@ class InProcessAws(FakeAws):
         self._load_default_amis = load_default_amis
         self._saved_amis_setting: str | None = None
         self._saved_default_session: boto3.Session | None = None
+        self._outer_moto: _SavedMoto | None = None
 
     def start(self) -> InProcessAws:
         if self._mock is not None:
@@ -60,8 +103,12 @@ class InProcessAws(FakeAws):
         self._saved_amis_setting = os.environ.get(LOAD_AMIS)
         if not self._load_default_amis:
             os.environ[LOAD_AMIS] = "false"
+        if _RUNNING:  # nested: the outer's state is kept aside, this one starts empty
+            self._outer_moto = _save_moto()
+            self.reset()
         self._mock = mock_aws()
         self._mock.start()
+        _RUNNING.append(self)
         # moto empties boto3's default session (its patch restores the old one at stop): the
         # new one reads its models through the shared loader, so `boto3.client(...)` in the
         # code under test costs ~0.01 s, not ~0.2 s, from the second cluster of a process on.
@@ -73,6 +120,11 @@ class InProcessAws(FakeAws):
         if self._mock is not None:
             boto3.DEFAULT_SESSION = self._saved_default_session
             self._mock.stop()
+            if self in _RUNNING:
+                _RUNNING.remove(self)
+            if self._outer_moto is not None:  # the outer block's ASGs, instances, templates
+                _restore_moto(self._outer_moto)
+                self._outer_moto = None
             if self._saved_amis_setting is None:
                 os.environ.pop(LOAD_AMIS, None)
             else:

@@ -42,13 +42,18 @@ class FakeCluster:
 
     `kube` and `aws` may be given already started (the pytest fixtures share theirs); those
     the cluster starts itself it also stops. `start_time` is the clock's first reading (unix
-    seconds; default: the wall clock at `start()`).
+    seconds; default: the wall clock at `start()`). `field_validation=False` stores what HTTP
+    writes send, unknown fields included (docs/harness.md, Field validation). `validation`,
+    `defaulting` and `admission_defaults` switch the fake API's write layers (docs/harness.md,
+    Validation and defaulting); None leaves a given `kube`'s as they are (all on for one made here).
     """
 
     def __init__(self, *, aws: AwsMode | FakeAws = "in-process", kube: FakeKubeApi | None = None,
                  region: str = "us-east-1", start_time: float | None = None,
                  scheduler_profile: str = DEFAULT_PROFILE, seed: int = 1,
-                 workdir: Path | None = None) -> None:
+                 workdir: Path | None = None, field_validation: bool | None = None,
+                 validation: bool | None = None, defaulting: bool | None = None,
+                 admission_defaults: bool | None = None) -> None:
         if isinstance(aws, str) and aws not in ("in-process", "server"):
             raise ValueError(f"aws must be 'in-process' or 'server', not {aws!r}")
         self._aws_option = aws
@@ -58,6 +63,10 @@ class FakeCluster:
         self._profile = scheduler_profile
         self._seed = seed
         self._workdir = workdir
+        # The fake API's field validation (fakes/kube_api/field_validation.py); None: as it is.
+        self._field_validation = field_validation
+        self._layers = {"validation": validation, "defaulting": defaulting,
+                        "admission_defaults": admission_defaults}
         self._stack: ExitStack | None = None
         self._kube: FakeKubeApi | None = None
         self._aws: FakeAws | None = None
@@ -74,6 +83,11 @@ class FakeCluster:
             kube = self._given_kube
             if kube is None:
                 kube = stack.enter_context(FakeKubeApi())
+            if self._field_validation is not None:
+                kube.field_validation = self._field_validation
+            for layer, on in self._layers.items():
+                if on is not None:
+                    setattr(kube.layers, layer, on)
             if isinstance(self._aws_option, FakeAws):
                 aws = self._aws_option
             elif self._aws_option == "server":
@@ -189,9 +203,29 @@ class FakeCluster:
         """An ASG as a scenario file describes it (`fakes.scenario.AsgSpec`); `node_groups` are
         kube-elevator node groups whose one-shot launch templates it should carry."""
         world = self.world
+        self._check_node_group(spec)
         world.groups = [*world.groups, *node_groups]
         world.add_asg(spec, self.clock.now())
         return spec
+
+    def _check_node_group(self, spec: AsgSpec) -> None:
+        """Refuse, naming the group and the rule, what moto would refuse in its own words
+        (`No default subnet for availability zone`, `Launch template name already in use`)."""
+        ec2 = self.aws.client("ec2")
+        zones = sorted(zone["ZoneName"] for zone in
+                       ec2.describe_availability_zones()["AvailabilityZones"])
+        if spec.availability_zone not in zones:
+            raise ValueError(f"node group {spec.name!r}: availability zone "
+                             f"{spec.availability_zone!r} is not in the cluster's region "
+                             f"{self.region}; zones allowed: {', '.join(zones)}")
+        groups = self.aws.client("autoscaling").describe_auto_scaling_groups()
+        asgs = sorted(g["AutoScalingGroupName"] for g in groups["AutoScalingGroups"])
+        templates = {t["LaunchTemplateName"] for t in
+                     ec2.describe_launch_templates()["LaunchTemplates"]}
+        if spec.name in asgs or f"lt-{spec.name}" in templates:
+            raise ValueError(f"node group {spec.name!r}: the name is taken (each group is an "
+                             f"Auto Scaling group of that name with launch template "
+                             f"'lt-{spec.name}'); names taken: {', '.join(asgs) or 'none'}")
 
     def advance(self, seconds: float = 0.0) -> float:
         """Move the clock `seconds` forward and step the world: instances that appeared since
@@ -224,10 +258,17 @@ class FakeCluster:
         return self.kube.faults
 
     def fail_next(self, verb: str, resource: str, count: int = 1, status: int = 500, *,
-                  name: str | None = None) -> None:
+                  name: str | None = None, hold: bool = False) -> None:
         """The next `count` HTTP requests `verb` (`get`, `list`, `update`, ...) on `resource`
-        (`nodes`, `pods/eviction`) answer `status` (409 for a conflict, 429, 500, ...)."""
-        self.kube.fail_next(verb, resource, count, status, name=name)
+        (`nodes`, `pods/eviction`) answer `status` (409 for a conflict, 429, 500, ...); with
+        `hold`, every one does until `clear_faults()`. A client that retries (the official
+        one retries a 429 and a 503 three times) needs `count` above its retries, or `hold`,
+        for the fault to reach the code under test (docs/harness.md, Faults and retries)."""
+        self.kube.fail_next(verb, resource, count, status, name=name, hold=hold)
+
+    def clear_faults(self) -> None:
+        """End every fault `fail_next` and `delay_next` set, held ones too."""
+        self.kube.clear_faults()
 
     def fail_next_aws_calls(self, target: Any, operation: str, count: int = 1,
                             code: str = "Throttling", http_status: int = 400) -> Any:

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import functools
 import inspect
+import os
+import sys
 from collections.abc import Callable
 from contextlib import ExitStack
 from pathlib import Path
@@ -18,6 +20,7 @@ __all__ = ["current", "fake_cluster"]
 
 F = TypeVar("F", bound=Callable[..., Any])
 _ACTIVE: list[FakeCluster] = []
+HARNESS_SERVER_VARIABLE = "ELEVATOR_HARNESS_PREFECT_SERVER"
 
 
 def current() -> FakeCluster:
@@ -27,24 +30,52 @@ def current() -> FakeCluster:
     return _ACTIVE[-1]
 
 
+def wants_prefect_server(asked: bool | None) -> bool:
+    """`fake_cluster(prefect_server=...)`'s choice (see there)."""
+    if asked is not None:
+        return asked
+    switch = os.environ.get(HARNESS_SERVER_VARIABLE, "")
+    if switch in ("0", "1"):
+        return switch == "1"
+    return "prefect" in sys.modules
+
+
 class fake_cluster:  # named as moto's mock_aws, which it sits beside
     """A fresh `FakeCluster` for a `with` block, or for each call of a decorated function.
 
     `aws`: "in-process" (moto's `mock_aws`: boto3 in this process only, the fastest) or
     "server" (moto's HTTP server: `AWS_ENDPOINT_URL` reaches it from other processes too).
     `set_environment`: export `KUBECONFIG` and the `AWS_*` variables meanwhile.
+    `prefect_server`: without PREFECT_API_URL, point Prefect at the local server `elevator`'s
+    commands share (`tasks/adapters/prefect_server.py`: started once, found by every later
+    process, stopped when idle), so a flow run costs a round trip instead of Prefect's
+    temporary server's start (20-50 s) in each process; PREFECT_API_URL then stays set for the
+    process. None: yes when Prefect is imported already (the code under test runs flows) and
+    `ELEVATOR_HARNESS_PREFECT_SERVER` is not "0" ("1": always).
+    `validation`, `defaulting`, `admission_defaults`: the fake API's write layers, each on
+    unless turned off (docs/harness.md, Validation and defaulting).
     """
 
     def __init__(self, *, aws: AwsMode = "in-process", start_time: float | None = None,
                  scheduler_profile: str = DEFAULT_PROFILE, seed: int = 1,
-                 workdir: Path | None = None, set_environment: bool = True) -> None:
+                 workdir: Path | None = None, set_environment: bool = True,
+                 prefect_server: bool | None = None,
+                 validation: bool = True, defaulting: bool = True,
+                 admission_defaults: bool = True) -> None:
         self._options: dict[str, Any] = {"aws": aws, "start_time": start_time,
                                          "scheduler_profile": scheduler_profile, "seed": seed,
-                                         "workdir": workdir}
+                                         "workdir": workdir, "validation": validation,
+                                         "defaulting": defaulting,
+                                         "admission_defaults": admission_defaults}
         self._set_environment = set_environment
+        self._prefect_server = prefect_server
         self._open: list[ExitStack] = []
 
     def __enter__(self) -> FakeCluster:
+        if wants_prefect_server(self._prefect_server):
+            from kube_elevator.tasks.adapters.prefect_server import use_local_server
+
+            use_local_server("shared")
         with ExitStack() as stack:
             cluster = stack.enter_context(FakeCluster(**self._options))
             if self._set_environment:

@@ -34,8 +34,10 @@ MARKER = "fake_cluster"
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
-        "markers", f"{MARKER}(start_time=None, scheduler_profile='default', seed=1): options of "
-        "the fake_cluster fixture (kube-elevator's harness)")
+        "markers", f"{MARKER}(start_time=None, scheduler_profile='default', seed=1, "
+        "field_validation=None, validation=True, defaulting=True, admission_defaults=True): "
+        "options of the fake_cluster fixture (kube-elevator's harness); the last four also "
+        "switch the fake_kube it shares")
 
 
 @pytest.fixture

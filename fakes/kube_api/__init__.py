@@ -17,18 +17,22 @@ deletionTimestamp) until the last is removed; PATCH takes JSON, merge, strategic
 custom resources) and server-side apply (`fakes/kube_api/apply.py`: field managers, conflicts,
 managedFields).
 Bodies and answers are JSON, or protobuf (`application/vnd.kubernetes.protobuf`, client-go's default)
-for the built-in kinds, as `negotiation.py` describes; custom resources refuse protobuf (415/406).
+for the built-in kinds (CustomResourceDefinitions included), as `negotiation.py` describes;
+custom resources refuse protobuf (415/406).
+A write to a built-in kind passes the API server's layers: over HTTP its field validation
+(`fieldValidation`, `field_validation.py`; `FakeKubeApi(field_validation=False)` turns it off),
+then (`write_path.py`) its defaults (`defaulting.py`), the default admission plugins' on a
+created Pod (`admission.py`) and value validation with its 422 answers (`validation/`), each a
+switch (docs/harness.md, Validation and defaulting). A custom resource passes its CRD's schema
+layers (`crd_schema/`: pruning, defaults, validation, CEL; no CEL cost limits). Over HTTP, status
+is written through `/status` only (a main-resource write keeps the stored status, a create starts
+with none, as the strategies do); the in-process methods write what they are given, status too.
 Deliberate simplifications, none of which the code under test should depend on: no
-authentication or admission; no defaulting beyond pod phase, deployment replicas and, on create,
-a pod's container and init container requests from their limits (SetDefaults_Pod; the real server
-also defaults update and patch bodies, pod-level `spec.resources`, and canonicalises quantities);
-pod deletion without finalizers is immediate (there is no kubelet to finish a graceful delete), a
-PUT to a built-in kind replaces status too (only `/status` PUT and PATCH are restricted to status;
-over HTTP custom resources keep the two apart, as the real server does; the in-process methods
-write what they are given), CRD schemas are not enforced, and
-lists are served from the latest state rather than a snapshot at the continue token's
-resourceVersion (a token older than what the server remembers of that kind answers 410 Expired, as
-one past etcd's compaction does).
+authentication, no admission beyond those defaults; quantities are not canonicalised;
+pod deletion without finalizers is immediate (there is no kubelet to finish a graceful
+delete), and lists are served from the latest state rather than a snapshot at the continue
+token's resourceVersion (a token older than what the server remembers of that kind answers 410
+Expired, as one past etcd's compaction does).
 There is no disruption controller: a PodDisruptionBudget's `status` is computed from the
 pods whenever it is read (get, list, write responses); watch events carry the stored object.
 """

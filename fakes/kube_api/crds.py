@@ -6,7 +6,7 @@ and the write serves its resource: discovery, CRUD, list/watch, `/status`, `/sca
 real API server's apiextensions controllers would, at once (Established without delay).
 Names another CRD or a built-in already uses are not accepted (NamesAccepted False) and not
 served.  Deleting a CRD deletes its objects (their finalizers are not waited for) and ends
-their watches.  Schemas are kept but not enforced, nor defaulted.
+their watches.  Schemas are enforced by the layers of `crd_schema`.
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ from typing import Any
 import orjson
 import yaml
 
+from kube_elevator.fakes.kube_api.crd_schema.store_hooks import CrdSchemaLayers
 from kube_elevator.fakes.kube_api.errors import Invalid
 from kube_elevator.fakes.kube_api.objects import (
     _DUMP,
@@ -34,7 +35,6 @@ from kube_elevator.fakes.kube_api.resources import (
     ResourceType,
     custom_resource_type,
 )
-from kube_elevator.fakes.kube_api.subresources import KubeSubresources
 
 log = logging.getLogger(__name__)
 
@@ -110,7 +110,7 @@ def _crd_document(rt: ResourceType) -> Obj:
     }
 
 
-class CrdStore(KubeSubresources):
+class CrdStore(CrdSchemaLayers):
     """Serves what the stored CustomResourceDefinitions define."""
 
     def register_custom_resource(self, group: str, version: str, plural: str, kind: str, *,
@@ -178,6 +178,7 @@ class CrdStore(KubeSubresources):
 
     def _crd_written(self, crd: Obj) -> None:
         types = crd_types(crd)
+        self._crd_refused(crd)  # a schema apiextensions does not accept (crd_schema/)
         storage = types[0] if types else None
         name = _metadata(crd).get("name") or ""
         conflict = ""

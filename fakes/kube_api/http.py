@@ -14,17 +14,22 @@ from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 
 from kube_elevator.fakes.kube_api.access import KubeAccess
+from kube_elevator.fakes.kube_api.delete_collection import delete_collection
 from kube_elevator.fakes.kube_api.errors import _REASONS, ApiError, BadRequest, _details, status_body
+from kube_elevator.fakes.kube_api.field_validation import field_check, warning_header
 from kube_elevator.fakes.kube_api.negotiation import (
     check_acceptable,
     decode_body,
     is_protobuf,
+    media_type,
     negotiate,
+    prefers_protobuf,
 )
 from kube_elevator.fakes.kube_api.objects import _load, _metadata, _raw_with_kind, _Rec, _Watcher
 from kube_elevator.fakes.kube_api.openapi import V2_PROTOBUF_ANSWER, served, v2_protobuf, wants_v2_protobuf
 from kube_elevator.fakes.kube_api.patch import APPLY_PATCH, _patch_types
 from kube_elevator.fakes.kube_api.policy import _FAULT_MESSAGES, _TRUE, RecordedRequest, _Route
+from kube_elevator.fakes.kube_api.protobuf_lists import encode_list
 from kube_elevator.fakes.kube_api.protobuf_wire import PROTOBUF
 from kube_elevator.fakes.kube_api.resources import SERVER_VERSION, Obj, ObjList, ResourceType
 from kube_elevator.fakes.kube_api.tables import _table, _wants_table
@@ -34,6 +39,7 @@ log = logging.getLogger(__name__)
 # The API server's cacher: a bookmark on a quiet watch about once a minute (bookmarkFrequency),
 # and one 2 s before the watch's timeout (cacheWatcher.nextBookmarkTime).
 BOOKMARK_FREQUENCY_SECONDS = 60.0
+YAML = "application/yaml"
 PRE_TIMEOUT_BOOKMARK_SECONDS = 2.0
 
 
@@ -59,6 +65,8 @@ def _manager(request: Request, query: Mapping[str, str]) -> str:
 
 class KubeHttp(KubeAccess):
     """Serves the store over the Kubernetes REST API (the `FakeKubeApi` app's handler)."""
+
+    field_validation: bool  # unknown and duplicate fields checked on HTTP writes
 
     @property
     def url(self) -> str:
@@ -90,6 +98,9 @@ class KubeHttp(KubeAccess):
                                             f"Internal error occurred: {exc}"))
         if route is not None:  # protobuf for a client that prefers it (client-go's typed ones)
             response = negotiate(response, request.headers.get("accept", ""), route.rt)
+        if response.status_code < 400:  # fieldValidation=Warn's findings, one header each
+            for warning in getattr(request.state, "field_warnings", ()):
+                response.headers.append("Warning", warning_header(warning))
         self.requests.append(RecordedRequest(
             verb=verb, resource=resource,
             namespace=route.namespace if route else None,
@@ -145,6 +156,8 @@ class KubeHttp(KubeAccess):
                 return "watch" if query.get("watch") in _TRUE else "list"
             return "get"
         verb = {"POST": "create", "PUT": "update", "PATCH": "patch", "DELETE": "delete"}[method]
+        if verb == "delete" and route.name is None:
+            return "deletecollection"
         allowed = (
             (route.name is None and verb == "create")
             or (route.name is not None and route.subresource is None and verb != "create")
@@ -213,8 +226,8 @@ class KubeHttp(KubeAccess):
         for rt in self._group_versions[group_version]:
             entry: Obj = {"name": rt.plural, "singularName": rt.singular,
                           "namespaced": rt.namespaced, "kind": rt.kind,
-                          "verbs": ["create", "delete", "get", "list", "patch", "update",
-                                    "watch"]}
+                          "verbs": ["create", "delete", "deletecollection", "get", "list",
+                                    "patch", "update", "watch"]}
             if rt.short_names:
                 entry["shortNames"] = list(rt.short_names)
             if rt.categories:
@@ -260,12 +273,18 @@ class KubeHttp(KubeAccess):
                 details = {**(details or {}), "retryAfterSeconds": 1}
             raise ApiError(failure, reason, message, details, headers)
 
-    async def _body(self, request: Request, rt: ResourceType) -> Any:
+    async def _body(self, request: Request, rt: ResourceType, verb: str = "") -> Any:
         raw = await request.body()
         if is_protobuf(request.headers.get("content-type", "")):
             return decode_body(raw, rt)
         if not raw.strip():
             return None
+        if verb in ("create", "update") and \
+                media_type(request.headers.get("content-type", "")) == YAML:
+            try:
+                return yaml.safe_load(raw)
+            except yaml.YAMLError as exc:
+                raise BadRequest(f"the request body is not valid YAML: {exc}") from None
         try:
             return orjson.loads(raw)
         except orjson.JSONDecodeError as exc:
@@ -294,7 +313,24 @@ class KubeHttp(KubeAccess):
         content_type = request.headers.get("content-type", "application/json")
         content_type = content_type.split(";")[0].strip().lower()
         body = await (_apply_body(request) if content_type == APPLY_PATCH
-                      else self._body(request, rt))
+                      else self._body(request, rt, verb))
+        if verb == "deletecollection":
+            options = body if isinstance(body, dict) else {}
+            return self._json(delete_collection(
+                self, rt, route.namespace, query.get("labelSelector", ""),
+                query.get("fieldSelector", ""), options))
+        # Field validation (field_validation.py): after decoding, before the store's
+        # defaulting and validation; None when switched off or not a checked write.
+        fields = field_check(rt, verb, sub, query) if self.field_validation else None
+        if fields is not None:
+            request.state.field_warnings = fields.warnings
+            raw = await request.body()
+            if content_type == APPLY_PATCH:
+                fields.apply_body(raw, body, ns, name or "")
+            elif verb == "patch":
+                fields.patch_body(raw, _patch_types(rt).get(content_type, ""))
+            elif content_type in ("application/json", "", YAML) and isinstance(body, dict):
+                body = fields.body(raw, yaml_body=content_type == YAML)
         if verb == "delete":
             assert name is not None
             with self._lock:
@@ -319,9 +355,10 @@ class KubeHttp(KubeAccess):
                     return self._raw(self._served(rt, rec), 201 if created else 200)
                 if sub == "scale":
                     return self._json(self._patch_scale(rt, ns, name, kind, body))
-                rec = self._patch(rt, ns, name, kind, body, sub, _manager(request, query))
+                rec = self._patch(rt, ns, name, kind, body, sub, _manager(request, query),
+                                  fields=fields)
                 return self._raw(self._served(rt, rec))
-        if content_type not in ("application/json", "", PROTOBUF):
+        if content_type not in ("application/json", "", PROTOBUF, YAML):
             raise ApiError(415, "UnsupportedMediaType",
                            "the body of the request was in an unknown format - accepted "
                            "media types include: application/json")
@@ -359,6 +396,10 @@ class KubeHttp(KubeAccess):
         if _wants_table(accept):
             return self._json(_table(rt, [_load(r) for r in recs], meta,
                                      query.get("includeObject", "")))
+        if prefers_protobuf(accept):  # each item's encoding cached (protobuf_lists.py)
+            encoded = encode_list(rt, meta, recs)
+            if encoded is not None:
+                return Response(encoded, media_type=PROTOBUF)
         # Items are the stored JSON bytes, joined: no per-object serialisation at all.
         head = orjson.dumps({"kind": rt.list_kind, "apiVersion": rt.api_version,
                              "metadata": meta})
@@ -379,6 +420,9 @@ class KubeHttp(KubeAccess):
                            asyncio.get_running_loop())
         encode = self._table_event_encoder(rt, query.get("includeObject", "")) \
             if _wants_table(accept) else partial(self._event_line, rt)
+        if rt.custom:  # a custom object as read: its schema's defaults (crd_schema/)
+            line = encode
+            encode = lambda etype, rec: line(etype, self._fresh(rt, [rec])[0])  # noqa: E731
         stream = self._watch_stream(
             watcher, encode, since_rv, timeout,
             bookmarks=query.get("allowWatchBookmarks") in _TRUE,

@@ -14,9 +14,9 @@ its paths with their operations, each tagged with `x-kubernetes-group-version-ki
 `x-kubernetes-action` and taking `fieldValidation`, `dryRun` and `fieldManager` as the real
 server's do, and a schema per kind that names its group-version-kind and top-level fields. `/openapi/v2`
 is served in gnostic's protobuf (what client-go asks for: its paths, operations, parameters and
-extensions) and in JSON (with the schemas too). Not served: the kinds' full schemas (so `kubectl
-explain` shows the top level only, and the fake does not refuse unknown fields under
-`fieldValidation=Strict`: it accepts the parameter and stores what it is given).
+extensions) and in JSON (with the schemas too). A built-in kind's schema is complete, every
+field from the `kubernetes` client's models (openapi_schemas.py), the same fields the server's
+field validation accepts (field_validation.py); a custom resource's names its top level only.
 """
 
 from __future__ import annotations
@@ -28,6 +28,7 @@ from typing import Any
 import orjson
 import yaml
 
+from kube_elevator.fakes.kube_api.openapi_schemas import kind_definitions, kind_model
 from kube_elevator.fakes.kube_api.protobuf_wire import _length
 from kube_elevator.fakes.kube_api.resources import Obj, ResourceType
 
@@ -55,6 +56,12 @@ def schema_name(rt: ResourceType) -> str:
 
 def _schema(rt: ResourceType, v3: bool) -> Obj:
     ref = "#/components/schemas/" if v3 else "#/definitions/"
+    model = kind_model(rt)
+    if model is not None:  # a built-in kind: every field, from the client's models
+        full = dict(kind_definitions(rt, v3)[model])
+        full["description"] = f"{rt.kind} (fields from the kubernetes client's {model})"
+        full["x-kubernetes-group-version-kind"] = [_gvk(rt)]
+        return full
     return {
         "type": "object",
         "description": f"{rt.kind} (the fake API server's schema: top-level fields only)",
@@ -102,6 +109,7 @@ def _document(types: Iterable[ResourceType], v3: bool) -> Obj:
     schemas: dict[str, Obj] = {"ObjectMeta": {"type": "object"}}
     for rt in types:
         paths.update(_paths(rt, v3))
+        schemas.update(kind_definitions(rt, v3))
         schemas[schema_name(rt)] = _schema(rt, v3)
     info = {"title": "Kubernetes (kube-elevator's fake API server)", "version": "v1.32.0"}
     if v3:

@@ -15,13 +15,25 @@ MESSAGES = (
     "core.AttachedVolume|1 name string!; 2 devicePath string!",
     "core.AzureDiskVolumeSource|1 diskName string!; 2 diskURI string!; 3 cachingMode string?; "
     "4 fsType string?; 5 readOnly bool?; 6 kind string?",
+    "core.AzureFilePersistentVolumeSource|1 secretName string!; 2 shareName string!; "
+    "3 readOnly bool; 4 secretNamespace string?",
     "core.AzureFileVolumeSource|1 secretName string!; 2 shareName string!; 3 readOnly bool",
     "core.Binding|1 metadata meta.ObjectMeta; 2 target core.ObjectReference!",
+    "core.CSIPersistentVolumeSource|1 driver string!; 2 volumeHandle string!; 3 readOnly bool; "
+    "4 fsType string; 5 volumeAttributes map:string; "
+    "6 controllerPublishSecretRef core.SecretReference?; "
+    "7 nodeStageSecretRef core.SecretReference?; 8 nodePublishSecretRef core.SecretReference?; "
+    "9 controllerExpandSecretRef core.SecretReference?; "
+    "10 nodeExpandSecretRef core.SecretReference?",
     "core.CSIVolumeSource|1 driver string!; 2 readOnly bool?; 3 fsType string?; "
     "4 volumeAttributes map:string; 5 nodePublishSecretRef core.LocalObjectReference?",
     "core.Capabilities|1 add string*; 2 drop string*",
+    "core.CephFSPersistentVolumeSource|1 monitors string*!; 2 path string; 3 user string; "
+    "4 secretFile string; 5 secretRef core.SecretReference?; 6 readOnly bool",
     "core.CephFSVolumeSource|1 monitors string*!; 2 path string; 3 user string; "
     "4 secretFile string; 5 secretRef core.LocalObjectReference?; 6 readOnly bool",
+    "core.CinderPersistentVolumeSource|1 volumeID string!; 2 fsType string; 3 readOnly bool; "
+    "4 secretRef core.SecretReference?",
     "core.CinderVolumeSource|1 volumeID string!; 2 fsType string; 3 readOnly bool; "
     "4 secretRef core.LocalObjectReference?",
     "core.ClientIPConfig|1 timeoutSeconds int32?",
@@ -112,6 +124,8 @@ MESSAGES = (
     "core.FCVolumeSource|1 targetWWNs string*; 2 lun int32?; 3 fsType string; 4 readOnly bool; "
     "5 wwids string*",
     "core.FileKeySelector|1 volumeName string!; 2 path string!; 3 key string!; 4 optional bool?",
+    "core.FlexPersistentVolumeSource|1 driver string!; 2 fsType string; "
+    "3 secretRef core.SecretReference?; 4 readOnly bool; 5 options map:string",
     "core.FlexVolumeSource|1 driver string!; 2 fsType string; "
     "3 secretRef core.LocalObjectReference?; 4 readOnly bool; 5 options map:string",
     "core.FlockerVolumeSource|1 datasetName string; 2 datasetUUID string",
@@ -119,6 +133,8 @@ MESSAGES = (
     "4 readOnly bool",
     "core.GRPCAction|1 port int32!; 2 service string?; 3 mode string?",
     "core.GitRepoVolumeSource|1 repository string!; 2 revision string; 3 directory string",
+    "core.GlusterfsPersistentVolumeSource|1 endpoints string!; 2 path string!; 3 readOnly bool; "
+    "4 endpointsNamespace string?",
     "core.GlusterfsVolumeSource|1 endpoints string!; 2 path string!; 3 readOnly bool",
     "core.HTTPGetAction|1 path string; 2 port intstr.IntOrString!; 3 host string; "
     "4 scheme string; 5 httpHeaders core.HTTPHeader*; 6 protocol string?",
@@ -126,6 +142,10 @@ MESSAGES = (
     "core.HostAlias|1 ip string!; 2 hostnames string*",
     "core.HostIP|1 ip string!",
     "core.HostPathVolumeSource|1 path string!; 2 type string?",
+    "core.ISCSIPersistentVolumeSource|1 targetPortal string!; 2 iqn string!; 3 lun int32!; "
+    "4 iscsiInterface string; 5 fsType string; 6 readOnly bool; 7 portals string*; "
+    "8 chapAuthDiscovery bool; 10 secretRef core.SecretReference?; 11 chapAuthSession bool; "
+    "12 initiatorName string?",
     "core.ISCSIVolumeSource|1 targetPortal string!; 2 iqn string!; 3 lun int32!; "
     "4 iscsiInterface string; 5 fsType string; 6 readOnly bool; 7 portals string*; "
     "8 chapAuthDiscovery bool; 10 secretRef core.LocalObjectReference?; 11 chapAuthSession bool; "
@@ -142,6 +162,7 @@ MESSAGES = (
     "4 ports core.PortStatus*",
     "core.LoadBalancerStatus|1 ingress core.LoadBalancerIngress*",
     "core.LocalObjectReference|1 name string",
+    "core.LocalVolumeSource|1 path string!; 2 fsType string?",
     "core.ModifyVolumeStatus|1 targetVolumeAttributesClassName string; 2 status string!",
     "core.NFSVolumeSource|1 server string!; 2 path string!; 3 readOnly bool",
     "core.Namespace|1 metadata meta.ObjectMeta; 2 spec core.NamespaceSpec; "
@@ -194,11 +215,15 @@ MESSAGES = (
     "core.ObjectFieldSelector|1 apiVersion string; 2 fieldPath string!",
     "core.ObjectReference|1 kind string; 2 namespace string; 3 name string; 4 uid string; "
     "5 apiVersion string; 6 resourceVersion string; 7 fieldPath string",
+    "core.PersistentVolume|1 metadata meta.ObjectMeta; 2 spec core.PersistentVolumeSpec; "
+    "3 status core.PersistentVolumeStatus",
     "core.PersistentVolumeClaim|1 metadata meta.ObjectMeta; "
     "2 spec core.PersistentVolumeClaimSpec; 3 status core.PersistentVolumeClaimStatus",
     "core.PersistentVolumeClaimCondition|1 type string!; 2 status string!; "
     "3 lastProbeTime meta.Time; 4 lastTransitionTime meta.Time; 5 reason string; "
     "6 message string",
+    "core.PersistentVolumeClaimList|1 metadata meta.ListMeta; "
+    "2 items core.PersistentVolumeClaim*!",
     "core.PersistentVolumeClaimSpec|1 accessModes string*; "
     "2 resources core.VolumeResourceRequirements; 3 volumeName string; "
     "4 selector meta.LabelSelector?; 5 storageClassName string?; 6 volumeMode string?; "
@@ -212,6 +237,28 @@ MESSAGES = (
     "core.PersistentVolumeClaimTemplate|1 metadata meta.ObjectMeta; "
     "2 spec core.PersistentVolumeClaimSpec!",
     "core.PersistentVolumeClaimVolumeSource|1 claimName string!; 2 readOnly bool",
+    "core.PersistentVolumeList|1 metadata meta.ListMeta; 2 items core.PersistentVolume*!",
+    "core.PersistentVolumeSource|1 gcePersistentDisk core.GCEPersistentDiskVolumeSource?; "
+    "2 awsElasticBlockStore core.AWSElasticBlockStoreVolumeSource?; "
+    "3 hostPath core.HostPathVolumeSource?; 4 glusterfs core.GlusterfsPersistentVolumeSource?; "
+    "5 nfs core.NFSVolumeSource?; 6 rbd core.RBDPersistentVolumeSource?; "
+    "7 iscsi core.ISCSIPersistentVolumeSource?; 8 cinder core.CinderPersistentVolumeSource?; "
+    "9 cephfs core.CephFSPersistentVolumeSource?; 10 fc core.FCVolumeSource?; "
+    "11 flocker core.FlockerVolumeSource?; 12 flexVolume core.FlexPersistentVolumeSource?; "
+    "13 azureFile core.AzureFilePersistentVolumeSource?; "
+    "14 vsphereVolume core.VsphereVirtualDiskVolumeSource?; "
+    "15 quobyte core.QuobyteVolumeSource?; 16 azureDisk core.AzureDiskVolumeSource?; "
+    "17 photonPersistentDisk core.PhotonPersistentDiskVolumeSource?; "
+    "18 portworxVolume core.PortworxVolumeSource?; "
+    "19 scaleIO core.ScaleIOPersistentVolumeSource?; 20 local core.LocalVolumeSource?; "
+    "21 storageos core.StorageOSPersistentVolumeSource?; 22 csi core.CSIPersistentVolumeSource?",
+    "core.PersistentVolumeSpec|1 capacity map:resource.Quantity; "
+    "2 persistentVolumeSource core.PersistentVolumeSource^!; 3 accessModes string*; "
+    "4 claimRef core.ObjectReference?; 5 persistentVolumeReclaimPolicy string; "
+    "6 storageClassName string; 7 mountOptions string*; 8 volumeMode string?; "
+    "9 nodeAffinity core.VolumeNodeAffinity?; 10 volumeAttributesClassName string?",
+    "core.PersistentVolumeStatus|1 phase string; 2 message string; 3 reason string; "
+    "4 lastPhaseTransitionTime meta.Time?",
     "core.PhotonPersistentDiskVolumeSource|1 pdID string!; 2 fsType string",
     "core.Pod|1 metadata meta.ObjectMeta; 2 spec core.PodSpec; 3 status core.PodStatus",
     "core.PodAffinity|1 requiredDuringSchedulingIgnoredDuringExecution core.PodAffinityTerm*; "
@@ -293,6 +340,9 @@ MESSAGES = (
     "3 defaultUser int64?",
     "core.QuobyteVolumeSource|1 registry string!; 2 volume string!; 3 readOnly bool; "
     "4 user string; 5 group string; 6 tenant string",
+    "core.RBDPersistentVolumeSource|1 monitors string*!; 2 image string!; 3 fsType string; "
+    "4 pool string; 5 user string; 6 keyring string; 7 secretRef core.SecretReference?; "
+    "8 readOnly bool",
     "core.RBDVolumeSource|1 monitors string*!; 2 image string!; 3 fsType string; 4 pool string; "
     "5 user string; 6 keyring string; 7 secretRef core.LocalObjectReference?; 8 readOnly bool",
     "core.ResourceClaim|1 name string!; 2 request string",
@@ -303,6 +353,10 @@ MESSAGES = (
     "3 claims core.ResourceClaim*",
     "core.ResourceStatus|1 name string!; 2 resources core.ResourceHealth*",
     "core.SELinuxOptions|1 user string; 2 role string; 3 type string; 4 level string",
+    "core.ScaleIOPersistentVolumeSource|1 gateway string!; 2 system string!; "
+    "3 secretRef core.SecretReference?; 4 sslEnabled bool; 5 protectionDomain string; "
+    "6 storagePool string; 7 storageMode string; 8 volumeName string; 9 fsType string; "
+    "10 readOnly bool",
     "core.ScaleIOVolumeSource|1 gateway string!; 2 system string!; "
     "3 secretRef core.LocalObjectReference?; 4 sslEnabled bool; 5 protectionDomain string; "
     "6 storagePool string; 7 storageMode string; 8 volumeName string; 9 fsType string; "
@@ -316,6 +370,7 @@ MESSAGES = (
     "core.SecretList|1 metadata meta.ListMeta; 2 items core.Secret*!",
     "core.SecretProjection|1 localObjectReference core.LocalObjectReference^!; "
     "2 items core.KeyToPath*; 4 optional bool?",
+    "core.SecretReference|1 name string; 2 namespace string",
     "core.SecretVolumeSource|1 secretName string; 2 items core.KeyToPath*; 3 defaultMode int32?; "
     "4 optional bool?; 5 defaultUser int64?",
     "core.SecurityContext|1 capabilities core.Capabilities?; 2 privileged bool?; "
@@ -341,6 +396,8 @@ MESSAGES = (
     "core.ServiceStatus|1 loadBalancer core.LoadBalancerStatus; 2 conditions meta.Condition*",
     "core.SessionAffinityConfig|1 clientIP core.ClientIPConfig?",
     "core.SleepAction|1 seconds int64!",
+    "core.StorageOSPersistentVolumeSource|1 volumeName string; 2 volumeNamespace string; "
+    "3 fsType string; 4 readOnly bool; 5 secretRef core.ObjectReference?",
     "core.StorageOSVolumeSource|1 volumeName string; 2 volumeNamespace string; 3 fsType string; "
     "4 readOnly bool; 5 secretRef core.LocalObjectReference?",
     "core.Sysctl|1 name string!; 2 value string!",
@@ -364,6 +421,7 @@ MESSAGES = (
     "8 bindMountOptions string*",
     "core.VolumeMountStatus|1 name string!; 2 mountPath string!; 3 readOnly bool; "
     "4 recursiveReadOnly string?; 5 volumeStatus core.VolumeStatus?",
+    "core.VolumeNodeAffinity|1 required core.NodeSelector?",
     "core.VolumeProjection|1 secret core.SecretProjection?; "
     "2 downwardAPI core.DownwardAPIProjection?; 3 configMap core.ConfigMapProjection?; "
     "4 serviceAccountToken core.ServiceAccountTokenProjection?; "

@@ -26,10 +26,13 @@ import struct
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any
 
 import orjson
 
+import kube_elevator.fakes.kube_api.protobuf_apiextensions as apiext
+from kube_elevator.fakes.kube_api.protobuf_schema_apiextensions import MESSAGES as _APIEXT
 from kube_elevator.fakes.kube_api.protobuf_schema_core import MESSAGES as _CORE
 from kube_elevator.fakes.kube_api.protobuf_schema_groups import MESSAGES as _GROUPS
 from kube_elevator.fakes.kube_api.protobuf_schema_meta import MESSAGES as _META
@@ -45,7 +48,8 @@ _SCALAR_WIRE = {"string": LENGTH, "bytes": LENGTH, "int32": VARINT, "int64": VAR
 # The API group/version each schema alias serves; meta's kinds travel under any of them.
 ALIAS_VERSIONS = {"core": "v1", "apps": "apps/v1", "coordination": "coordination.k8s.io/v1",
                   "policy": "policy/v1", "events": "events.k8s.io/v1",
-                  "autoscaling": "autoscaling/v1", "meta": "meta.k8s.io/v1"}
+                  "autoscaling": "autoscaling/v1", "meta": "meta.k8s.io/v1",
+                  "apiextensions": "apiextensions.k8s.io/v1"}
 _VERSION_ALIAS = {v: a for a, v in ALIAS_VERSIONS.items()}
 # The meta kinds every group version registers (metav1.AddToGroupVersion).
 _META_KINDS = frozenset({"Status", "DeleteOptions", "WatchEvent", "List",
@@ -69,7 +73,7 @@ class Field:
     inline: bool = False
     keep_zero: bool = False  # a pointer, or a Go field without omitempty: "" / 0 / false stay
 
-    @property
+    @cached_property  # read for every value encoded: computed once per field
     def wire(self) -> int:
         return _SCALAR_WIRE.get(self.type, LENGTH) if not self.map else LENGTH
 
@@ -87,7 +91,7 @@ def _parse_schema(entries: tuple[str, ...]) -> dict[str, Message]:
     for entry in entries:
         name, _, body = entry.partition("|")
         fields = []
-        for token in body.split("; "):
+        for token in body.split("; ") if body else ():  # a message may have no fields
             number, json_name, kind = token.split(" ")
             flags = kind[len(kind.rstrip("*?^!")):]
             kind = kind.rstrip("*?^!")
@@ -100,7 +104,7 @@ def _parse_schema(entries: tuple[str, ...]) -> dict[str, Message]:
     return messages
 
 
-SCHEMA: dict[str, Message] = _parse_schema(_META + _CORE + _GROUPS)
+SCHEMA: dict[str, Message] = _parse_schema(_META + _CORE + _GROUPS + _APIEXT)
 
 
 def message_for(api_version: str, kind: str) -> Message | None:
@@ -114,6 +118,8 @@ def message_for(api_version: str, kind: str) -> Message | None:
 # Wire primitives ---------------------------------------------------------------------------
 
 def _varint(value: int) -> bytes:
+    if 0 <= value < 0x80:  # tags, lengths and small numbers: most of what is written
+        return _ONE_BYTE[value]
     if value < 0:
         value += 1 << 64
     out = bytearray()
@@ -122,6 +128,9 @@ def _varint(value: int) -> bytes:
         value >>= 7
     out.append(value)
     return bytes(out)
+
+
+_ONE_BYTE = tuple(bytes((i,)) for i in range(0x80))
 
 
 def _tag(number: int, wire: int) -> bytes:
@@ -192,10 +201,9 @@ def _scalar_from_wire(kind: str, wire: int, value: Any) -> Any:
         return _signed(value, 32)
     if kind == "int64":
         return _signed(value, 64)
-    if kind == "double":
-        return struct.unpack("<d", value)[0]
-    if kind == "float":
-        return struct.unpack("<f", value)[0]
+    if kind in ("double", "float"):  # Go's encoding/json writes a whole float as `1`, not `1.0`
+        number = struct.unpack("<d" if kind == "double" else "<f", value)[0]
+        return int(number) if number.is_integer() and abs(number) < 1e21 else number
     return int(value)  # uint32, uint64
 
 
@@ -298,6 +306,8 @@ def parse_duration(text: str) -> int:
 
 
 def _special_from_wire(kind: str, data: bytes) -> Any:
+    if kind in apiext.APIEXTENSIONS_SPECIAL:
+        return apiext.from_wire(kind, data, lambda raw: list(iter_fields(raw)), _decode_props)
     if kind in ("meta.Time", "meta.MicroTime"):
         if not data:
             return None  # the zero time: JSON null
@@ -324,6 +334,8 @@ def _special_from_wire(kind: str, data: bytes) -> Any:
 
 
 def _special_to_wire(kind: str, value: Any) -> bytes:
+    if kind in apiext.APIEXTENSIONS_SPECIAL:
+        return apiext.to_wire(kind, value, _encode_props, _length)
     if kind in ("meta.Time", "meta.MicroTime"):
         seconds, nanos = parse_rfc3339(str(value))
         # metav1.Time carries whole seconds only (ProtoTime drops the nanoseconds).
@@ -342,7 +354,16 @@ def _special_to_wire(kind: str, value: Any) -> bytes:
 
 
 _SPECIAL = frozenset({"meta.Time", "meta.MicroTime", "meta.Duration", "meta.FieldsV1",
-                      "runtime.RawExtension", "resource.Quantity", "intstr.IntOrString"})
+                      "runtime.RawExtension", "resource.Quantity", "intstr.IntOrString",
+                      *apiext.APIEXTENSIONS_SPECIAL})
+
+
+def _decode_props(raw: bytes) -> Any:
+    return decode_message(SCHEMA["apiextensions.JSONSchemaProps"], raw)
+
+
+def _encode_props(props: Any) -> bytes:
+    return encode_message(SCHEMA["apiextensions.JSONSchemaProps"], props)
 
 
 # Messages ------------------------------------------------------------------------------

@@ -14,7 +14,7 @@ from starlette.routing import Route
 
 from kube_elevator.fakes.kube_api.http import BOOKMARK_FREQUENCY_SECONDS, KubeHttp
 from kube_elevator.fakes.kube_api.objects import _Collection
-from kube_elevator.fakes.kube_api.policy import _VERBS, RecordedRequest, _Fault
+from kube_elevator.fakes.kube_api.policy import _VERBS, HELD, RecordedRequest, _Fault
 from kube_elevator.fakes.kube_api.resources import (
     _BY_PATH,
     _GROUP_VERSIONS,
@@ -23,6 +23,7 @@ from kube_elevator.fakes.kube_api.resources import (
     Key,
     ResourceType,
 )
+from kube_elevator.fakes.kube_api.write_path import WriteLayers
 from kube_elevator.fakes.kube_faults import ADMIN_PATH, kube_faults
 from kube_elevator.tasks.adapters.http_server import ServiceThread, base_url
 
@@ -38,12 +39,21 @@ class FakeKubeApi(KubeHttp):
 
     def __init__(self, host: str = "127.0.0.1", port: int = 0, *,
                  history_size: int = 1000,
-                 bookmark_interval: float = BOOKMARK_FREQUENCY_SECONDS) -> None:
+                 bookmark_interval: float = BOOKMARK_FREQUENCY_SECONDS,
+                 field_validation: bool = True, validation: bool = True,
+                 defaulting: bool = True, admission_defaults: bool = True) -> None:
         self.host = host
+        # Unknown and duplicate fields of HTTP writes to built-in kinds, as the API server's
+        # `fieldValidation` (fakes/kube_api/field_validation.py); False stores bodies as given.
+        self.field_validation = field_validation
         self.port = port
         self.history_size = history_size
         self.bookmark_interval = bookmark_interval
         self.requests: list[RecordedRequest] = []
+        # The write layers (docs/harness.md, Validation and defaulting): switches a test may
+        # also flip later, e.g. `api.layers.admission_defaults = False`.
+        self.layers = WriteLayers(defaulting=defaulting, admission_defaults=admission_defaults,
+                                  validation=validation)
         self._lock = threading.RLock()
         self._changed = threading.Condition(self._lock)
         self._rv = 1
@@ -154,17 +164,22 @@ class FakeKubeApi(KubeHttp):
     # Fault injection ----------------------------------------------------------------
 
     def fail_next(self, verb: str, resource: str, count: int = 1, status: int = 500, *,
-                  name: str | None = None) -> None:
-        """Answer the next `count` matching HTTP requests with a `status` Status error.
+                  name: str | None = None, hold: bool = False) -> None:
+        """Answer the next `count` matching HTTP requests with a `status` Status error; with
+        `hold`, every matching request until `clear_faults()`.
 
         `verb` and `resource` may be "*"; `resource` names a subresource as
-        `pods/eviction`.  Only HTTP requests are affected, never in-process calls.
+        `pods/eviction`.  Only HTTP requests are affected, never in-process calls.  A client
+        that retries takes some of `count` itself (docs/harness.md, Faults and retries).
         """
         self._check_fault_target(verb, resource)
         if status < 400:
             raise ValueError(f"an injected failure needs an error status, not {status}")
+        if count < 1 and not hold:
+            raise ValueError(f"count must be at least 1, not {count}")
         with self._lock:
-            self._faults.append(_Fault(verb, resource, count, status=status, name=name))
+            self._faults.append(_Fault(verb, resource, HELD if hold else count, status=status,
+                                       name=name))
 
     def delay_next(self, verb: str, resource: str, seconds: float, count: int = 1) -> None:
         """Hold the next `count` matching HTTP requests for `seconds` before serving them."""
@@ -192,7 +207,7 @@ class FakeKubeApi(KubeHttp):
                 self._eviction_blocked.discard((namespace, name))
 
     def clear_faults(self) -> None:
-        """Forget pending injected failures and delays."""
+        """Forget pending injected failures and delays, held ones too."""
         with self._lock:
             self._faults.clear()
 

@@ -13,7 +13,6 @@ import orjson
 
 from kube_elevator.fakes.faults import FaultInjector
 from kube_elevator.fakes.kube_api.apply import ApplyConflict, apply, track_update
-from kube_elevator.fakes.kube_api.defaulting import pod_spec_defaulted
 from kube_elevator.fakes.kube_api.errors import (
     AlreadyExists,
     ApiError,
@@ -22,6 +21,7 @@ from kube_elevator.fakes.kube_api.errors import (
     Invalid,
     NotFound,
 )
+from kube_elevator.fakes.kube_api.field_validation import FieldCheck
 from kube_elevator.fakes.kube_api.objects import (
     _DUMP,
     _NAME_CHARS,
@@ -56,6 +56,7 @@ from kube_elevator.fakes.kube_api.resources import (
     Obj,
     ResourceType,
 )
+from kube_elevator.fakes.kube_api.write_path import WriteLayers
 from kube_elevator.tasks.core.selectors import (
     FieldSelector,
     LabelSelector,
@@ -81,6 +82,23 @@ IN_PROCESS_MANAGER = "kube-elevator-fake"
 _NAMES = random.Random()
 
 
+# A created object's zero status as the server serialises it: the fields without omitempty
+# (apps/v1 StatefulSetStatus.replicas and availableReplicas, ReplicaSetStatus.replicas).
+_CREATED_STATUS: dict[str, Obj] = {"statefulsets": {"replicas": 0, "availableReplicas": 0},
+                                   "replicasets": {"replicas": 0}}
+
+
+def _status_apart(rt: ResourceType, *, create: bool = False) -> bool:
+    """Whether a write through the main resource over HTTP leaves status as stored (dropped on
+    create): every kind with a `/status` subresource, as the API server's strategies do
+    (PrepareForUpdate keeps the old status, PrepareForCreate clears it; a Node keeps what its
+    create gives).  A CRD's status is the server's own (`_crd_written`).  The in-process methods
+    (the simulator's kubelet and controllers) write both."""
+    if "status" not in rt.subresources or rt.plural == "customresourcedefinitions":
+        return False
+    return not (create and rt.plural == "nodes")
+
+
 def _without(obj: Obj, *keys: str) -> Obj:
     return {k: v for k, v in obj.items() if k not in keys}
 
@@ -104,6 +122,7 @@ class KubeStore:
     faults: FaultInjector
     _eviction_blocked: set[Key]
     _closing: bool  # set while stopping: watches opened now end at once
+    layers: WriteLayers  # defaulting, admission defaults, value validation (write_path.py)
     watches_end_at_once: bool  # every watch ends once it has sent what it owes
 
     # Hooks the CustomResourceDefinition side fills in (crds.py) -------------------------
@@ -114,6 +133,10 @@ class KubeStore:
 
     def _crd_removed(self, crd: Obj) -> None:
         """A CustomResourceDefinition is gone: stop serving it, drop its objects."""
+        raise NotImplementedError
+
+    def _custom_admitted(self, rt: ResourceType, name: str, old: Obj | None, new: Obj) -> Obj:
+        """A custom object as its CRD's schema stores it (crd_schema/store_hooks.py)."""
         raise NotImplementedError
 
     # Store operations (caller holds the lock) -------------------------------------------
@@ -132,15 +155,22 @@ class KubeStore:
             raise NotFound(rt, name)
         return rec
 
-    def _write(self, rt: ResourceType, key: Key, old: Obj | None, new: Obj) -> _Rec:
+    def _write(self, rt: ResourceType, key: Key, old: Obj | None, new: Obj, *,
+               in_process: bool = False) -> _Rec:
         """Store `new` with a new resourceVersion and tell the watches.
 
         `old` is the parsed current object (None on create).  Only `new` itself and its
         metadata are modified (metadata is copied first), so a caller's nested dicts are
         never touched.  Writes that change nothing keep the resourceVersion and send no
         event, as on the real server.  An object being deleted whose last finalizer this
-        write removes is deleted by it.
+        write removes is deleted by it.  The write layers (defaults, admission, validation)
+        run first; `in_process` (the methods the simulator uses) exempts a Pod from the update
+        rule, as the control plane's binding and status writes are.
         """
+        if rt.custom:  # the CRD schema layers: prune, default, validate (crd_schema/)
+            new = self._custom_admitted(rt, key[1], old, new)
+        else:  # the built-in kinds' layers: defaults, admission, validation (write_path.py)
+            new = self.layers.apply(rt, old, new, in_process=in_process)
         if rt.plural == "poddisruptionbudgets":
             _check_pdb(rt, key[1], new)
         elif rt.plural == "events":
@@ -209,10 +239,12 @@ class KubeStore:
             if not prefix:
                 raise Invalid(rt, "", "metadata.name", "FieldValueRequired",
                               "Required value: name or generateName is required")
+            # SimpleNameGenerator: the prefix cut to 58 characters, then 5 random ones.
             while not name or (ns, name) in coll.objects:
-                name = prefix + "".join(_NAMES.choices(_NAME_CHARS, k=5))
+                name = prefix[:58] + "".join(_NAMES.choices(_NAME_CHARS, k=5))
             meta["name"] = name
-        _check_name(rt, name)
+        if not self.layers.validation:  # else the validation layer words it, with the rest
+            _check_name(rt, name)
         if rt.namespaced:
             if meta.get("namespace") not in (None, "", ns):
                 raise BadRequest("the namespace of the provided object does not match the "
@@ -232,11 +264,13 @@ class KubeStore:
             meta.pop(server_set, None)
         if rt.has_generation:
             meta["generation"] = 1
-        if rt.custom and "status" in rt.subresources and not seeding:
-            obj.pop("status", None)  # status is written through /status only
+        if _status_apart(rt, create=True) and not seeding:
+            # Status is written through /status only: a built-in starts with an empty one
+            # (PrepareForCreate), a custom resource with none.
+            obj.pop("status", None)
+            if not rt.custom:
+                obj["status"] = dict(_CREATED_STATUS.get(rt.plural, {}))
         if rt.plural == "pods":
-            if "spec" in obj:
-                obj["spec"] = pod_spec_defaulted(obj["spec"])
             status = obj.get("status")
             status = dict(status) if isinstance(status, dict) else {}
             status.setdefault("phase", "Pending")
@@ -248,7 +282,7 @@ class KubeStore:
             spec = dict(spec) if isinstance(spec, dict) else {}
             spec.setdefault("replicas", 1)
             obj["spec"] = spec
-        return self._write(rt, (ns, name), None, obj)
+        return self._write(rt, (ns, name), None, obj, in_process=seeding)
 
     @staticmethod
     def _kept_apart(rt: ResourceType, old: Obj, new: Obj, subresource: str | None,
@@ -257,7 +291,7 @@ class KubeStore:
         custom resource with a status subresource a main write changes everything else."""
         if subresource == "status":
             return {**old, "status": new.get("status")}
-        if rt.custom and "status" in rt.subresources and not seeding:
+        if _status_apart(rt) and not seeding:
             kept = _without(new, "status")
             if "status" in old:
                 kept["status"] = old["status"]
@@ -292,11 +326,11 @@ class KubeStore:
             {k: v for k, v in meta.items() if k != "namespace"}
         new = self._kept_apart(rt, old, new, subresource, seeding)
         track_update(old, new, manager, rt.api_version, subresource or "", _now())
-        return self._write(rt, (ns, name), old, new), False
+        return self._write(rt, (ns, name), old, new, in_process=seeding), False
 
     def _patch(self, rt: ResourceType, ns: str, name: str, kind: str, patch: Any,
                subresource: str | None = None, manager: str = IN_PROCESS_MANAGER, *,
-               seeding: bool = False) -> _Rec:
+               seeding: bool = False, fields: FieldCheck | None = None) -> _Rec:
         old = _load(self._get(rt, ns, name))
         if kind == "json":
             try:
@@ -311,6 +345,8 @@ class KubeStore:
             patched = strategic_merge_patch(_with_kind(rt, old), patch)
         if not isinstance(patched, dict) or not isinstance(patched.get("metadata", {}), dict):
             raise ApiError(422, "Invalid", "the patched object is not a valid object")
+        if fields is not None:  # field validation of the patched object (field_validation.py)
+            patched = fields.patched(patched)
         meta = _metadata(patched)
         wanted = meta.get("resourceVersion")
         if wanted and wanted != _metadata(old).get("resourceVersion"):
@@ -323,7 +359,7 @@ class KubeStore:
                              "the request")
         new = self._kept_apart(rt, old, _strip_kind(patched), subresource, seeding)
         track_update(old, new, manager, rt.api_version, subresource or "", _now())
-        return self._write(rt, (ns, name), old, new)
+        return self._write(rt, (ns, name), old, new, in_process=seeding)
 
     def _apply(self, rt: ResourceType, ns: str, name: str, config: Any, manager: str,
                force: bool, subresource: str | None = None) -> tuple[_Rec, bool]:

@@ -22,7 +22,7 @@ def main() -> None:
     from kube_elevator.flows.prefect_compat import default_server_settings
 
     default_server_settings(os.environ)  # task runs recorded in batches
-    from kube_elevator.flows.prefect_compat import TemporaryServerTimeout
+    from kube_elevator.tasks.adapters.prefect_server import TemporaryServerTimeout
 
     try:
         app()
@@ -35,7 +35,17 @@ def main() -> None:
 
 def _register_services() -> None:
     """Every command lives in a module of its own; the order here is `--help`'s."""
-    from kube_elevator.flows.cli import nodes, pods, scenario, serve, services, simulate, tune, watch
+    from kube_elevator.flows.cli import (
+        nodes,
+        pods,
+        prefect_server,
+        scenario,
+        serve,
+        services,
+        simulate,
+        tune,
+        watch,
+    )
 
     nodes.register(app)
     simulate.register(app)
@@ -45,6 +55,7 @@ def _register_services() -> None:
     watch.register(app)
     services.register(app)
     pods.register(app)
+    prefect_server.register(app)
     from kube_elevator.flows.cli.examples import add_examples
 
     add_examples(app)  # an example at the foot of every command's --help

@@ -11,14 +11,14 @@ import threading
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from enum import StrEnum
-from typing import Any, ParamSpec, TypeVar
+from typing import Annotated, Any, ParamSpec, TypeVar
 
 import orjson
 import typer
 from rich.console import Console
 from rich.markup import escape
 
-from kube_elevator.flows.prefect_compat import TemporaryServerTimeout
+from kube_elevator.tasks.adapters.prefect_server import TemporaryServerTimeout
 from kube_elevator.tasks.core.errors import InputError
 from kube_elevator.tasks.node_group_file import LoadedConfig
 
@@ -71,6 +71,22 @@ def reports_input_errors(command: Callable[P, R]) -> Callable[P, R]:
 class OutputFormat(StrEnum):
     table = "table"
     json = "json"
+
+
+# `--format` for the output format on every command; `--output` kept, hidden, for old scripts.
+FormatOption = Annotated[OutputFormat, typer.Option("--format", help="table or json.")]
+DeprecatedOutputOption = Annotated[OutputFormat | None, typer.Option(
+    "--output", hidden=True, help="The old spelling of --format (deprecated).")]
+
+
+def chosen_format(output_format: OutputFormat, output: OutputFormat | None) -> OutputFormat:
+    """`--format`, or the hidden `--output` it replaced (issue 42): still obeyed, with a warning
+    on stderr, so a script keeps working while it says what to change (stdout stays the data)."""
+    if output is None:
+        return output_format
+    print_warning_lines(["--output is deprecated for the output format: use --format "
+                         f"{output.value} (tune's and scenario's --output name a file)"])
+    return output
 
 
 # --now's range: the times a datetime can show (years 1 to 9999), so the table can print it.

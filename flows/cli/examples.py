@@ -51,6 +51,9 @@ EXAMPLES: dict[str, tuple[str, ...]] = {
                   f"--metrics {EXAMPLES_FOLDER}/pod-metrics.json",),
     "pods run": ("elevator pods run --prometheus http://prometheus:9090 --kubeconfig "
                  "~/.kube/config --dry-run --once",),
+    "prefect-server": ("elevator prefect-server status", "elevator prefect-server stop"),
+    "prefect-server status": ("elevator prefect-server status",),
+    "prefect-server stop": ("elevator prefect-server stop",),
 }
 
 

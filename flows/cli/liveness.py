@@ -333,7 +333,7 @@ def run_ticks_alive(tick: Callable[[], bool], period: float, liveness: Liveness,
     `pods run`. `tick` returns whether it succeeded; `/ready` answers 200 at once, or with
     `ready_once_ticked` once the first tick finished. The stop has a deadline
     (`stopping.stop_signals`), its lines said as `command`."""
-    from kube_elevator.flows.cli.common import console_logs_without_tracebacks
+    from kube_elevator.flows.cli.common import console_logs_without_tracebacks, errors
     from kube_elevator.flows.cli.stopping import stop_signals
     from kube_elevator.flows.prefect_compat import one_client_for_runs
     from kube_elevator.flows.ticker import TickLoop, run_ticks
@@ -351,6 +351,8 @@ def run_ticks_alive(tick: Callable[[], bool], period: float, liveness: Liveness,
 
     with kept_alive(liveness, pages, elector, stopping):
         _in_a_thread(ticking, f"{loop_name}s")
+    # As `serve: stopped` (issue 42), on stderr: stdout stays the JSON lines of `--output json`.
+    errors.print(f"{command}: stopped", highlight=False)
     stopping.doing = "exiting: Prefect's clients flushing their logs and events"
 
 

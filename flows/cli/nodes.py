@@ -14,7 +14,10 @@ from rich.table import Table
 from rich.text import Text
 
 from kube_elevator.flows.cli.common import (
+    DeprecatedOutputOption,
+    FormatOption,
     OutputFormat,
+    chosen_format,
     console,
     note_lines,
     one_line,
@@ -155,7 +158,8 @@ def plan(
              "MinSize=min_nodes, MaxSize=max_nodes, desired=the group's node count.")] = None,
     now: Annotated[str | None, typer.Option(
         help="The tick's time: ISO 8601 or Unix seconds (default: now).")] = None,
-    output: Annotated[OutputFormat, typer.Option(help="table or json.")] = OutputFormat.table,
+    output_format: FormatOption = OutputFormat.table,
+    output: DeprecatedOutputOption = None,
     lease_namespace: Annotated[str, typer.Option(
         help="Namespace of the elevator-<group> Leases in the snapshot.")] =
         DEFAULT_LEASE_NAMESPACE,
@@ -166,6 +170,7 @@ def plan(
                                 "(without it, a plan needs --cluster).")] = False,
 ) -> None:
     """What one tick would do, and why, without touching anything."""
+    output_format = chosen_format(output_format, output)
     moment = parse_now(now)
     config = load_node_groups(nodegroups)
     print_warnings(config)
@@ -173,7 +178,7 @@ def plan(
     from kube_elevator.flows.plan import plan as plan_files
 
     plans = plan_files(config, cluster, moment, asg, lease_namespace, dry_mode)
-    print_plans(moment, plans, output)
+    print_plans(moment, plans, output_format)
 
 
 @reports_input_errors
@@ -188,7 +193,8 @@ def run(
     interval: Annotated[str, typer.Option(help="Time between ticks (Go duration).")] = "60s",
     lease_namespace: Annotated[str, typer.Option(
         help="Namespace of the elevator-<group> Leases.")] = DEFAULT_LEASE_NAMESPACE,
-    output: Annotated[OutputFormat, typer.Option(help="table or json.")] = OutputFormat.table,
+    output_format: FormatOption = OutputFormat.table,
+    output: DeprecatedOutputOption = None,
     *, liveness: Liveness,
 ) -> None:
     """Run the autoscale flow against a cluster, as Prefect flow runs (ephemeral server by default).
@@ -198,6 +204,7 @@ def run(
     loop's (without --once). AWS endpoint and region come from boto3's usual settings
     (AWS_ENDPOINT_URL, AWS_DEFAULT_REGION), so the same command drives moto.
     """
+    output_format = chosen_format(output_format, output)
     from kube_elevator.tasks.core.duration import positive_duration_option
     from kube_elevator.tasks.core.lease_state import lease_name
 
@@ -212,9 +219,11 @@ def run(
     from kube_elevator.flows.crash_detection import ensure_crash_detection, heartbeat_environment
 
     heartbeat_environment()
-    from kube_elevator.flows.prefect_compat import start_temporary_server
+    from kube_elevator.tasks.adapters.prefect_server import use_local_server
 
-    start_temporary_server()  # without PREFECT_API_URL: started now, or one line why not
+    # without PREFECT_API_URL: the shared local server for --once, a loop's own server else;
+    # started (or found) now, or one line why not
+    use_local_server("shared" if once else "own")
     ensure_crash_detection()  # a tick whose process dies ends Crashed on the server
     from kube_elevator.flows.autoscale import autoscale
     from kube_elevator.flows.run_state import run_here
@@ -230,9 +239,9 @@ def run(
                 f"{result['reason']}" + note_lines(result))
 
     if once:
-        run_until_stopped(cycle, line, output, once, period, failed_groups)
+        run_until_stopped(cycle, line, output_format, once, period, failed_groups)
     else:
-        _run_ticks(lambda: not run_cycle(cycle, line, output, False, failed_groups), period,
+        _run_ticks(lambda: not run_cycle(cycle, line, output_format, False, failed_groups), period,
                    liveness, kube.api, lease_namespace)
 
 

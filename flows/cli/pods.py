@@ -9,12 +9,13 @@ imported inside it, so importing this module never imports the CLI (no cycle).
 # No `from __future__ import annotations`: typer reads the commands' annotations at runtime,
 # and the option types are local to `register`.
 
+import contextlib
 import logging
 import sys
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import orjson
 import typer
@@ -33,6 +34,9 @@ from kube_elevator.tasks.pod_autoscalers.wpa.crd import KIND as WPA_KIND
 from kube_elevator.tasks.pod_autoscalers.wpa.crd import MONITOR_PLURAL, LabelSelector
 from kube_elevator.tasks.pod_autoscalers.wpa.crd import PLURAL as WPA_PLURAL
 from kube_elevator.tasks.pod_autoscalers.wpa.decide import Decision
+
+if TYPE_CHECKING:
+    from kube_elevator.flows.pod_cycle import PodAutoscalerSource
 
 
 class ClusterFiles:
@@ -149,6 +153,26 @@ def plan_autoscalers(cluster: ClusterFiles, metrics: MetricsSource, now: float) 
                                                 logger=_QUIET)]
 
 
+def shared_targets(source: "PodAutoscalerSource", namespace: str | None = None) -> list[str]:
+    """The warnings for workloads that two autoscalers target (issue 42), from the objects
+    `source` lists: a CRD not installed, or a list that fails, is the cycle's to report."""
+    from kube_elevator.flows.pod_cycle import list_autoscalers
+    from kube_elevator.tasks.core.step import run_plain
+    from kube_elevator.tasks.pod_autoscalers import memory
+    from kube_elevator.tasks.pod_autoscalers.shared_targets import shared_target_warnings
+    from kube_elevator.tasks.pod_autoscalers.wpa import crd
+
+    found: list[dict[str, Any]] = []
+    for kind in (crd, memory):
+        try:
+            listed = run_plain(list_autoscalers, source, kind.GROUP, kind.VERSION,
+                               kind.PLURAL, namespace)
+        except Exception:  # the cycle itself says why it cannot list
+            continue
+        found += listed or []
+    return shared_target_warnings(found)
+
+
 def _number(value: int | float | None) -> str:
     if value is None:
         return "-"
@@ -196,10 +220,14 @@ def failed_autoscalers(results: Sequence[dict[str, Any]]) -> list[str]:
 def register(app: typer.Typer) -> None:
     """Add the `pods` command group (plan, run) to the `elevator` app."""
     from kube_elevator.flows.cli.common import (
+        DeprecatedOutputOption,
+        FormatOption,
         OutputFormat,
+        chosen_format,
         console,
         errors,
         parse_now,
+        print_warning_lines,
         reports_input_errors,
         run_cycle,
         run_until_stopped,
@@ -225,15 +253,17 @@ def register(app: typer.Typer) -> None:
                  '"pods": {"<namespace>/<pod>": {"cpu": cores, "memory": bytes}}}.')],
         now: Annotated[str | None, typer.Option(
             help="The cycle's time: ISO 8601 or Unix seconds (default: now).")] = None,
-        output: Annotated[OutputFormat, typer.Option(help="table or json.")] =
-            OutputFormat.table,
+        output_format: FormatOption = OutputFormat.table,
+        output: DeprecatedOutputOption = None,
     ) -> None:
         """What one cycle of the pod autoscalers would do, and why, touching nothing."""
+        output_format = chosen_format(output_format, output)
         moment = parse_now(now)
         files = ClusterFiles.load(cluster)
+        print_warning_lines(shared_targets(files))
         source = StaticMetrics.load(metrics)
         decisions = plan_autoscalers(files, source, moment)
-        if output is OutputFormat.json:
+        if output_format is OutputFormat.json:
             document = {"autoscalers": [decision.to_json() for decision in decisions]}
             sys.stdout.buffer.write(orjson.dumps(document, option=orjson.OPT_INDENT_2) + b"\n")
             sys.stdout.flush()
@@ -262,8 +292,8 @@ def register(app: typer.Typer) -> None:
         metrics_host: Annotated[str, typer.Option(
             help="Address the metrics are served on (0.0.0.0: every interface).")] =
             "127.0.0.1",
-        output: Annotated[OutputFormat, typer.Option(help="table or json.")] =
-            OutputFormat.table,
+        output_format: FormatOption = OutputFormat.table,
+        output: DeprecatedOutputOption = None,
         *, liveness: Liveness,
     ) -> None:
         """Run the pod-autoscale flow against a cluster, as Prefect flow runs.
@@ -272,6 +302,7 @@ def register(app: typer.Typer) -> None:
         within --max-inactivity or none succeeded within --max-failing-time), /ready (once a
         cycle finished) and /metrics (the wpa_controller_* metrics and the elevator_* ones).
         """
+        output_format = chosen_format(output_format, output)
         from kube_elevator.tasks.core.duration import parse_go_duration
 
         try:
@@ -307,9 +338,17 @@ def register(app: typer.Typer) -> None:
             except OSError as error:
                 raise InputError([f"--metrics-host/--metrics-port: {metrics_host}:"
                                   f"{metrics_port}: {error.strerror or error}"]) from None
-        from kube_elevator.flows.prefect_compat import start_temporary_server
+        from kube_elevator.tasks.adapters.prefect_server import use_local_server
 
-        start_temporary_server()  # without PREFECT_API_URL: started now, or one line why not
+        # without PREFECT_API_URL: the shared local server for --once, the loop's own else;
+        # started (or found) now, or one line why not
+        use_local_server("shared" if once else "own")
+        from kube_elevator.tasks.adapters.kube import KubeClient
+
+        # at start, once: two autoscalers on one workload would fight over its replicas; a
+        # cluster out of reach is the first cycle's error to report
+        with contextlib.suppress(Exception):
+            print_warning_lines(shared_targets(KubeClient.from_config(kubeconfig), namespace))
 
         def cycle() -> list[dict[str, Any]]:
             outcome = run_here(lambda: pod_autoscale(
@@ -328,12 +367,12 @@ def register(app: typer.Typer) -> None:
                     f"{result['reason']}")
 
         if once:
-            run_until_stopped(cycle, line, output, once, period, failed_autoscalers)
+            run_until_stopped(cycle, line, output_format, once, period, failed_autoscalers)
         else:
             from prometheus_client import generate_latest
 
             run_ticks_alive(
-                lambda: not run_cycle(cycle, line, output, False, failed_autoscalers), period,
+                lambda: not run_cycle(cycle, line, output_format, False, failed_autoscalers), period,
                 liveness, loop_name="cycle", ready_once_ticked=True, command="pods run",
                 metrics=lambda: generate_latest(controller_metrics().registry).decode())
 

@@ -152,6 +152,7 @@ def from_kubectl(
     from pydantic import ValidationError
 
     from kube_elevator.fakes.scenario import MAX_SECONDS, Scenario, scenario_problems
+    from kube_elevator.fakes.scenario_import_files import nodegroups_from
     from kube_elevator.fakes.scenario_import_kubectl import (
         group_zones,
         read_groups,
@@ -181,6 +182,7 @@ def from_kubectl(
         raise InputError([f"--snapshot: no pod of the node groups in {nodegroups} is in "
                           f"{', '.join(map(str, snapshot))} (DaemonSet and static pods aside)"])
     document = scenario_document(nodegroups, config.node_groups, shapes, nodes, seconds)
+    document["nodegroups"] = nodegroups_from(directory, nodegroups)
     path = directory / "scenario.yaml"
     try:
         Scenario.model_validate(document)

@@ -30,12 +30,12 @@ import time
 from datetime import timedelta
 from enum import StrEnum
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any, cast
 from uuid import UUID
 
 import typer
 
-from kube_elevator.flows.cli.common import say_as
+from kube_elevator.flows.cli.common import console_logs_without_tracebacks, say_as
 from kube_elevator.flows.cli.liveness import (
     HealthPages,
     Liveness,
@@ -58,9 +58,11 @@ if TYPE_CHECKING:
     from prefect.events.schemas.deployment_triggers import DeploymentEventTrigger
     from prefect.runner import Runner
 
+    from kube_elevator.flows.cli.serve_runs import RunCare
     from kube_elevator.flows.cli.stopping import StopDeadline
     from kube_elevator.flows.deployment_runs import DeploymentRuns
     from kube_elevator.flows.leader import LeaderElector
+    from kube_elevator.flows.run_state import RunOutcome
     from kube_elevator.tasks.adapters.kube import KubeClient
     from kube_elevator.tasks.escalator.config import NodeGroupConfig
 
@@ -69,6 +71,8 @@ PLAN_DEPLOYMENT = "plan"
 DEFAULT_INTERVAL = "60s"
 # How often the served process asks for runs to start; an event-triggered run waits for it.
 DEFAULT_POLL = "2s"
+# How often serve looks for abandoned runs (and, with --ticks runs, for runs that ended).
+CARE_SECONDS = 5.0
 SERVE_LEADER_HELP = ("in-process: elect one leader among the replicas on a Lease; it runs the "
                      "ticks, the others keep their cache warm and take over when its lease runs "
                      "out. (With --ticks runs the Prefect server gives each run to one process.)")
@@ -179,7 +183,7 @@ def serve(
     period = positive_duration_option(interval, "--interval")
     poll_seconds = positive_duration_option(poll, "--poll")
     grace_seconds = positive_duration_option(stop_grace, "--stop-grace")
-    if ticks is ServeMode.in_process:  # --ticks runs: the probe checks its serving loop
+    if ticks is ServeMode.in_process:  # --ticks runs: its check allows the interval itself
         liveness.warn_if_ticks_outlast(period)
     if kubeconfig is not None and not names_a_file(kubeconfig):
         raise InputError([f"--kubeconfig: {kubeconfig}: no such file"])
@@ -190,9 +194,11 @@ def serve(
     from kube_elevator.flows.crash_detection import heartbeat_environment
 
     heartbeat_environment()  # before Prefect reads its settings: the runs it starts inherit it
-    from kube_elevator.flows.prefect_compat import start_temporary_server
+    from kube_elevator.tasks.adapters.prefect_server import use_local_server
 
-    start_temporary_server(schedules=True)  # without PREFECT_API_URL: a server that schedules
+    # Without PREFECT_API_URL: a server of its own that runs Prefect's scheduler, its URL in
+    # PREFECT_API_URL, which the runs' subprocesses (`--ticks runs`) inherit.
+    use_local_server("own", schedules=True)
     from prefect.runner import Runner
 
     from kube_elevator.flows.cli.common import console
@@ -203,7 +209,7 @@ def serve(
 
     register_block_types()  # the UI's Blocks page offers the cluster and credentials blocks
     runner = Runner(name="kube-elevator", query_seconds=poll_seconds, limit=None)
-    served = LoopHealth(time.monotonic())  # --ticks runs: the serving loop's own liveness
+    served = LoopHealth(time.monotonic())  # --ticks runs: the runs the server saw end
     in_process = ticks is ServeMode.in_process
     scheduled, manual = served_deployments(nodegroups, period, kubeconfig, lease_namespace,
                                            pushgateway, triggered=not in_process)
@@ -220,11 +226,19 @@ def serve(
         pages = HealthPages(lambda: loop.health, lambda: loop.ready(), liveness.limits,
                             loop.clock, elector)
     else:
-        pages = HealthPages(lambda: served, lambda: True, liveness.limits, time.monotonic,
-                            role="serving")
-    runner.add_deployment(manual)
-    if not in_process:
-        runner.add_deployment(scheduled)
+        # The runs the server saw end (`flows.served_ticks`), on a clock an interval behind:
+        # the check fails once a tick was due (an interval after the last) and none ended
+        # within --max-inactivity, and an --interval 1h fed by events is not failed at 10m.
+        pages = HealthPages(lambda: served, lambda: True, liveness.limits,
+                            lambda: time.monotonic() - period, role="serving")
+    deployment_ids = [runner.add_deployment(manual)]
+    if here is not None:
+        deployment_ids.append(here.deployment_id)
+    else:
+        deployment_ids.append(runner.add_deployment(scheduled))
+    assert all(isinstance(id_, UUID) for id_ in deployment_ids)  # async-dispatched: sync here
+    care = _run_care(cast(list[UUID], deployment_ids), None if in_process else served)
+    care.sweep()  # before the first tick: a run a stopped serve left holds no slot
     console.print(f"serving autoscale/{scheduled.name}"
                   + (" in this process" if in_process else "") + f", autoscale/{manual.name}",
                   highlight=False)
@@ -233,11 +247,28 @@ def serve(
 
     stopping = StopDeadline("serve", grace_seconds + SHUTDOWN_SECONDS, prefect_api_url(),
                             say_as("serve"))
+    console_logs_without_tracebacks()  # Prefect's handlers exist now: no traceback on stderr
     with kept_alive(liveness, pages, elector, stopping):
         asyncio.run(run_until_signal(runner, grace_seconds, in_process=here,
-                                     served=None if in_process else served, stopping=stopping))
+                                     stopping=stopping, care=care,
+                                     care_seconds=max(poll_seconds, CARE_SECONDS)))
     console.print("serve: stopped", highlight=False)
     stopping.doing = "exiting: Prefect's clients flushing their logs and events"
+
+
+def tell_outcome(why: str, outcome: RunOutcome, say: Callable[[str], None]) -> None:
+    """A tick's results a line per group; a tick that stopped (bad input, a crash, a cancel),
+    one line, `tick failed: <reason>` (issue 42): its traceback is in the flow run's logs on
+    the Prefect server, not on the console."""
+    from kube_elevator.flows.cli.common import describe_failure, print_tick_results
+
+    try:
+        results = outcome.results()
+    except BaseException as stopped:
+        ended = (outcome.state.name or outcome.state.type.value).lower()
+        say(f"tick {ended}: {describe_failure(stopped)} ({why})")
+    else:
+        print_tick_results(why, results)
 
 
 class InProcessTicks:
@@ -272,11 +303,12 @@ class InProcessTicks:
     def _tick(self, why: str) -> bool | None:
         """Every --poll the runs whose time has come; on a burst (or on taking the lead, with
         the schedule resumed) a run of its own, due now, run at once. True when every run ran
-        ended Completed, None when none ran: a look that found nothing due is no tick, and
-        the health check's clock does not move for it (`flows.ticker.TickLoop`)."""
-        from kube_elevator.flows.cli.common import print_tick_results, say_as
+        ended Completed, None when none ran (a look that found nothing due, runs the
+        concurrency limit cancelled, runs that crashed): no tick, and the health check's clock
+        does not move for it (`flows.ticker.TickLoop`, `flows.served_ticks`)."""
+        from kube_elevator.flows.cli.common import say_as
         from kube_elevator.flows.deployment_runs import BURST_TAG, LEADING_TAG
-        from kube_elevator.flows.run_state import RunOutcome
+        from kube_elevator.flows.served_ticks import tick_outcome
 
         runs = self.runs
         assert runs is not None
@@ -290,13 +322,8 @@ class InProcessTicks:
                 why, LEADING_TAG if why == "leading" else BURST_TAG))
             outcomes = [] if outcome is None else [outcome]
         for outcome in outcomes:
-            try:
-                results = outcome.results()
-            except BaseException as stopped:  # bad input, a crash, a cancel
-                say_as("serve")(f"tick ({why}): {outcome.state.name}: {stopped}")
-            else:
-                print_tick_results(why, results)
-        return all(outcome.state.is_completed() for outcome in outcomes) if outcomes else None
+            tell_outcome(why, outcome, say_as("serve"))
+        return tick_outcome(outcome.state.type.value for outcome in outcomes)
 
     def _warm_up(self) -> None:
         """A follower's dry run of the flow (not of the deployment: it claims no run and
@@ -315,12 +342,12 @@ class InProcessTicks:
         from prefect.client.orchestration import get_client
 
         from kube_elevator.flows.autoscale import autoscale
-        from kube_elevator.flows.cli.common import say_as
         from kube_elevator.flows.cli.watch import CACHE_START_SECONDS
         from kube_elevator.flows.deployment_runs import DeploymentRuns
         from kube_elevator.flows.ticker import run_cached_ticks
 
         say = say_as("serve")
+        console_logs_without_tracebacks()  # a failed tick: `serve: tick failed: ...`, no traceback
         try:
             with get_client(sync_client=True) as client:
                 self.runs = DeploymentRuns(autoscale, self.deployment_id, client)
@@ -334,15 +361,18 @@ class InProcessTicks:
 
 async def run_until_signal(runner: Runner, grace_seconds: float = STOP_GRACE_SECONDS,
                            in_process: InProcessTicks | None = None,
-                           served: LoopHealth | None = None,
-                           stopping: StopDeadline | None = None) -> None:
+                           stopping: StopDeadline | None = None, care: RunCare | None = None,
+                           care_seconds: float = 2.0) -> None:
     """Run `runner` until SIGTERM or SIGINT, then stop it gently.
 
     Prefect's own SIGTERM handler calls `sys.exit` inside the runner's event loop (3.8.8): the
     exit code is 0 but the run in flight is left Running. Instead: stop polling (no new run
     starts), give the run in flight `grace_seconds` to finish, cancel it if it has not (it
     ends Cancelled), and let the runner shut down (it pauses the schedules until the next
-    start). `stopping` takes SIGTERM and SIGINT: its deadline bounds all of that.
+    start). `stopping` takes SIGTERM and SIGINT: its deadline bounds all of that. The signal
+    itself stops the Runner submitting: a run it had fetched but not yet claimed stays
+    Scheduled for the next serve. `care` looks after the served runs every `care_seconds`
+    until the signal (`flows.cli.serve_runs`).
     """
     from kube_elevator.flows.cli.common import say_as
     from kube_elevator.flows.cli.stopping import SHUTDOWN_SECONDS, StopDeadline
@@ -353,10 +383,17 @@ async def run_until_signal(runner: Runner, grace_seconds: float = STOP_GRACE_SEC
     signalled = asyncio.Event()
     started = asyncio.ensure_future(runner.start())
     await asyncio.sleep(0)  # Runner.start installs Prefect's SIGTERM handler first: replace it
-    stopping.install(lambda: _call_soon(loop, signalled.set))
+    def on_signal() -> None:
+        _refuse_new_runs(runner)  # at once, in the handler: not when the loop gets to it
+        _call_soon(loop, signalled.set)
+
+    stopping.install(on_signal)
     waiting = {started, asyncio.ensure_future(signalled.wait())}
-    if served is not None:
-        waiting.add(asyncio.ensure_future(_turning(served)))
+    if care is not None:
+        from kube_elevator.flows.cli.serve_runs import runner_owned
+
+        waiting.add(asyncio.ensure_future(care.every(care_seconds,
+                                                     lambda: runner_owned(runner))))
     if in_process is not None:
         in_process.thread.start()
         waiting.add(asyncio.ensure_future(_ended(in_process.thread)))
@@ -366,9 +403,7 @@ async def run_until_signal(runner: Runner, grace_seconds: float = STOP_GRACE_SEC
     if started.done():
         await started  # the runner ended by itself: raise what it raised
         return
-    poller = getattr(runner, "_scheduled_run_poller", None)
-    if poller is not None:
-        poller.stopping = True
+    _refuse_new_runs(runner)
     deadline = loop.time() + grace_seconds
     stopping.doing = "waiting for the run in flight"
     if in_process is not None:
@@ -405,10 +440,35 @@ def _call_soon(loop: asyncio.AbstractEventLoop, callback: Callable[[], None]) ->
         loop.call_soon_threadsafe(callback)
 
 
-async def _turning(served: LoopHealth) -> None:
-    while True:
-        served.finished(time.monotonic(), time.time(), True)
-        await asyncio.sleep(1.0)
+def _refuse_new_runs(runner: Runner) -> None:
+    """No run submitted from now on: the poller stops polling, and a run it fetched already is
+    not claimed (Prefect 3.8's Runner: its poller's `stopping` and its state proposer's
+    `propose_pending`, which answers False for "not submitted"). Safe from a signal handler:
+    two attribute assignments."""
+    poller = getattr(runner, "_scheduled_run_poller", None)
+    if poller is not None:
+        poller.stopping = True
+    proposer = getattr(runner, "_state_proposer", None)
+    if proposer is not None and hasattr(proposer, "propose_pending"):
+        async def refused(_flow_run: object) -> bool:
+            return False
+
+        proposer.propose_pending = refused
+
+
+def _run_care(deployment_ids: list[UUID], served: LoopHealth | None) -> RunCare:
+    """The care of the served runs; with `served`, the health check of `--ticks runs` counts
+    the runs of the `autoscale` deployment (the last id) the server saw end."""
+    from kube_elevator.flows.cli.common import say_as
+    from kube_elevator.flows.cli.serve_runs import RunCare
+    from kube_elevator.flows.served_ticks import ServedTicks
+
+    ticks = None
+    if served is not None:
+        from datetime import UTC, datetime
+
+        ticks = ServedTicks(served, deployment_ids[-1], datetime.now(UTC), time.monotonic)
+    return RunCare(deployment_ids, say_as("serve"), ticks)
 
 
 async def _ended(thread: threading.Thread) -> None:

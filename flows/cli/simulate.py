@@ -16,10 +16,13 @@ import typer
 from rich.table import Table
 
 from kube_elevator.flows.cli.common import (
+    DeprecatedOutputOption,
     OutputFormat,
+    chosen_format,
     console,
     describe_failure,
     errors,
+    note_lines,
     print_warnings,
     reports_input_errors,
     require_extra,
@@ -27,6 +30,7 @@ from kube_elevator.flows.cli.common import (
 )
 from kube_elevator.tasks.core.errors import InputError
 from kube_elevator.tasks.core.output_files import unplottable
+from kube_elevator.tasks.core.words import counted
 
 if TYPE_CHECKING:
     from kube_elevator.fakes.harness.cluster import FakeCluster
@@ -137,13 +141,10 @@ def simulate(
     profile: Annotated[SchedulerProfile | None, typer.Option(
         help="The scheduler profile to place pods with, in place of the scenario's "
         "`scheduler.profile` (default: kube-scheduler's default profile).")] = None,
-    output: Annotated[OutputFormat | None, typer.Option(
-        "--output", hidden=True, help="The old spelling of --format (tune's --output is the "
-        "file it writes).")] = None,
+    output: DeprecatedOutputOption = None,
 ) -> None:
     """Simulate a workload on the fake cluster with the real tick, on a simulated clock."""
-    if output is not None:
-        output_format = output  # `--output json` as before: `--format`, as `tune` spells it
+    output_format = chosen_format(output_format, output)  # `--format`, as `tune` spells it
     # A flow run a tick: Prefect's per-task INFO lines would drown the table.
     os.environ.setdefault("PREFECT_LOGGING_LEVEL", "WARNING")
     from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
@@ -168,6 +169,10 @@ def simulate(
             progress.console.print(tick_line(record, minimums), highlight=False, markup=False,
                                    soft_wrap=True)
 
+    if prefect:
+        from kube_elevator.tasks.adapters.prefect_server import use_local_server
+
+        use_local_server()  # without PREFECT_API_URL: the shared one, or one line why not
     with progress:
         bar = progress.add_task("simulate", total=total)
         result = run_simulation(loaded, prefect=prefect, on_tick=show_tick,
@@ -188,7 +193,8 @@ def simulate(
 
 
 def tick_line(record: dict[str, object], min_nodes: Mapping[str, int] | None = None) -> str:
-    """`t=  120s batch: 2 nodes (2 untainted, 0 tainted) ASG 12, 37 pending ...`; a removal
+    """`t=  120s batch: 2 nodes (2 untainted, 0 tainted) ASG 12, 37 pending ...`, then a line
+    per group with its reason (and its notes, `  note: ...`); a removal
     that `min_nodes` holds back says so (the delta alone, repeated tick after tick, read as if
     nodes were going)."""
     parts = []
@@ -199,11 +205,14 @@ def tick_line(record: dict[str, object], min_nodes: Mapping[str, int] | None = N
         floor = (min_nodes or {}).get(name, 0)
         held = (f" (held at min_nodes {floor})"
                 if line["delta"] < 0 and floor > 0 and line["untainted"] <= floor else "")
-        parts.append(f"{name}: {line['nodes']} nodes ({line['untainted']} untainted, "
+        parts.append(f"{name}: {counted(line['nodes'], 'node')} ({line['untainted']} untainted, "
                      f"{line['tainted']} tainted) ASG {line['asg_desired']}, "
                      f"{line['pending_pods']} pending, {line['running_pods']} running, "
                      f"cpu {cpu}, delta {line['delta']:+d}{held}")
-    return f"t={record['t']:>6.0f}s  " + " | ".join(parts)
+    # Under it, each group's reason and notes, as `run`'s tick lines give them (issue 42).
+    why = "".join(f"\n  {name}: {line['reason']}" + note_lines(line)
+                  for name, line in groups.items() if line.get("reason") or line.get("notes"))
+    return f"t={record['t']:>6.0f}s  " + " | ".join(parts) + why
 
 
 def summary_table(summary: dict[str, object]) -> Table:

@@ -9,7 +9,7 @@ the stop would hang for minutes. So the first signal also arms a deadline; when 
 at a second SIGTERM or SIGINT, the command gives up the Lease (it talks to the Kubernetes API,
 not to Prefect: best effort, within `RELEASE_SECONDS`), says on one line what it left behind,
 and exits 1 at once, without Prefect's exit handlers (`os._exit`). The temporary server a
-command starts for itself stops when its command is gone (`prefect_compat._stop_with`).
+command starts for itself stops when its command is gone (`prefect_server.stop_with`).
 """
 
 from __future__ import annotations

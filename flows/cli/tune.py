@@ -78,6 +78,9 @@ def tune(
     with SearchProgress(trials) as shown:
         shown.phase("starting the flow run" + ("" if os.environ.get("PREFECT_API_URL")
                                                else " (and a temporary Prefect server)"))
+        from kube_elevator.tasks.adapters.prefect_server import use_local_server
+
+        use_local_server()  # without PREFECT_API_URL: the shared one, or one line why not
         tuning.progress, tuning.phase = shown.trials_done, shown.phase
         try:
             answer = tuning.tune_flow(

@@ -176,9 +176,9 @@ def watch(
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     logging.getLogger("httpx").setLevel(logging.WARNING)  # a line per request to Prefect
     if in_process:
-        from kube_elevator.flows.prefect_compat import start_temporary_server
+        from kube_elevator.tasks.adapters.prefect_server import use_local_server
 
-        start_temporary_server()  # without PREFECT_API_URL: started now, or one line why not
+        use_local_server("own")  # without PREFECT_API_URL: started now, or one line why not
     stop, stopping = stop_signals("watch")
     events = PendingPodsEvents(config.node_groups, debouncer)
     elector = elector_for(liveness, kube.api, lease_namespace, say_as("watch"))

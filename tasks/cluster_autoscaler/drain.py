@@ -95,7 +95,11 @@ def drain_plan(plan: ScalePlan, group: NodeGroupConfig, nodes: Sequence[NodeReco
     if kept:  # the decision's "delete N" counted the nodes now kept to be drained first
         reason = reason.replace(f"delete {len(plan.delete)}", (
             f"delete {len(delete)}, " if delete else "") + f"drain {len(kept)} before deleting")
-    adjusted = replace(plan, delete=delete, asg_desired=plan.asg_desired + len(kept),
+    # A node kept is not terminated: its decrement comes back, unless the tick's increase sets
+    # an absolute size (Escalator's IncreaseSize, tasks/escalator/decide.py `asg_desired`).
+    absolute = plan.cloud_increase > 0 and not group.aws.one_shot
+    adjusted = replace(plan, delete=delete,
+                       asg_desired=plan.asg_desired + (0 if absolute else len(kept)),
                        notes=tuple(notes), reason=reason)
     return DrainPlan(adjusted, tuple(evict))
 

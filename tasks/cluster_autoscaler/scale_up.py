@@ -42,6 +42,9 @@ class ScaleUpOutcome:
     terminated: Mapping[str, tuple[str, ...]] | None = None  # group -> timed-out instance ids
     notes: Mapping[str, tuple[str, ...]] | None = None  # group -> notes
     balanced: BalancedScaleUp | None = None  # the split, when balance_similar_node_groups
+    # group -> the ASG desired capacity a decision without acting would set (`elevator plan`,
+    # dry runs): the numbers of the group's plan, as `asg_desired_set` is of a live tick's.
+    would_set: Mapping[str, int] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

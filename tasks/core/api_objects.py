@@ -127,12 +127,16 @@ class RawMetadata(msgspec.Struct, gc=False):
 
 
 class MatchExpression(msgspec.Struct, frozen=True, gc=False):
+    """A selector requirement: `key`, `operator` (In, NotIn, Exists, DoesNotExist, Gt, Lt), `values`."""
+
     key: str = ""
     operator: str = ""
     values: tuple[str, ...] = ()
 
 
 class NodeSelectorTerm(msgspec.Struct, frozen=True, gc=False):
+    """One term of a required node affinity: a node matches when every expression does."""
+
     matchExpressions: tuple[MatchExpression, ...] = ()
     matchFields: tuple[MatchExpression, ...] = ()  # over the node's fields: `metadata.name`
 
@@ -171,6 +175,8 @@ class LocalVolume(msgspec.Struct, frozen=True, gc=False):
 
 
 class Toleration(msgspec.Struct, frozen=True, gc=False):
+    """A pod's toleration of a node taint (`spec.tolerations[]`)."""
+
     key: str = ""
     operator: str = "Equal"
     value: str = ""
@@ -178,6 +184,8 @@ class Toleration(msgspec.Struct, frozen=True, gc=False):
 
 
 class Taint(msgspec.Struct, frozen=True, gc=False):
+    """A node's taint (`spec.taints[]`): Escalator's own is `atlassian.com/escalator`."""
+
     key: str
     value: str = ""
     effect: str = ""

@@ -215,14 +215,41 @@ def value_problem(error: Exception, source: str, kind: str) -> InputError:
                                                  f"({reason})")])
 
 
-def load_document(data: bytes, source: str, kind: str = "YAML or JSON") -> Any:
-    """A YAML (or JSON, which is YAML) document within the limits; None for an empty file."""
+_BOOL_TAG = "tag:yaml.org,2002:bool"
+_STR_TAG = "tag:yaml.org,2002:str"
+_GO_YAML_SHORT_BOOLS = {"y": "true", "Y": "true", "n": "false", "N": "false"}
+
+
+def _go_yaml_short_bools(root: yaml.Node) -> None:
+    """goyaml.v2 (YAML 1.1, as Escalator reads its file through sigs.k8s.io/yaml) resolves a
+    plain `y`, `Y`, `n` or `N` as a bool, which PyYAML reads as a string (resolve.go's
+    resolveMapList); retag them, once the shape is checked (no cycle, bounded size)."""
+    seen: set[int] = set()
+    stack = [root]
+    while stack:
+        node = stack.pop()
+        if id(node) in seen:
+            continue
+        seen.add(id(node))
+        if isinstance(node, yaml.ScalarNode):
+            if not node.style and node.tag == _STR_TAG and node.value in _GO_YAML_SHORT_BOOLS:
+                node.tag, node.value = _BOOL_TAG, _GO_YAML_SHORT_BOOLS[node.value]
+            continue
+        stack.extend(_children(node))
+
+
+def load_document(data: bytes, source: str, kind: str = "YAML or JSON",
+                  go_yaml_bools: bool = False) -> Any:
+    """A YAML (or JSON, which is YAML) document within the limits; None for an empty file.
+    `go_yaml_bools`: a plain y/Y/n/N is a bool, as Go's goyaml.v2 reads it."""
     loader = _LOADER(as_text(data, source))
     try:
         node = loader.get_single_node()
         if node is None:
             return None
         _check_shape(node, source)
+        if go_yaml_bools:
+            _go_yaml_short_bools(node)
         return loader.construct_document(node)
     except yaml.YAMLError as error:
         raise _yaml_problem(error, source, kind) from None
@@ -234,8 +261,8 @@ def load_document(data: bytes, source: str, kind: str = "YAML or JSON") -> Any:
         loader.dispose()
 
 
-def load_file(path: str | Path, kind: str = "YAML or JSON") -> Any:
-    return load_document(read_bytes(path), str(path), kind)
+def load_file(path: str | Path, kind: str = "YAML or JSON", go_yaml_bools: bool = False) -> Any:
+    return load_document(read_bytes(path), str(path), kind, go_yaml_bools)
 
 
 def load_json_document(data: bytes, source: str) -> Any:

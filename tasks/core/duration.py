@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import re
 from typing import Annotated, Any
 
 from pydantic import AfterValidator, BeforeValidator
@@ -23,35 +22,104 @@ _DURATION_UNITS_NS = {
 }
 
 
-# ASCII digits only, as Go's parser (Python's \d would take "٣s").
-_DURATION_PART = re.compile(r"([0-9]*\.?[0-9]*)(ns|us|µs|μs|ms|s|m|h)")
-
-
 _MAX_DURATION_NS = 2**63 - 1  # Go's time.Duration is an int64 of nanoseconds
+_DIGITS = "0123456789"  # ASCII digits only, as Go's parser (Python's isdigit takes "٣")
+
+
+def _leading_int(text: str) -> tuple[int, str]:
+    """Go's time.leadingInt: the digits at the start; ValueError past 1<<63."""
+    value, index = 0, 0
+    while index < len(text) and text[index] in _DIGITS:
+        if value > (1 << 63) // 10:
+            raise ValueError("overflow")
+        value = value * 10 + int(text[index])
+        if value > 1 << 63:
+            raise ValueError("overflow")
+        index += 1
+    return value, text[index:]
+
+
+def _leading_fraction(text: str) -> tuple[int, float, str]:
+    """Go's time.leadingFraction: the digits after the dot, as (value, scale); digits past
+    what an int64 holds are consumed and ignored, not an error."""
+    value, scale, index, overflow = 0, 1.0, 0, False
+    while index < len(text) and text[index] in _DIGITS:
+        if not overflow:
+            if value > ((1 << 63) - 1) // 10:
+                overflow = True
+            else:
+                bigger = value * 10 + int(text[index])
+                if bigger > 1 << 63:
+                    overflow = True
+                else:
+                    value, scale = bigger, scale * 10
+        index += 1
+    return value, scale, text[index:]
+
+
+def parse_go_duration_ns(text: str) -> int:
+    r"""Nanoseconds in a Go duration, as Go's time.ParseDuration computes them (integers, a
+    fraction truncated through float64 as Go does); ValueError where it returns an error.
+
+    Go's grammar: an optional sign, then "0" alone, or one or more <number><unit> with number
+    `[0-9]*(\.[0-9]*)?` (some digit on either side of the dot) and unit the longest run of
+    characters that are not digits or a dot, one of ns, us, µs (U+00B5), μs (U+03BC), ms, s, m,
+    h: `1h30m`, `1.5h`, `.5m`, `5.m`, `-1h`, `+0`. "" and a number without a unit are errors.
+    """
+    original, rest, negative = text, text, False
+    if rest[:1] in ("+", "-"):
+        negative, rest = rest[0] == "-", rest[1:]
+    if rest == "0":
+        return 0
+    if not rest:
+        raise ValueError(f"invalid duration {original!r}")
+    total = 0
+    while rest:
+        if rest[0] != "." and rest[0] not in _DIGITS:
+            raise ValueError(f"invalid duration {original!r}")
+        before = len(rest)
+        try:
+            whole, rest = _leading_int(rest)
+        except ValueError:
+            raise ValueError(f"invalid duration {original!r}") from None
+        digits_before = before != len(rest)
+        fraction, scale, digits_after = 0, 1.0, False
+        if rest[:1] == ".":
+            rest = rest[1:]
+            before = len(rest)
+            fraction, scale, rest = _leading_fraction(rest)
+            digits_after = before != len(rest)
+        if not digits_before and not digits_after:
+            raise ValueError(f"invalid duration {original!r}")
+        end = 0
+        while end < len(rest) and rest[end] != "." and rest[end] not in _DIGITS:
+            end += 1
+        if end == 0:
+            raise ValueError(f"missing unit in duration {original!r}")
+        unit_text, rest = rest[:end], rest[end:]
+        unit = _DURATION_UNITS_NS.get(unit_text)
+        if unit is None:
+            raise ValueError(f"unknown unit {unit_text!r} in duration {original!r}")
+        if whole > (1 << 63) // unit:
+            raise ValueError(f"invalid duration {original!r}")
+        whole *= unit
+        if fraction > 0:
+            whole += int(float(fraction) * (float(unit) / scale))  # Go: uint64(float64 ...)
+            if whole > 1 << 63:
+                raise ValueError(f"invalid duration {original!r}")
+        total += whole
+        if total > 1 << 63:
+            raise ValueError(f"invalid duration {original!r}")
+    if negative:
+        return -total
+    if total > _MAX_DURATION_NS:
+        raise ValueError(f"invalid duration {original!r}")
+    return total
 
 
 def parse_go_duration(text: str) -> float:
     """Seconds in a Go duration (`1h10m`, `1.5h`, `90s`, `-2m`, `0`); ValueError as time.ParseDuration."""
-    original = text
-    sign = 1
-    if text[:1] in ("+", "-"):
-        sign = -1 if text[0] == "-" else 1
-        text = text[1:]
-    if text == "0":
-        return 0.0
-    if not text:
-        raise ValueError(f"invalid duration {original!r}")
-    total_ns = 0.0
-    position = 0
-    while position < len(text):
-        match = _DURATION_PART.match(text, position)
-        if match is None or match.group(1) in ("", "."):
-            raise ValueError(f"invalid duration {original!r}")
-        total_ns += float(match.group(1)) * _DURATION_UNITS_NS[match.group(2)]
-        position = match.end()
-        if total_ns > _MAX_DURATION_NS:
-            raise ValueError(f"invalid duration {original!r}: out of range")
-    return sign * total_ns / 1e9
+    return parse_go_duration_ns(text) / 1e9
 
 
 def positive_duration_option(text: str, option: str) -> float:
@@ -100,10 +168,16 @@ def duration_problem(text: str, *, zero_allowed: bool = False) -> str | None:
 
 def duration_or_zero(text: str) -> float:
     """Escalator's `XDuration()` helpers: a parse error reads as 0."""
+    return duration_ns_or_zero(text) / 1e9
+
+
+def duration_ns_or_zero(text: str) -> int:
+    """Escalator's `XDuration()` helpers in Go's own unit, nanoseconds: compare durations
+    with these (two values a nanosecond apart may be one float of seconds)."""
     try:
-        return parse_go_duration(text)
+        return parse_go_duration_ns(text)
     except ValueError:
-        return 0.0
+        return 0
 
 
 def go_string(value: Any) -> Any:

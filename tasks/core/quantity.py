@@ -146,3 +146,9 @@ def memory_bytes(quantity: QuantityText | None) -> int:
         if len(_MEMORY_BYTES) < _CACHE_LIMIT:
             _MEMORY_BYTES[quantity] = value
     return value
+
+
+def bytes_quantity(count: int) -> str:
+    """A byte count as a manifest writes it: the largest binary suffix that divides it exactly
+    (268435456 is "256Mi"), else the plain number, as `canonical_quantity` prints it back."""
+    return canonical_quantity(f"{count // 1024}Ki" if count and count % 1024 == 0 else str(count))

@@ -458,6 +458,8 @@ def node_record(raw: RawObject) -> NodeRecord:
 
 
 class AsgInstance(msgspec.Struct, frozen=True):
+    """One instance of an ASG, as DescribeAutoScalingGroups lists it."""
+
     instance_id: str
     availability_zone: str
     lifecycle_state: str = "InService"

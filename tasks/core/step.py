@@ -69,6 +69,9 @@ class Step(Generic[P, R]):
 # the engine sees as one object. Task runs, states and retries are recorded as before; the UI's
 # graph just draws no data edges between the steps.
 class Boxed(Generic[R]):
+    """The box a step's Prefect task returns its value in (`Step.task`): one object to the
+    engine, however many records it holds; `Step.__call__` opens it."""
+
     __slots__ = ("value",)
 
     def __init__(self, value: R) -> None:

@@ -8,7 +8,8 @@ file, with its `cluster_autoscaler:` section, is `tasks.node_group_file`, above 
 from __future__ import annotations
 
 import json
-from typing import Annotated, Literal
+from collections.abc import Iterable
+from typing import Annotated, Any, Literal
 
 from pydantic import (
     BaseModel,
@@ -17,24 +18,88 @@ from pydantic import (
     Field,
     StrictBool,
     StrictInt,
+    model_validator,
 )
 
 from kube_elevator.tasks.core.duration import (
     DURATION_EXAMPLES,
+    duration_ns_or_zero,
     duration_or_zero,
     duration_problem,
     go_string,
+    parse_go_duration_ns,
 )
 from kube_elevator.tasks.core.lease_state import CLAIM_SETTLE_SECONDS
 
 # --- the models ---------------------------------------------------------------------------
 
 
-GoString = Annotated[str, BeforeValidator(go_string)]
+def _go_string_or_zero(value: Any) -> Any:
+    """A Go string as Escalator decodes it; null (a list's `- ~`) is its zero value, ""."""
+    return "" if value is None else go_string(value)
+
+
+GoString = Annotated[str, BeforeValidator(_go_string_or_zero)]
+def _whole_float_is_int(value: Any) -> Any:
+    """sigs.k8s.io/yaml hands encoding/json a YAML float as json.Marshal writes it: `3.0` is
+    `3`, which a Go int takes (`3.5` and `1e21`, written `1e+21`, it refuses)."""
+    if isinstance(value, float) and value.is_integer() and abs(value) < 1e21:
+        return int(value)
+    return value
+
+
 # Escalator's Go `int` (64 bits): a larger number fails its YAML decoding.
-GoInt = Annotated[StrictInt, Field(ge=-(2**63), le=2**63 - 1)]
+GoInt = Annotated[StrictInt, BeforeValidator(_whole_float_is_int),
+                  Field(ge=-(2**63), le=2**63 - 1)]
 TAINT_EFFECTS = ("", "NoSchedule", "NoExecute", "PreferNoSchedule")
 LIFECYCLES = ("", "on-demand", "spot")
+
+
+# Go's encoding/json folds a key as appendFoldedName does: ASCII letters to upper case, any
+# other rune to unicode.ToUpper(unicode.ToLower(r)); these four are the runes it folds onto an
+# ASCII letter (the Kelvin sign, the long s, dotted and dotless I).
+_GO_FOLDS_TO_ASCII = {"\u212a": "K", "\u017f": "S", "\u0130": "I", "\u0131": "I"}
+
+
+def go_folded(key: str) -> str:
+    """A key as encoding/json compares it with a struct field's name (fold.go foldName)."""
+    return "".join(_GO_FOLDS_TO_ASCII.get(char, char.upper() if char.isascii() else char)
+                   for char in key)
+
+
+def go_json_keys(document: dict[Any, Any], fields: Iterable[str]) -> dict[Any, str]:
+    """Which field each key of `document` sets, as Escalator's decoder reads it: keys are
+    matched to fields regardless of case (encoding/json: "preferring an exact match but also
+    accepting a case-insensitive match"), a null sets nothing ("has no effect on the value"),
+    and of several keys for one field the last one decoded wins. sigs.k8s.io/yaml hands the
+    decoder a JSON object whose keys json.Marshal sorted, so the last is the greatest, and the
+    field's own spelling, when present, is the greatest of its foldings."""
+    by_fold = {go_folded(name): name for name in fields}
+    winners: dict[str, Any] = {}
+    for key, item in document.items():
+        field_name = by_fold.get(go_folded(key)) if isinstance(key, str) else None
+        if field_name is None or item is None:
+            continue
+        if field_name not in winners or key > winners[field_name]:
+            winners[field_name] = key
+    return {key: field_name for field_name, key in winners.items()}
+
+
+def as_go_decodes(document: Any, fields: Iterable[str]) -> Any:
+    """`document` with its keys as Escalator's decoder reads them (`go_json_keys`): each field
+    under its own name, from the key that wins; keys that set no field kept as they are."""
+    if not isinstance(document, dict):
+        return document
+    fields = list(fields)
+    chosen = go_json_keys(document, fields)
+    folds = {go_folded(name) for name in fields}
+    decoded: dict[Any, Any] = {}
+    for key, item in document.items():
+        if key in chosen:
+            decoded[chosen[key]] = item
+        elif not (isinstance(key, str) and go_folded(key) in folds):
+            decoded[key] = item  # a key of no field: the unknown-key warning names it
+    return decoded
 
 
 class AwsOptions(BaseModel):
@@ -42,6 +107,11 @@ class AwsOptions(BaseModel):
     Fleet in one shot (spec §10, `flows/fleet.py`)."""
 
     model_config = ConfigDict(extra="allow", frozen=True)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _as_go_decodes(cls, document: Any) -> Any:
+        return as_go_decodes(document, cls.model_fields)
 
     launch_template_id: GoString = ""
     launch_template_version: GoString = ""
@@ -65,6 +135,11 @@ class NodeGroupConfig(BaseModel):
     """One Escalator node group, keys and defaults as spec/escalator.md §3.1."""
 
     model_config = ConfigDict(extra="allow", frozen=True)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _as_go_decodes(cls, document: Any) -> Any:
+        return as_go_decodes(document, cls.model_fields)
 
     name: GoString = ""
     label_key: GoString = ""
@@ -196,7 +271,10 @@ def validate_node_group(group: NodeGroupConfig) -> list[str]:
 
     duration("soft_delete_grace_period", group.soft_delete_grace_period)
     duration("hard_delete_grace_period", group.hard_delete_grace_period)
-    compare(group.soft_delete_grace_seconds < group.hard_delete_grace_seconds,
+    # Compared as Go compares them, in whole nanoseconds (escalator node_group.go
+    # ValidateNodeGroup: SoftDeleteGracePeriodDuration() < HardDeleteGracePeriodDuration()).
+    compare(duration_ns_or_zero(group.soft_delete_grace_period)
+            < duration_ns_or_zero(group.hard_delete_grace_period),
             f"soft_delete_grace_period ({group.soft_delete_grace_period}) must be less than "
             f"hard_delete_grace_period ({group.hard_delete_grace_period})",
             "soft_delete_grace_period", "hard_delete_grace_period")
@@ -209,9 +287,15 @@ def validate_node_group(group: NodeGroupConfig) -> list[str]:
           f"aws.lifecycle: {json.dumps(group.aws.lifecycle)} must be on-demand or spot if "
           "provided")
 
-    if group.max_node_age not in ("", "0"):
-        problem = duration_problem(group.max_node_age)
-        check(problem is None, f"max_node_age: {problem} ('0' or '' turns the rotation off)")
+    # escalator node_group.go validMaxNodeAgeDuration: "" or anything time.ParseDuration
+    # reads; a value not positive turns the rotation off (scaleOnMaxNodeAge), with a warning.
+    if group.max_node_age:
+        try:
+            parse_go_duration_ns(group.max_node_age)
+        except ValueError:
+            check(False, f"max_node_age: {json.dumps(group.max_node_age, ensure_ascii=False)}: "
+                         f"not a duration; use a number and a unit, {DURATION_EXAMPLES} "
+                         "('0' or '' turns the rotation off)")
 
     if group.unhealthy_node_feature:
         newest = group.health_check_newest_nodes_percent
@@ -226,6 +310,53 @@ def validate_node_group(group: NodeGroupConfig) -> list[str]:
     return list(dict.fromkeys(problems))  # never the same line twice
 
 
+def _parses(text: str) -> bool:
+    try:
+        parse_go_duration_ns(text)
+    except ValueError:
+        return False
+    return True
+
+
+def node_group_warnings(group: NodeGroupConfig) -> list[str]:
+    """What a valid group does that its file may not mean: values Escalator accepts and reads as
+    "off", or that change nothing. Never a refusal: Escalator runs such a file as it is."""
+    warnings: list[str] = []
+    age = group.max_node_age
+    if age not in ("", "0") and _parses(age) and duration_ns_or_zero(age) <= 0:
+        # escalator controller.go scaleOnMaxNodeAge: MaxNodeAgeDuration() <= 0 returns false.
+        warnings.append(f"max_node_age: {json.dumps(age, ensure_ascii=False)} is not positive: "
+                        "no node is rotated out, as Escalator reads it ('0' or '' says so)")
+    lower = group.taint_lower_capacity_threshold_percent
+    upper = group.taint_upper_capacity_threshold_percent
+    # escalator controller.go scaleNodeGroup: nodesDelta = -FastNodeRemovalRate below lower,
+    # -SlowNodeRemovalRate below upper; 0 is "No need to scale", a negative rate a scale-up.
+    for key, rate, band in (
+            ("fast_node_removal_rate", group.fast_node_removal_rate,
+             f"usage below taint_lower ({lower}%)"),
+            ("slow_node_removal_rate", group.slow_node_removal_rate,
+             f"usage from taint_lower ({lower}%) to below taint_upper ({upper}%)")):
+        if rate == 0:
+            warnings.append(f"{key} is 0: {band} taints no node (tainted nodes are still "
+                            "removed after their grace periods)")
+        elif rate < 0:
+            warnings.append(f"{key} is {rate}: {band} is a scale-up of {-rate}, as Escalator "
+                            f"reads a negative rate (delta = -{key})")
+    if not group.unhealthy_node_feature:
+        # escalator node_group.go ValidateNodeGroup checks these only with the grace period.
+        for key in ("health_check_newest_nodes_percent", "max_unhealthy_nodes_percent"):
+            if getattr(group, key) != 0:
+                warnings.append(f"{key} is ignored: the unhealthy-node check is on only with "
+                                "unhealthy_node_grace_period")
+    timeout = group.aws.fleet_instance_ready_timeout
+    if group.aws.one_shot and duration_ns_or_zero(timeout or "1m") <= 0:
+        # escalator node_group.go FleetInstanceReadyTimeoutDuration: a parse error reads as 0.
+        warnings.append(f"aws.fleet_instance_ready_timeout: {json.dumps(timeout, ensure_ascii=False)}"
+                        " is read as 0 (as Escalator does): a fleet's instances get no time "
+                        "to be running before they are terminated")
+    return warnings
+
+
 def effective_min_max(group: NodeGroupConfig, asg_min: int, asg_max: int) -> tuple[int, int]:
     """Escalator auto-discovery: re-read min/max from the ASG every tick when both are 0."""
     if group.auto_discover_min_max:
@@ -236,6 +367,9 @@ def effective_min_max(group: NodeGroupConfig, asg_min: int, asg_max: int) -> tup
 __all__ = [
     "AwsOptions",
     "NodeGroupConfig",
+    "as_go_decodes",
     "effective_min_max",
+    "go_json_keys",
+    "node_group_warnings",
     "validate_node_group",
 ]

@@ -21,6 +21,7 @@ from kube_elevator.tasks.core.records import (
     Resources,
 )
 from kube_elevator.tasks.core.step import step
+from kube_elevator.tasks.core.step_inputs import PROGRAMMING_ERRORS, expect, expect_items, expect_number
 from kube_elevator.tasks.core.timefmt import rfc3339
 from kube_elevator.tasks.escalator.config import NodeGroupConfig, effective_min_max
 from kube_elevator.tasks.escalator.filter_nodes import GroupMembers, NodeClasses, filter_group, is_unhealthy
@@ -128,7 +129,7 @@ class _Tick:
     taint: list[str] = field(default_factory=list)
     delete: list[str] = field(default_factory=list)
     cloud_increase: int = 0
-    asg_desired: int = 0
+    deleted: int = 0  # instances terminated this tick, each decrementing the ASG's desired
     tracker: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     lock_held_at_check: bool = False
@@ -196,13 +197,16 @@ class _Tick:
         if remaining <= 0:
             return untainted, None
         to_add = remaining
-        if self.asg_desired + to_add > self.asg.max_size:
-            to_add = self.asg.max_size - self.asg_desired
+        # Escalator's scaleUpCloudProviderNodeGroup/calculateNodesToAdd clamp against
+        # TargetSize(), the ASG as described when the tick began (see `target_size`).
+        target = self.target_size
+        if target + to_add > self.asg.max_size:
+            to_add = self.asg.max_size - target
             if to_add <= 0:
                 self.capped = (f"at MaxSize {self.asg.max_size}: no scale-up" if not untainted
                                else f"at MaxSize {self.asg.max_size}: nothing from the cloud")
                 return 0, ("refusing to scaleup up beyond the maximum size of the autoscaling "
-                           f"group (TargetSize: {self.asg_desired}; MaxNodes: {self.max_nodes}). "
+                           f"group (TargetSize: {target}; MaxNodes: {self.max_nodes}). "
                            "Taking no action")
             self.capped = (f"capped by MaxSize {self.asg.max_size}: scale up by "
                            f"{untainted + to_add} of {count}")
@@ -210,14 +214,40 @@ class _Tick:
                               f"Clamping add amount to ({to_add})")
         # In dry mode the cloud call is skipped but counts as done: the lock is still taken (§9).
         self.cloud_increase = to_add
-        self.asg_desired += to_add
         # The claim records the increase (not in dry mode, where the ASG never changes), so a
         # later tick can tell a lock whose request never reached the cloud (tasks/core/lease_state.py).
-        before, target = (0, 0) if self.dry_mode else (self.asg.desired_capacity,
-                                                       self.asg_desired)
+        before, after = (0, 0) if self.dry_mode else (self.asg.desired_capacity,
+                                                      self.asg_desired)
         self.state = replace(self.state, lock=self.state.lock.lock(to_add, self.now, before,
-                                                                   target))
+                                                                   after))
         return untainted + to_add, None
+
+    @property
+    def target_size(self) -> int:
+        """Escalator's TargetSize(): the ASG's DesiredCapacity as described at the tick's start.
+
+        escalator pkg/cloudprovider/aws/aws.go: TargetSize reads `n.asg.DesiredCapacity`, which
+        only Refresh (RegisterNodeGroups, once at the top of RunOnce) updates; DeleteNodes'
+        TerminateInstanceInAutoScalingGroup(ShouldDecrementDesiredCapacity) and IncreaseSize
+        leave it as it was. So every guard of the tick (scaleDownTaint's ASG clamp,
+        calculateNodesToAdd, IncreaseSize) reads the size before this tick's terminations.
+        """
+        return self.asg.desired_capacity
+
+    @property
+    def asg_desired(self) -> int:
+        """The ASG's desired capacity after this tick, as Escalator leaves it.
+
+        Each termination decrements it (DeleteNodes, ShouldDecrementDesiredCapacity true); an
+        increase is IncreaseSize's setASGDesiredSize(TargetSize() + delta), an absolute value
+        from the size read before the terminations, so it undoes their decrements (escalator
+        aws.go IncreaseSize). A one-shot group's increase is AttachInstances instead
+        (setASGDesiredSizeOneShot), which adds to the decremented size. Our step sets this
+        absolute value once, so a retry cannot add twice (tasks/steps/node_groups.py).
+        """
+        if self.cloud_increase and not self.group.aws.one_shot:
+            return self.target_size + self.cloud_increase
+        return self.target_size - self.deleted + self.cloud_increase
 
     def delete_nodes(self, candidates: Sequence[NodeRecord]) -> int:
         """Escalator TryDeleteNodes with the AWS DeleteNodes guards (§7.3, §8)."""
@@ -235,18 +265,22 @@ class _Tick:
             candidates = [node for node in candidates if node.provider_id in members]
         if not candidates:
             return 0
-        if self.asg_desired <= self.asg.min_size:
+        # escalator aws.go DeleteNodes checks TargetSize() (the size read at the tick's start);
+        # AWS itself refuses a termination that would take the live desired capacity below
+        # MinSize, and the live desired already lost this tick's earlier terminations (a
+        # force-deleted node, then a reaped one). The live check is the stricter of the two,
+        # and the one our AsgClient makes (termination_plan, on a fresh description).
+        live = self.target_size - self.deleted
+        if live <= self.asg.min_size:
             self.notes.append("min sized reached, nodes will not be deleted")
             self.delete_error = ""
             return 0
-        if self.asg_desired - len(candidates) < self.asg.min_size:
+        if live - len(candidates) < self.asg.min_size:
             self.notes.append("terminating nodes will breach minimum node size")
             self.delete_error = ""
             return 0
         self.delete.extend(node.name for node in candidates)
-        # The rest of the tick sees the deletions (Escalator's stale TargetSize would add them
-        # back to a later scale-up, and its ASG-minimum guards would not count them).
-        self.asg_desired -= len(candidates)
+        self.deleted += len(candidates)
         return -len(candidates)
 
     def remove_tainted(self, healthy_nodes_allowed: bool) -> int:
@@ -290,8 +324,12 @@ class _Tick:
                 self.notes.append(f"the number of nodes({untainted}) is less than specified "
                                   f"minimum of {self.min_nodes}. Taking no action")
                 return
-        if self.asg_desired - count < self.asg.min_size and self.asg_desired - self.asg.min_size >= 0:
-            count = self.asg_desired - self.asg.min_size
+        # escalator scale_down.go scaleDownTaint: "Check ASG constraint early before tainting",
+        # against TargetSize(), the size read before this tick's reaping (`target_size`): a
+        # node reaped just now does not lower the number it lets taint.
+        target = self.target_size
+        if target - count < self.asg.min_size and target - self.asg.min_size >= 0:
+            count = target - self.asg.min_size
             self.held = (f"the ASG's MinSize {self.asg.min_size}", asked, count)
         self.taint_requested += count  # §7.1: taint_event += n (not the unhealthy nodes' taints)
         for node in nodes_to_taint(self.classes.untainted, count,
@@ -314,7 +352,7 @@ def decide_plan(
     min_nodes, max_nodes = effective_min_max(group, asg.min_size, asg.max_size)
     tick = _Tick(group=group, pods=pods, nodes=nodes, asg=asg, state=state, now=now,
                  dry_mode=dry, min_nodes=min_nodes, max_nodes=max_nodes,
-                 asg_desired=asg.desired_capacity, tracker=list(members.dry_mode_tainted),
+                 tracker=list(members.dry_mode_tainted),
                  classes=classes, pods_on_node=usage.pods_on_node,
                  taint=list(members.unhealthy_to_taint), cpu_load_percent=cpu_load_percent)
 
@@ -535,12 +573,24 @@ def decide(groups: Sequence[GroupInputs], now: float,
     One task run for all groups, not one each: the decision is pure (a retry decides the same),
     and each task run costs a tick ~20 ms of the Prefect server's time (benchmarks/RESULTS.md);
     each group's plan is in the tick's table artifact and log lines.
+
+    Inputs of the wrong kind are the caller's error, raised before any group is decided; a
+    group whose decision fails on its data gets that error as its value, while an error of
+    the code (a `TypeError`, an `AttributeError`) is raised, never handed on as a group's.
     """
+    expect_items("decide", "groups", groups, GroupInputs,
+                 "GroupInputs (one per group: its config, pods, nodes, ASG and state)")
+    expect_number("decide", "now", now, "a Unix time in seconds (a float)")
+    if cpu_load_percent is not None:
+        expect("decide", "cpu_load_percent", cpu_load_percent, Mapping,
+               "a mapping of node name to CPU load percent, or None")
     plans: list[ScalePlan | Exception] = []
     for one in groups:
         try:
             plans.append(plan_group(one.group, one.pods, one.nodes, one.asg, one.state, now,
                                     cpu_load_percent=cpu_load_percent))
+        except PROGRAMMING_ERRORS:
+            raise
         except Exception as error:  # this group fails alone, as its own thread would
             plans.append(error)
     return plans

@@ -26,6 +26,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Literal
 
+from kube_elevator.tasks.core.field_words import unsupported_value
 from kube_elevator.tasks.scheduler.noderesources import (
     DEFAULT_RESOURCES,
     MAX_CUSTOM_PRIORITY_SCORE,
@@ -85,9 +86,11 @@ class Profile:
     ignore_preferred_terms_of_existing_pods: bool = False
 
     def __post_init__(self) -> None:
-        if self.strategy not in (LEAST_ALLOCATED, MOST_ALLOCATED, REQUESTED_TO_CAPACITY_RATIO,
-                                 FIRST_FIT):
-            raise ValueError(f"unknown scoring strategy {self.strategy!r}")
+        supported = (LEAST_ALLOCATED, MOST_ALLOCATED, REQUESTED_TO_CAPACITY_RATIO, FIRST_FIT)
+        if self.strategy not in supported:
+            # ValidateNodeResourcesFitArgs: field.NotSupported on scoringStrategy.type
+            raise ValueError(unsupported_value("scoringStrategy.type", str(self.strategy),
+                                               supported))
         if self.strategy == REQUESTED_TO_CAPACITY_RATIO:
             validate_shape(self.shape)
         if not 0 <= self.hard_pod_affinity_weight <= 100:

@@ -30,6 +30,7 @@ from collections.abc import Mapping, Sequence
 from functools import lru_cache
 
 from kube_elevator.tasks.core.api_objects import Taint, Toleration
+from kube_elevator.tasks.core.field_words import invalid_value
 from kube_elevator.tasks.core.records import NodeRecord
 from kube_elevator.tasks.core.scheduling import term_matches, tolerates
 from kube_elevator.tasks.core.selectors import SelectorError, validate_api_requirement
@@ -124,8 +125,10 @@ def check_preferred_terms(terms: tuple[PreferredTerm, ...]) -> None:
                 validate_api_requirement(expression.key, expression.operator,
                                          expression.values, NODE_SELECTOR_OPERATORS)
             except SelectorError as error:
-                raise SchedulingError(f"[{index}].matchExpressions[{position}].key: Invalid "
-                                      f"value: {expression.key!r}: {error}") from None
+                # field.Invalid's words, the value Go-quoted (TestNodeAffinityPriority)
+                raise SchedulingError(invalid_value(
+                    f"[{index}].matchExpressions[{position}].key", expression.key,
+                    str(error))) from None
 
 
 def preferred_affinity_score(terms: Sequence[PreferredTerm], labels: Mapping[str, str],

@@ -11,6 +11,7 @@ from collections.abc import Sequence
 
 from kube_elevator.tasks.core.records import NodeRecord, PodRecord
 from kube_elevator.tasks.core.step import step
+from kube_elevator.tasks.core.step_inputs import expect_items
 from kube_elevator.tasks.escalator.config import NodeGroupConfig
 from kube_elevator.tasks.escalator.filter_nodes import classify_nodes, nodes_by_group, pods_by_group
 from kube_elevator.tasks.escalator.utilization import GroupPods, Utilization, group_utilization
@@ -21,6 +22,8 @@ def filter_pods(pods: Sequence[PodRecord], groups: Sequence[NodeGroupConfig]
                 ) -> dict[str, list[PodRecord]]:
     """Every group's pods by its label, in node selectors or required node affinity
     (Escalator §5.1; daemonset pods never count)."""
+    expect_items("filter_pods", "pods", pods, PodRecord, "PodRecord (collect_pods)", sample=True)
+    _expect_groups("filter_pods", groups)
     return pods_by_group(pods, groups)
 
 
@@ -28,6 +31,9 @@ def filter_pods(pods: Sequence[PodRecord], groups: Sequence[NodeGroupConfig]
 def filter_nodes(nodes: Sequence[NodeRecord], groups: Sequence[NodeGroupConfig]
                  ) -> dict[str, list[NodeRecord]]:
     """Every group's nodes by its label (Escalator §5.1), in listing order."""
+    expect_items("filter_nodes", "nodes", nodes, NodeRecord, "NodeRecord (collect_nodes)",
+                 sample=True)
+    _expect_groups("filter_nodes", groups)
     return nodes_by_group(nodes, groups)
 
 
@@ -36,4 +42,14 @@ def compute_utilization(pods: Sequence[PodRecord] | GroupPods, nodes: Sequence[N
                         ) -> Utilization:
     """One group's requests and capacity over its untainted nodes (Escalator §5.2, steps 8
     and 9): the numbers the scale-up threshold and the taint thresholds compare."""
+    if not isinstance(pods, GroupPods):
+        expect_items("compute_utilization", "pods", pods, PodRecord,
+                     "PodRecord (one group's, from filter_pods)", sample=True)
+    expect_items("compute_utilization", "nodes", nodes, NodeRecord,
+                 "NodeRecord (one group's, from filter_nodes)", sample=True)
     return group_utilization(pods, nodes, classify_nodes(nodes).untainted)
+
+
+def _expect_groups(step_name: str, groups: object) -> None:
+    expect_items(step_name, "groups", groups, NodeGroupConfig,
+                 "NodeGroupConfig (load_node_groups(path).node_groups)")

@@ -17,6 +17,7 @@ from kube_elevator.tasks.adapters.ports import (  # at run time: Prefect validat
 )
 from kube_elevator.tasks.core.records import ESCALATOR_TAINT_KEY, AutoScalingGroup, NodeRecord
 from kube_elevator.tasks.core.step import step
+from kube_elevator.tasks.core.step_inputs import expect, expect_items, expect_number
 from kube_elevator.tasks.escalator.plan import ScalePlan
 
 Status = Literal["acted", "nothing to do", "dry run", "lost race", "failed"]
@@ -92,6 +93,10 @@ class GroupResult:
 def taint_and_remove(adapters: Adapters, plan: ScalePlan, asg: AutoScalingGroup,
                      nodes: Sequence[NodeRecord], now: float) -> ActionsDone:
     """Terminate the planned nodes in the ASG (desired decremented), delete them, then taint."""
+    _expect_acting("taint_and_remove", adapters, plan, asg)
+    expect_items("taint_and_remove", "nodes", nodes, NodeRecord,
+                 "NodeRecord (the group's, from filter_nodes)", sample=True)
+    expect_number("taint_and_remove", "now", now, "a Unix time in seconds (a float)")
     if plan.dry_mode:
         return ActionsDone()
     terminated: list[str] = []
@@ -135,6 +140,7 @@ def untaint_or_increase(adapters: Adapters, plan: ScalePlan, asg: AutoScalingGro
     The target is absolute and computed once by `decide`, so a retry sets the same value and
     can never scale up twice; the adapter clamps it to the ASG's current MinSize/MaxSize.
     """
+    _expect_acting("untaint_or_increase", adapters, plan, asg)
     if plan.dry_mode:
         return ActionsDone()
     untainted = tuple(name for name in plan.untaint if adapters.kube.ensure_untainted(name))
@@ -142,3 +148,11 @@ def untaint_or_increase(adapters: Adapters, plan: ScalePlan, asg: AutoScalingGro
     if plan.cloud_increase > 0 and not one_shot:
         desired = adapters.cloud.set_desired_capacity(asg, plan.asg_desired)
     return ActionsDone(untainted=untainted, asg_desired_set=desired)
+
+
+def _expect_acting(step_name: str, adapters: object, plan: object, asg: object) -> None:
+    """The inputs every acting step takes: the clients, the group's plan and its ASG."""
+    expect(step_name, "adapters", adapters, Adapters, "Adapters (make_adapters, or your own)")
+    expect(step_name, "plan", plan, ScalePlan, "the group's ScalePlan (from decide)")
+    expect(step_name, "asg", asg, AutoScalingGroup,
+           "the group's AutoScalingGroup (from describe_node_groups)")

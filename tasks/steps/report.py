@@ -14,6 +14,7 @@ from typing import Any
 
 from kube_elevator.tasks.core.step import Runner, step
 from kube_elevator.tasks.escalator.metrics import METRICS, EscalatorMetrics, push
+from kube_elevator.tasks.escalator.plan import ScalePlan
 from kube_elevator.tasks.steps.node_groups import ActionsDone, GroupResult
 from kube_elevator.tasks.steps.source import CacheReading
 
@@ -219,14 +220,27 @@ def _why(result: GroupResult) -> str:
     return " ".join(text.split())[:OUTCOME_CHARACTERS]
 
 
+def _change(plan: ScalePlan) -> str:
+    """What a scale-up asked for (issue 42): the untaints and the ASG's increase apart, as
+    `untaint 3, ASG +2 (4 -> 6)`, not the decided delta (+5), which a MaxSize or the tainted
+    nodes split; any other change, its delta."""
+    if plan.delta > 0 and (plan.untaint or plan.cloud_increase):
+        asked = [f"untaint {len(plan.untaint)}"] if plan.untaint else []
+        if plan.cloud_increase:
+            asked.append(f"ASG +{plan.cloud_increase} "
+                         f"({plan.asg_desired_before} -> {plan.asg_desired})")
+        return ", ".join(asked)
+    return f"{plan.delta:+d}" if plan.delta else "acted"
+
+
 def outcome_line(results: Sequence[GroupResult]) -> str:
     """The tick in one line, for the flow run's state message: each group that acted or failed
-    (`shared +2: usage 125.0% is above scale_up_threshold 70%: ...`), then the others' usage
+    (`shared ASG +2 (3 -> 5): usage 125.0% is above scale_up_threshold 70%: ...`), then the others' usage
     (`nothing: batch 50%, spot 12% (locked)`); a dry run says what each group would do."""
     parts, idle = [], []
     for result in results:
         plan = result.plan
-        change = f"{plan.delta:+d}" if plan.delta else "acted"
+        change = _change(plan)
         if result.status == "failed":
             error = " ".join((result.message or plan.error or plan.reason).split())
             parts.append(f"{plan.name} failed: {error[:OUTCOME_CHARACTERS]}")

@@ -21,6 +21,7 @@ from kube_elevator.tasks.core.pdb import PodDisruptionBudget, pdb_from_api
 from kube_elevator.tasks.core.records import TERMINAL_PHASES, AutoScalingGroup, NodeRecord, PodRecord
 from kube_elevator.tasks.core.retry import is_retryable
 from kube_elevator.tasks.core.step import step
+from kube_elevator.tasks.core.step_inputs import expect_items
 from kube_elevator.tasks.escalator.config import NodeGroupConfig
 from kube_elevator.tasks.escalator.decide import asg_from_config
 from kube_elevator.tasks.escalator.filter_nodes import nodes_by_group, pods_by_group
@@ -277,6 +278,13 @@ def collect_pods(source: TickSource) -> list[PodRecord]:
 
 @step
 def collect_nodes(source: TickSource) -> list[NodeRecord]:
+    """Every node, listed once per tick for all groups (Escalator §4).
+
+    Example:
+        ```python
+        nodes = ke.filter_nodes(ke.collect_nodes(source), groups)
+        ```
+    """
     return source.list_nodes()
 
 
@@ -284,6 +292,8 @@ def collect_nodes(source: TickSource) -> list[NodeRecord]:
 def describe_node_groups(source: TickSource, names: Sequence[str]
                          ) -> dict[str, AutoScalingGroup]:
     """The configured groups' ASGs, by name; a group missing here has no ASG."""
+    expect_items("describe_node_groups", "names", names, str,
+                 "ASG names (each group's cloud_provider_group_name)")
     return source.describe_groups(names)
 
 
@@ -296,6 +306,7 @@ def read_locks(source: TickSource, group_names: Sequence[str]
     A Lease that cannot be read fails its own group only (its error in place of its state); a
     transient error retries the whole read, which changes nothing.
     """
+    expect_items("read_locks", "group_names", group_names, str, "node-group names")
     states: dict[str, GroupState | Exception] = {}
     for name in group_names:
         try:

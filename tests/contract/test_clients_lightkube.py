@@ -128,12 +128,12 @@ def test_lightkube_sync_built_ins(api: FakeKubeApi, client: Client) -> None:
     lease.spec.holderIdentity = "you"
     assert client.replace(lease).spec.holderIdentity == "you"
     client.create(EventV1.from_dict({
-        "metadata": {"generateName": "web.", "namespace": ns},
+        "metadata": {"generateName": "web-", "namespace": ns},
         "eventTime": "2026-01-01T00:00:00.000000Z", "reason": "Scaled", "type": "Normal",
         "action": "Scale", "note": "to 3", "reportingController": "lk",
         "reportingInstance": "lk-0", "regarding": {"kind": "Deployment", "name": "web"}}))
     (event,) = client.list(EventV1, namespace=ns)
-    assert event.metadata.name.startswith("web.") and event.note == "to 3"
+    assert event.metadata.name.startswith("web-") and event.note == "to 3"
     assert api.list("events", ns)[0]["message"] == "to 3"  # the core spelling too
     client.create(Pod.from_dict({"metadata": {"name": "p", "namespace": ns},
                                  "spec": {"containers": [{"name": "c", "image": "i"}]}}))

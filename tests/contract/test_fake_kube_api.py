@@ -56,7 +56,8 @@ def coord(api_client: client.ApiClient) -> client.CoordinationV1Api:
 @pytest.fixture
 def ns(request: pytest.FixtureRequest) -> str:
     """A namespace of the test's own, so tests sharing the server do not see each other."""
-    return re.sub(r"[^a-z0-9]+", "-", request.node.name.lower()).strip("-")[:63]
+    # A DNS label, as a real server requires: cut to 63, then no dash at either end.
+    return re.sub(r"[^a-z0-9]+", "-", request.node.name.lower())[:63].strip("-")
 
 
 def pod(name: str, ns: str, *, labels: dict[str, str] | None = None, node: str = "",
@@ -71,6 +72,16 @@ def pod(name: str, ns: str, *, labels: dict[str, str] | None = None, node: str =
     if phase:
         body["status"] = {"phase": phase}
     return body
+
+
+def deployment(name: str, ns: str, containers: list[Obj], **pod_spec: Any) -> Obj:
+    """A Deployment whose pod template holds `containers`: the patch tests change a template,
+    which a real server lets change (a Pod's containers it does not, ValidatePodUpdate)."""
+    return {"apiVersion": "apps/v1", "kind": "Deployment",
+            "metadata": {"name": name, "namespace": ns},
+            "spec": {"selector": {"matchLabels": {"app": name}},
+                     "template": {"metadata": {"labels": {"app": name}},
+                                  "spec": {"containers": containers, **pod_spec}}}}
 
 
 def status_of(exc: ApiException) -> Obj:
@@ -192,7 +203,9 @@ def test_create_keeps_given_creation_timestamp_and_fills_the_rest(
     body["metadata"]["creationTimestamp"] = "2020-02-03T04:05:06Z"
     via_http = core.create_namespaced_pod(ns, body, _preload_content=False)
     assert orjson.loads(via_http.data)["metadata"]["creationTimestamp"] == "2020-02-03T04:05:06Z"
-    in_process = api.create("pods", {"metadata": {"name": "new"}}, namespace=ns)
+    in_process = api.create("pods", {"metadata": {"name": "new"},
+                                     "spec": {"containers": [{"name": "c", "image": "i"}]}},
+                            namespace=ns)
     assert RFC3339.match(in_process["metadata"]["creationTimestamp"])
     assert in_process["metadata"]["namespace"] == ns
     assert in_process["kind"] == "Pod"
@@ -200,7 +213,8 @@ def test_create_keeps_given_creation_timestamp_and_fills_the_rest(
 
 def test_generate_name(core: client.CoreV1Api, ns: str) -> None:
     created = core.create_namespaced_pod(ns, {"metadata": {"generateName": "job-"},
-                                              "spec": {"containers": []}})
+                                              "spec": {"containers": [{"name": "c",
+                                                                       "image": "i"}]}})
     assert re.match(r"^job-[a-z0-9]{5}$", created.metadata.name)
 
 
@@ -277,15 +291,19 @@ def test_replace_with_stale_resource_version_conflicts(core: client.CoreV1Api) -
     assert core.read_node("conflicted").metadata.labels == {"first": "yes"}
 
 
-def test_merge_patch(core: client.CoreV1Api, ns: str) -> None:
+def test_merge_patch(core: client.CoreV1Api, apps: client.AppsV1Api, ns: str) -> None:
     core.create_namespaced_pod(ns, pod("m", ns, labels={"keep": "1", "drop": "1"}))
     patched = core.patch_namespaced_pod(
-        "m", ns, {"metadata": {"labels": {"drop": None, "new": "2"}},
-                  "spec": {"containers": [{"name": "other", "image": "x"}]}},
+        "m", ns, {"metadata": {"labels": {"drop": None, "new": "2"}}},
         _content_type="application/merge-patch+json")
     assert patched.metadata.labels == {"keep": "1", "new": "2"}
+    apps.create_namespaced_deployment(ns, deployment("m", ns, [{"name": "main", "image": "i"}]))
+    patched_deployment = apps.patch_namespaced_deployment(
+        "m", ns, {"spec": {"template": {"spec": {"containers": [{"name": "other",
+                                                                  "image": "x"}]}}}},
+        _content_type="application/merge-patch+json")
     # RFC 7386 replaces lists whole.
-    assert [c.name for c in patched.spec.containers] == ["other"]
+    assert [c.name for c in patched_deployment.spec.template.spec.containers] == ["other"]
     with pytest.raises(ApiException) as err:
         core.patch_namespaced_pod("m", ns, {"metadata": {"resourceVersion": "1",
                                                          "labels": {"late": "1"}}},
@@ -299,7 +317,8 @@ def test_merge_patch(core: client.CoreV1Api, ns: str) -> None:
     assert ok.metadata.labels["late"] == "1"
 
 
-def test_strategic_merge_patch(api: FakeKubeApi, core: client.CoreV1Api, ns: str) -> None:
+def test_strategic_merge_patch(api: FakeKubeApi, core: client.CoreV1Api, apps: client.AppsV1Api,
+                               ns: str) -> None:
     node_name = f"{ns}-n"
     api.create("nodes", {"metadata": {"name": node_name},
                          "spec": {"taints": [{"key": "a", "effect": "NoSchedule"},
@@ -316,50 +335,57 @@ def test_strategic_merge_patch(api: FakeKubeApi, core: client.CoreV1Api, ns: str
     assert [(c.type, c.status) for c in node.status.conditions] == [
         ("Ready", "False"), ("DiskPressure", "False")]  # merged by type
 
-    api.create("pods", {"metadata": {"name": "s", "namespace": ns, "finalizers": ["f1"]},
-                        "spec": {"containers": [
-                            {"name": "c1", "image": "one", "env": [{"name": "A", "value": "1"}]},
-                            {"name": "c2", "image": "two"}],
-                            "tolerations": [{"key": "t1"}, {"key": "t2"}]}})
-    patched = core.patch_namespaced_pod("s", ns, {
-        "metadata": {"finalizers": ["f2"]},
-        "spec": {"containers": [{"name": "c1", "env": [{"name": "B", "value": "2"}]},
-                                {"name": "c2", "image": "two:v2"},
-                                {"name": "c3", "image": "three"}],
-                 "tolerations": [{"key": "t3"}]}})
-    by_name = {c.name: c for c in patched.spec.containers}
+    body = deployment("s", ns, [
+        {"name": "c1", "image": "one", "env": [{"name": "A", "value": "1"}]},
+        {"name": "c2", "image": "two"}], tolerations=[{"key": "t1"}, {"key": "t2"}])
+    body["metadata"]["finalizers"] = ["example.com/f1"]
+    api.create("deployments", body)
+
+    def template_patch(spec: Obj, **metadata: Any) -> Obj:
+        return {"metadata": metadata, "spec": {"template": {"spec": spec}}}
+
+    patched = apps.patch_namespaced_deployment("s", ns, template_patch(
+        {"containers": [{"name": "c1", "env": [{"name": "B", "value": "2"}]},
+                        {"name": "c2", "image": "two:v2"},
+                        {"name": "c3", "image": "three"}],
+         "tolerations": [{"key": "t3"}]}, finalizers=["example.com/f2"]))
+    by_name = {c.name: c for c in patched.spec.template.spec.containers}
     assert list(by_name) == ["c1", "c2", "c3"]
     assert by_name["c1"].image == "one"
     assert [(e.name, e.value) for e in by_name["c1"].env] == [("A", "1"), ("B", "2")]
     assert by_name["c2"].image == "two:v2"
-    assert [t.key for t in patched.spec.tolerations] == ["t3"]
-    assert patched.metadata.finalizers == ["f1", "f2"]
-    patched = core.patch_namespaced_pod("s", ns, {"spec": {"containers": [
-        {"name": "c1", "$patch": "delete"}]}, "metadata": {"labels": {"x": "y"}}})
-    assert [c.name for c in patched.spec.containers] == ["c2", "c3"]
-    patched = core.patch_namespaced_pod("s", ns, {"spec": {"containers": [
-        {"$patch": "replace"}, {"name": "only", "image": "i"}]}})
-    assert [c.name for c in patched.spec.containers] == ["only"]
-    patched = core.patch_namespaced_pod("s", ns, {"metadata": {"labels": {"$patch": "replace",
-                                                                          "z": "1"}}})
+    assert [t.key for t in patched.spec.template.spec.tolerations] == ["t3"]
+    assert patched.metadata.finalizers == ["example.com/f1", "example.com/f2"]
+    patched = apps.patch_namespaced_deployment("s", ns, template_patch(
+        {"containers": [{"name": "c1", "$patch": "delete"}]}, labels={"x": "y"}))
+    assert [c.name for c in patched.spec.template.spec.containers] == ["c2", "c3"]
+    patched = apps.patch_namespaced_deployment("s", ns, template_patch(
+        {"containers": [{"$patch": "replace"}, {"name": "only", "image": "i"}]}))
+    assert [c.name for c in patched.spec.template.spec.containers] == ["only"]
+    patched = apps.patch_namespaced_deployment("s", ns, {"metadata": {"labels": {
+        "$patch": "replace", "z": "1"}}})
     assert patched.metadata.labels == {"z": "1"}
     with pytest.raises(ApiException) as err:
-        core.patch_namespaced_pod("s", ns, {"metadata": {"resourceVersion": "2"}})
+        apps.patch_namespaced_deployment("s", ns, {"metadata": {"resourceVersion": "2"}})
     assert err.value.status == 409
 
 
-def test_json_patch(core: client.CoreV1Api, ns: str) -> None:
+def test_json_patch(core: client.CoreV1Api, apps: client.AppsV1Api, ns: str) -> None:
     core.create_namespaced_pod(ns, pod("j", ns, labels={"a": "1"}))
-    patched = core.patch_namespaced_pod("j", ns, [
+    body = deployment("j", ns, [{"name": "main", "image": "busybox"}])
+    body["metadata"]["labels"] = {"a": "1"}
+    apps.create_namespaced_deployment(ns, body)
+    containers = "/spec/template/spec/containers"
+    patched = apps.patch_namespaced_deployment("j", ns, [
         {"op": "add", "path": "/metadata/labels/b", "value": "2"},
-        {"op": "replace", "path": "/spec/containers/0/image", "value": "busybox:2"},
+        {"op": "replace", "path": f"{containers}/0/image", "value": "busybox:2"},
         {"op": "remove", "path": "/metadata/labels/a"},
-        {"op": "add", "path": "/spec/containers/-", "value": {"name": "side", "image": "s"}},
+        {"op": "add", "path": f"{containers}/-", "value": {"name": "side", "image": "s"}},
         {"op": "copy", "from": "/metadata/labels/b", "path": "/metadata/labels/c"},
         {"op": "test", "path": "/metadata/name", "value": "j"},
     ])
     assert patched.metadata.labels == {"b": "2", "c": "2"}
-    assert [c.image for c in patched.spec.containers] == ["busybox:2", "s"]
+    assert [c.image for c in patched.spec.template.spec.containers] == ["busybox:2", "s"]
     with pytest.raises(ApiException) as err:
         core.patch_namespaced_pod("j", ns, [{"op": "test", "path": "/metadata/name",
                                              "value": "k"}])
@@ -645,7 +671,8 @@ def test_events(api: FakeKubeApi, core: client.CoreV1Api, ns: str) -> None:
 def test_table_responses_for_kubectl_get(api: FakeKubeApi, api_client: client.ApiClient,
                                          ns: str) -> None:
     api.create("pods", {"metadata": {"name": "t1", "namespace": ns},
-                        "spec": {"nodeName": "n1", "containers": [{"name": "a"}, {"name": "b"}]},
+                        "spec": {"nodeName": "n1", "containers": [{"name": "a", "image": "i"},
+                                                                  {"name": "b", "image": "i"}]},
                         "status": {"phase": "Running", "podIP": "10.0.0.9",
                                    "containerStatuses": [{"name": "a", "ready": True,
                                                           "restartCount": 3},
@@ -848,7 +875,7 @@ def test_in_process_api(api: FakeKubeApi, core: client.CoreV1Api, ns: str) -> No
     assert api.replace("pods", current)["spec"]["nodeName"] == "n10"
     patched = api.patch("pods", "ip", {"spec": {"containers": [{"name": "main", "image": "b2"}]}},
                         namespace=ns, kind="strategic")
-    assert patched["spec"]["containers"] == [{"name": "main", "image": "b2"}]
+    assert [(c["name"], c["image"]) for c in patched["spec"]["containers"]] == [("main", "b2")]
     patched = api.patch("pods", "ip", [{"op": "add", "path": "/metadata/labels/j", "value": "1"}],
                         namespace=ns, kind="json")
     assert patched["metadata"]["labels"] == {"v": "2", "j": "1"}

@@ -388,7 +388,7 @@ def test_events_k8s_io_and_core_events_are_one_store(api_client: client.ApiClien
     core = client.CoreV1Api(api_client)
     events_v1.create_namespaced_event("ev", {
         "apiVersion": "events.k8s.io/v1", "kind": "Event",
-        "metadata": {"generateName": "web."},
+        "metadata": {"generateName": "web-"},
         "eventTime": "2026-01-01T00:00:00.000000Z", "reason": "Scaled", "type": "Normal",
         "action": "Scale", "note": "scaled to 3", "reportingController": "elevator",
         "reportingInstance": "elevator-0",

@@ -38,6 +38,10 @@ def test_a_statefulset_created_without_replicas_has_one() -> None:
     """apps/v1 defaulting, as for Deployments."""
     with FakeKubeApi() as kube:
         created = kube.create("statefulsets", {"metadata": {"name": "db", "namespace": "a"},
-                                               "spec": {"selector": {"matchLabels": {"x": "y"}}}},
+                                               "spec": {"selector": {"matchLabels": {"x": "y"}},
+                                                        "template": {
+                                                            "metadata": {"labels": {"x": "y"}},
+                                                            "spec": {"containers": [
+                                                                {"name": "db", "image": "i"}]}}}},
                               namespace="a")
         assert created["spec"]["replicas"] == 1

@@ -223,7 +223,7 @@ def _pod_autoscaler_cycle(fake_kube: Any, kubeconfig: Path, tmp_path: Path) -> N
         fake_kube.create("pods", {
             "metadata": {"name": f"web-6f7d9-{index}", "namespace": "shop", "labels": labels,
                          "ownerReferences": [{"kind": "ReplicaSet", "name": "web-6f7d9"}]},
-            "spec": {"containers": [{"name": "c", "resources": {
+            "spec": {"containers": [{"name": "c", "image": "pause", "resources": {
                 "limits": {"memory": "1Gi"}, "requests": {"cpu": "500m"}}}]},
             "status": {"phase": "Running", "startTime": "2026-11-21T10:00:00Z",
                        "conditions": [{"type": "Ready", "status": "True",

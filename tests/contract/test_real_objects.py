@@ -1,8 +1,9 @@
 """`elevator plan` on objects from real clusters this project did not build.
 
-The corpus (tests/data/real/SOURCES.md) holds public `kubectl get -o json` dumps kept byte for
-byte; dumps whose repositories publish no licence are read from `../shared/real_dumps` (beside the
-clone, as CI lays it out, or `$ELEVATOR_REAL_DUMPS`) and their tests skip when it is absent.
+The corpus is public `kubectl get -o json` dumps kept byte for byte in `../shared/real_dumps`
+(beside the clone, as CI lays it out, or `$ELEVATOR_REAL_DUMPS`; each dump's SOURCE.txt names
+its repository, commit and licence): nothing taken from another repository is committed to this
+one (issue 42 item 10), and a test whose dump is absent skips, saying where it looked.
 
 Every expected value below is worked out by hand from the dump, with the arithmetic in a comment:
 which pods a group selects (Escalator §5.1: DaemonSet pods never; the `default` group takes pods
@@ -37,7 +38,6 @@ from tests.builders import group_dict
 MiB = 2**20
 KiB = 2**10
 REPO = Path(__file__).resolve().parents[2]
-CORPUS = Path(__file__).resolve().parents[1] / "data" / "real"
 SHARED = Path(os.environ.get("ELEVATOR_REAL_DUMPS", REPO.parent / "shared" / "real_dumps"))
 NOW = "2026-01-01T00:00:00Z"
 # The README's synthetic node: allocatable cpu "3920m", memory "15359396Ki".
@@ -49,11 +49,18 @@ SYNTHETIC_MEMORY_BYTES = 15359396 * KiB
 
 
 def shared_dump(name: str) -> Path:
-    """A dump kept outside the repository (no licence to copy it): skip when absent."""
+    """A dump kept beside the repository, never in it: skip when absent."""
     folder = SHARED / name
     if not folder.is_dir():
-        pytest.skip(f"{folder} is absent (the unlicensed real dumps live beside the clone)")
+        pytest.skip(f"real dump {name!r} absent: {folder} is not there (the real dumps live "
+                    "beside the clone in ../shared/real_dumps, or $ELEVATOR_REAL_DUMPS)")
     return folder
+
+
+def dump_files(name: str) -> list[Path]:
+    """A dump's nodes.json and pods.json (skip when the dump is absent)."""
+    folder = shared_dump(name)
+    return [folder / "nodes.json", folder / "pods.json"]
 
 
 def elevator(*args: str | Path) -> subprocess.CompletedProcess[str]:
@@ -72,10 +79,10 @@ def write_config(path: Path, groups: Sequence[Mapping[str, Any]],
 
 def plan(tmp_path: Path, groups: Sequence[Mapping[str, Any]], clusters: Iterable[Path],
          cluster_autoscaler: bool = False) -> dict[str, dict[str, Any]]:
-    """`elevator plan --output json` as a user runs it; the plans by group name."""
+    """`elevator plan --format json` as a user runs it; the plans by group name."""
     config = write_config(tmp_path / "nodegroups.yaml", groups, cluster_autoscaler)
     arguments: list[str | Path] = ["plan", "--nodegroups", config, "--now", NOW,
-                                   "--output", "json"]
+                                   "--format", "json"]
     for cluster in clusters:
         arguments += ["--cluster", cluster]
     result = elevator(*arguments)
@@ -138,7 +145,6 @@ def group(name: str, label_key: str, label_value: str, **overrides: Any) -> dict
 
 # --- honeycomb-eks (Apache-2.0, committed) ------------------------------------------------------
 
-HONEYCOMB = CORPUS / "honeycomb-eks"
 HONEYCOMB_GROUPS = [
     group("default", "eks.amazonaws.com/nodegroup", "custom-1"),
     group("metallb", "beta.kubernetes.io/os", "linux", min_nodes=0),
@@ -151,7 +157,7 @@ def test_escalator_foreign_taints_leave_nodes_untainted_and_selector_no_node_has
     only the atlassian.com/escalator taints classify a node, and a group with pods but no
     nodes scales up from zero by one node when no node capacity was ever cached."""
     plans = plan(tmp_path, HONEYCOMB_GROUPS,
-                 [HONEYCOMB / "nodes.json", HONEYCOMB / "pods.json"])
+                 dump_files("honeycomb-eks"))
     default = plans["default"]
     # 11 pods: 5 DaemonSet (speaker, seashell, honeycomb-agent, kube-proxy, calico-node) never
     # count; metallb's controller has a nodeSelector, so it is not `default`'s; the other 5
@@ -192,7 +198,7 @@ def test_ca_counts_the_pods_an_eks_node_admits_not_the_kubelet_default() -> None
     from kube_elevator.tasks.core.decode import load_cluster_files
     from tests.builders import make_pod, pending_pod
 
-    snapshot = load_cluster_files([HONEYCOMB / "nodes.json", HONEYCOMB / "pods.json"])
+    snapshot = load_cluster_files(dump_files("honeycomb-eks"))
     busy = next(node for node in snapshot.nodes if node.name == "duckboat-01")
     assert busy.max_pods == 58
     assert template_from_node("default", "asg", busy).max_pods == 58
@@ -212,7 +218,7 @@ def test_ca_local_storage_blocks_node_and_next_oldest_empty_node_is_taken(tmp_pa
     blocks the node (--skip-nodes-with-local-storage, default true); Escalator's pick is then
     replaced by the next node in its order."""
     plans = plan(tmp_path, HONEYCOMB_GROUPS[:1],
-                 [HONEYCOMB / "nodes.json", HONEYCOMB / "pods.json"], cluster_autoscaler=True)
+                 dump_files("honeycomb-eks"), cluster_autoscaler=True)
     default = plans["default"]
     # Escalator picks duckboat-01 (see above). Its pods in listing order: speaker, seashell
     # (DaemonSet), nginx default backend, metallb controller (ReplicaSets outside kube-system:
@@ -226,7 +232,6 @@ def test_ca_local_storage_blocks_node_and_next_oldest_empty_node_is_taken(tmp_pa
 
 # --- minikube-graph (Apache-2.0, committed) -----------------------------------------------------
 
-MINIKUBE = CORPUS / "minikube-graph"
 
 
 def test_escalator_default_group_skips_mirror_daemonset_and_affinity_pods(tmp_path: Path) -> None:
@@ -235,7 +240,7 @@ def test_escalator_default_group_skips_mirror_daemonset_and_affinity_pods(tmp_pa
     pods with a nodeSelector or any affinity; a labelled group takes nodeSelector matches."""
     plans = plan(tmp_path, [group("default", "minikube.k8s.io/primary", "true"),
                             group("linux", "kubernetes.io/os", "linux")],
-                 [MINIKUBE / "nodes.json", MINIKUBE / "pods.json"])
+                 dump_files("minikube-graph"))
     default = plans["default"]
     # 30 pods - 3 DaemonSet (my-daemonset, kube-proxy, kube-ebpf) - 4 static (etcd, apiserver,
     # controller-manager, scheduler) - 3 apisix-etcd (podAntiAffinity) - coredns (nodeSelector)
@@ -265,7 +270,7 @@ def test_ca_bare_pod_blocks_node(tmp_path: Path) -> None:
     cluster-autoscaler/utils/drain): a pod no controller owns would not come back: the node
     stays."""
     plans = plan(tmp_path, [group("default", "minikube.k8s.io/primary", "true", min_nodes=0)],
-                 [MINIKUBE / "nodes.json", MINIKUBE / "pods.json"], cluster_autoscaler=True)
+                 dump_files("minikube-graph"), cluster_autoscaler=True)
     default = plans["default"]
     # min_nodes 0: fast removal taints the only node. Its pods in listing order: 3 cert-manager
     # pods, apisix, apisix-dashboard, 3 apisix-etcd, apisix-ingress-controller (all replicated,
@@ -282,13 +287,13 @@ def test_ca_mirror_and_daemonset_pods_do_not_block_scale_down(tmp_path: Path) ->
     cluster-autoscaler/simulator/drainability/rules): a mirror pod belongs to its kubelet and a
     DaemonSet pod to its node; neither keeps a node. The dump's own objects, filtered here to
     the 4 mirror pods (ownerReference kind Node) and 3 DaemonSet pods bound to minikube."""
-    pods = [pod for pod in items_of(MINIKUBE / "pods.json")
+    pods = [pod for pod in items_of(shared_dump("minikube-graph") / "pods.json")
             if any(owner["kind"] in ("Node", "DaemonSet")
                    for owner in pod["metadata"].get("ownerReferences", []))]
     assert len(pods) == 7
     node_owned = write_list(tmp_path / "node-owned-pods.json", pods)
     plans = plan(tmp_path, [group("default", "minikube.k8s.io/primary", "true", min_nodes=0)],
-                 [MINIKUBE / "nodes.json", node_owned], cluster_autoscaler=True)
+                 [shared_dump("minikube-graph") / "nodes.json", node_owned], cluster_autoscaler=True)
     # No pod of `default`: 0% => taint the node; nothing on it blocks.
     assert plans["default"]["pods"] == 0
     assert plans["default"]["actions"]["taint"] == ["minikube"]
@@ -297,7 +302,6 @@ def test_ca_mirror_and_daemonset_pods_do_not_block_scale_down(tmp_path: Path) ->
 
 # --- gemyang-init (MIT, committed; synthetic nodes) ---------------------------------------------
 
-GEMYANG = CORPUS / "gemyang-init"
 
 
 def test_escalator_init_containers_take_the_max_not_the_sum(tmp_path: Path) -> None:
@@ -305,11 +309,11 @@ def test_escalator_init_containers_take_the_max_not_the_sum(tmp_path: Path) -> N
     init container (not restartable) counts as max(sum of containers, itself). Istio's
     istio-init asks 100m / 128Mi beside an istio-proxy container asking the same, so it never
     wins the max; podAntiAffinity pods belong to no group (not `default`)."""
-    pods = items_of(GEMYANG / "pods.json")
+    pods = items_of(shared_dump("gemyang-init") / "pods.json")
     nodes = write_list(tmp_path / "nodes.json",
                        synthetic_nodes(pods, {"chungguangy-thornton-master1": "master"}))
     plans = plan(tmp_path, [group("default", "synthetic-pool", "workers")],
-                 [nodes, GEMYANG / "pods.json"])
+                 [nodes, shared_dump("gemyang-init") / "pods.json"])
     default = plans["default"]
     # 47 pods - 27 with podAntiAffinity = 20 (adp-messages-viewer runs on master1: it still
     # counts, Escalator sums pods wherever they run). Per pod (cpu m / memory Mi):

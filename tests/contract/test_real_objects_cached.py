@@ -33,7 +33,6 @@ from kube_elevator.tasks.steps.node_groups import Adapters
 from tests.builders import make_group
 from tests.contract.test_kube_cache_properties import canonical
 from tests.contract.test_real_objects import (
-    CORPUS,
     extract_lists,
     items_of,
     shared_dump,
@@ -41,14 +40,14 @@ from tests.contract.test_real_objects import (
 )
 
 NOW = 1_767_225_600.0  # 2026-01-01, as test_real_objects' plans
-# The dumps and where each lives: committed ones in tests/data/real, the rest beside the clone.
+# The dumps, all beside the clone (../shared/real_dumps): those with a licence to copy...
 COMMITTED = ("honeycomb-eks", "gemyang-init", "minikube-graph")
 SHARED = ("aks-arena", "describecluster", "eks-ecommerce", "hkube-jobs", "oke-amsterdam")
 
 
 def dump_objects(name: str) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """The dump's pods and nodes; SYNTHETIC nodes (as in test_real_objects) where it has none."""
-    folder = CORPUS / name if name in COMMITTED else shared_dump(name)
+    folder = shared_dump(name)
     if name == "eks-ecommerce":  # a `kubectl cluster-info dump` pasted into Markdown
         lists = extract_lists((folder / "cluster-info.md").read_text(), ("PodList", "NodeList"))
         pods = [item for found in lists if found["kind"] == "PodList"

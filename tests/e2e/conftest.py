@@ -28,3 +28,18 @@ def build_context(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def wheel_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """Where install.sh builds the wheel the first time and finds it after ($WHEEL_DIR)."""
     return tmp_path_factory.mktemp("wheel")
+
+
+@pytest.fixture(scope="session")
+def stranger_venv(tmp_path_factory: pytest.TempPathFactory, build_context: Path,
+                  wheel_dir: Path) -> Path:
+    """An empty venv with the runtime lock (hashes checked, nothing resolved) and the wheel,
+    by the image's install script: the session's wheel, shared with test_image.py; a
+    stranger's project runs and type-checks against it."""
+    from tests.e2e.test_image import DOCKERFILE, install_call, run_install, stages
+
+    script, *_ = install_call(stages(DOCKERFILE.read_text())[0])
+    venv = tmp_path_factory.mktemp("stranger") / "venv"
+    done = run_install(build_context, [script, str(venv), "requirements/runtime.txt"], wheel_dir)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    return venv

@@ -66,7 +66,7 @@ class Cluster:
             owner: str | None = None) -> None:
         spec: dict[str, Any] = {
             "nodeSelector": {"customer": "batch"},
-            "containers": [{"name": "c", "resources": {"requests": {"cpu": cpu,
+            "containers": [{"name": "c", "image": "pause", "resources": {"requests": {"cpu": cpu,
                                                                     "memory": memory}}}]}
         status = {"phase": "Pending"}
         if node:
@@ -212,6 +212,23 @@ def test_rising_load_untaints_newest_first_then_raises_asg_by_the_rest(
     assert all(cluster.taints(node) == [] for node in tainted)
     assert cluster.taints(oldest) == []
     assert cluster.desired() == 6
+
+
+def test_the_runs_state_message_says_what_was_asked_not_the_decided_delta(
+        cluster_factory: Any) -> None:
+    """Issue 42: a delta of +5 split into 3 untaints and 2 from the ASG is told as such in the
+    flow run's state message (the UI's one line), not as `+5`."""
+    cluster = cluster_factory(4)
+    for node in cluster.node_names[1:]:
+        cluster.taint(node, T0 - 30)
+    for index in range(4):
+        cluster.pod(f"job-{index}", cpu="1")
+    outcome = run_here(lambda: autoscale(nodegroups=str(cluster.config), now=at(T0),
+                                         kubeconfig=str(cluster.kubeconfig), return_state=True))
+    assert outcome.state.is_completed() and cluster.desired() == 6
+    assert outcome.state.message is not None
+    assert outcome.state.message.startswith("batch untaint 3, ASG +2 (4 -> 6): usage 400.0%"), \
+        outcome.state.message
 
 
 def test_falling_load_taints_oldest_then_removes_after_grace_periods(

@@ -153,7 +153,7 @@ def test_unneeded_timers_live_in_the_lease_so_a_new_worker_keeps_counting(
                          "ownerReferences": [{"apiVersion": "apps/v1", "kind": "ReplicaSet",
                                               "name": "web", "uid": "u", "controller": True}]},
             "spec": {"nodeName": node, "nodeSelector": {"customer": "batch"},
-                     "containers": [{"name": "c", "resources": {"requests": {
+                     "containers": [{"name": "c", "image": "pause", "resources": {"requests": {
                          "cpu": "700m", "memory": "100Mi"}}}]},
             "status": {"phase": "Running"}}, namespace="web")
     # Escalator sees 1,400m of 3,000m (47%): between its thresholds, it does nothing.
@@ -161,17 +161,21 @@ def test_unneeded_timers_live_in_the_lease_so_a_new_worker_keeps_counting(
                                                            scale_up_threshold_percent=80)],
                                 "cluster_autoscaler": {"enabled": True}}, "t.yaml")
 
+    # A namespace a real server takes: a DNS label (tmp_path's name may hold '_').
+    lease_namespace = "leases-" + "".join(c if c.isalnum() else "-"
+                                          for c in tmp_path.name[-8:].lower()).strip("-")
+
     def one(now: float) -> GroupResult:
         # A new client every time: nothing carries over in memory between ticks.
         adapters = Adapters(KubeClient.from_config(kubeconfig),
                             AsgClient(fake_aws.client("autoscaling"), fake_aws.client("ec2")),
-                            lease_namespace=f"leases-{tmp_path.name[-8:]}")
+                            lease_namespace=lease_namespace)
         [result] = live_tick(run_plain, adapters, config.node_groups, now,
                         cluster_autoscaler=config.cluster_autoscaler)
         return result
 
     def unneeded() -> dict[str, str]:
-        lease = fake_kube.get("leases", "elevator-batch", f"leases-{tmp_path.name[-8:]}")
+        lease = fake_kube.get("leases", "elevator-batch", lease_namespace)
         raw = lease["metadata"]["annotations"].get("elevator.io/unneeded-since", "{}")
         return dict(json.loads(raw))
 

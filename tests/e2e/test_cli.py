@@ -53,7 +53,7 @@ def test_validate_reports_every_problem_and_exits_2(tmp_path: Path) -> None:
 def test_plan_json_on_the_shipped_example() -> None:
     result = elevator("plan", "--nodegroups", EXAMPLES / "nodegroups.yaml",
                       "--cluster", EXAMPLES / "cluster.json", "--asg", EXAMPLES / "asgs.json",
-                      "--now", "2026-11-21T12:00:00Z", "--output", "json")
+                      "--now", "2026-11-21T12:00:00Z", "--format", "json")
     assert result.returncode == 0, result.stderr
     document = json.loads(result.stdout)
     assert document["now"] == 1795262400.0
@@ -88,7 +88,7 @@ def test_plan_without_asg_file_takes_min_max_from_config(tmp_path: Path) -> None
     cluster = tmp_path / "cluster.json"
     write_list(str(cluster), synthetic_items([group], 1795262400.0, pending_fraction=0))
     config = write_config(tmp_path / "ng.yaml", group_dict(max_nodes=5))
-    result = elevator("plan", "--nodegroups", config, "--cluster", cluster, "--output", "json",
+    result = elevator("plan", "--nodegroups", config, "--cluster", cluster, "--format", "json",
                       "--now", "1795262400")
     assert result.returncode == 0, result.stderr
     (plan,) = json.loads(result.stdout)["node_groups"]
@@ -103,7 +103,7 @@ def test_plan_scale_from_zero_reports_null_percentages(tmp_path: Path) -> None:
     cluster = tmp_path / "c.json"
     cluster.write_bytes(orjson.dumps({"kind": "List", "items": items}))
     config = write_config(tmp_path / "ng.yaml", group_dict(min_nodes=0, max_nodes=5))
-    result = elevator("plan", "--nodegroups", config, "--cluster", cluster, "--output", "json")
+    result = elevator("plan", "--nodegroups", config, "--cluster", cluster, "--format", "json")
     (plan,) = json.loads(result.stdout)["node_groups"]
     assert plan["cpu_percent"] is None and plan["mem_percent"] is None
     assert plan["delta"] >= 1 and plan["actions"]["untaint"] == ["batch-node-00000"]
@@ -130,7 +130,7 @@ def test_plan_bad_inputs_exit_2_without_traceback(tmp_path: Path) -> None:
         assert message in result.stderr.replace("\n", "")
         assert "Traceback" not in result.stderr
     result = elevator("plan", "--nodegroups", config, "--empty-cluster", "--asg", asgs,
-                      "--output", "json")
+                      "--format", "json")
     (plan,) = json.loads(result.stdout)["node_groups"]
     assert plan["error"] == 'could not find node group "batch-asg" on cloud provider'
 

@@ -35,7 +35,7 @@ def files(tmp_path: Path, groups: list[dict[str, Any]], items: list[dict[str, An
 def plan_notes(config: Path, cluster: Path) -> tuple[dict[str, list[str]], str]:
     """Each group's notes in the JSON output, and the table's text."""
     arguments = ["plan", "--nodegroups", str(config), "--cluster", str(cluster), "--now", NOW]
-    found = CliRunner().invoke(app, [*arguments, "--output", "json"])
+    found = CliRunner().invoke(app, [*arguments, "--format", "json"])
     assert found.exit_code == 0, found.output
     notes = {group["name"]: group["notes"] for group in json.loads(found.stdout)["node_groups"]}
     table = CliRunner().invoke(app, arguments, env={"COLUMNS": "250"})
@@ -54,7 +54,7 @@ def test_a_plan_without_a_snapshot_is_an_error_unless_the_cluster_is_empty_on_pu
         "poddisruptionbudgets -A -o json > cluster.json; --cluster cluster.json), or "
         "--empty-cluster to plan on a cluster with no nodes and no pods")
     empty = CliRunner().invoke(app, ["plan", "--nodegroups", str(config), "--empty-cluster",
-                                     "--output", "json"])
+                                     "--format", "json"])
     assert empty.exit_code == 0, empty.output
     assert [group["name"] for group in json.loads(empty.stdout)["node_groups"]] == ["batch"]
     both = CliRunner().invoke(app, ["plan", "--nodegroups", str(config), "--empty-cluster",

@@ -58,7 +58,7 @@ def test_simulate_says_a_node_group_key_it_does_not_know(tmp_path: Path) -> None
     """A typo (`scale_up_threshhold_percent`) is ignored as Escalator ignores it, but said, as
     `elevator validate` says it."""
     path = scenario_with(tmp_path, scale_up_threshhold_percent=10)
-    done = elevator("simulate", path, "--fast", "--output", "json")
+    done = elevator("simulate", path, "--fast", "--format", "json")
     assert done.returncode == 0, done.stderr
     assert "warning:" in done.stderr and "scale_up_threshhold_percent" in done.stderr
 

@@ -15,6 +15,7 @@ import yaml
 from kubernetes import client, config
 
 from kube_elevator.fakes.cluster import node_for_instance
+from kube_elevator.tasks.adapters.prefect_server import RECORD_NAME, alive, stop_shared_server
 from tests.builders import group_dict
 
 MiB = 2**20
@@ -22,6 +23,8 @@ MiB = 2**20
 
 def test_fake_cluster_and_run_once_scale_up_from_another_process(tmp_path: Path) -> None:
     kubeconfig = tmp_path / "kubeconfig.yaml"
+    home = tmp_path / "prefect-home"
+    home.mkdir()
     server = subprocess.Popen(
         [sys.executable, "-m", "kube_elevator.flows.cli", "fake-cluster",
          "--kubeconfig-out", str(kubeconfig)],
@@ -63,11 +66,12 @@ def test_fake_cluster_and_run_once_scale_up_from_another_process(tmp_path: Path)
 
         nodegroups = tmp_path / "nodegroups.yaml"
         nodegroups.write_text(yaml.safe_dump({"node_groups": [group_dict()]}))
-        env = {**os.environ, **exports, "PREFECT_SERVER_ANALYTICS_ENABLED": "false"}
+        env = {**os.environ, **exports, "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
+               "PREFECT_HOME": str(home)}
         env.pop("PREFECT_API_URL", None)
         tick = subprocess.run(
             [sys.executable, "-m", "kube_elevator.flows.cli", "run", "--nodegroups", str(nodegroups),
-             "--kubeconfig", str(kubeconfig), "--once", "--output", "json"],
+             "--kubeconfig", str(kubeconfig), "--once", "--format", "json"],
             capture_output=True, text=True, env=env, timeout=300, check=False)
         assert tick.returncode == 0, tick.stderr[-3000:]
         (result,) = json.loads(tick.stdout.strip().splitlines()[-1])
@@ -75,7 +79,18 @@ def test_fake_cluster_and_run_once_scale_up_from_another_process(tmp_path: Path)
         desired = autoscaling.describe_auto_scaling_groups(
             AutoScalingGroupNames=["batch-asg"])["AutoScalingGroups"][0]["DesiredCapacity"]
         assert desired == 8
+        # Issue 40: the first command started the local server its PREFECT_HOME shares; a
+        # second command finds it (the same process) instead of starting one more.
+        first = (home / RECORD_NAME).read_text()
+        again = subprocess.run(
+            [sys.executable, "-m", "kube_elevator.flows.cli", "run", "--nodegroups", str(nodegroups),
+             "--kubeconfig", str(kubeconfig), "--once", "--dry-run", "--format", "json"],
+            capture_output=True, text=True, env=env, timeout=300, check=False)
+        assert again.returncode == 0, again.stderr[-3000:]
+        assert (home / RECORD_NAME).read_text() == first
+        assert alive(json.loads(first)["pid"])
     finally:
+        stop_shared_server(home)
         server.send_signal(signal.SIGTERM)
         code = server.wait(timeout=30)
     assert code == 0

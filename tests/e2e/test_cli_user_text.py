@@ -173,12 +173,25 @@ def test_validate_names_the_value_the_rule_and_the_key_meant(tmp_path: Path) -> 
 
 
 def test_simulate_tick_lines_say_when_min_nodes_holds_a_removal() -> None:
-    """`make demo`'s last lines said `batch: 1 nodes ... delta -2` tick after tick, as if nodes
+    """`make demo`'s last lines said `batch: 1 node ... delta -2` tick after tick, as if nodes
     were going: at min_nodes the line says the removal is held."""
     pytest.importorskip("moto")  # the `sim` extra
     code, output = elevator("simulate", EXAMPLES / "scenario.yaml", "--fast")
     assert code == 0, output
     last = [line for line in output.splitlines() if line.startswith("t=  1800s")]
-    assert last and ("batch: 1 nodes (1 untainted, 0 tainted) ASG 1, 0 pending, 0 running, "
+    assert last and ("batch: 1 node (1 untainted, 0 tainted) ASG 1, 0 pending, 0 running, "
                      "cpu 0%, delta -2 (held at min_nodes 1) | services:") in last[0], output
     assert "delta +0 (held" not in output
+
+
+def test_simulate_tick_lines_give_each_groups_reason_as_run_does() -> None:
+    """Issue 42: a tick line said what each group did but not why; under it now, a line per
+    group with the decision's reason (and its notes), as `run --once` prints them."""
+    pytest.importorskip("moto")  # the `sim` extra
+    code, output = elevator("simulate", EXAMPLES / "scenario.yaml", "--fast")
+    assert code == 0, output
+    lines = output.splitlines()
+    first = next(index for index, line in enumerate(lines) if line.startswith("t=   120s"))
+    assert lines[first + 1] == ("  batch: usage 1052.6% is above scale_up_threshold 70%: scale "
+                                "up by 15; untaint 1, ask the cloud for 14"), output
+    assert lines[first + 2] == "  services: usage 51.3% is within thresholds (40%..75%)", output

@@ -98,7 +98,7 @@ def _pod(kube: FakeKubeApi, name: str, node: str) -> None:
                      "ownerReferences": [{"apiVersion": "apps/v1", "kind": "ReplicaSet",
                                           "name": "web-rs", "uid": "u1", "controller": True}]},
         "spec": {"nodeName": node, "nodeSelector": {"customer": "batch"},
-                 "containers": [{"name": "c", "resources": {"requests": {
+                 "containers": [{"name": "c", "image": "pause", "resources": {"requests": {
                      "cpu": "250m", "memory": "100Mi"}}}]},
         "status": {"phase": "Running", "conditions": [{"type": "PodScheduled",
                                                        "status": "True"}]}}, namespace="web")

@@ -85,7 +85,8 @@ def _owner() -> list[dict[str, Any]]:
 
 
 def _requests(cpu: str, memory: str) -> list[dict[str, Any]]:
-    return [{"name": "c", "resources": {"requests": {"cpu": cpu, "memory": memory}}}]
+    return [{"name": "c", "image": "pause",
+             "resources": {"requests": {"cpu": cpu, "memory": memory}}}]
 
 
 def pending_pod(kube: FakeKubeApi, name: str, cpu: str = "1500m") -> None:
@@ -201,6 +202,11 @@ def test_a_dry_run_decides_the_scale_up_as_the_live_tick_and_changes_nothing(
     live = run_tick(adapters, config, T0)
     assert {name: scale_up_notes(result) for name, result in live.items()} == dry_notes
     assert (desired(fake_aws, a), desired(fake_aws, b)) == (0, 1)
+    # Issue 42 item 9: CA's scale-up is in the plans' numbers, the dry run's as the live one's.
+    numbers = {"a": (0, 0, 0), "b": (1, 1, 1)}  # (delta, cloud_increase, asg_desired)
+    for results in ({result.plan.name: result for result in dry}, live):
+        assert {name: (result.plan.delta, result.plan.cloud_increase, result.plan.asg_desired)
+                for name, result in results.items()} == numbers
 
 
 def test_priorities_may_name_a_configmap_in_another_namespace(

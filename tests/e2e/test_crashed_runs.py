@@ -27,6 +27,7 @@ from prefect.client.schemas.objects import FlowRun
 from prefect.events.filters import EventFilter, EventNameFilter, EventResourceFilter
 from prefect.settings import PREFECT_API_URL
 
+from benchmarks.deadlines import scaled
 from kube_elevator.fakes.aws import FakeAws
 from kube_elevator.fakes.kube_api.server import FakeKubeApi
 from kube_elevator.flows.crash_detection import AUTOMATION_NAME, OWN_FLOWS, ensure_crash_detection
@@ -44,8 +45,9 @@ def autoscale_runs() -> list[FlowRun]:
 
 
 def wait_for(what: str, check: object, seconds: float) -> None:
-    """Poll the server (it records states from events, after the fact) until `check()`."""
-    deadline = time.monotonic() + seconds
+    """Poll the server (it records states from events, after the fact) until `check()`, for
+    `seconds` scaled by the one deadline setting (benchmarks/deadlines.py)."""
+    deadline = time.monotonic() + scaled(seconds)
     while not check():  # type: ignore[operator]
         assert time.monotonic() < deadline, f"timed out waiting for {what}"
         time.sleep(0.5)
@@ -78,11 +80,11 @@ def test_a_killed_tick_ends_crashed(fake_aws: FakeAws, fake_kube: FakeKubeApi,
          "--kubeconfig", str(kubeconfig), "--once"],
         env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
-        assert fake_kube.faults.wait_fired(hang, timeout=120), "the tick never listed pods"
+        assert fake_kube.faults.wait_fired(hang, timeout=scaled(120)), "the tick never listed pods"
         [run] = [run for run in autoscale_runs() if run.id not in before]
         assert run.state is not None and run.state.is_running()
         process.send_signal(signal.SIGKILL)
-        process.wait(timeout=30)
+        process.wait(timeout=scaled(30))
     finally:
         if process.poll() is None:
             process.kill()
@@ -178,11 +180,11 @@ def test_other_flows_runs_are_never_marked_crashed() -> None:
                                                  heartbeats=True)
         processes.append(died_process)
         died_process.send_signal(signal.SIGKILL)
-        died_process.wait(timeout=30)
+        died_process.wait(timeout=scaled(30))
         own_process, own = start_sleeping_flow(OWN_FLOWS[0], heartbeats=True)
         processes.append(own_process)
         own_process.send_signal(signal.SIGKILL)
-        own_process.wait(timeout=30)
+        own_process.wait(timeout=scaled(30))
 
         wait_for("the killed kube-elevator run to be marked Crashed",
                  lambda: "CRASHED" in state_types(own), GRACE.total_seconds() + 60)
@@ -194,4 +196,4 @@ def test_other_flows_runs_are_never_marked_crashed() -> None:
         for process in processes:
             if process.poll() is None:
                 process.kill()
-                process.wait(timeout=30)
+                process.wait(timeout=scaled(30))

@@ -203,7 +203,7 @@ def test_the_deployment_guide_starts_from_the_image_recipe_then_the_kustomize_ba
     overlay = commands[apply].split()[-1]
     assert (ROOT / overlay / "kustomization.yaml").is_file()
     recipe = (ROOT / "Dockerfile").read_text()
-    assert re.search(r"install\.sh \S+ requirements/tune\.txt tune", recipe)
+    assert re.search(r"install\.sh \S+ requirements/image\.txt tune,blocks", recipe)
 
 
 # --- deployed on a real Prefect server, run by a real worker ------------------------------------

@@ -289,7 +289,7 @@ def _gpu_pending_pod(kube: FakeKubeApi, name: str) -> None:
         "metadata": {"name": name, "namespace": JOBS, "ownerReferences": [
             {"apiVersion": "batch/v1", "kind": "Job", "name": "train", "uid": "u1",
              "controller": True}]},
-        "spec": {"containers": [{"name": "c", "resources": {"requests": {
+        "spec": {"containers": [{"name": "c", "image": "pause", "resources": {"requests": {
             "cpu": "1", "memory": "2Gi", GPU: "1"}, "limits": {GPU: "1"}}}]},
         "status": {"phase": "Pending", "conditions": [
             {"type": "PodScheduled", "status": "False", "reason": "Unschedulable"}]}},

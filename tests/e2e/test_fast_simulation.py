@@ -79,9 +79,9 @@ def test_fast_mode_refuses_what_needs_the_load_services(tmp_path: Path) -> None:
 
 
 def test_simulate_fast_prints_the_memory_modes_json() -> None:
-    """`elevator simulate --fast --output json` is `simulate(mode="memory")`'s document."""
+    """`elevator simulate --fast --format json` is `simulate(mode="memory")`'s document."""
     path = EXAMPLES / "scenario.yaml"
-    result = CliRunner().invoke(app, ["simulate", str(path), "--fast", "--output", "json"])
+    result = CliRunner().invoke(app, ["simulate", str(path), "--fast", "--format", "json"])
     assert result.exit_code == 0, result.output
     printed = yaml.safe_load(result.stdout.splitlines()[-1])
     assert printed == simulate(load_scenario(path), mode="memory").to_json()
@@ -230,7 +230,7 @@ def test_simulate_reports_the_profile_it_ran_under() -> None:
     in the JSON and in the table (whose caption names the kube-scheduler version modelled)."""
     path = EXAMPLES / "scenario.yaml"
     result = CliRunner().invoke(app, ["simulate", str(path), "--fast", "--profile",
-                                      "most-allocated", "--output", "json"])
+                                      "most-allocated", "--format", "json"])
     assert result.exit_code == 0, result.output
     printed = yaml.safe_load(result.stdout.splitlines()[-1])
     assert printed["summary"]["scheduler_profile"] == "most-allocated"

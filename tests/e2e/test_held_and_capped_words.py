@@ -63,7 +63,7 @@ def test_plan_at_max_size_says_there_is_no_scale_up(tmp_path: Path) -> None:
     config = tmp_path / "nodegroups.yaml"
     config.write_text(yaml.safe_dump({"node_groups": [group_dict(max_nodes=2)]}))
     result = CliRunner().invoke(app, ["plan", "--nodegroups", str(config), "--cluster",
-                                      str(cluster), "--now", str(T0), "--output", "json"])
+                                      str(cluster), "--now", str(T0), "--format", "json"])
     assert result.exit_code == 0, result.output
     [plan] = json.loads(result.stdout)["node_groups"]
     # 5 CPUs on 2 nodes of 1 CPU: 250%, Escalator's delta ceil(2 * 180 / 70) = 6.

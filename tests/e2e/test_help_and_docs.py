@@ -100,6 +100,35 @@ def test_simulate_spells_its_output_format_as_tune_does(tmp_path: Path) -> None:
     assert json.loads(runs[0].stdout) == json.loads(runs[1].stdout)
 
 
+EXAMPLES = ROOT / "deployments" / "examples"
+PLANS = {
+    "plan": ["plan", "--nodegroups", str(EXAMPLES / "nodegroups.yaml"), "--cluster",
+             str(EXAMPLES / "cluster.json"), "--asg", str(EXAMPLES / "asgs.json"),
+             "--now", "2026-11-21T12:00:00Z"],
+    "pods plan": ["pods", "plan", "--cluster", str(EXAMPLES / "pod-autoscalers.yaml"),
+                  "--metrics", str(EXAMPLES / "pod-metrics.json"),
+                  "--now", "2026-11-21T12:00:00Z"],
+}
+
+
+@pytest.mark.parametrize("path", ["plan", "run", "pods plan", "pods run", "simulate"])
+def test_every_output_format_is_spelled_format(path: str) -> None:
+    """Issue 42: `--format` for the format everywhere; `--output` no longer listed."""
+    text = _help(path)
+    assert "--format" in text and "--output" not in text, text
+
+
+@pytest.mark.parametrize("path", sorted(PLANS))
+def test_the_old_output_spelling_still_works_with_a_warning(path: str) -> None:
+    new, old = (CliRunner().invoke(app, [*PLANS[path], spelling, "json"])
+                for spelling in ("--format", "--output"))
+    assert (new.exit_code, old.exit_code) == (0, 0), old.output[-2000:]
+    assert json.loads(new.stdout) == json.loads(old.stdout)
+    assert "--output is deprecated" not in new.stderr
+    assert "warning: --output is deprecated for the output format: use --format json" in \
+        " ".join(old.stderr.split())
+
+
 def _fast_ticks(scenario: Path, *options: str) -> list[Any]:
     result = CliRunner().invoke(app, ["simulate", str(scenario), "--fast", "--format", "json",
                                       *options])

@@ -26,7 +26,7 @@ DOCKERFILE = ROOT / "Dockerfile"
 EXAMPLES = ROOT / "deployments" / "examples"
 PLAN = ["plan", "--nodegroups", str(EXAMPLES / "nodegroups.yaml"), "--cluster",
         str(EXAMPLES / "cluster.json"), "--asg", str(EXAMPLES / "asgs.json"),
-        "--now", "2026-11-21T12:00:00Z", "--output", "json"]
+        "--now", "2026-11-21T12:00:00Z", "--format", "json"]
 UV = Path(sys.executable).parent / "uv"
 
 
@@ -126,7 +126,7 @@ def test_the_final_stage_holds_the_venv_and_runs_elevator_as_a_numeric_non_root_
     build, final = stages(DOCKERFILE.read_text())
     assert re.fullmatch(r"python:3\.11-slim[\w.-]*", build.base) and final.base == build.base
     _, venv, lock, extras = install_call(build)
-    assert (lock, extras) == ("requirements/tune.txt", "tune")
+    assert (lock, extras) == ("requirements/image.txt", "tune,blocks")
     assert final.copies == [([venv], venv, "build")] and final.runs == []  # no shell needed
     assert json.loads(final.instructions["ENTRYPOINT"]) == ["elevator"]
     user = final.instructions["USER"].split(":")
@@ -141,7 +141,8 @@ def test_the_image_venv_holds_exactly_the_lock_and_the_wheel(image: Path) -> Non
     installed = {canonicalize_name(package["name"]): package["version"]
                  for package in json.loads(done.stdout)}
     assert installed.pop("kube-elevator") == "0.1.0"
-    assert installed == applicable(ROOT / "requirements" / "tune.txt")
+    assert installed == applicable(ROOT / "requirements" / "image.txt")
+    assert {"prefect-aws", "prefect-kubernetes", "optuna"} <= set(installed)  # blocks and tune
 
 
 def test_the_wheel_carries_every_file_of_the_packages(image: Path, tmp_path: Path) -> None:
@@ -177,7 +178,8 @@ def test_elevator_from_the_image_venv_plans_as_the_checkout_does(image: Path,
     assert plan == json.loads(checkout.stdout)
     assert plan["node_groups"] and plan["node_groups"][0]["delta"] != 0  # it decided something
     worker = outside(tmp_path, image / "bin" / "prefect", "--version")  # the worker's command
-    assert worker.returncode == 0 and worker.stdout.startswith("3.8.8"), worker.stderr
+    locked = applicable(ROOT / "requirements" / "image.txt")["prefect"]
+    assert worker.returncode == 0 and worker.stdout.startswith(locked), worker.stderr
 
 
 def test_a_lock_that_misses_a_requirement_fails_the_install(tmp_path: Path) -> None:

@@ -39,17 +39,22 @@ def plan_notes(tmp_path: Path, **cluster_autoscaler: Any) -> list[str]:
                 node_selector={"customer": "batch"}, scheduled=True),
         unschedulable("job-0", "800m")]}))
     plan = run_plan(config, cluster)
-    assert plan["delta"] == 0 and plan["actions"]["cloud_increase"] == 0  # Escalator: nothing
+    # Escalator does nothing; CA's node for the pod is in the plan's numbers (issue 42 item 9).
+    assert (plan["delta"], plan["actions"]["cloud_increase"], plan["actions"]["asg_desired"]) \
+        == (1, 1, 2)
     return list(plan["notes"])
 
 
-def run_plan(config: Path, cluster: Path) -> dict[str, Any]:
-    """`elevator plan --output json` on the files: its one group's plan."""
+def run_plan(config: Path, cluster: Path, output: str = "json") -> dict[str, Any]:
+    """`elevator plan --format json` on the files: its one group's plan (with `output`
+    "table", the table as {"table": text})."""
     done = subprocess.run([sys.executable, "-m", "kube_elevator.flows.cli", "plan", "--nodegroups",
                            str(config), "--cluster", str(cluster), "--now", str(NOW),
-                           "--output", "json"],
+                           "--format", output],
                           capture_output=True, text=True, timeout=120, check=False)
     assert done.returncode == 0, done.stderr
+    if output != "json":
+        return {"table": done.stdout}
     (plan,) = json.loads(done.stdout)["node_groups"]
     return dict(plan)
 
@@ -110,3 +115,9 @@ def test_plan_adds_a_node_per_replica_under_hostname_anti_affinity(tmp_path: Pat
     assert [note for note in plan["notes"] if "unschedulable" in note] == [
         "scale-up for 10 unschedulable pod(s): +10 node(s), ASG desired 11 "
         "(expanders least-waste: batch)"]
+    # Issue 42 item 9: the actions carry CA's scale-up as numbers, the note beside them.
+    assert (plan["delta"], plan["actions"]["cloud_increase"], plan["actions"]["asg_desired"]) \
+        == (10, 10, 11)
+    table = run_plan(config, cluster, "table")["table"]
+    row = next(line for line in table.splitlines() if line.lstrip("│ |").startswith("batch"))
+    assert "+10" in row and "nothing" not in row, table

@@ -66,7 +66,7 @@ def write_config(tmp_path: Path) -> Path:
 
 def plan_json(config: Path, *clusters: Path) -> dict[str, Any]:
     args: list[str | Path] = ["plan", "--nodegroups", config, "--now", str(NOW),
-                              "--output", "json"]
+                              "--format", "json"]
     for path in clusters:
         args += ["--cluster", path]
     result = elevator(*args)

@@ -21,6 +21,7 @@ from typing import Any
 
 import pytest
 
+from benchmarks.deadlines import scaled
 from kube_elevator.fakes.kube_api.server import FakeKubeApi
 from kube_elevator.fakes.pod_metrics import PodMetricsServer
 from kube_elevator.flows.pod_autoscale import WatermarkMetrics
@@ -37,7 +38,9 @@ STARTED = "2026-11-21T10:00:00Z"  # pods started (and became ready) long before 
 
 
 def wait_for(what: str, check: Callable[[], bool], timeout: float = 25.0) -> None:
-    """Poll `check` until it holds; fail with `what` after `timeout` seconds."""
+    """Poll `check` until it holds; fail with `what` after `timeout` seconds, scaled by the one
+    deadline setting (benchmarks/deadlines.py)."""
+    timeout = scaled(timeout)
     deadline = time.monotonic() + timeout
     while not check():
         if time.monotonic() > deadline:
@@ -479,7 +482,13 @@ def test_fake_api_serves_custom_resources_like_built_in_ones(fake_kube: FakeKube
         body = {"apiVersion": "elevator.io/v1alpha1", "kind": "MemoryAutoscaler",
                 "metadata": {"name": "m", "namespace": "ns", "labels": {"team": "a"}},
                 "spec": {"maxReplicas": 3}}
+        with pytest.raises(ApiException) as refused:  # the CRD's schema holds, as on a cluster
+            objects.create_namespaced_custom_object(*args, body)
+        assert refused.value.status == 422
+        body["spec"] = {"maxReplicas": 3, "targetUtilizationPercentage": 80,
+                        "scaleTargetRef": {"kind": "Deployment", "name": "web"}}
         created = objects.create_namespaced_custom_object(*args, body)
+        assert created["spec"]["minReplicas"] == 1  # the schema's default
         assert created["metadata"]["generation"] == 1
         stale = dict(created)
         updated = objects.replace_namespaced_custom_object_status(

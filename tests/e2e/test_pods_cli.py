@@ -31,7 +31,9 @@ def app() -> typer.Typer:
 def deployment(name: str, replicas: int, labels: dict[str, str]) -> dict[str, Any]:
     return {"apiVersion": "apps/v1", "kind": "Deployment",
             "metadata": {"name": name, "namespace": "shop"},
-            "spec": {"replicas": replicas, "selector": {"matchLabels": labels}},
+            "spec": {"replicas": replicas, "selector": {"matchLabels": labels},
+                     "template": {"metadata": {"labels": labels},  # as a server requires
+                                  "spec": {"containers": [{"name": "main", "image": "pause"}]}}},
             "status": {"replicas": replicas}}
 
 
@@ -40,7 +42,7 @@ def pod(name: str, owner: str, labels: dict[str, str], memory_limit: str = "1Gi"
     return {"apiVersion": "v1", "kind": "Pod",
             "metadata": {"name": name, "namespace": "shop", "labels": labels,
                          "ownerReferences": [{"kind": "ReplicaSet", "name": f"{owner}-6f7d9"}]},
-            "spec": {"containers": [{"name": "main",
+            "spec": {"containers": [{"name": "main", "image": "pause",
                                      "resources": {"limits": {"memory": memory_limit}}}]},
             "status": {"phase": phase, "startTime": "2026-11-21T10:00:00Z",
                        "conditions": [{"type": "Ready", "status": "True",
@@ -89,7 +91,7 @@ def write_files(tmp_path: Path, extra: list[dict[str, Any]] | None = None
 
 
 def plan_json(app: typer.Typer, *args: str) -> dict[str, Any]:
-    result = CliRunner().invoke(app, ["pods", "plan", *args, "--now", NOW, "--output", "json"])
+    result = CliRunner().invoke(app, ["pods", "plan", *args, "--now", NOW, "--format", "json"])
     assert result.exit_code == 0, result.output
     return dict(orjson.loads(result.stdout))
 
@@ -209,14 +211,14 @@ def test_the_shipped_examples_plan_and_decide(app: typer.Typer) -> None:
     document = plan_json(app, "--cluster", str(examples / "pod-autoscalers.yaml"),
                          "--metrics", str(examples / "pod-metrics.json"))
     by_name = {entry["name"]: entry for entry in document["autoscalers"]}
-    assert set(by_name) == {"web-cpu", "web-queue", "cache-memory"}
+    assert set(by_name) == {"web-cpu", "worker-queue", "cache-memory"}
     for entry in by_name.values():  # each decided on its metric: a value and a proposal
         assert entry["value"] is not None and entry["proposal"] is not None, entry
         assert entry["desired_replicas"] > entry["current_replicas"], entry
     # mean 1.1 cores > 880m: ceil(3 * 1100 / 800) = 5, limited to 3 + 50 % = 4
     assert (by_name["web-cpu"]["proposal"], by_name["web-cpu"]["desired_replicas"]) == (5, 4)
-    # 420 queued / 3 ready = 140 per pod > 110
-    assert by_name["web-queue"]["value"] == 140.0
+    # 420 queued / 3 ready workers = 140 per pod > 110
+    assert by_name["worker-queue"]["value"] == 140.0
     # 1.65 GiB working set of 2 GiB of limits = 82.5 % vs 60 %: ceil(2 * 82.5 / 60) = 3
     assert (by_name["cache-memory"]["value"], by_name["cache-memory"]["desired_replicas"]) \
         == (82.5, 3)
@@ -282,3 +284,28 @@ def test_pods_plan_decides_as_the_live_cycle(app: typer.Typer, tmp_path: Path,
     by_name = {result.decision.name: result.decision for result in live}
     assert by_name["web-cpu"].current_replicas == 4  # the Succeeded pod is not a replica
     assert all(not result.scaled and not result.status_written for result in live)
+
+
+def test_two_autoscalers_on_one_workload_are_a_warning_naming_both(
+        app: typer.Typer, tmp_path: Path) -> None:
+    """Issue 42: web-cpu and web-queue both scale Deployment shop/web; `pods plan` still plans,
+    and says once, on stderr, that they would fight over its replicas."""
+    cluster, metrics = write_files(tmp_path)
+    result = CliRunner().invoke(app, ["pods", "plan", "--cluster", str(cluster), "--metrics",
+                                      str(metrics), "--now", NOW, "--format", "json"])
+    assert result.exit_code == 0, result.output
+    warnings = [line for line in result.stderr.splitlines() if line.startswith("warning:")]
+    assert warnings == [
+        "warning: WatermarkPodAutoscaler shop/web-cpu and WatermarkPodAutoscaler shop/web-queue "
+        "both target Deployment shop/web: they would fight over its replicas; give a workload "
+        "one autoscaler"], result.stderr
+    assert orjson.loads(result.stdout)["autoscalers"]  # the plan is still made
+
+
+def test_the_shipped_example_gives_each_workload_one_autoscaler(app: typer.Typer) -> None:
+    examples = Path(__file__).resolve().parents[2] / "deployments" / "examples"
+    result = CliRunner().invoke(app, ["pods", "plan", "--cluster",
+                                      str(examples / "pod-autoscalers.yaml"), "--metrics",
+                                      str(examples / "pod-metrics.json"), "--now", NOW])
+    assert result.exit_code == 0, result.output
+    assert "warning:" not in result.stderr, result.stderr

@@ -1,9 +1,9 @@
 """A Prefect server `elevator` starts keeps a week of ticks, not every tick forever (issue 27 §1).
 
-The settings are Prefect's own (`prefect/server/services/db_vacuum.py`, 3.8.8), read back here
+The settings are Prefect's own (`prefect/server/services/db_vacuum.py`, 3.6.21 and later), read back here
 through Prefect's settings model, so a misspelt name fails here instead of being ignored. The
-ephemeral server (a command without PREFECT_API_URL) runs the flow-run vacuum too, which
-Prefect leaves to `prefect server start` alone.
+local server a command without PREFECT_API_URL uses is `prefect server start`'s app with its
+services (tasks/adapters/prefect_server.py): it runs the flow-run vacuum too.
 """
 
 from __future__ import annotations
@@ -52,15 +52,17 @@ def test_the_server_settings_are_prefects_own_and_a_users_own_wins(
     assert vacuum.retention_period == timedelta(days=30)
 
 
-# A command's own ephemeral server (no PREFECT_API_URL), in a PREFECT_HOME of its own: two
+# The local server a command uses (no PREFECT_API_URL), in a PREFECT_HOME of its own: two
 # finished runs, one of which ended eight days ago (its end_time moved back in the database,
 # as a week would); the vacuum, every second here, deletes that one and keeps the other.
 EPHEMERAL = r"""
 import os, sqlite3, sys, time
 from datetime import UTC, datetime, timedelta
-from kube_elevator.flows.prefect_compat import default_server_settings, install
+from kube_elevator.flows.prefect_compat import default_server_settings
 default_server_settings(os.environ)
-assert install()
+from kube_elevator.tasks.adapters.prefect_server import stop_shared_server, use_local_server
+from pathlib import Path
+assert use_local_server() is not None
 from prefect import flow
 from prefect.client.orchestration import get_client
 from prefect.states import Completed
@@ -80,12 +82,13 @@ with get_client(sync_client=True) as client:
         if old.id not in kept or time.monotonic() > deadline:
             break
         time.sleep(0.5)  # the vacuum runs every second: poll with a deadline
+stop_shared_server(Path(os.environ["PREFECT_HOME"]))
 print("old deleted" if old.id not in kept else "old kept",
       "new kept" if new.id in kept else "new deleted")
 """
 
 
-def test_the_ephemeral_server_deletes_runs_past_the_retention(tmp_path: Path) -> None:
+def test_the_local_server_deletes_runs_past_the_retention(tmp_path: Path) -> None:
     env = {key: value for key, value in os.environ.items() if not key.startswith("PREFECT_")}
     env.update(PREFECT_HOME=str(tmp_path), PREFECT_SERVER_ANALYTICS_ENABLED="false",
                PREFECT_SERVER_SERVICES_DB_VACUUM_LOOP_SECONDS="1",

@@ -50,7 +50,7 @@ def batch_group(aws: FakeAws, kube: FakeKubeApi, directory: Path, pending: int) 
     for index in range(pending):
         kube.create("pods", {"metadata": {"name": f"job-{index}", "namespace": "jobs"},
                              "spec": {"nodeSelector": {"customer": "batch"}, "containers": [
-                                 {"name": "c", "resources": {"requests": {
+                                 {"name": "c", "image": "pause", "resources": {"requests": {
                                      "cpu": "500m", "memory": "100Mi"}}}]},
                              "status": {"phase": "Pending"}}, namespace="jobs")
     nodegroups = directory / "nodegroups.yaml"
@@ -66,7 +66,7 @@ def test_run_once_reports_its_tick_when_the_completed_answer_is_lost(
         env = {**os.environ, **fake_aws.env(), "PREFECT_API_URL": proxy.api_url}
         tick = subprocess.run(
             [sys.executable, "-m", "kube_elevator.flows.cli", "run", "--nodegroups", str(nodegroups),
-             "--kubeconfig", str(kubeconfig), "--once", "--output", "json"],
+             "--kubeconfig", str(kubeconfig), "--once", "--format", "json"],
             env=env, capture_output=True, text=True, timeout=300, check=False)
     assert proxy.lost == 1, "the Completed transition's answer was never lost"
     assert "MissingResult" not in tick.stderr
@@ -103,7 +103,7 @@ def test_each_run_says_what_it_did_in_its_state_message_and_tags(
     scaled = tick(T0)
     assert scaled.results()[0]["delta"] == 6
     assert read_back(scaled.state.state_details.flow_run_id) == (
-        "batch +6: usage 250.0% is above scale_up_threshold 70%: scale up by 6",
+        "batch ASG +6 (2 -> 8): usage 250.0% is above scale_up_threshold 70%: scale up by 6",
         ["group:batch", "scaled-up"])
 
     held = tick(T0 + 30)  # the scale lock holds for the 2-minute cool-down

@@ -121,11 +121,17 @@ def test_owners_become_waves_with_what_their_pods_say_about_placement(tmp_path: 
                                                                        "us-east-1a")
     assert asg.node_labels == {"pool": "web", "kubernetes.io/os": "linux"}
     assert [(d.name, d.cpu, d.memory) for d in asg.daemonsets] == [
-        ("kube-proxy", "100m", str(128 * 2**20))]
+        ("kube-proxy", "100m", "128Mi")]
     waves = {wave.name: wave for wave in loaded.scenario.workload}
     assert sorted(waves) == ["db-us-east-1a", "db-us-east-1b", "web"]
     web = waves["web"]
-    assert (web.count, web.cpu, web.memory, web.priority) == (4, "500m", str(256 * 2**20), 1000)
+    # Quantities as Kubernetes writes them (issue 42 item 7), not byte strings.
+    assert (web.count, web.cpu, web.memory, web.priority) == (4, "500m", "256Mi", 1000)
+    written = yaml.safe_load((tmp_path / "out" / "scenario.yaml").read_text())
+    assert {(w["cpu"], w["memory"]) for w in written["workload"]} == {("500m", "256Mi"),
+                                                                      ("1", "2Gi")}
+    # The node-group file relative to the scenario's folder, so the two move together.
+    assert written["nodegroups"] == "../nodegroups.yaml"
     assert web.labels == {"tier": "front", "pod-template-hash": "7c9d6b5f48"}
     assert web.affinity is not None and web.affinity.as_api_object() == ANTI_AFFINITY
     assert [c.as_api_object() for c in web.topology_spread_constraints] == [SPREAD]
@@ -223,14 +229,14 @@ def test_a_replicasets_deployment_from_its_name(replicaset: str, deployment: str
 
 
 def test_a_real_clusters_pods_become_waves(tmp_path: Path) -> None:
-    """gemyang-init (tests/data/real, MIT): 47 pods of ReplicaSets and StatefulSets, 27 with
+    """gemyang-init (../shared/real_dumps, MIT): 47 pods of ReplicaSets and StatefulSets, 27 with
     pod anti-affinity, Istio init containers, on nodes named after their `spec.nodeName`
     (synthetic, as test_real_objects.py builds them). Every owner is a wave of its pods but
     the master's; the zookeeper StatefulSets keep `app: zookeeper`, the label their
     selectors name, though their waves are named after them."""
-    from tests.contract.test_real_objects import CORPUS, items_of, synthetic_nodes, write_list
+    from tests.contract.test_real_objects import items_of, shared_dump, synthetic_nodes, write_list
 
-    pods_file = CORPUS / "gemyang-init" / "pods.json"
+    pods_file = shared_dump("gemyang-init") / "pods.json"
     pods = items_of(pods_file)
     nodes = write_list(tmp_path / "nodes.json", synthetic_nodes(
         pods, {"chungguangy-thornton-master1": "master"}))
@@ -253,3 +259,27 @@ def test_a_real_clusters_pods_become_waves(tmp_path: Path) -> None:
                if wave.affinity is not None and wave.affinity.pod_anti_affinity) == len(apart)
     assert waves["zoo"].labels["app"] == waves["pzoo"].labels["app"] == "zookeeper"
     assert (waves["zoo"].count, waves["pzoo"].count) == (2, 3)
+
+
+def test_identical_bare_pods_are_one_wave(tmp_path: Path) -> None:
+    """Ten identical bare pods (no owner) are one wave of ten, not ten waves (issue 42 item 7);
+    a bare pod that asks for more, or tolerates a taint, or is in another namespace, is not
+    identical and keeps a wave of its own. Their owners all map to their wave."""
+    items = [_node("ip-10-0-1-1", "us-east-1a"), _node("ip-10-0-1-2", "us-east-1a")]
+    items += [api_pod(f"worker-{index}", "batch", cpu="250m", memory="256Mi", owner_kind=None,
+                      node="ip-10-0-1-1" if index < 4 else "", labels={"app": "worker"})
+              for index in range(10)]
+    bigger = api_pod("worker-big", "batch", cpu="500m", memory="256Mi", owner_kind=None,
+                     labels={"app": "worker"})
+    tolerant = api_pod("worker-tolerant", "batch", cpu="250m", memory="256Mi", owner_kind=None,
+                       labels={"app": "worker"})
+    tolerant["spec"]["tolerations"] = [{"key": "spot", "operator": "Exists"}]
+    elsewhere = api_pod("worker-0", "other", cpu="250m", memory="256Mi", owner_kind=None,
+                        labels={"app": "worker"})
+    items += [bigger, tolerant, elsewhere]
+    result = _run(tmp_path, _write(tmp_path, items))
+    assert result.exit_code == 0, result.output
+    waves = load_scenario(tmp_path / "out" / "scenario.yaml").scenario.workload
+    assert sorted((wave.count, wave.cpu, len(wave.tolerations)) for wave in waves) == [
+        (1, "250m", 0), (1, "250m", 1), (1, "500m", 0), (10, "250m", 0)]
+    assert len({wave.name for wave in waves}) == 4

@@ -274,10 +274,10 @@ def test_a_trace_scenario_from_kube_state_metrics(prometheus: str, nodegroups: P
     assert (batch.name, batch.desired, batch.node_labels, batch.instance_type) == (
         "batch-asg", 2, {"customer": "batch"}, "m5.xlarge")
     assert batch.daemonsets == [
-        DaemonSetSpec(name="agent-monitoring", cpu="50m", memory=str(32 * MiB)),
-        DaemonSetSpec(name="agent-security", cpu="50m", memory=str(32 * MiB)),
+        DaemonSetSpec(name="agent-monitoring", cpu="50m", memory="32Mi"),
+        DaemonSetSpec(name="agent-security", cpu="50m", memory="32Mi"),
         DaemonSetSpec(name="kube-proxy", cpu="100m", memory="0"),
-        DaemonSetSpec(name="node-exporter", cpu="100m", memory=str(64 * MiB))]
+        DaemonSetSpec(name="node-exporter", cpu="100m", memory="64Mi")]
     assert (web.name, web.desired, web.instance_type) == ("web-asg", 1, "m5.large")
     assert [d.name for d in web.daemonsets] == ["kube-proxy", "node-exporter"]
     assert ("  batch: 2 nodes at the start; m5.xlarge from node.kubernetes.io/instance-type; "
@@ -287,7 +287,7 @@ def test_a_trace_scenario_from_kube_state_metrics(prometheus: str, nodegroups: P
             "kube_node_status_allocatable; allocatable 1930m CPU, 6.8 GiB (simulated: 1900m CPU, "
             "7.5 GiB); node.kubernetes.io/instance-type 'm6i.large' is not a type the simulator "
             "knows") in done.stdout
-    simulated = elevator("simulate", "--fast", out / "scenario.yaml", "--output", "json")
+    simulated = elevator("simulate", "--fast", out / "scenario.yaml", "--format", "json")
     assert simulated.returncode == 0, simulated.stderr
 
 

@@ -156,7 +156,7 @@ def test_the_debounce_rejects_non_positive_windows() -> None:
 def pending_pod(kube: FakeKubeApi, name: str, selector: str = "batch") -> None:
     kube.create("pods", {"metadata": {"name": name, "namespace": "jobs"},
                          "spec": {"nodeSelector": {"customer": selector},
-                                  "containers": [{"name": "c"}]},
+                                  "containers": [{"name": "c", "image": "pause"}]},
                          "status": {"phase": "Pending"}}, namespace="jobs")
 
 
@@ -227,8 +227,9 @@ def test_an_unreadable_pod_is_skipped_not_retried_forever(
     pod_watch.start()
     take(pod_watch.items, 1)
     assert fake_kube.wait_for_watchers("pods", 1)
+    fake_kube.layers.validation = False  # a pod no real server would take, as an old one may
     fake_kube.create("pods", {"metadata": {"name": "bad", "namespace": "jobs"},
-                              "spec": {"containers": [{"name": "c", "resources": {
+                              "spec": {"containers": [{"name": "c", "image": "pause", "resources": {
                                   "requests": {"cpu": "lots"}}}]},
                               "status": {"phase": "Pending"}}, namespace="jobs")
     pending_pod(fake_kube, "good")

@@ -131,7 +131,7 @@ def test_simulate_command_prints_json_and_writes_the_plot(tmp_path: Path) -> Non
     path = write_scenario(tmp_path, duration="5m")
     plot = tmp_path / "run.png"
     result = subprocess.run([sys.executable, "-m", "kube_elevator.flows.cli", "simulate", str(path),
-                             "--output", "json", "--plot", str(plot)],
+                             "--format", "json", "--plot", str(plot)],
                             capture_output=True, text=True, timeout=300, check=False)
     assert result.returncode == 0, result.stderr[-2000:]
     document = json.loads(result.stdout)

@@ -11,12 +11,9 @@ import shutil
 import subprocess
 from pathlib import Path
 
-import pytest
-
 from benchmarks.event_latency import BurstCluster
 from kube_elevator.fakes.aws import FakeAws
 from kube_elevator.fakes.kube_api.server import FakeKubeApi
-from tests.e2e.test_image import DOCKERFILE, install_call, run_install, stages
 from tests.locks import ROOT
 
 # The stranger's own modules, named as ours were before they moved under kube_elevator.
@@ -37,18 +34,6 @@ print(json.dumps({"their_tick": flows.tick.WHOSE, "their_tasks": tasks.WHOSE,
                   "kube_elevator": kube_elevator.__file__,
                   "state": [state.type.value, state.message]}))
 """
-
-
-@pytest.fixture(scope="module")
-def stranger_venv(tmp_path_factory: pytest.TempPathFactory, build_context: Path,
-                  wheel_dir: Path) -> Path:
-    """An empty venv with the runtime lock (hashes checked, nothing resolved) and the wheel,
-    by the image's install script: the session's wheel, shared with test_image.py."""
-    script, *_ = install_call(stages(DOCKERFILE.read_text())[0])
-    venv = tmp_path_factory.mktemp("stranger") / "venv"
-    done = run_install(build_context, [script, str(venv), "requirements/runtime.txt"], wheel_dir)
-    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
-    return venv
 
 
 def project(root: Path) -> Path:

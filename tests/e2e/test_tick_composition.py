@@ -107,7 +107,7 @@ def test_plan_on_the_dump_decides_as_the_live_tick(batch_cluster: Path, fake_aws
     asgs.write_text(json.dumps(described, default=str))
     result = CliRunner().invoke(app, [
         "plan", "--nodegroups", str(batch_cluster), "--cluster", str(dump), "--asg", str(asgs),
-        "--now", str(T0), "--output", "json"])
+        "--now", str(T0), "--format", "json"])
     assert result.exit_code == 0, result.output
     [planned] = json.loads(result.stdout)["node_groups"]
 
@@ -134,7 +134,7 @@ def test_plan_drops_terminal_pods_whatever_the_source(tmp_path: Path) -> None:
     config = tmp_path / "nodegroups.yaml"
     config.write_text(yaml.safe_dump({"node_groups": [group_dict()]}))
     result = CliRunner().invoke(app, ["plan", "--nodegroups", str(config), "--cluster",
-                                      str(snapshot), "--now", str(T0), "--output", "json"])
+                                      str(snapshot), "--now", str(T0), "--format", "json"])
     assert result.exit_code == 0, result.output
     [plan] = json.loads(result.stdout)["node_groups"]
     assert plan["pods"] == 2  # a and d

@@ -4,6 +4,7 @@ with each other and with pyproject.toml's ranges, and the test venv holding exac
 from __future__ import annotations
 
 import importlib.metadata
+import re
 import sys
 import tomllib
 from pathlib import Path
@@ -11,8 +12,9 @@ from pathlib import Path
 import pytest
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
+from packaging.version import Version
 
-from tests.locks import LOCKS, REQUIREMENTS, ROOT, Pin, applicable, read_lock
+from tests.locks import AWS_SDK, LOCKS, REQUIREMENTS, ROOT, Pin, applicable, read_lock
 
 PROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
 ALL_LOCKS = sorted(REQUIREMENTS.glob("*.txt"))
@@ -46,22 +48,79 @@ def test_each_lock_satisfies_pyproject_for_its_extras() -> None:
 
 
 def test_the_locks_pin_each_package_at_one_version() -> None:
-    """runtime, sim and tune are compiled against test.txt (`make lock`): an image and the
-    tests run the same version of every package they share."""
-    development = {(pin.name, pin.marker): pin for pin in read_lock(REQUIREMENTS / "test.txt")}
+    """Every lock is compiled against test.txt (`make lock`): an image and the tests run the
+    same version of every package they share, but for the AWS SDK where prefect-aws is not."""
+    development_pins = read_lock(REQUIREMENTS / "test.txt")
+    development = {(pin.name, pin.marker): pin for pin in development_pins}
+    # A package test.txt needs everywhere (cel-python wants pendulum on every Python) may
+    # carry a marker in a lock that needs it on some Pythons only: the version is what counts.
+    names = [pin.name for pin in development_pins]
+    unmarked = {pin.name: pin for pin in development_pins if names.count(pin.name) == 1}
     for name in LOCKS:
-        for pin in read_lock(REQUIREMENTS / name):
-            same: Pin | None = development.get((pin.name, pin.marker))
+        pins = read_lock(REQUIREMENTS / name)
+        with_prefect_aws = any(pin.name == "prefect-aws" for pin in pins)
+        for pin in pins:
+            same: Pin | None = development.get((pin.name, pin.marker)) or unmarked.get(pin.name)
+            if pin.name in AWS_SDK and not with_prefect_aws:
+                continue  # test_the_aws_sdk_is_the_newest_every_lock_allows
             assert same is not None and same.version == pin.version, (name, pin.name)
 
 
+def test_every_extra_has_a_lock_and_so_every_extra_the_readme_names() -> None:
+    """Issue 42 item 5: `pip install -r requirements/EXTRA.txt` for each extra (blocks and docs
+    had none)."""
+    extras = set(PROJECT["optional-dependencies"])
+    named = set(re.findall(r"kube-elevator\[([a-z]+)\]", (ROOT / "README.md").read_text()))
+    assert named and named <= extras
+    for extra in extras - {"test"}:  # test.txt holds the test extra, with all the others
+        assert LOCKS.get(f"{extra}.txt") == (extra,), extra
+        assert (REQUIREMENTS / f"{extra}.txt").is_file(), extra
+    assert {"blocks", "docs"} <= named  # the README says how to install them
+
+
+def test_the_aws_sdk_is_the_newest_every_lock_allows() -> None:
+    """Issue 42 item 5: prefect-aws's aiobotocore held boto3 and botocore back in every lock.
+    Only the locks with prefect-aws keep what aiobotocore allows; the others agree on one
+    release, newer than or the same as those."""
+    newest: dict[str, set[str]] = {name: set() for name in AWS_SDK}
+    held: dict[str, set[str]] = {name: set() for name in AWS_SDK}
+    for lock in LOCKS:
+        pins = applicable(REQUIREMENTS / lock)
+        for name in AWS_SDK:
+            if name in pins:
+                (held if "prefect-aws" in pins else newest)[name].add(pins[name])
+    assert "prefect-aws" not in applicable(REQUIREMENTS / "runtime.txt")
+    for name in ("boto3", "botocore"):
+        assert len(newest[name]) == 1 and len(held[name]) == 1, (name, newest, held)
+        assert Version(*newest[name]) >= Version(*held[name]), name
+
+
 def test_pyproject_keeps_ranges_for_library_users() -> None:
-    """`pip install kube-elevator` resolves as usual: only Prefect is pinned in pyproject.toml
-    (3.9 needs a newer certifi than the registry serves); the exact versions live in the
-    locks."""
+    """`pip install kube-elevator` resolves as usual: nothing is pinned in pyproject.toml, not
+    even Prefect (issue 40: a user on 3.9.x, or on 3.6.x, keeps their own); the exact versions
+    live in the locks."""
     exact = [text for text in PROJECT["dependencies"]
              if any(spec.operator == "==" for spec in Requirement(text).specifier)]
-    assert exact == ["prefect==3.8.8"]
+    assert exact == []
+
+
+def test_the_installed_package_admits_a_range_of_prefect_3_releases() -> None:
+    """Issue 40: the metadata pip reads (the installed kube-elevator's) admits Prefect from a
+    floor below the lock's release up to, not including, 4."""
+    (prefect,) = [Requirement(text) for text in importlib.metadata.requires("kube-elevator") or []
+                  if Requirement(text).name == "prefect" and Requirement(text).marker is None]
+    locked = Version(applicable(REQUIREMENTS / "test.txt")["prefect"])
+    assert prefect.specifier.contains(locked)
+    assert prefect.specifier.contains("3.9.1") and not prefect.specifier.contains("4.0.0")
+    assert prefect.specifier.contains("3.8.4") and not prefect.specifier.contains("2.20.0")
+
+
+def test_the_blocks_extra_states_its_own_prefect_floor() -> None:
+    """prefect-aws and prefect-kubernetes 0.7 need Prefect 3.8.4: the blocks extra says so, so
+    a user on an older Prefect gets one resolver error rather than a Prefect upgrade."""
+    (prefect,) = [Requirement(text) for text in PROJECT["optional-dependencies"]["blocks"]
+                  if Requirement(text).name == "prefect"]
+    assert not prefect.specifier.contains("3.8.3") and prefect.specifier.contains("3.8.4")
 
 
 def test_the_test_venv_holds_exactly_the_test_lock() -> None:

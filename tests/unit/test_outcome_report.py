@@ -35,7 +35,7 @@ def test_a_group_that_scaled_up_leads_the_line_and_names_itself_in_the_tags() ->
     up = GroupResult(plan("shared", 10), "acted", ActionsDone(asg_desired_set=8))
     idle = GroupResult(plan("batch", 2), "nothing to do")
     assert outcome_line([up, idle]) == (
-        "shared +6: usage 250.0% is above scale_up_threshold 70%: scale up by 6; "
+        "shared ASG +6 (2 -> 8): usage 250.0% is above scale_up_threshold 70%: scale up by 6; "
         "nothing: batch 50%")
     assert outcome_tags([up, idle]) == ["group:shared", "scaled-up"]
     assert not changed_nothing([up, idle])
@@ -56,7 +56,7 @@ def test_taints_removals_and_failures_each_have_a_tag() -> None:
 
 def test_a_dry_run_says_what_it_would_do_and_is_tagged_so() -> None:
     results = [GroupResult(plan("shared", 10), "dry run")]
-    assert outcome_line(results).startswith("shared would +6: usage 250.0%")
+    assert outcome_line(results).startswith("shared would ASG +6 (2 -> 8): usage 250.0%")
     assert outcome_tags(results, dry_run=True) == ["dry-run"]
     assert not changed_nothing(results)  # its report is the point: the artifact is written
 

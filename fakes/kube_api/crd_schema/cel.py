@@ -1,0 +1,138 @@
+"""`x-kubernetes-validations`: CEL rules of a CRD's schema, evaluated with cel-python
+(PyPI `cel-python`, imported only when a CRD has rules: it costs about a second).
+
+As apiextensions does it (k8s.io/apiextensions-apiserver pkg/apiserver/schema/cel/
+validation.go): each rule runs with `self` the value at its node (and `oldSelf` the old one on
+an update; a rule naming `oldSelf` is a transition rule, skipped on create); a rule that is
+false answers `Invalid value: "<type>": <message>` (or `failed rule: <rule>`) at the node's path
+(plus the rule's `fieldPath`), with the rule's `reason` if it names one. Without cel-python, a
+CRD with rules is refused at install, saying so. Kubernetes' CEL libraries beyond the CEL
+standard (quantity, url, ip, isSorted, ...) are not provided: a rule using one fails to evaluate.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from typing import Any
+
+from kube_elevator.fakes.kube_api.crd_schema.field_errors import OMIT, FieldError
+from kube_elevator.fakes.kube_api.crd_schema.validate import child
+
+Schema = dict[str, Any]
+NOT_SUPPORTED = ("CEL validation rules (x-kubernetes-validations) are not supported by this fake "
+                 "API server without the cel-python package (pip install "
+                 "'kube-elevator[cel]')")
+_MISSING = object()
+
+
+def cel_available() -> bool:
+    try:
+        import celpy  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+@lru_cache(maxsize=512)
+def _program(rule: str) -> Any:
+    import celpy
+
+    env = celpy.Environment()
+    return env.program(env.compile(rule))
+
+
+def rule_errors(schema: Any, path: str) -> list[FieldError]:
+    """Why the rules in `schema` (at CRD path `path`) cannot be installed: cel-python missing,
+    or a rule that does not compile."""
+    errs: list[FieldError] = []
+    for rule_path, rule in _rules(schema, path):
+        if not cel_available():
+            return [FieldError(rule_path, "FieldValueForbidden", OMIT, NOT_SUPPORTED)]
+        try:
+            _program(rule)
+        except Exception as exc:  # celpy's parse errors share no base beyond Exception
+            errs.append(FieldError(f"{rule_path}.rule", "FieldValueInvalid", rule,
+                                   f"compilation failed: {str(exc).strip()}"))
+    return errs
+
+
+def _rules(schema: Any, path: str) -> list[tuple[str, str]]:
+    found: list[tuple[str, str]] = []
+    if not isinstance(schema, dict):
+        return found
+    for i, rule in enumerate(schema.get("x-kubernetes-validations") or ()):
+        if isinstance(rule, dict) and isinstance(rule.get("rule"), str):
+            found.append((f"{path}.x-kubernetes-validations[{i}]", rule["rule"]))
+    for name, prop in (schema.get("properties") or {}).items():
+        found += _rules(prop, f"{path}.properties[{name}]")
+    for key in ("items", "additionalProperties"):
+        found += _rules(schema.get(key), f"{path}.{key}")
+    return found
+
+
+def has_rules(schema: Any) -> bool:
+    return bool(_rules(schema, ""))
+
+
+def cel_errors(schema: Schema, value: Any, old: Any = _MISSING, path: str = "") -> list[FieldError]:
+    """The rules `value` breaks (`old`: the stored object on an update)."""
+    errs: list[FieldError] = []
+    if value is None:
+        return errs
+    for rule in schema.get("x-kubernetes-validations") or ():
+        if isinstance(rule, dict) and isinstance(rule.get("rule"), str):
+            errs += _evaluate(rule, schema, value, old, path)
+    props: Schema = schema.get("properties") or {}
+    extra = schema.get("additionalProperties")
+    if isinstance(value, dict):
+        for name, item in value.items():
+            sub = props.get(name) if name in props else extra
+            if isinstance(sub, dict):
+                before = old.get(name, _MISSING) if isinstance(old, dict) else _MISSING
+                errs += cel_errors(sub, item, before, child(path, name))
+    elif isinstance(value, list) and isinstance(schema.get("items"), dict):
+        keys = schema.get("x-kubernetes-list-map-keys") or ()
+        correlated = schema.get("x-kubernetes-list-type") == "map" and keys and \
+            isinstance(old, list)
+        for i, item in enumerate(value):
+            # oldSelf of a list item: the old item with the same keys, in a map list only
+            # (cel/validation.go correlates no other list's items)
+            prior: Any = _MISSING
+            if correlated and isinstance(item, dict):
+                prior = next((o for o in old if isinstance(o, dict) and
+                               all(o.get(k) == item.get(k) for k in keys)), _MISSING)
+            errs += cel_errors(schema["items"], item, prior, f"{path}[{i}]")
+    return errs
+
+
+def _evaluate(rule: dict[str, Any], schema: Schema, value: Any, old: Any,
+              path: str) -> list[FieldError]:
+    from celpy.adapter import json_to_cel
+
+    text: str = rule["rule"]
+    if "oldSelf" in text and old is _MISSING:
+        return []  # a transition rule: only on an update that had the field
+    activation = {"self": json_to_cel(value)}
+    if old is not _MISSING:
+        activation["oldSelf"] = json_to_cel(old)
+    field_path = path + (rule.get("fieldPath") or "") if rule.get("fieldPath") else path
+    field_path = field_path.lstrip(".") or "<nil>"
+    shown = schema.get("type") or ("object" if isinstance(value, dict) else "")
+    reason = rule.get("reason") or "FieldValueInvalid"
+    try:
+        ok = _program(text).evaluate(activation)
+    except Exception as exc:  # celpy raises its CELEvalError for no such key, bad types, ...
+        return [FieldError(field_path, "FieldValueInvalid", shown,
+                           f"{_eval_message(exc)} evaluating rule: {text}")]
+    if bool(ok):
+        return []
+    message = rule.get("message") or f"failed rule: {text}"
+    return [FieldError(field_path, reason, shown, message)]
+
+
+def _eval_message(exc: Exception) -> str:
+    args = getattr(exc, "args", ())
+    return str(args[0]) if args else str(exc)
+
+
+__all__ = ["NOT_SUPPORTED", "cel_available", "cel_errors", "has_rules", "rule_errors"]

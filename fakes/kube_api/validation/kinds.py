@@ -1,0 +1,267 @@
+"""The specs of the other built-in kinds served, as the API server checks them: Node taints
+(pkg/apis/core/validation validateNodeTaints), ConfigMap keys (ValidateConfigMap), Lease
+(pkg/apis/coordination/validation ValidateLeaseSpec), PodDisruptionBudget
+(pkg/apis/policy/validation ValidatePodDisruptionBudgetSpec), and the apps/v1 workloads
+(pkg/apis/apps/validation ValidateDeploymentSpec, ValidateReplicaSetSpec,
+ValidateStatefulSetSpec, ValidatePodTemplateSpecForReplicaSet)."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from kube_elevator.fakes.kube_api.resources import Obj
+from kube_elevator.fakes.kube_api.validation.field import (
+    FieldError,
+    GoValue,
+    duplicate,
+    forbidden,
+    invalid,
+    not_supported,
+    required,
+)
+from kube_elevator.fakes.kube_api.validation.meta import labels_errors
+from kube_elevator.fakes.kube_api.validation.names import (
+    label_value,
+    max_len_error,
+    percent,
+    qualified_name,
+    regex_error,
+)
+from kube_elevator.fakes.kube_api.validation.pods import (
+    RESTART_POLICIES,
+    pod_spec_errors,
+    taint_effect_errors,
+)
+from kube_elevator.tasks.core.selectors import selector_from_api
+
+_NONNEGATIVE = "must be greater than or equal to 0"
+_UNHEALTHY_POLICIES = ("AlwaysAllow", "IfHealthyBudget")
+_SELECTOR_OPERATORS = ("In", "NotIn", "Exists", "DoesNotExist")
+_CONFIG_KEY_FMT = "[-._a-zA-Z0-9]+"
+_CONFIG_KEY = re.compile(_CONFIG_KEY_FMT)
+
+
+def _dict(value: Any) -> dict[str, Any]:
+    return value if isinstance(value, dict) else {}
+
+
+def _nonnegative(value: Any, path: str) -> list[FieldError]:
+    if isinstance(value, int) and not isinstance(value, bool) and value < 0:
+        return [invalid(path, value, _NONNEGATIVE)]
+    return []
+
+
+def node_errors(node: Obj) -> list[FieldError]:
+    """validateNodeTaints: keys qualified names, values label values, effects known, unique
+    by (key, effect)."""
+    errors: list[FieldError] = []
+    seen: set[tuple[str, str]] = set()
+    taints = _dict(node.get("spec")).get("taints")
+    for index, taint in enumerate(taints if isinstance(taints, list) else []):
+        at, taint = f"spec.taints[{index}]", _dict(taint)
+        key, value = str(taint.get("key") or ""), str(taint.get("value") or "")
+        effect = taint.get("effect") or ""
+        errors.extend(invalid(f"{at}.key", key, msg) for msg in qualified_name(key))
+        msgs = label_value(value)
+        if msgs:
+            errors.append(invalid(f"{at}.value", value, ";".join(msgs)))
+        errors.extend(taint_effect_errors(effect, False, f"{at}.effect"))
+        if (key, effect) in seen:
+            shown = GoValue(f'core.Taint{{Key:"{key}", Value:"{value}", Effect:"{effect}", '
+                            "TimeAdded:<nil>}")
+            errors.append(duplicate(at, shown, "taints must be unique by key and effect pair"))
+            continue
+        seen.add((key, effect))
+    return errors
+
+
+def configmap_errors(configmap: Obj) -> list[FieldError]:
+    """ValidateConfigMap: keys are config keys (IsConfigMapKey), in one of the two maps."""
+    errors: list[FieldError] = []
+    data, binary = _dict(configmap.get("data")), _dict(configmap.get("binaryData"))
+    for bag, keys in (("data", data), ("binaryData", binary)):
+        for key in keys:
+            at = f"{bag}[{key}]"
+            if len(key.encode()) > 253:
+                errors.append(invalid(at, key, max_len_error(253)))
+            if not _CONFIG_KEY.fullmatch(key) or not key.isascii():
+                errors.append(invalid(at, key, regex_error(
+                    "a valid config key must consist of alphanumeric characters, '-', '_' or "
+                    "'.'", _CONFIG_KEY_FMT, "key.name", "KEY_NAME", "key-name")))
+            if key == ".":
+                errors.append(invalid(at, key, "must not be '.'"))
+            elif key == "..":
+                errors.append(invalid(at, key, "must not be '..'"))
+            elif key.startswith(".."):
+                errors.append(invalid(at, key, "must not start with '..'"))
+            if bag == "binaryData" and key in data:
+                errors.append(invalid(at, key, "duplicate of key present in data"))
+    return errors
+
+
+def events_v1_errors(event: Obj) -> list[FieldError]:
+    """ValidateEventCreate's strict part for events.k8s.io/v1 (pkg/apis/core/validation/
+    events.go): eventTime, type, and the reporting fields an event's writer must name.  Core v1
+    events get only the legacy checks, none of which the fake makes."""
+    errors: list[FieldError] = []
+    if not event.get("eventTime"):
+        errors.append(required("eventTime"))
+    kind_of = event.get("type") or ""
+    if kind_of not in ("Normal", "Warning"):
+        errors.append(invalid("type", "", f"has invalid value: {kind_of}"))
+    controller = event.get("reportingController") or ""
+    if not controller:
+        errors.append(required("reportingController"))
+    errors.extend(invalid("reportingController", controller, msg)
+                  for msg in qualified_name(str(controller)))
+    for name in ("reportingInstance", "action", "reason"):
+        if not event.get(name):
+            errors.append(required(name))
+    return errors
+
+
+def lease_errors(lease: Obj) -> list[FieldError]:
+    """ValidateLeaseSpec."""
+    spec = _dict(lease.get("spec"))
+    errors: list[FieldError] = []
+    duration = spec.get("leaseDurationSeconds")
+    if isinstance(duration, int) and duration <= 0:
+        errors.append(invalid("spec.leaseDurationSeconds", duration, "must be greater than 0"))
+    errors.extend(_nonnegative(spec.get("leaseTransitions"), "spec.leaseTransitions"))
+    if spec.get("preferredHolder") and not spec.get("strategy"):
+        errors.append(forbidden("spec.preferredHolder",
+                                "may only be specified if `strategy` is defined"))
+    return errors
+
+
+def _int_or_percent(value: Any, path: str) -> list[FieldError]:
+    """ValidatePositiveIntOrPercent and IsNotMoreThan100Percent."""
+    if isinstance(value, str):
+        msgs = percent(value)
+        if msgs:
+            return [invalid(path, value, msg) for msg in msgs]
+        if int(value[:-1]) > 100:
+            return [invalid(path, value, "must not be greater than 100%")]
+        return []
+    return _nonnegative(value, path)
+
+
+def label_selector_errors(selector: Any, path: str) -> list[FieldError]:
+    """ValidateLabelSelector: matchLabels as labels, matchExpressions' operators and values."""
+    selector = _dict(selector)
+    errors = labels_errors(selector.get("matchLabels"), f"{path}.matchLabels")
+    expressions = selector.get("matchExpressions")
+    for index, expression in enumerate(expressions if isinstance(expressions, list) else []):
+        at, expression = f"{path}.matchExpressions[{index}]", _dict(expression)
+        operator, values = expression.get("operator") or "", expression.get("values") or []
+        if operator in ("In", "NotIn") and not values:
+            errors.append(required(f"{at}.values",
+                                   "must be specified when `operator` is 'In' or 'NotIn'"))
+        elif operator in ("Exists", "DoesNotExist") and values:
+            errors.append(forbidden(f"{at}.values", "may not be specified when `operator` is "
+                                    "'Exists' or 'DoesNotExist'"))
+        elif operator not in _SELECTOR_OPERATORS:
+            errors.append(invalid(f"{at}.operator", operator, "not a valid selector operator"))
+        key = str(expression.get("key") or "")
+        errors.extend(invalid(f"{at}.key", key, msg) for msg in qualified_name(key))
+    return errors
+
+
+def pdb_errors(pdb: Obj) -> list[FieldError]:
+    """ValidatePodDisruptionBudgetSpec."""
+    spec = _dict(pdb.get("spec"))
+    errors: list[FieldError] = []
+    low, high = spec.get("minAvailable"), spec.get("maxUnavailable")
+    if low is not None and high is not None:
+        errors.append(invalid("spec", GoValue("policy.PodDisruptionBudgetSpec{...}"),
+                              "minAvailable and maxUnavailable cannot be both set"))
+    if low is not None:
+        errors.extend(_int_or_percent(low, "spec.minAvailable"))
+    if high is not None:
+        errors.extend(_int_or_percent(high, "spec.maxUnavailable"))
+    errors.extend(label_selector_errors(spec.get("selector"), "spec.selector"))
+    policy = spec.get("unhealthyPodEvictionPolicy")
+    if policy is not None and policy not in _UNHEALTHY_POLICIES:
+        errors.append(not_supported("spec.unhealthyPodEvictionPolicy", policy,
+                                    _UNHEALTHY_POLICIES))
+    return errors
+
+
+def _template_errors(spec: dict[str, Any], kind: str) -> list[FieldError]:
+    """ValidatePodTemplateSpecForReplicaSet: the selector matches the template's labels, the
+    pod spec is valid, restartPolicy Always, no activeDeadlineSeconds."""
+    template = spec.get("template")
+    if not isinstance(template, dict):
+        return [required("spec.template")]
+    errors: list[FieldError] = []
+    labels = _dict(_dict(template.get("metadata")).get("labels"))
+    selector = selector_from_api(spec.get("selector"))
+    if selector is not None and not selector.empty and not selector.matches(labels):
+        errors.append(invalid("spec.template.metadata.labels", labels,
+                              "`selector` does not match template `labels`"))
+    errors.extend(labels_errors(labels, "spec.template.metadata.labels"))
+    pod_spec = template.get("spec")
+    errors.extend(pod_spec_errors(pod_spec, "spec.template.spec"))
+    restart = _dict(pod_spec).get("restartPolicy")
+    if restart and restart in RESTART_POLICIES and restart != "Always":
+        errors.append(not_supported("spec.template.spec.restartPolicy", restart, ("Always",)))
+    deadline = _dict(pod_spec).get("activeDeadlineSeconds")
+    if deadline is not None:
+        errors.append(invalid("spec.template.spec.activeDeadlineSeconds", deadline,
+                              f"activeDeadlineSeconds in {kind} is not Supported"))
+    return errors
+
+
+def _selector_required(spec: dict[str, Any], kind: str) -> list[FieldError]:
+    selector = spec.get("selector")
+    if not isinstance(selector, dict):
+        return [required("spec.selector")]
+    errors = label_selector_errors(selector, "spec.selector")
+    if not selector.get("matchLabels") and not selector.get("matchExpressions"):
+        errors.append(invalid("spec.selector", GoValue("&v1.LabelSelector{}"),
+                              f"empty selector is invalid for {kind.lower()}"))
+    return errors
+
+
+def workload_errors(kind: str, obj: Obj) -> list[FieldError]:
+    """Deployment, ReplicaSet and StatefulSet specs."""
+    spec = _dict(obj.get("spec"))
+    errors = _nonnegative(spec.get("replicas"), "spec.replicas")
+    errors.extend(_selector_required(spec, kind))
+    errors.extend(_template_errors(spec, "ReplicaSet" if kind != "StatefulSet" else kind))
+    errors.extend(_nonnegative(spec.get("minReadySeconds"), "spec.minReadySeconds"))
+    errors.extend(_nonnegative(spec.get("revisionHistoryLimit"), "spec.revisionHistoryLimit"))
+    if kind == "Deployment":
+        strategy = _dict(spec.get("strategy"))
+        kind_of = strategy.get("type")
+        if kind_of not in ("Recreate", "RollingUpdate"):
+            errors.append(not_supported("spec.strategy.type", kind_of or "",
+                                        ("Recreate", "RollingUpdate")))
+        elif kind_of == "Recreate" and strategy.get("rollingUpdate") is not None:
+            errors.append(forbidden("spec.strategy.rollingUpdate",
+                                    "may not be specified when strategy `type` is 'Recreate'"))
+        rolling = _dict(strategy.get("rollingUpdate"))
+        for name in ("maxUnavailable", "maxSurge"):
+            if rolling.get(name) is not None:
+                errors.extend(_int_or_percent(rolling[name],
+                                              f"spec.strategy.rollingUpdate.{name}"))
+        if kind_of == "RollingUpdate" and rolling.get("maxUnavailable") in (0, "0%") and \
+                rolling.get("maxSurge") in (0, "0%"):
+            errors.append(invalid("spec.strategy.rollingUpdate.maxUnavailable",
+                                  rolling["maxUnavailable"],
+                                  "may not be 0 when `maxSurge` is 0"))
+    elif kind == "StatefulSet":
+        policy = spec.get("podManagementPolicy")
+        if policy not in ("OrderedReady", "Parallel"):
+            errors.append(not_supported("spec.podManagementPolicy", policy or "",
+                                        ("OrderedReady", "Parallel")))
+        update = _dict(spec.get("updateStrategy")).get("type")
+        if update not in ("RollingUpdate", "OnDelete"):
+            errors.append(not_supported("spec.updateStrategy.type", update or "",
+                                        ("RollingUpdate", "OnDelete")))
+    return errors
+
+
+__all__ = ["configmap_errors", "events_v1_errors", "label_selector_errors", "lease_errors", "node_errors",
+           "pdb_errors", "workload_errors"]

@@ -1,0 +1,160 @@
+"""Runs of the served deployments that no process will ever finish, ended Crashed (issue 40).
+
+A serve that is stopped, killed (`kill -9`) or lost mid-submit can leave a run of `autoscale`
+Pending ("Submitting") or Running. Nothing will move it again, and while it stays there it
+holds the deployment's one concurrency slot: with cancel-new, every later run is cancelled, by
+every later serve, for good. Prefect's zombie-run recipe (`flows.crash_detection`) finds only
+runs that sent heartbeats, on a server with automations; a run lost before its flow started
+sent none. So `elevator serve`, at its start and every poll while it serves, asks the server
+for its deployments' Pending, Running and Cancelling runs, and proposes Crashed, with a message
+saying why, for each one abandoned. The server then releases the slot
+(`ReleaseFlowConcurrencySlots`), and the next due tick runs.
+
+Which run is abandoned (`why_abandoned`): a run's owner is the process that runs it, recorded
+in the run's `infrastructure_pid` as `host:pid:start` (`tasks.core.process_owner`; `serve`
+marks a run the moment it claims it in-process, and every poll marks the runs its Runner
+submits or runs in subprocesses, each with the subprocess's own pid).
+
+- Owner on this host: abandoned when that process is gone (exited, killed, or its pid now
+  another process's). A live owner (another serve on this host, a Runner subprocess that
+  outlived its killed serve) keeps its run, however long it takes.
+- No owner recorded, Pending: the claimer died between claiming and marking, which a live one
+  does within a poll (`LOST_SUBMIT`): abandoned once Pending longer than that.
+- Owner elsewhere (another replica, another host, a worker's own id), or Running without one:
+  this process cannot see that owner, so only age speaks: abandoned past `FOREIGN_PENDING`
+  Pending (a worker's pod may pull its image for minutes) or `FOREIGN_RUNNING` Running (no tick
+  runs that long; on a server with automations the heartbeat recipe finds it in 90 s).
+
+Under leader election only the Lease holder ticks, so a run of the replica that lost the Lease
+is another host's: it ends by its own process or by age, never cut short by the new leader.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Collection
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import TYPE_CHECKING
+from uuid import UUID
+
+from kube_elevator.tasks.core.process_owner import ProcessMark, host_name, lives, parse_mark
+
+if TYPE_CHECKING:
+    from prefect.client.orchestration import SyncPrefectClient
+    from prefect.client.schemas.objects import FlowRun
+
+# A claim not marked for this long was lost: our serve marks within a poll (2 s by default).
+LOST_SUBMIT = timedelta(seconds=60)
+FOREIGN_PENDING = timedelta(minutes=15)
+FOREIGN_RUNNING = timedelta(hours=1)
+ACTIVE_STATES = ("PENDING", "RUNNING", "CANCELLING")
+
+
+@dataclass(frozen=True)
+class Bounds:
+    """How long a run whose owner this process cannot see may stay where it is."""
+
+    lost_submit: timedelta = LOST_SUBMIT
+    foreign_pending: timedelta = FOREIGN_PENDING
+    foreign_running: timedelta = FOREIGN_RUNNING
+
+
+def why_abandoned(state_type: str, since: datetime, owner: str | None, now: datetime,
+                  host: str, alive: Callable[[ProcessMark], bool],
+                  bounds: Bounds = Bounds()) -> str | None:
+    """Why a run in `state_type` (PENDING, RUNNING, CANCELLING) since `since`, owned by
+    `owner` (its `infrastructure_pid`), is abandoned; None while it may still be finished.
+    The rule is the module docstring's."""
+    mark = parse_mark(owner)
+    if mark is not None and mark.host == host:
+        if alive(mark):
+            return None
+        return (f"its process {mark.host}:{mark.pid} is gone (the serve or worker that ran "
+                "it stopped or was killed)")
+    age = now - since
+    pending = state_type == "PENDING"
+    if not owner and pending:
+        limit = bounds.lost_submit
+        who = "no process ever took it (lost mid-submit)"
+    else:
+        limit = bounds.foreign_pending if pending else bounds.foreign_running
+        who = (f"its owner {owner} is not on this host" if owner else "no owner recorded")
+    if age <= limit:
+        return None
+    return (f"{state_type.title()} for {age.total_seconds():.0f} s (over "
+            f"{limit.total_seconds():.0f} s) and {who}")
+
+
+def active_runs(client: SyncPrefectClient, deployment_ids: Collection[UUID]) -> list[FlowRun]:
+    """The deployments' runs that hold or may take a concurrency slot."""
+    from prefect.client.schemas.filters import (
+        DeploymentFilter,
+        DeploymentFilterId,
+        FlowRunFilter,
+        FlowRunFilterState,
+        FlowRunFilterStateType,
+    )
+    from prefect.client.schemas.objects import StateType
+
+    return list(client.read_flow_runs(
+        deployment_filter=DeploymentFilter(id=DeploymentFilterId(any_=list(deployment_ids))),
+        flow_run_filter=FlowRunFilter(state=FlowRunFilterState(type=FlowRunFilterStateType(
+            any_=[StateType(name) for name in ACTIVE_STATES])))))
+
+
+def utc_now() -> datetime:
+    return datetime.now(UTC)
+
+
+class AbandonedRuns:
+    """Marks the runs this process owns, and ends those no process will finish."""
+
+    def __init__(self, client: SyncPrefectClient, deployment_ids: Collection[UUID],
+                 say: Callable[[str], None], clock: Callable[[], datetime] = utc_now,
+                 bounds: Bounds = Bounds(),
+                 alive: Callable[[ProcessMark], bool] = lives) -> None:
+        self.client = client
+        self.deployment_ids = list(deployment_ids)
+        self.say = say
+        self.clock = clock
+        self.bounds = bounds
+        self.alive = alive
+        self.host = host_name()
+
+    def mark(self, flow_run_id: UUID, owner: ProcessMark) -> None:
+        """Record `owner` as the run's process (`infrastructure_pid`)."""
+        self.client.update_flow_run(flow_run_id, infrastructure_pid=str(owner))
+
+    def sweep(self, owned: Callable[[], dict[UUID, ProcessMark]] = dict) -> list[UUID]:
+        """One pass: mark the runs `owned` says this process holds (the mark they lack), then
+        end every other abandoned one; the ids ended."""
+        from prefect.exceptions import Abort
+        from prefect.states import Crashed
+        from prefect.utilities.engine import propose_state_sync
+
+        ended = []
+        runs = active_runs(self.client, self.deployment_ids)
+        mine = owned()
+        for run in runs:
+            held = mine.get(run.id)
+            if held is not None:
+                if run.infrastructure_pid != str(held):
+                    self.mark(run.id, held)
+                continue
+            state = run.state
+            if state is None:
+                continue
+            why = why_abandoned(state.type.value, state.timestamp, run.infrastructure_pid,
+                                self.clock(), self.host, self.alive, self.bounds)
+            if why is None:
+                continue
+            message = f"abandoned: {why}; ended so the deployment's next run may start"
+            try:
+                answer = propose_state_sync(self.client, Crashed(message=message),
+                                            flow_run_id=run.id)
+            except Abort:  # it moved meanwhile: its owner lives after all
+                continue
+            if answer.is_crashed():
+                self.say(f"run {run.name} ({state.name}) ended Crashed: {why}")
+                ended.append(run.id)
+        return ended

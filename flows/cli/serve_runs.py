@@ -1,0 +1,82 @@
+"""`elevator serve`'s care of its deployments' runs, at its start and every poll (issue 40):
+the abandoned ones ended (`flows.abandoned_runs`), the runs this process holds marked as its
+own, and, with `--ticks runs`, the ticks the server recorded counted for the health check
+(`flows.served_ticks`)."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable, Collection
+from typing import TYPE_CHECKING, Any
+from uuid import UUID
+
+from kube_elevator.tasks.core.process_owner import ProcessMark, mark_of
+
+if TYPE_CHECKING:
+    from kube_elevator.flows.served_ticks import ServedTicks
+
+log = logging.getLogger(__name__)
+
+
+def runner_owned(runner: Any) -> dict[UUID, ProcessMark]:
+    """The runs Prefect's Runner holds in this process: each being submitted (this process's
+    mark) or running in a subprocess (that subprocess's mark, so a subprocess that outlives a
+    killed serve keeps its run). Read from the Runner's parts as Prefect 3.8 has them (its
+    poller's `_submitting_flow_run_ids`, its `_process_manager`); a Runner without them marks
+    nothing, and its runs fall under `flows.abandoned_runs`' age bounds instead. Called in
+    the Runner's event loop, so the sets do not change while read."""
+    owned: dict[UUID, ProcessMark] = {}
+    poller = getattr(runner, "_scheduled_run_poller", None)
+    for run_id in set(getattr(poller, "_submitting_flow_run_ids", ()) or ()):
+        owned[run_id] = mark_of()
+    processes = getattr(runner, "_process_manager", None)
+    if processes is not None and hasattr(processes, "flow_run_ids"):
+        for run_id in processes.flow_run_ids():
+            handle = processes.get(run_id)
+            pid = getattr(handle, "pid", None)
+            owned[run_id] = mark_of(pid) if isinstance(pid, int) else mark_of()
+    return owned
+
+
+class RunCare:
+    """One pass at a time, each with a client of its own thread."""
+
+    def __init__(self, deployment_ids: Collection[UUID], say: Callable[[str], None],
+                 ticks: ServedTicks | None = None) -> None:
+        self.deployment_ids = list(deployment_ids)
+        self.say = say
+        self.ticks = ticks
+
+    def sweep(self, owned: dict[UUID, ProcessMark] | None = None) -> list[UUID]:
+        """End the abandoned runs (marking `owned` first) and read the ticks that ended; the
+        ids ended. A server that does not answer is a warning: the next pass tries again."""
+        from prefect.client.orchestration import get_client
+
+        from kube_elevator.flows.abandoned_runs import AbandonedRuns
+
+        held = dict(owned or {})
+        try:
+            with get_client(sync_client=True) as client:
+                ended = AbandonedRuns(client, self.deployment_ids, self.say).sweep(
+                    lambda: held)
+                if self.ticks is not None:
+                    self.ticks.read(client)
+                return ended
+        except Exception as error:  # the Prefect server is away: serve goes on
+            log.warning("the served runs were not checked: %s: %s", type(error).__name__,
+                        error)
+            return []
+
+    async def every(self, seconds: float, owned: Callable[[], dict[UUID, ProcessMark]]
+                    ) -> None:
+        """A pass every `seconds`, until cancelled; `owned` read in the loop's thread. Never
+        ends by itself: serve stops when this task ends."""
+        while True:
+            await asyncio.sleep(seconds)
+            try:
+                held = owned()
+            except Exception as error:  # a Runner's parts changed: its runs go unmarked
+                log.warning("the Runner's runs were not read: %s", error)
+                held = {}
+            await asyncio.to_thread(self.sweep, held)

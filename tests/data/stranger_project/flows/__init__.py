@@ -1,0 +1,1 @@
+"""Their own flows."""

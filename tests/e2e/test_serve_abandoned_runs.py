@@ -1,0 +1,346 @@
+"""Issue 40, finding 5, with real processes: a run of the `autoscale` deployment that a killed
+serve left Pending holds the deployment's one concurrency slot (cancel-new: every later run is
+cancelled). `elevator serve` ends it Crashed at its start and while it serves, and the next
+tick completes within an interval; its health check fails when ticks are due and only
+cancelled runs happen; and a signal to its process group in `--ticks runs` leaves no child
+and claims no run after it.
+
+The run is left as a killed serve leaves it: a run of the deployment, claimed (Pending, which
+takes the slot) and marked with the process that ran it (`host:pid:start`), a process that is
+gone. The decision itself, run by run, is tests/unit/test_abandoned_runs.py's.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+from uuid import UUID
+
+import psutil
+import pytest
+
+from benchmarks.event_latency import (
+    FREE_HEALTH_PORT,
+    ROOT,
+    BurstCluster,
+    Child,
+    PrefectServer,
+    fetch,
+    health_url,
+    wait_until,
+)
+from kube_elevator.fakes.aws import FakeAws
+from kube_elevator.fakes.kube_api.server import FakeKubeApi
+from tests.e2e.test_serve_schedules_and_signals import (
+    elevator,
+    group_stopped,
+    postgres_url,  # noqa: F401 (a fixture, used by name)
+    prefect_server,
+    processes_of,
+    temporary_server_env,
+)
+
+INTERVAL_SECONDS = 5.0
+# A tick's run on a busy 2-CPU machine: `--ticks runs` starts a process for it (imports, the
+# flow engine), which took up to 40 s here under load 6.
+RUN_START_SLACK_SECONDS = 60.0
+SERVE_START_SECONDS = 240.0  # a temporary server's first start under load, and the cache
+
+
+def dead_process_mark() -> str:
+    """The mark (`host:pid:start`) of a process that has exited: a killed serve's."""
+    from kube_elevator.tasks.core.process_owner import mark_of
+
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    mark = mark_of(child.pid)
+    child.kill()
+    child.wait()
+    return str(mark)
+
+
+def leave_a_pending_run(nodegroups: str, kubeconfig: str, interval: float,
+                        owner: str, claim_seconds: float = 60) -> dict[str, str]:
+    """As a serve killed while it ran a tick leaves it: the `autoscale` deployment applied (as
+    `elevator serve` applies it) and one run of it claimed (Pending: the slot is taken) and
+    marked `owner`. The run's and the deployment's ids. On PREFECT_API_URL's server, or
+    PREFECT_HOME's temporary one."""
+    from prefect.client.orchestration import get_client
+    from prefect.states import Pending
+    from prefect.utilities.engine import propose_state_sync
+
+    from kube_elevator.flows.cli.serve import served_deployments
+    from kube_elevator.tasks.adapters.prefect_server import use_local_server
+
+    use_local_server("own", schedules=True)  # none when PREFECT_API_URL names one
+    scheduled, _ = served_deployments(Path(nodegroups), interval, Path(kubeconfig))
+    deployment_id = scheduled.apply()
+    with get_client(sync_client=True) as client:
+        def claimed() -> Any:
+            run = client.create_flow_run_from_deployment(deployment_id)
+            state = propose_state_sync(client, Pending(), flow_run_id=run.id)
+            return run if state.is_pending() else None  # a scheduled run of it held the slot
+
+        run = wait_until(claimed, claim_seconds, "a claim of the autoscale deployment's slot",
+                         0.5)
+        client.update_flow_run(run.id, infrastructure_pid=owner)
+        pending = client.read_flow_run(run.id)
+        assert pending.state is not None and pending.state.is_pending()
+    return {"run": str(run.id), "deployment": str(deployment_id)}
+
+
+LEAVE_IN_A_PROCESS = ("import json, sys\n"
+                      "from tests.e2e.test_serve_abandoned_runs import leave_a_pending_run\n"
+                      "print(json.dumps(leave_a_pending_run(*sys.argv[1:3], float(sys.argv[3]),"
+                      " sys.argv[4])))\n")
+
+
+@contextlib.contextmanager
+def on(server: PrefectServer) -> Iterator[Any]:
+    from prefect.client.orchestration import get_client
+    from prefect.settings import PREFECT_API_URL, temporary_settings
+
+    with temporary_settings({PREFECT_API_URL: server.api_url}), \
+            get_client(sync_client=True) as client:
+        yield client
+
+
+def runs_of(server: PrefectServer, deployment_id: UUID) -> list[Any]:
+    from prefect.client.schemas.filters import DeploymentFilter, DeploymentFilterId
+
+    with on(server) as client:
+        return list(client.read_flow_runs(deployment_filter=DeploymentFilter(
+            id=DeploymentFilterId(any_=[deployment_id]))))
+
+
+def state_of(server: PrefectServer, run_id: UUID) -> Any:
+    with on(server) as client:
+        return client.read_flow_run(run_id).state
+
+
+def serve_command(cluster: BurstCluster, ticks: str, *options: str) -> list[str]:
+    return elevator("serve", "--nodegroups", str(cluster.nodegroups), "--kubeconfig",
+                    str(cluster.kubeconfig), "--interval", f"{INTERVAL_SECONDS:g}s",
+                    "--poll", "1s", "--ticks", ticks, *FREE_HEALTH_PORT, *options)
+
+
+def completed_after(server: PrefectServer, deployment_id: UUID, after: datetime) -> Any:
+    return next((run for run in runs_of(server, deployment_id)
+                 if run.state_type is not None and run.state_type.value == "COMPLETED"
+                 and run.start_time is not None and run.start_time >= after), None)
+
+
+def crashed_saying_why(state: Any) -> bool:
+    return state is not None and state.is_crashed() and "abandoned: its process" in (
+        state.message or "")
+
+
+# --- at the next start -------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("kind", "ticks"), [
+    pytest.param("sqlite", "in-process", id="sqlite-in-process"),
+    pytest.param("sqlite", "runs", id="sqlite-runs"),
+    pytest.param("postgres", "in-process", id="postgres-in-process"),
+])
+def test_a_pending_run_a_killed_serve_left_is_crashed_at_the_next_start(
+        kind: str, ticks: str, fake_kube: FakeKubeApi, fake_aws: FakeAws, tmp_path: Path,
+        request: pytest.FixtureRequest) -> None:
+    cluster = BurstCluster(fake_kube, fake_aws, tmp_path)
+    with prefect_server(kind, request) as server:
+        assert server is not None
+        from prefect.settings import PREFECT_API_URL, temporary_settings
+
+        with temporary_settings({PREFECT_API_URL: server.api_url}):
+            left = leave_a_pending_run(str(cluster.nodegroups), str(cluster.kubeconfig),
+                                       INTERVAL_SECONDS, dead_process_mark())
+        run_id, deployment_id = UUID(left["run"]), UUID(left["deployment"])
+        started = datetime.now(UTC)
+        with group_stopped(Child(serve_command(cluster, ticks), server.env(**fake_aws.env()),
+                                 tmp_path / "serve.log", new_session=True)) as serve:
+            serve.wait_for("serving autoscale/autoscale", SERVE_START_SECONDS)
+            wait_until(lambda: crashed_saying_why(state_of(server, run_id)), 30,
+                       "the left run to end Crashed")
+            crashed_at = time.monotonic()
+            done = wait_until(lambda: completed_after(server, deployment_id, started),
+                              INTERVAL_SECONDS + RUN_START_SLACK_SECONDS,
+                              "a tick to complete after the left run ended")
+            took = time.monotonic() - crashed_at
+            print(f"\n{kind}, --ticks {ticks}: the next tick completed {took:.1f} s after "
+                  f"the left run ended Crashed (--interval {INTERVAL_SECONDS:g}s)")
+            assert done.id != run_id
+            assert "ended Crashed: its process" in serve.output()
+            os.killpg(serve.process.pid, signal.SIGTERM)
+            assert serve.process.wait(timeout=60) == 0, serve.output()[-3000:]
+
+
+def test_on_the_temporary_server_the_left_run_is_crashed_at_the_next_start(
+        fake_kube: FakeKubeApi, fake_aws: FakeAws, tmp_path: Path) -> None:
+    """No PREFECT_API_URL: the run is in PREFECT_HOME's database, as the killed serve left it;
+    the next serve's temporary server has it, and ticks again."""
+    cluster = BurstCluster(fake_kube, fake_aws, tmp_path)
+    env = temporary_server_env(tmp_path / "prefect-home", **fake_aws.env())
+    left = subprocess.run(
+        [sys.executable, "-c", LEAVE_IN_A_PROCESS, str(cluster.nodegroups),
+         str(cluster.kubeconfig), str(INTERVAL_SECONDS), dead_process_mark()],
+        env=env, cwd=ROOT, capture_output=True, text=True, timeout=SERVE_START_SECONDS,
+        check=False)
+    assert left.returncode == 0, left.stdout + left.stderr
+    run_name_known = json.loads(left.stdout.strip().splitlines()[-1])["run"]
+    assert run_name_known
+    with group_stopped(Child(serve_command(cluster, "in-process"), env,
+                             tmp_path / "serve.log", new_session=True)) as serve:
+        serve.wait_for("ended Crashed: its process", SERVE_START_SECONDS)
+        crashed_at = time.monotonic()
+        serve.wait_for("tick (leading): batch: ", INTERVAL_SECONDS + RUN_START_SLACK_SECONDS)
+        print(f"\ntemporary server: the next tick {time.monotonic() - crashed_at:.1f} s "
+              "after the left run ended Crashed")
+        os.killpg(serve.process.pid, signal.SIGTERM)
+        assert serve.process.wait(timeout=60) == 0, serve.output()[-3000:]
+    assert "cancelled" not in serve.output().lower(), serve.output()[-3000:]
+
+
+# --- while serving ------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("ticks", ["in-process", "runs"])
+def test_a_pending_run_left_while_serving_is_crashed_and_ticks_go_on(
+        ticks: str, fake_kube: FakeKubeApi, fake_aws: FakeAws, tmp_path: Path) -> None:
+    """Another serve on this host, sharing the server, was killed holding the slot while this
+    one served: this one ends the run at its next poll, and its next tick completes within
+    an interval; its health check, counting completed ticks, stays 200."""
+    cluster = BurstCluster(fake_kube, fake_aws, tmp_path)
+    # Ticks far enough apart that the slot is free between them, for the test to take it.
+    interval = 4 * INTERVAL_SECONDS
+    with PrefectServer() as server, group_stopped(Child(
+            serve_command(cluster, ticks, "--max-inactivity", "5m", "--interval",
+                          f"{interval:g}s"),
+            server.env(**fake_aws.env()), tmp_path / "serve.log", new_session=True)) as serve:
+        serve.wait_for("serving autoscale/autoscale", SERVE_START_SECONDS)
+        from prefect.settings import PREFECT_API_URL, temporary_settings
+
+        with temporary_settings({PREFECT_API_URL: server.api_url}):
+            left = leave_a_pending_run(str(cluster.nodegroups), str(cluster.kubeconfig),
+                                       interval, dead_process_mark(), claim_seconds=180)
+        run_id, deployment_id = UUID(left["run"]), UUID(left["deployment"])
+        wait_until(lambda: crashed_saying_why(state_of(server, run_id)), 30,
+                   "the left run to end Crashed")
+        crashed = datetime.now(UTC)
+        crashed_at = time.monotonic()
+        wait_until(lambda: completed_after(server, deployment_id, crashed),
+                   interval + RUN_START_SLACK_SECONDS,
+                   "a tick to complete after the left run ended")
+        print(f"\n--ticks {ticks}: the next tick completed "
+              f"{time.monotonic() - crashed_at:.1f} s after the left run ended Crashed")
+        assert fetch(f"{health_url(serve)}/health-check")[0] == 200
+        os.killpg(serve.process.pid, signal.SIGTERM)
+        assert serve.process.wait(timeout=60) == 0, serve.output()[-3000:]
+
+
+# --- health: due ticks that never complete -----------------------------------------------------
+
+
+@pytest.mark.parametrize("ticks", ["runs", "in-process"])
+def test_health_fails_when_ticks_are_due_but_every_run_is_cancelled(
+        ticks: str, fake_kube: FakeKubeApi, fake_aws: FakeAws, tmp_path: Path) -> None:
+    """The slot is held by a run of a live process (this test's: not abandoned), so every run
+    of the schedule is cancelled by the limit: no tick, and `/health-check` fails once
+    --max-inactivity has passed, saying so. (Before: 200 `serving` all along.)"""
+    from kube_elevator.tasks.core.process_owner import mark_of
+
+    cluster = BurstCluster(fake_kube, fake_aws, tmp_path)
+    with PrefectServer() as server:
+        from prefect.settings import PREFECT_API_URL, temporary_settings
+
+        with temporary_settings({PREFECT_API_URL: server.api_url}):
+            left = leave_a_pending_run(str(cluster.nodegroups), str(cluster.kubeconfig),
+                                       INTERVAL_SECONDS, str(mark_of()))
+        deployment_id = UUID(left["deployment"])
+        with group_stopped(Child(serve_command(cluster, ticks, "--max-inactivity", "15s"),
+                                 server.env(**fake_aws.env()), tmp_path / "serve.log",
+                                 new_session=True)) as serve:
+            url = f"{health_url(serve)}/health-check"
+            serve.wait_for("serving autoscale/autoscale", SERVE_START_SECONDS)
+            cancelled = wait_until(lambda: [
+                run for run in runs_of(server, deployment_id)
+                if run.state_type is not None and run.state_type.value == "CANCELLED"], 90,
+                "a run cancelled by the concurrency limit")
+            _, body = wait_until(lambda: (answer := fetch(url))[0] == 500 and answer,
+                                      60, "/health-check to fail")
+            assert "no tick finished" in body, body
+            assert cancelled
+            assert state_of(server, UUID(left["run"])).is_pending()  # its owner lives
+            os.killpg(serve.process.pid, signal.SIGTERM)
+            assert serve.process.wait(timeout=60) == 0, serve.output()[-3000:]
+
+
+# --- a signal to the group ----------------------------------------------------------------------
+
+
+def descendants(pid: int) -> list[psutil.Process]:
+    with contextlib.suppress(psutil.NoSuchProcess):
+        return list(psutil.Process(pid).children(recursive=True))
+    return []
+
+
+def claimed_after(server: PrefectServer, deployment_ids: list[UUID],
+                  moment: datetime) -> list[str]:
+    """The runs of the deployments that went Pending after `moment`."""
+    from prefect.client.schemas.filters import DeploymentFilter, DeploymentFilterId
+
+    found = []
+    with on(server) as client:
+        for run in client.read_flow_runs(deployment_filter=DeploymentFilter(
+                id=DeploymentFilterId(any_=deployment_ids))):
+            for state in client.read_flow_run_states(run.id):
+                # The claim (Pending), not the Runner's Submitting after a claim made before.
+                if state.name == "Pending" and state.timestamp > moment:
+                    found.append(f"{run.name} {state.name} at {state.timestamp}")
+    return found
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
+def test_a_signal_to_the_group_in_ticks_runs_leaves_no_child_and_claims_no_run(
+        signum: signal.Signals, fake_kube: FakeKubeApi, fake_aws: FakeAws,
+        tmp_path: Path) -> None:
+    """Runs come due every second, each a process of its own, one in flight (its pod list
+    takes 3 s) when Ctrl-C (or SIGTERM) reaches the whole group: serve exits 0 within its
+    grace, every process it started is gone, and no run was claimed after the signal."""
+    cluster = BurstCluster(fake_kube, fake_aws, tmp_path)
+    fake_kube.faults.add("delay", count=None, method="GET", path="/api/v1/pods",
+                         delay_seconds=3)
+    with PrefectServer() as server, group_stopped(Child(
+            elevator("serve", "--nodegroups", str(cluster.nodegroups), "--kubeconfig",
+                     str(cluster.kubeconfig), "--interval", "1s", "--poll", "0.5s",
+                     "--ticks", "runs", "--stop-grace", "10s", *FREE_HEALTH_PORT),
+            server.env(**fake_aws.env()), tmp_path / "serve.log", new_session=True)) as serve:
+        serve.wait_for("serving autoscale/autoscale", SERVE_START_SECONDS)
+        with on(server) as client:
+            deployment_ids = [client.read_deployment_by_name(f"autoscale/{name}").id
+                              for name in ("autoscale", "plan")]
+        wait_until(lambda: [run for run in runs_of(server, deployment_ids[0])
+                            if run.state_type is not None
+                            and run.state_type.value == "RUNNING"], 120,
+                   "a run in flight")
+        children = descendants(serve.process.pid)
+        assert children, "a run in flight is a child process"
+        signalled_at = datetime.now(UTC)
+        started = time.monotonic()
+        os.killpg(serve.process.pid, signum)
+        code = serve.process.wait(timeout=10 + 5 + 10)  # the grace, the shutdown, slack
+        took = time.monotonic() - started
+        print(f"\n{signum.name} to the group: exit {code} in {took:.1f} s")
+        assert code == 0, serve.output()[-3000:]
+        _, alive = psutil.wait_procs(children, timeout=5)
+        assert not alive, [process.cmdline() for process in alive]
+        # Nor one started after the signal (orphaned by now): none has serve's environment.
+        assert not processes_of(server.client_home)
+        assert not claimed_after(server, deployment_ids, signalled_at + timedelta(seconds=1))

@@ -1,0 +1,120 @@
+"""Issue 40, finding 5: which run of a served deployment is abandoned (`flows.abandoned_runs`),
+what a process mark says (`tasks.core.process_owner`), and what counts as a tick for the
+health check (`flows.served_ticks`). The real processes and the Prefect server are in
+tests/e2e/test_serve_abandoned_runs.py."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from datetime import UTC, datetime, timedelta
+from uuid import uuid4
+
+import pytest
+
+from kube_elevator.flows.abandoned_runs import Bounds, why_abandoned
+from kube_elevator.flows.served_ticks import ServedTicks, tick_outcome
+from kube_elevator.tasks.core.health import LoopHealth
+from kube_elevator.tasks.core.process_owner import (
+    ProcessMark,
+    host_name,
+    lives,
+    mark_of,
+    parse_mark,
+    process_start_ticks,
+)
+
+NOW = datetime(2026, 11, 28, 12, 0, tzinfo=UTC)
+HOST = "here"
+BOUNDS = Bounds(lost_submit=timedelta(seconds=60), foreign_pending=timedelta(minutes=15),
+                foreign_running=timedelta(hours=1))
+
+
+def judged(state: str, age_seconds: float, owner: str | None, alive: bool = True) -> str | None:
+    return why_abandoned(state, NOW - timedelta(seconds=age_seconds), owner, NOW, HOST,
+                         lambda _mark: alive, BOUNDS)
+
+
+@pytest.mark.parametrize(("state", "age", "owner", "alive", "abandoned"), [
+    # This host's process: its life decides, at once and never by age.
+    pytest.param("PENDING", 1, "here:42:7", False, True, id="pending-owner-here-dead"),
+    pytest.param("RUNNING", 1, "here:42:7", False, True, id="running-owner-here-dead"),
+    pytest.param("CANCELLING", 1, "here:42", False, True, id="cancelling-owner-here-dead"),
+    pytest.param("RUNNING", 86_400, "here:42:7", True, False, id="running-owner-here-alive"),
+    pytest.param("PENDING", 86_400, "here:42:7", True, False, id="pending-owner-here-alive"),
+    # No owner yet: a claim lost mid-submit, once older than a live claimer takes to mark it.
+    pytest.param("PENDING", 59, None, True, False, id="unmarked-pending-young"),
+    pytest.param("PENDING", 61, None, True, True, id="unmarked-pending-lost"),
+    pytest.param("PENDING", 61, "", True, True, id="empty-owner-pending-lost"),
+    # Another host's (a replica, a worker's job): only age, with room for an image pull.
+    pytest.param("PENDING", 61, "there:42:7", False, False, id="pending-elsewhere-young"),
+    pytest.param("PENDING", 901, "there:42:7", True, True, id="pending-elsewhere-old"),
+    pytest.param("PENDING", 600, "uid:jobs:elevator-abc12", True, False, id="worker-job-young"),
+    pytest.param("RUNNING", 3_000, None, True, False, id="unmarked-running-young"),
+    pytest.param("RUNNING", 3_601, "there:42", True, True, id="running-elsewhere-old"),
+])
+def test_which_run_is_abandoned(state: str, age: float, owner: str | None, alive: bool,
+                                abandoned: bool) -> None:
+    why = judged(state, age, owner, alive)
+    assert (why is not None) == abandoned, why
+    if why is not None and owner and owner.startswith("here:"):
+        assert why.startswith("its process here:42 is gone")
+
+
+def test_a_lost_submit_says_so() -> None:
+    assert judged("PENDING", 90, None) == (
+        "Pending for 90 s (over 60 s) and no process ever took it (lost mid-submit)")
+
+
+def test_a_mark_is_host_pid_and_start() -> None:
+    mine = mark_of()
+    assert mine.host == host_name() and mine.start == process_start_ticks(mine.pid)
+    assert parse_mark(str(mine)) == mine
+    assert parse_mark("worker-1:1234") == ProcessMark("worker-1", 1234)  # a process worker's
+    assert parse_mark("a:b:1234:99") == ProcessMark("a:b", 1234, 99)
+    for other in (None, "", "uid:jobs:elevator-abc12", "1234"):
+        assert parse_mark(other) is None
+
+
+def test_a_mark_lives_while_its_process_does() -> None:
+    assert lives(mark_of())
+    child = subprocess.Popen([sys.executable, "-c", "pass"])
+    mark = mark_of(child.pid)
+    child.wait()
+    assert not lives(mark)  # reaped: the pid answers no more
+    if mark_of().start is not None:  # /proc: a pid given to a later process is not the owner
+        assert not lives(ProcessMark(HOST, mark_of().pid, (mark_of().start or 0) + 1))
+
+
+# --- what a tick is -------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("states", "outcome"), [
+    pytest.param([], None, id="nothing-ran"),
+    pytest.param(["CANCELLED"], None, id="cancelled-by-the-limit"),
+    pytest.param(["CRASHED", "CANCELLED"], None, id="crashed-and-cancelled"),
+    pytest.param(["COMPLETED"], True, id="completed"),
+    pytest.param(["COMPLETED", "CANCELLED"], True, id="completed-and-a-cancelled"),
+    pytest.param(["FAILED", "COMPLETED"], False, id="one-failed"),
+])
+def test_only_runs_that_ran_are_ticks(states: list[str], outcome: bool | None) -> None:
+    assert tick_outcome(states) is outcome
+
+
+def test_served_ticks_count_each_run_that_ran_once() -> None:
+    clock = [0.0]
+    health = LoopHealth(0.0)
+    ticks = ServedTicks(health, uuid4(), NOW, lambda: clock[0])
+    before, done, failed, cancelled = uuid4(), uuid4(), uuid4(), uuid4()
+    later = NOW + timedelta(seconds=30)
+    clock[0] = 40.0
+    assert ticks.record([(before, "COMPLETED", NOW - timedelta(seconds=1)),
+                         (cancelled, "CANCELLED", later), (failed, "FAILED", later)]) == 1
+    state = health.state()
+    assert (state.last_activity, state.last_success, state.failed) == (40.0, 0.0, 1)
+    clock[0] = 50.0
+    assert ticks.record([(failed, "FAILED", later), (done, "COMPLETED", later)]) == 1
+    assert ticks.record([(failed, "FAILED", later), (done, "COMPLETED", later)]) == 0
+    state = health.state()
+    assert (state.last_success, state.succeeded, state.failed) == (50.0, 1, 1)
+    assert state.succeeded_wall == later.timestamp()
