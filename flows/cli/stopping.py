@@ -18,9 +18,10 @@ import os
 import signal
 import sys
 import threading
-import urllib.request
 from collections.abc import Callable
 from types import FrameType
+
+from kube_elevator.tasks.adapters.prefect_server import answers
 
 # After SIGTERM the run (or tick) in flight may finish for this long: `serve` then cancels it
 # (`--stop-grace`), `watch` and `run --interval` wait for it within the deadline.
@@ -131,15 +132,6 @@ def stop_signals(command: str) -> tuple[threading.Event, StopDeadline]:
                             say_as(command), doing="waiting for the tick in flight")
     stopping.install(stop.set)
     return stop, stopping
-
-
-def answers(api_url: str, timeout: float) -> bool:
-    """Whether the Prefect API at `api_url` answers its health check within `timeout`."""
-    try:
-        with urllib.request.urlopen(f"{api_url.rstrip('/')}/health", timeout=timeout):
-            return True
-    except (OSError, ValueError):
-        return False
 
 
 def prefect_api_url() -> str | None:
