@@ -37,8 +37,10 @@ def seconds_after_the_body(runs: int) -> float:
 def test_a_flow_run_with_heartbeats_does_not_wait_for_the_heartbeat_threads_sleep(
         prefect_server: None, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("ELEVATOR_PREFECT_ENGINE_FIX", raising=False)
-    install()
-    assert not heartbeat_loop_sleeps_in_slices(prefect.flow_engine)  # fixed, or never slept
+    fixed = install()
+    # Fixed, or Prefect's own loop never slept (the detection reads Prefect's own loop).
+    assert fixed == heartbeat_loop_sleeps_in_slices(prefect.flow_engine)
+    assert fixed == getattr(prefect.flow_engine._send_heartbeats, "__elevator_fix__", False)
     with temporary_settings({PREFECT_FLOWS_HEARTBEAT_FREQUENCY: 30}):
         seconds_after_the_body(1)  # the flow's first run registers it
         # Prefect's own sleeping loop: about 0.9 s every run (a slice begun at the start).
