@@ -215,20 +215,20 @@ def container_errors(containers: Any, path: str, names: set[str],
             names.add(name)
         if require_image and not container.get("image"):
             errors.append(required(f"{at}.image"))
-        policy = container.get("terminationMessagePolicy") or ""
-        if not policy:
-            errors.append(required(f"{at}.terminationMessagePolicy"))
-        elif policy not in TERMINATION_MESSAGE_POLICIES:
-            errors.append(not_supported(f"{at}.terminationMessagePolicy", policy,
-                                        TERMINATION_MESSAGE_POLICIES))
+        errors.extend(one_of(container.get("terminationMessagePolicy"),
+                             f"{at}.terminationMessagePolicy", TERMINATION_MESSAGE_POLICIES))
         errors.extend(port_errors(container.get("ports"), f"{at}.ports"))
-        pull = container.get("imagePullPolicy") or ""
-        if not pull:
-            errors.append(required(f"{at}.imagePullPolicy"))
-        elif pull not in PULL_POLICIES:
-            errors.append(not_supported(f"{at}.imagePullPolicy", pull, PULL_POLICIES))
+        errors.extend(one_of(container.get("imagePullPolicy"), f"{at}.imagePullPolicy",
+                             PULL_POLICIES))
         errors.extend(resource_errors(container.get("resources"), f"{at}.resources"))
     return errors
+
+
+def one_of(value: Any, path: str, supported: list[str] | tuple[str, ...]) -> list[FieldError]:
+    """A required enum (a policy defaulting fills): Required when empty, else one of `supported`."""
+    if not value:
+        return [required(path)]
+    return [] if value in supported else [not_supported(path, value, supported)]
 
 
 def pod_spec_errors(spec: Any, path: str) -> list[FieldError]:
@@ -241,16 +241,8 @@ def pod_spec_errors(spec: Any, path: str) -> list[FieldError]:
     if not _list(spec.get("containers")):
         errors.append(required(f"{path}.containers"))
     errors.extend(container_errors(spec.get("containers"), f"{path}.containers", names))
-    restart = spec.get("restartPolicy") or ""
-    if not restart:
-        errors.append(required(f"{path}.restartPolicy"))
-    elif restart not in RESTART_POLICIES:
-        errors.append(not_supported(f"{path}.restartPolicy", restart, RESTART_POLICIES))
-    dns = spec.get("dnsPolicy") or ""
-    if not dns:
-        errors.append(required(f"{path}.dnsPolicy"))
-    elif dns not in DNS_POLICIES:
-        errors.append(not_supported(f"{path}.dnsPolicy", dns, DNS_POLICIES))
+    errors.extend(one_of(spec.get("restartPolicy"), f"{path}.restartPolicy", RESTART_POLICIES))
+    errors.extend(one_of(spec.get("dnsPolicy"), f"{path}.dnsPolicy", DNS_POLICIES))
     errors.extend(labels_errors(spec.get("nodeSelector"), f"{path}.nodeSelector"))
     node_name = spec.get("nodeName") or ""
     if node_name:
