@@ -165,7 +165,9 @@ def test_a_custom_run_of_plan_from_the_ui_form_completes(
     assert any(r.resource == "pods" and r.verb == "list" for r in fake_kube.requests)
     # What the run did, as the run list shows it (issue 27): its tags, and its state's message.
     assert "dry-run" in run.tags
-    assert (run.state.message or "").startswith("batch would +"), run.state.message
+    # A scale-up says what it asks the cloud for (issue 42): the ASG's increase, from -> to.
+    assert re.match(r"batch would ASG \+\d+ \(\d+ -> \d+\): usage", run.state.message or ""), \
+        run.state.message
     page = browser.new_page(viewport={"width": 1280, "height": 1200})
     try:
         page.goto(f"{server.url}/runs", wait_until="networkidle")
