@@ -22,6 +22,7 @@ import pytest
 from kubernetes import client, watch
 from kubernetes.client.exceptions import ApiException
 
+from benchmarks.deadlines import scaled
 from kube_elevator.fakes.kube_api.errors import Conflict, NotFound
 from kube_elevator.fakes.kube_api.server import FakeKubeApi
 from kube_elevator.fakes.kube_api.tables import human_duration
@@ -850,7 +851,7 @@ def test_watch_with_too_old_resource_version_gets_410() -> None:
         assert replay == ["p8", "p9"]
     # Stopped: the port no longer accepts connections.
     with pytest.raises(OSError):
-        socket.create_connection(("127.0.0.1", int(url.rsplit(":", 1)[1])), timeout=2)
+        socket.create_connection(("127.0.0.1", int(url.rsplit(":", 1)[1])), timeout=scaled(2))
 
 
 # In-process API ---------------------------------------------------------------------
@@ -908,7 +909,7 @@ def test_kubectl_get_taint_describe(api: FakeKubeApi, tmp_path: Path) -> None:
     def kubectl(*args: str) -> str:
         done = subprocess.run(
             ["kubectl", "--kubeconfig", str(kubeconfig), "--cache-dir", str(tmp_path / "cache"),
-             *args], capture_output=True, text=True, timeout=60, check=False)
+             *args], capture_output=True, text=True, timeout=scaled(60), check=False)
         assert done.returncode == 0, done.stderr
         return done.stdout
 

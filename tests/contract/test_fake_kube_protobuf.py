@@ -16,6 +16,7 @@ import httpx
 import pytest
 from kubernetes import client
 
+from benchmarks.deadlines import scaled
 from kube_elevator.fakes.kube_api.protobuf_wire import (
     PROTOBUF,
     decode_object,
@@ -41,7 +42,7 @@ def kube() -> Iterator[FakeKubeApi]:
 @pytest.fixture(scope="module")
 def http(kube: FakeKubeApi) -> Iterator[httpx.Client]:
     with httpx.Client(base_url=kube.url, headers={"Authorization": f"Bearer {TOKEN}"},
-                      timeout=10) as session:
+                      timeout=scaled(10)) as session:
         yield session
 
 
@@ -188,7 +189,7 @@ def test_clientgo_probe(probe_binary: Path, content_type: str, tmp_path: Path) -
         args = [str(probe_binary), "-kubeconfig", str(kubeconfig)]
         if content_type:
             args += ["-content-type", content_type]
-        done = subprocess.run(args, capture_output=True, text=True, timeout=120, check=False)
+        done = subprocess.run(args, capture_output=True, text=True, timeout=scaled(120), check=False)
         sent = {r.method for r in api.requests}
     results = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
     failed = [r for r in results if not r["ok"]]

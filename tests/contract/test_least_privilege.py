@@ -20,6 +20,7 @@ from typing import Any
 
 import pytest
 
+from benchmarks.deadlines import scaled
 from tests import recording
 
 NODE_RBAC = recording.ROOT / "deployments" / "kubernetes" / "base" / "rbac.yaml"
@@ -53,7 +54,7 @@ def node_autoscaler(tmp_path_factory: pytest.TempPathFactory
         [sys.executable, "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider",
          *NODE_AUTOSCALER_WORKLOAD],
         cwd=recording.ROOT, env={**os.environ, recording.DUMP_ENV: str(dump)},
-        capture_output=True, text=True, timeout=900, check=False)
+        capture_output=True, text=True, timeout=scaled(900), check=False)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     kube, aws = recording.load_dump(dump)
     # test_ca_scale_down_e2e.py keeps its Leases in a namespace of its own (`leases-<test>`),

@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 import kube_elevator
+from benchmarks.deadlines import scaled
 from tests.locks import ROOT
 
 # The documents whose examples are marked runnable, and the façade's docstring (all of its).
@@ -77,7 +78,7 @@ def test_import_kube_elevator_imports_neither_prefect_nor_the_package() -> None:
             "if m.split('.')[0] in ('prefect', 'kubernetes', 'boto3', 'pydantic') "
             "or m.startswith('kube_elevator.')))")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                          timeout=60, check=True, cwd=ROOT)
+                          timeout=scaled(60), check=True, cwd=ROOT)
     assert done.stdout.strip() == "[]"
 
 
