@@ -19,17 +19,18 @@ messages.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
 
 from kube_elevator.fakes.kube_api.crd_schema.cel_cost import (
     COST_LIMIT_MESSAGE,
-    RUNTIME_BUDGET,
+    LIMITS,
     CostLimitExceeded,
     costed_runner,
     evaluate_costed,
 )
+from kube_elevator.fakes.kube_api.crd_schema.cel_estimate import cost_errors
 from kube_elevator.fakes.kube_api.crd_schema.field_errors import OMIT, FieldError
 from kube_elevator.fakes.kube_api.crd_schema.validate import child
 
@@ -84,6 +85,8 @@ def rule_errors(schema: Any, path: str) -> list[FieldError]:
         except Exception as exc:  # celpy's parse errors share no base beyond Exception
             errs.append(FieldError(f"{rule_path}.rule", "FieldValueInvalid", rule,
                                    f"compilation failed: {str(exc).strip()}"))
+    if not errs:  # every rule compiles: what they would cost (cel_estimate.py)
+        errs += cost_errors(schema, path, lambda text: _program(text).ast)
     return errs
 
 
@@ -110,7 +113,7 @@ class _Budget:
     """What is left of one object's runtime cost budget (cel/validation.go's remainingBudget);
     `stopped` once a rule ran out of it or past its per-call limit: no rule runs after."""
 
-    remaining: int = RUNTIME_BUDGET
+    remaining: int = field(default_factory=lambda: LIMITS.runtime)
     stopped: bool = False
 
 

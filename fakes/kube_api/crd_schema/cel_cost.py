@@ -19,6 +19,19 @@ from typing import Any
 # k8s.io/apiserver pkg/apis/cel/config.go
 PER_CALL_LIMIT = 1_000_000
 RUNTIME_BUDGET = 10_000_000
+
+
+@dataclass
+class CostLimits:
+    """The limits in force (process-wide). cel-python evaluates a few thousand operations a
+    second, so the API server's per-call limit is minutes of work here: a test that wants
+    to see the limit's answer lowers it (`LIMITS.per_call = 1_000`) and sets it back."""
+
+    per_call: int = PER_CALL_LIMIT
+    runtime: int = RUNTIME_BUDGET
+
+
+LIMITS = CostLimits()
 COST_LIMIT_MESSAGE = "operation cancelled: actual cost limit exceeded"
 
 # The lark rules whose visit is an operation (the others pass one child through).
@@ -102,10 +115,10 @@ def costed_runner() -> type:
 
 
 def evaluate_costed(program: Any, activation: dict[str, Any],
-                    limit: int = PER_CALL_LIMIT) -> tuple[Any, int]:
+                    limit: int | None = None) -> tuple[Any, int]:
     """`program`'s value on `activation` and the cost it took; raises CostLimitExceeded past
-    `limit` (and cel-python's CELEvalError as before)."""
-    tracker = CostTracker(limit)
+    `limit` (`LIMITS.per_call` unless given; and cel-python's CELEvalError as before)."""
+    tracker = CostTracker(LIMITS.per_call if limit is None else limit)
     token = _current.set(tracker)
     try:
         value = program.evaluate(activation)
@@ -116,5 +129,5 @@ def evaluate_costed(program: Any, activation: dict[str, Any],
 
 _RUNNER: type | None = None
 
-__all__ = ["COST_LIMIT_MESSAGE", "PER_CALL_LIMIT", "RUNTIME_BUDGET", "CostLimitExceeded",
-           "CostTracker", "charge", "costed_runner", "evaluate_costed"]
+__all__ = ["COST_LIMIT_MESSAGE", "LIMITS", "PER_CALL_LIMIT", "RUNTIME_BUDGET", "CostLimitExceeded",
+           "CostLimits", "CostTracker", "charge", "costed_runner", "evaluate_costed"]
