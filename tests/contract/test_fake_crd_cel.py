@@ -201,3 +201,24 @@ def test_an_object_past_the_runtime_budget_stops(api_client: client.ApiClient,
     assert causes(raised.value) == [
         'spec.b: Invalid value: "array": validation failed due to running out of cost budget, '
         "no further validation rules will be run"]
+
+
+def test_message_expression_words_the_refusal(api_client: client.ApiClient) -> None:
+    """apiextensions evaluates a failed rule's messageExpression (cel/validation.go
+    evalMessageExpression); one that does not compile is refused at install."""
+    plural = install(api_client, {"type": "object", "properties": {"replicas": {
+        "type": "integer", "x-kubernetes-validations": [{
+            "rule": "self <= 10", "message": "too many",
+            "messageExpression": "'replicas ' + string(self) + ' is over 10'"}]}}})
+    with pytest.raises(ApiException) as raised:
+        create(api_client, plural, "eleven", {"replicas": 11})
+    assert causes(raised.value) == [
+        'spec.replicas: Invalid value: "integer": replicas 11 is over 10']
+    with pytest.raises(ApiException) as raised:
+        install(api_client, {"type": "object", "properties": {"replicas": {
+            "type": "integer", "x-kubernetes-validations": [{
+                "rule": "self <= 10", "messageExpression": "'unclosed"}]}}})
+    [cause] = causes(raised.value)
+    assert cause.startswith(f"{SCHEMA_PATH}.properties[spec].properties[replicas]."
+                            "x-kubernetes-validations[0].messageExpression: Invalid value: "
+                            "\"'unclosed\": messageExpression compilation failed: ")

@@ -269,3 +269,34 @@ def test_cost_grows_with_the_work_and_stops_past_the_per_call_limit() -> None:
     with pytest.raises(CostLimitExceeded, match="operation cancelled: actual cost limit exceeded"):
         evaluate_costed(_program("self.all(x, self.all(y, x + y >= 0))"),
                         {"self": json_to_cel(list(range(100)))}, limit=large - 1)
+
+
+# apiextensions validation.go getCostErrorMessage: its three ways of showing the factor
+@pytest.mark.parametrize(("cost", "shown"), [
+    (1_000_000_001, "more than 100x"), (12_000_000, "1.200000x"), (25_000_000, "2.5x")])
+def test_cost_message_factor(cost: int, shown: str) -> None:
+    from kube_elevator.fakes.kube_api.crd_schema.cel_estimate import (
+        PER_EXPRESSION_LIMIT,
+        cost_message,
+    )
+
+    assert cost_message("estimated rule cost", cost, PER_EXPRESSION_LIMIT).startswith(
+        f"estimated rule cost exceeds budget by factor of {shown} (try simplifying the rule")
+
+
+def test_estimate_follows_the_schemas_sizes() -> None:
+    """A macro costs its body times the receiver's maxItems; a string function 0.1 a
+    character of maxLength (cel_estimate.py)."""
+    from kube_elevator.fakes.kube_api.crd_schema.cel_estimate import estimate
+
+    def cost(rule: str, items: int, length: int) -> float:
+        schema = {"type": "object", "properties": {"names": {
+            "type": "array", "maxItems": items,
+            "items": {"type": "string", "maxLength": length}}}}
+        return estimate(_program(rule).ast, schema)[0]
+
+    rule = "self.names.all(n, n.contains('x'))"
+    assert cost(rule, 100, 10) < cost(rule, 1000, 10) < cost(rule, 1000, 1000)
+    assert cost(rule, 1000, 10) > 9 * cost(rule, 100, 10)  # linear in maxItems
+    nested = "self.names.all(a, self.names.all(b, a == b || a != b))"
+    assert cost(nested, 100, 10) > 100 * 100

@@ -77,7 +77,7 @@ def rule_errors(schema: Any, path: str) -> list[FieldError]:
     """Why the rules in `schema` (at CRD path `path`) cannot be installed: cel-python missing,
     or a rule that does not compile."""
     errs: list[FieldError] = []
-    for rule_path, rule in _rules(schema, path):
+    for rule_path, rule, message_expression in _rules(schema, path):
         if not cel_available():
             return [FieldError(rule_path, "FieldValueForbidden", OMIT, NOT_SUPPORTED)]
         try:
@@ -85,18 +85,29 @@ def rule_errors(schema: Any, path: str) -> list[FieldError]:
         except Exception as exc:  # celpy's parse errors share no base beyond Exception
             errs.append(FieldError(f"{rule_path}.rule", "FieldValueInvalid", rule,
                                    f"compilation failed: {str(exc).strip()}"))
+        if message_expression is None:
+            continue
+        try:
+            _program(message_expression)
+        except Exception as exc:
+            errs.append(FieldError(f"{rule_path}.messageExpression", "FieldValueInvalid",
+                                   message_expression,
+                                   f"messageExpression compilation failed: {str(exc).strip()}"))
     if not errs:  # every rule compiles: what they would cost (cel_estimate.py)
         errs += cost_errors(schema, path, lambda text: _program(text).ast)
     return errs
 
 
-def _rules(schema: Any, path: str) -> list[tuple[str, str]]:
-    found: list[tuple[str, str]] = []
+def _rules(schema: Any, path: str) -> list[tuple[str, str, str | None]]:
+    """Each rule under `schema`: (its CRD path, the rule, its messageExpression if any)."""
+    found: list[tuple[str, str, str | None]] = []
     if not isinstance(schema, dict):
         return found
     for i, rule in enumerate(schema.get("x-kubernetes-validations") or ()):
         if isinstance(rule, dict) and isinstance(rule.get("rule"), str):
-            found.append((f"{path}.x-kubernetes-validations[{i}]", rule["rule"]))
+            expression = rule.get("messageExpression")
+            found.append((f"{path}.x-kubernetes-validations[{i}]", rule["rule"],
+                          expression if isinstance(expression, str) and expression else None))
     for name, prop in (schema.get("properties") or {}).items():
         found += _rules(prop, f"{path}.properties[{name}]")
     for key in ("items", "additionalProperties"):
@@ -187,8 +198,26 @@ def _evaluate(rule: dict[str, Any], schema: Schema, value: Any, old: Any,
                            "validation rules will be run")]
     if bool(ok):
         return []
-    message = rule.get("message") or f"failed rule: {text}"
+    message = _message_expression(rule, activation, budget) or rule.get("message") \
+        or f"failed rule: {text}"
     return [FieldError(field_path, reason, shown, message)]
+
+
+def _message_expression(rule: dict[str, Any], activation: dict[str, Any],
+                        budget: _Budget) -> str | None:
+    """A failed rule's messageExpression, evaluated (cel/validation.go evalMessageExpression);
+    None, so the message or the default is used, when it has none or it does not give a
+    non-empty one-line string."""
+    expression = rule.get("messageExpression")
+    if not isinstance(expression, str) or not expression:
+        return None
+    try:
+        value, spent = evaluate_costed(_program(expression), activation)
+    except Exception:  # the API server logs it and falls back, as here
+        return None
+    budget.remaining -= spent
+    text = str(value).strip() if isinstance(value, str) else ""
+    return text if text and "\n" not in text and "\r" not in text else None
 
 
 def _eval_message(exc: Exception) -> str:
