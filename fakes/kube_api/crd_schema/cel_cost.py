@@ -94,12 +94,15 @@ def costed_runner() -> type:
             return super()._visit_tree(tree)
 
         def member_dot_arg(self, tree: Any) -> Any:
-            # `list.min()` is a cel-python macro; lists.go's answers "min called on empty list"
+            # `list.min()` is a cel-python macro; lists.go's answers "min called on empty
+            # list": the program's own `min` function (cel_library.list_min) is called instead
             if str(tree.children[1]) == "min" and (len(tree.children) < 3
                                                    or tree.children[2] is None):
-                from kube_elevator.fakes.kube_api.crd_schema.cel_library import list_min
-
-                return list_min(self.visit(tree.children[0]))
+                try:
+                    own_min = self.activation.resolve_function("min")
+                except KeyError:
+                    return super().member_dot_arg(tree)
+                return own_min(self.visit(tree.children[0]))
             return super().member_dot_arg(tree)
 
         def sub_evaluator(self, ast: Any) -> Any:  # a macro's body: counted the same
