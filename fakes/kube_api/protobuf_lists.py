@@ -31,6 +31,9 @@ from kube_elevator.fakes.kube_api.resources import Obj, ResourceType
 
 # Enough for the largest lists the suite and benchmarks serve; past it, the oldest half goes.
 MAX_CACHED_ITEMS = 200_000
+# Whole watch frames (~1 KiB a pod): the events of the objects being watched now, not every
+# version ever listed; past it, the oldest half goes (they are rebuilt from `_messages`).
+MAX_CACHED_FRAMES = 50_000
 
 _messages: dict[bytes, bytes] = {}
 _frames: dict[tuple[bytes, bytes], bytes] = {}  # (event type, record) -> watch frame
@@ -78,11 +81,11 @@ def encode_watch_event(rt: ResourceType, event_type: bytes, rec: _Rec) -> bytes:
         event = _length(1, event_type) + _length(2, _length(1, wrapped))
         frame = struct.pack(">I", len(event)) + event
         with _lock:
-            if len(_frames) >= MAX_CACHED_ITEMS:
-                for old in list(_frames)[:MAX_CACHED_ITEMS // 2]:
+            if len(_frames) >= MAX_CACHED_FRAMES:
+                for old in list(_frames)[:MAX_CACHED_FRAMES // 2]:
                     del _frames[old]
             _frames[key] = frame
     return frame
 
 
-__all__ = ["MAX_CACHED_ITEMS", "encode_list", "encode_watch_event"]
+__all__ = ["MAX_CACHED_FRAMES", "MAX_CACHED_ITEMS", "encode_list", "encode_watch_event"]
