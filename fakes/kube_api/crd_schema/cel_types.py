@@ -146,10 +146,10 @@ _SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*:")
 
 
 def _url_error(text: str) -> str | None:
-    """Why Go's url.ParseRequestURI refuses `text` (an absolute URI or an absolute path,
-    no fragment), roughly; None when it takes it."""
-    if not text or any(c in text for c in " \t\n\r\x00\x7f") or "#" in text:
-        return "invalid URI for request"
+    """Why Go's url.ParseRequestURI refuses `text` (it takes an absolute URI or an absolute
+    path; spaces in the path and query, and a fragment, pass), roughly; None when it takes it."""
+    if not text or any(ord(c) < 0x20 or ord(c) == 0x7F for c in text):
+        return "invalid URI for request" if text else "empty url"
     if not (_SCHEME.match(text) or text.startswith("/")):
         return "invalid URI for request"
     try:
@@ -157,6 +157,8 @@ def _url_error(text: str) -> str | None:
         _ = parts.port
     except ValueError as exc:
         return str(exc)
+    if " " in parts.netloc:
+        return "invalid character \" \" in host name"
     return None
 
 
