@@ -121,21 +121,36 @@ def test_ip_parse_errors(expr: str) -> None:
         f'IP Address "{address}" parse error during conversion from string: ')
 
 
-# kubernetes staging/src/k8s.io/apiserver/pkg/cel/library/cidr_test.go TestCIDR
+# kubernetes staging/src/k8s.io/apiserver/pkg/cel/library/cidr_test.go TestCIDR (isCIDR: cidr.go)
 CIDR_TRUE = [
-    'isCIDR("192.168.0.0/24")', '!isCIDR("192.168.0.0/33")', '!isCIDR("192.168.0.0")',
+    'cidr(dyn("192.168.0.0/24")) == cidr("192.168.0.0/24")',  # parse ipv4
     'cidr("192.168.0.0/24").containsIP(ip("192.168.0.1"))',
     '!cidr("192.168.0.0/24").containsIP(ip("192.168.1.1"))',
     'cidr("192.168.0.0/24").containsIP("192.168.0.1")',
+    '!cidr("192.168.0.0/24").containsIP("192.168.1.1")',
     'cidr("192.168.0.0/24").containsCIDR(cidr("192.168.0.0/25"))',
     '!cidr("192.168.0.0/24").containsCIDR(cidr("192.168.0.0/23"))',
     'cidr("192.168.0.0/24").containsCIDR("192.168.0.0/25")',
-    'cidr("192.168.0.1/24").ip() == ip("192.168.0.1")',
+    '!cidr("192.168.0.0/24").containsCIDR("192.168.0.0/23")',
+    'cidr("192.168.0.0/24").ip() == ip("192.168.0.0")',
+    'cidr("192.168.0.0/24").masked() == cidr("192.168.0.0/24")',
     'cidr("192.168.0.1/24").masked() == cidr("192.168.0.0/24")',
     'cidr("192.168.0.0/24").prefixLength() == 24',
+    'cidr("2001:db8::/32") == cidr("2001:db8::/32")',  # parse ipv6
     'cidr("2001:db8::/32").containsIP(ip("2001:db8::1"))',
-    '!cidr("2001:db8::/32").containsIP(ip("2001:db9::1"))',
+    '!cidr("2001:db8::/32").containsIP(ip("2001:dc8::1"))',
+    'cidr("2001:db8::/32").containsIP("2001:db8::1")',
+    '!cidr("2001:db8::/32").containsIP("2001:dc8::1")',
+    'cidr("2001:db8::/32").containsCIDR(cidr("2001:db8::/33"))',
+    '!cidr("2001:db8::/32").containsCIDR(cidr("2001:db8::/31"))',
+    'cidr("2001:db8::/32").containsCIDR("2001:db8::/33")',
+    '!cidr("2001:db8::/32").containsCIDR("2001:db8::/31")',
+    'cidr("2001:db8::/32").ip() == ip("2001:db8::")',
+    'cidr("2001:db8::/32").masked() == cidr("2001:db8::/32")',
+    'cidr("2001:db8:1::/32").masked() == cidr("2001:db8::/32")',
+    'cidr("2001:db8::/32").prefixLength() == 32',
     'string(cidr("192.168.0.0/24")) == "192.168.0.0/24"',
+    'isCIDR("192.168.0.0/24")', '!isCIDR("192.168.0.0/33")', '!isCIDR("192.168.0.0")',
 ]
 
 
@@ -144,9 +159,13 @@ def test_cidr(expr: str) -> None:
     assert bool(run(expr)) is True
 
 
-def test_cidr_parse_error() -> None:
-    assert error_of('cidr("192.168.0.0/33")').startswith(
-        'network address "192.168.0.0/33" parse error during conversion from string: ')
+@pytest.mark.parametrize("text", ["192.168.0.0/", "2001:db8::/"])
+def test_cidr_parse_errors(text: str) -> None:
+    """cidr_test.go TestCIDR "parse invalid ipv4" / "parse invalid ipv6", word for word."""
+    assert error_of(f'cidr("{text}")') == (
+        "network address parse error during conversion from string: network address parse "
+        f'error during conversion from string: netip.ParsePrefix("{text}"): bad bits after '
+        'slash: ""')
 
 
 # kubernetes staging/src/k8s.io/apiserver/pkg/cel/library/urls.go URLs(): its documented examples

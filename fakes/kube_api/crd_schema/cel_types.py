@@ -298,23 +298,27 @@ def _link_local_multicast(value: Any) -> Any:
 
 
 def _parse_cidr(text: str) -> CIDR | str:
+    """The prefix, or why netip.ParsePrefix refuses it (Go's wording; quoted with %q)."""
     address, slash, bits = text.partition("/")
-    if not slash or not bits.isdigit():
-        return f"netip.ParsePrefix({text!r}): no '/'" if not slash else \
-            f"netip.ParsePrefix({text!r}): bad bits after slash: {bits!r}"
+    where = f'netip.ParsePrefix("{text}")'
+    if not slash:
+        return f"{where}: no '/'"
+    if not bits.isdigit() or (len(bits) > 1 and bits.startswith("0")):
+        return f'{where}: bad bits after slash: "{bits}"'
     parsed = _parse_ip(address)
     if isinstance(parsed, str):
-        return parsed
+        return f"{where}: {parsed}"
     if int(bits) > parsed.address.max_prefixlen:
-        return f"netip.ParsePrefix({text!r}): prefix length out of range"
+        return f"{where}: prefix length out of range"
     return CIDR(parsed, int(bits))
 
 
 def cidr(text: Any) -> Any:
     parsed = _parse_cidr(str(text))
     if isinstance(parsed, str):
-        return CELEvalError(f'network address "{text}" parse error during conversion from '
-                            f"string: {parsed}")
+        # cidr.go wraps the error twice (cidr_test.go TestCIDR "parse invalid ipv4")
+        prefix = "network address parse error during conversion from string: "
+        return CELEvalError(prefix + prefix + parsed)
     return parsed
 
 
