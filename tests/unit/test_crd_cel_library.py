@@ -253,6 +253,12 @@ STRINGS = [
     ("'tacocat'.substring(0, 4)", "taco"), ("'tacocat'.substring(4, 4)", ""),
     ("' \\f\\n\\r\\t\\vtext  '.trim()", "text"),
     ("['x', 'y'].join()", "xy"), ("['x', 'y'].join('-')", "x-y"), ("[].join()", ""),
+    # format: the verbs cel-go ext/strings.go documents for it
+    ("'%s has %d items'.format(['list', 3])", "list has 3 items"),
+    ("'%.2f'.format([1.2345])", "1.23"), ("'%f'.format([1.5])", "1.500000"),
+    ("'%x'.format([30])", "1e"), ("'%X'.format([30])", "1E"), ("'%o'.format([8])", "10"),
+    ("'%b'.format([5])", "101"), ("'%s'.format([true])", "true"),
+    ("'%s'.format([[1, 2]])", "[1, 2]"), ("'100%%'.format([])", "100%"),
 ]
 
 
@@ -268,6 +274,7 @@ def test_ext_strings(expr: str, expected: Any) -> None:
     ("'tacocat'.substring(40)", "index out of range: 40"),
     ("'tacocat'.substring(-1)", "index out of range: -1"),
     ("'tacocat'.substring(4, 3)", "invalid substring range. start: 4, end: 3"),
+    ("'%s and %s'.format(['one'])", "index 1 out of range"),
 ])
 def test_ext_strings_errors(expr: str, error: str) -> None:
     """cel-go ext/strings_test.go stringTests' `err:` cases."""

@@ -137,6 +137,59 @@ def join(items: Any, sep: Any = "") -> Any:
     return celtypes.StringType(sep.join(items))
 
 
+_VERB = re2.compile(r"%(\.\d+)?([sdfexXobc%])")
+
+
+def _shown(value: Any) -> str:
+    """%s of a CEL value as cel-go's formatter writes it."""
+    if isinstance(value, bool | celtypes.BoolType):
+        return "true" if value else "false"
+    if isinstance(value, list):
+        return "[" + ", ".join(_shown(v) for v in value) + "]"
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{_shown(k)}: {_shown(v)}" for k, v in value.items()) + "}"
+    if value is None:
+        return "null"
+    return str(value)
+
+
+def string_format(template: Any, args: Any) -> Any:
+    """`'%s has %d items'.format([name, n])` (cel-go ext/strings.go format, version 1):
+    %s, %d, %f/%.Nf, %e, %x/%X, %o, %b and %%."""
+    _check(template, str, "format")
+    _check(args, list, "format")
+    _string_cost(template)
+    out, used, pos = [], 0, 0
+    for match in _VERB.finditer(template):
+        out.append(template[pos:match.start()])
+        pos = match.end()
+        precision, verb = match.group(1), match.group(2)
+        if verb == "%":
+            out.append("%")
+            continue
+        if used >= len(args):
+            return CELEvalError(f"index {used} out of range")
+        value, used = args[used], used + 1
+        try:
+            if verb == "s":
+                out.append(_shown(value))
+            elif verb == "d":
+                out.append(str(int(value)))
+            elif verb in "fe":
+                out.append(f"{float(value):{precision or '.6'}{verb}}")
+            elif verb in "xX" and isinstance(value, str):
+                text = value.encode().hex()
+                out.append(text.upper() if verb == "X" else text)
+            else:
+                out.append(format(int(value), {"o": "o", "b": "b", "x": "x", "X": "X",
+                                               "c": "c"}[verb]))
+        except (TypeError, ValueError):
+            return CELEvalError(f"error during formatting: unsupported value for %{verb}: "
+                                f"{_shown(value)}")
+    out.append(template[pos:])
+    return celtypes.StringType("".join(out))
+
+
 # k8s.io/apiserver pkg/cel/library/lists.go ---------------------------------------------------
 
 def is_sorted(items: Any) -> Any:
@@ -209,7 +262,7 @@ def find_all(text: Any, pattern: Any, limit: Any = -1) -> Any:
 FUNCTIONS: dict[str, CELFunction] = {
     "charAt": char_at, "indexOf": index_of, "lastIndexOf": last_index_of,
     "lowerAscii": lower_ascii, "upperAscii": upper_ascii, "replace": replace, "split": split,
-    "substring": substring, "trim": trim, "join": join,
+    "substring": substring, "trim": trim, "join": join, "format": string_format,
     "isSorted": is_sorted, "sum": list_sum, "max": list_max,
     "min": list_min, "find": find, "findAll": find_all,
 }
