@@ -214,6 +214,8 @@ LISTS_AND_REGEX = [
     ("[1, 3].min()", 1), ("[1, 3].max()", 3), ("[1].min()", 1),
     ("[1, 2, 2, 3].indexOf(2)", 1), ("['a', 'b', 'b', 'c'].lastIndexOf('b')", 2),
     ("[1.0].indexOf(1.1)", -1), ("[].indexOf('string')", -1),
+    ("[1, 2, 3].includes(2)", True), ("[1, 2, 3].includes(4)", False),
+    ("'model-a'.includes('model-a')", True), ("'model-a'.includes('model-b')", False),
     ("'abc 123'.find('[0-9]+')", "123"), ("'abc 123'.find('xyz')", ""),
     ("'123 abc 456'.findAll('[0-9]+')", ["123", "456"]),
     ("'123 abc 456'.findAll('[0-9]+', 1)", ["123"]), ("'123 abc 456'.findAll('xyz')", []),

@@ -227,6 +227,14 @@ def list_min(items: Any) -> Any:
     return min(items)
 
 
+def includes(target: Any, item: Any) -> Any:
+    """`list.includes(x)`, and `x.includes(y)` of any other value: equality (lists.go, v1)."""
+    if isinstance(target, list):
+        charge(len(target))
+        return celtypes.BoolType(any(v == item for v in target))
+    return celtypes.BoolType(target == item)
+
+
 # k8s.io/apiserver pkg/cel/library/regex.go ---------------------------------------------------
 
 def _regex(pattern: str) -> Any:
@@ -263,7 +271,7 @@ FUNCTIONS: dict[str, CELFunction] = {
     "charAt": char_at, "indexOf": index_of, "lastIndexOf": last_index_of,
     "lowerAscii": lower_ascii, "upperAscii": upper_ascii, "replace": replace, "split": split,
     "substring": substring, "trim": trim, "join": join, "format": string_format,
-    "isSorted": is_sorted, "sum": list_sum, "max": list_max,
+    "isSorted": is_sorted, "sum": list_sum, "max": list_max, "includes": includes,
     "min": list_min, "find": find, "findAll": find_all,
 }
 
