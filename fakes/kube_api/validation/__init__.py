@@ -20,6 +20,7 @@ from kube_elevator.fakes.kube_api.validation.kinds import (
     workload_errors,
 )
 from kube_elevator.fakes.kube_api.validation.meta import meta_errors
+from kube_elevator.fakes.kube_api.validation.meta_update import meta_update_errors
 from kube_elevator.fakes.kube_api.validation.pod_update import pod_update_errors
 from kube_elevator.fakes.kube_api.validation.pods import MalformedQuantity, pod_spec_errors
 
@@ -48,7 +49,8 @@ SPEC_CHECKS: dict[str, Callable[[Obj], list[FieldError]]] = {
 # The metadata the checks read; on an update whose other parts are as stored, only what
 # changed is checked again (the rules are the same, so the answer is: a cost saving for the
 # simulator's many writes).
-_META_PARTS = ("name", "generateName", "namespace", "labels", "annotations", "finalizers")
+_META_PARTS = ("name", "generateName", "namespace", "labels", "annotations", "finalizers",
+               "ownerReferences")
 
 
 def _changed(old: Obj | None, new: Obj, meta_parts: tuple[str, ...] | None) -> bool:
@@ -65,7 +67,7 @@ def validate(rt: ResourceType, obj: Obj, old: Obj | None, *, pod_update_rule: bo
     """Raise the API server's error for `obj` (defaulted), a create when `old` is None:
     `InvalidObject` (422) listing every cause, or `BadRequest` (400) for a body it cannot
     decode.  `pod_update_rule` off lets the in-process writers (the simulator's scheduler and
-    kubelet) bind and change pods as the control plane's subresources do."""
+    kubelet) bind and change pods, and mark objects deleted, as the control plane does."""
     check = SPEC_CHECKS.get(rt.plural)
     if check is None or rt.custom:
         return
@@ -82,8 +84,10 @@ def validate(rt: ResourceType, obj: Obj, old: Obj | None, *, pod_update_rule: bo
     except MalformedQuantity as exc:
         raise BadRequest(f'{rt.kind} in version "{rt.version}" cannot be handled as a '
                          f"{rt.kind}: {exc}") from None
-    if old is not None and rt.plural == "pods" and pod_update_rule:
-        errors += pod_update_errors(old, obj)
+    if old is not None and pod_update_rule:
+        errors += meta_update_errors(old, obj)
+        if rt.plural == "pods":
+            errors += pod_update_errors(old, obj)
     if errors:
         meta = obj.get("metadata")
         name = str(meta.get("name") or "") if isinstance(meta, dict) else ""
