@@ -190,7 +190,7 @@ class GoJsonDecoder:
         elif go in ("double", "float"):
             if kind != "number":
                 self._save(value, slot, struct, path)
-        elif go == "bool" and kind != "bool" or go in ("string", "bytes") and kind != "string":
+        elif (go == "bool" and kind != "bool") or (go in ("string", "bytes") and kind != "string"):
             self._save(value, slot, struct, path)
 
 
@@ -270,7 +270,7 @@ def _convert_scalar(value: Any, slot: Slot) -> str | None:
     if go == "[]uint8":
         return None if kind == "string" else f"cannot restore slice from {kind}"
     numeric = slot.type in _INT_RANGES or slot.type in ("double", "float")
-    if numeric and kind == "int64" or slot.type in ("double", "float") and kind == "float64":
+    if (numeric and kind == "int64") or (slot.type in ("double", "float") and kind == "float64"):
         return None
     if slot.type in _INT_RANGES and kind == "float64":
         return None if float(value).is_integer() else f"cannot convert float64 to {go}"

@@ -3,7 +3,8 @@ refused by the fake API as a real server refuses them; through the `kubernetes` 
 kubectl over HTTP.
 
 Sources, re-expressed: staging/src/k8s.io/apimachinery/pkg/api/validation/objectmeta_test.go
-(TestValidateObjectMetaUpdateIgnoresCreationTimestamp, TestValidateObjectMetaUpdatePreventsDeletionFieldMutation,
+(TestValidateObjectMetaUpdateIgnoresCreationTimestamp,
+TestValidateObjectMetaUpdatePreventsDeletionFieldMutation,
 TestValidateObjectMetaOwnerReferences), with what k8s.io/apiserver pkg/registry/rest/update.go
 BeforeUpdate repairs before that validation runs (an empty uid, any creationTimestamp, a stored
 deletionTimestamp, a stored grace period filling an empty one); the unconditional-update

@@ -86,9 +86,10 @@ def owner_reference_errors(meta: dict[str, Any]) -> list[FieldError]:
     Event, at most one controller."""
     path = "metadata.ownerReferences"
     errors: list[FieldError] = []
-    refs = meta.get("ownerReferences")
+    found = meta.get("ownerReferences")
+    refs: list[Any] = found if isinstance(found, list) else []
     controller = ""
-    for ref in refs if isinstance(refs, list) else ():
+    for ref in refs:
         if not isinstance(ref, dict):
             continue
         api_version, kind = str(ref.get("apiVersion") or ""), str(ref.get("kind") or "")
