@@ -107,9 +107,10 @@ def json_kind(value: Any) -> str:
         return "bool"
     if isinstance(value, int | float):
         return "number"
-    if isinstance(value, str):
-        return "string"
-    return "object" if isinstance(value, dict) else "array"
+    if isinstance(value, dict):
+        return "object"
+    # a YAML body's timestamps and dates are strings once converted to JSON (sigs.k8s.io/yaml)
+    return "array" if isinstance(value, list) else "string"
 
 
 # encoding/json (create, update, JSON and merge patches) ----------------------------------
@@ -223,9 +224,9 @@ def _reflect_kind(value: Any) -> str:
         return "int64"
     if isinstance(value, float):
         return "float64"
-    if isinstance(value, str):
-        return "string"
-    return "map" if isinstance(value, dict) else "slice"
+    if isinstance(value, dict):
+        return "map"
+    return "slice" if isinstance(value, list) else "string"
 
 
 def _reflect_type(value: Any) -> str:
@@ -364,7 +365,7 @@ def _smd(value: Any, slot: Slot, path: str, out: list[str]) -> None:
     elif slot.type == "bool":
         if not isinstance(value, bool):
             out.append(f"{path}: expected boolean, got {shown}")
-    elif not isinstance(value, str):  # strings, bytes, times, durations
+    elif isinstance(value, bool | int | float | dict | list):  # strings, bytes, times
         out.append(f"{path}: expected string, got &value.valueUnstructured{{Value:"
                    f"{_go_sharp(value)}}}")
 

@@ -165,6 +165,22 @@ def test_an_update_is_decoded_as_a_create_is(dyn: dynamic.DynamicClient) -> None
         "type bool")
 
 
+def test_a_yaml_body_is_decoded_as_its_json(http: httpx.Client) -> None:
+    """sigs.k8s.io/yaml turns the body into JSON first: an unquoted timestamp is a string (a
+    Time takes it), an unquoted number is a number (a ConfigMap's data refuses it)."""
+    path = f"/api/v1/namespaces/{NS}/configmaps"
+    good = ("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: yaml-good\n"
+            "  creationTimestamp: 2024-01-01T00:00:00Z\ndata:\n  a: b\n")
+    answer = http.post(path, content=good, headers={"Content-Type": "application/yaml"})
+    assert answer.status_code == 201, answer.text
+    bad = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: yaml-bad\ndata:\n  a: 1\n"
+    answer = http.post(path, content=bad, headers={"Content-Type": "application/yaml"})
+    assert answer.status_code == 400, answer.text
+    assert answer.json()["message"] == (
+        'ConfigMap in version "v1" cannot be handled as a ConfigMap: ' + CANNOT
+        + " number into Go struct field ConfigMap.data of type string")
+
+
 def _patch(http: httpx.Client, path: str, body: Any, content_type: str,
            query: Obj | None = None) -> httpx.Response:
     return http.patch(path, content=json.dumps(body), params=query or {},
