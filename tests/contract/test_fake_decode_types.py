@@ -165,6 +165,19 @@ def test_an_update_is_decoded_as_a_create_is(dyn: dynamic.DynamicClient) -> None
         "type bool")
 
 
+def test_a_scale_body_is_decoded_as_a_scale(dyn: dynamic.DynamicClient,
+                                            http: httpx.Client) -> None:
+    dyn.resources.get(api_version="apps/v1", kind="Deployment").create(
+        body=deployment("scaled"), namespace=NS)
+    answer = http.put(f"{DEPLOYMENTS}/scaled/scale", json={
+        "apiVersion": "autoscaling/v1", "kind": "Scale", "metadata": {"name": "scaled"},
+        "spec": {"replicas": "3"}})
+    assert answer.status_code == 400, answer.text
+    assert answer.json()["message"] == (
+        'Scale in version "v1" cannot be handled as a Scale: ' + CANNOT + " string into Go "
+        "struct field ScaleSpec.spec.replicas of type int32")
+
+
 def test_a_yaml_body_is_decoded_as_its_json(http: httpx.Client) -> None:
     """sigs.k8s.io/yaml turns the body into JSON first: an unquoted timestamp is a string (a
     Time takes it), an unquoted number is a number (a ConfigMap's data refuses it)."""
