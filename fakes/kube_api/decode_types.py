@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
+from decimal import Decimal
 from functools import cache
 from typing import Any
 
@@ -208,9 +209,21 @@ def decode_error(api_version: str, kind: str, body: Any) -> str | None:
     return decoder.saved
 
 
+def _go_numbers(value: Any) -> Any:
+    """Floats as encoding/json writes them: a whole one below 1e21 without its `.0`."""
+    if isinstance(value, float) and value.is_integer() and abs(value) < 1e21:
+        return int(value)
+    if isinstance(value, dict):
+        return {k: _go_numbers(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_go_numbers(v) for v in value]
+    return value
+
+
 def go_json(value: Any) -> str:
     """Go's json.Marshal of a decoded map: keys sorted, compact, <, > and & escaped."""
-    text = json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    text = json.dumps(_go_numbers(value), sort_keys=True, separators=(",", ":"),
+                      ensure_ascii=False)
     return text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
 
 
@@ -303,15 +316,22 @@ def go_print(value: Any) -> str:
 
 
 def _go_float(value: float) -> str:
-    """`%v` of a float64: the shortest form, exponent from 1e21 (strconv 'g' with -1)."""
-    if value.is_integer() and abs(value) < 1e21:
-        return str(int(value))
-    text = repr(value)
-    if "e" in text:
-        mantissa, _, exponent = text.partition("e")
-        sign = "-" if exponent.startswith("-") else "+"
-        return f"{mantissa}e{sign}{exponent.lstrip('+-').rjust(2, '0')}"
-    return text
+    """`%v` of a float64: strconv's shortest digits, %e when the exponent is under -4 or at
+    least 6 (FormatFloat 'g' with precision -1: `1e+06`, `1.5`, `0.0001`, `1e-05`)."""
+    if value == 0:
+        return "0"
+    if value != value or value in (float("inf"), float("-inf")):
+        return {"nan": "NaN", "inf": "+Inf", "-inf": "-Inf"}[repr(value)]
+    sign, digits, exponent = Decimal(repr(value)).normalize().as_tuple()
+    assert isinstance(exponent, int)
+    text = "".join(map(str, digits))
+    exp10 = len(digits) + exponent - 1
+    if exp10 < -4 or exp10 >= 6:
+        mantissa = text[0] + ("." + text[1:] if len(text) > 1 else "")
+        shown = f"{mantissa}e{'-' if exp10 < 0 else '+'}{abs(exp10):02d}"
+    else:
+        shown = format(Decimal(repr(abs(value))).normalize(), "f")
+    return ("-" if sign else "") + shown
 
 
 # structured-merge-diff (server-side apply) ------------------------------------------------
