@@ -297,6 +297,8 @@ def zonal_volume_objects(claim: str, namespace: str, zone: str,
         "apiVersion": "v1", "kind": "PersistentVolume",
         "metadata": {"name": volume_name, "labels": {ZONE_LABEL: zone}},
         "spec": {"capacity": {"storage": size}, "accessModes": ["ReadWriteOnce"],
+                 # the source an EBS volume has (the API server requires exactly one)
+                 "csi": {"driver": "ebs.csi.aws.com", "volumeHandle": volume_name},
                  "claimRef": {"namespace": namespace, "name": claim},
                  "storageClassName": "",
                  "nodeAffinity": {"required": {"nodeSelectorTerms": [{"matchExpressions": [

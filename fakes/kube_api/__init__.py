@@ -20,7 +20,8 @@ Bodies and answers are JSON, or protobuf (`application/vnd.kubernetes.protobuf`,
 for the built-in kinds (CustomResourceDefinitions included), as `negotiation.py` describes;
 custom resources refuse protobuf (415/406).
 A write to a built-in kind passes the API server's layers: over HTTP its field validation
-(`fieldValidation`, `field_validation.py`; `FakeKubeApi(field_validation=False)` turns it off),
+(`fieldValidation`, `field_validation.py`, and the decoders' refusal of a field of the wrong JSON
+type, `decode_types.py`; `FakeKubeApi(field_validation=False)` turns both off),
 then (`write_path.py`) its defaults (`defaulting.py`), the default admission plugins' on a
 created Pod (`admission.py`) and value validation with its 422 answers (`validation/`), each a
 switch (docs/harness.md, Validation and defaulting). A custom resource passes its CRD's schema

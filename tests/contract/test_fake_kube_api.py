@@ -404,7 +404,12 @@ def test_update_keeps_identity_and_status_subresource_only_touches_status(
         api: FakeKubeApi, core: client.CoreV1Api, ns: str) -> None:
     created = api.create("pods", pod("ident", ns, node="n1"))
     body = api.get("pods", "ident", ns)
-    body["metadata"]["uid"] = "forged"
+    body["metadata"]["uid"] = "forged"  # refused as a real server refuses it (objectmeta.go)
+    with pytest.raises(ApiException) as err:
+        core.replace_namespaced_pod("ident", ns, body)
+    assert err.value.status == 422
+    assert [c["field"] for c in status_of(err.value)["details"]["causes"]] == ["metadata.uid"]
+    body["metadata"]["uid"] = ""  # an empty uid and any creationTimestamp: the stored ones
     body["metadata"]["creationTimestamp"] = "2001-01-01T00:00:00Z"
     replaced = core.replace_namespaced_pod("ident", ns, body, _preload_content=False)
     meta = orjson.loads(replaced.data)["metadata"]

@@ -63,7 +63,7 @@ def test_a_taint_effect_that_does_not_exist(kubectl: Kubectl) -> None:
             "spec": {"taints": [{"key": "k", "effect": "NoScheduleNoAdmit"}]}}
     done = kubectl("create", "--validate=false", "-f", "-", stdin=node)
     assert done.returncode == 1
-    assert ('The Node "kctl-node" is invalid: spec.taints[0].effect: Unsupported value: '
+    assert ('The Node "kctl-node" is invalid: metadata.taints[0].effect: Unsupported value: '
             '"NoScheduleNoAdmit"') in done.stderr
 
 
