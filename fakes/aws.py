@@ -414,6 +414,12 @@ def fail_next_calls(
     is created). `after` lets that many calls through first, to fail in the middle of a batch.
     `service` is botocore's hyphenated service id (`auto-scaling`, `ec2`); by default the
     client's own, or every service for a session.
+
+    Example:
+        ```python
+        autoscaling = boto3.client("autoscaling")
+        fail_next_calls(autoscaling, "SetDesiredCapacity", count=2)   # Throttling, then it works
+        ```
     """
     if count < 0 or after < 0:
         raise ValueError("count and after must not be negative")

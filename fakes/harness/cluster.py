@@ -46,6 +46,14 @@ class FakeCluster:
     writes send, unknown fields included (docs/harness.md, Field validation). `validation`,
     `defaulting` and `admission_defaults` switch the fake API's write layers (docs/harness.md,
     Validation and defaulting); None leaves a given `kube`'s as they are (all on for one made here).
+
+    Example:
+        ```python
+        with FakeCluster(start_time=1795262400.0) as cluster:
+            cluster.add_node_group("workers", desired=2)
+            cluster.step()
+            print([node["metadata"]["name"] for node in cluster.nodes()])
+        ```
     """
 
     def __init__(self, *, aws: AwsMode | FakeAws = "in-process", kube: FakeKubeApi | None = None,

@@ -85,7 +85,12 @@ def _is_ident(token: str | None) -> bool:
 
 @dataclass(frozen=True)
 class LabelRequirement:
-    """One comma-separated term of a label selector."""
+    """One comma-separated term of a label selector.
+
+    Example:
+        >>> ke.LabelRequirement("tier", "exists").matches({"tier": "front"})
+        True
+    """
 
     key: str
     operator: str  # "=", "!=", "in", "notin", "exists", "!", "gt", "lt"
@@ -125,7 +130,13 @@ def go_int64(text: str) -> int | None:
 
 @dataclass(frozen=True)
 class LabelSelector:
-    """A parsed label selector: all requirements must hold (comma means AND)."""
+    """A parsed label selector: all requirements must hold (comma means AND).
+
+    Example:
+        >>> selector = ke.LabelSelector((ke.LabelRequirement("app", "in", ("web", "api")),))
+        >>> selector.matches({"app": "web"}), selector.matches({"app": "db"})
+        (True, False)
+    """
 
     requirements: tuple[LabelRequirement, ...] = ()
 
