@@ -144,7 +144,9 @@ class FakeCluster:
 
     @property
     def world(self) -> SimulatedCluster:
-        """The simulated cluster: what kubelets and the scheduler would do."""
+        """The simulated cluster: what kubelets and the scheduler would do. Internal (the
+        simulator's own model, which may change): `step`, `advance`, `nodes` and `pods` are its
+        public face. @private"""
         return _started(self._world)
 
     @property
