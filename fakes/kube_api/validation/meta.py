@@ -16,7 +16,7 @@ from kube_elevator.fakes.kube_api.validation.field import (
     required,
     too_long,
 )
-from kube_elevator.fakes.kube_api.validation.names import (
+from kube_elevator.tasks.core.name_formats import (
     label_value,
     name_is_dns_label,
     name_is_dns_subdomain,
