@@ -53,16 +53,26 @@ def _value_errors(key: str, value: str, index: int, path: str = "") -> list[str]
             if problems else [])
 
 
+# labels.Parse's words for a bad key or value (apimachinery pkg/labels/selector.go): parse()
+# prefixes a requirement's error with `unable to parse requirement: `; parseKeyAndInferOperator
+# validates the key under the parser's path, which Parse without options leaves nil, and a nil
+# field.Path prints as `<nil>`; NewRequirement then checks the values (sorted, as a
+# sets.String lists them) under `values[<i>][<key>]`.
+_UNPARSED = "unable to parse requirement: "
+
+
 def _check_key(key: str) -> None:
     """Reject label keys the API server rejects, in its words, so tests see the same 400s."""
-    if errors := _key_errors(key):
-        raise SelectorError(aggregated(errors))
+    if problems := qualified_name(key):
+        raise SelectorError(_UNPARSED + invalid_value("<nil>", key, "; ".join(problems)))
 
 
-def _check_value(key: str, value: str, index: int = 0) -> None:
+def _check_values(key: str, values: Iterable[str]) -> None:
     """Reject label values the API server rejects, in its words."""
-    if errors := _value_errors(key, value, index):
-        raise SelectorError(aggregated(errors))
+    errors = [error for index, value in enumerate(sorted(set(values)))
+              for error in _value_errors(key, value, index)]
+    if errors:
+        raise SelectorError(_UNPARSED + aggregated(errors))
 
 
 # Label selectors ---------------------------------------------------------------------
@@ -300,7 +310,7 @@ def parse_label_selector(text: str) -> LabelSelector:
                 else:
                     value = ""  # `a=` selects an empty value, as upstream allows
                 assert value is not None
-                _check_value(key, value)
+                _check_values(key, [value])
                 requirements.append(LabelRequirement(key, "!=" if op == "!=" else "=", (value,)))
             elif op in (">", "<"):
                 take()
@@ -326,7 +336,6 @@ def parse_label_selector(text: str) -> LabelSelector:
                     if not _is_ident(item):
                         raise fail("expected a value in the set")
                     assert item is not None
-                    _check_value(key, item, len(values))
                     values.append(item)
                     sep = take()
                     if sep == ")":
@@ -335,6 +344,7 @@ def parse_label_selector(text: str) -> LabelSelector:
                         raise fail("expected ',' or ')' in the set")
                 if not values:
                     raise fail(f"for {op!r} operator, values set can't be empty")
+                _check_values(key, values)
                 requirements.append(LabelRequirement(key, op, tuple(values)))
             else:
                 raise fail(f"found {op!r}, expected an operator")

@@ -121,8 +121,21 @@ def test_a_pod_affinity_selector_error_names_the_term_then_says_what_kubernetes_
     assert "'invalid key'" not in message and "'-web'" not in message  # no Python quoting
 
 
-def test_a_selector_query_is_refused_in_the_same_words() -> None:
-    """The fake API server's `labelSelector=` 400 reads the same checks."""
+@pytest.mark.parametrize(("text", "expected"), [
+    ("app=-web", f'values[0][app]: Invalid value: "-web": {LABEL_VALUE}'),
+    # the set's values sorted, as NewRequirement gets them from a sets.String
+    ("app in (z,-b)", f'values[0][app]: Invalid value: "-b": {LABEL_VALUE}'),
+    # the parser validates a key under its own path, nil without options: `<nil>`
+    ("a/b/c=1",
+     '<nil>: Invalid value: "a/b/c": a qualified name must consist of alphanumeric characters, '
+     "'-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyName',  "
+     "or 'my.name',  or '123-abc', regex used for validation is "
+     "'([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]') with an optional DNS subdomain prefix and "
+     "'/' (e.g. 'example.com/MyName')"),
+])
+def test_a_selector_query_is_refused_in_labels_parse_words(text: str, expected: str) -> None:
+    """The fake API server's `labelSelector=` 400: labels.Parse's `unable to parse
+    requirement: ` and the same field errors."""
     with pytest.raises(SelectorError) as raised:
-        parse_label_selector("app=-web")
-    assert str(raised.value) == f'values[0][app]: Invalid value: "-web": {LABEL_VALUE}'
+        parse_label_selector(text)
+    assert str(raised.value) == f"unable to parse requirement: {expected}"
