@@ -4,6 +4,10 @@
 of the `harness` extra (`pip install 'kube-elevator[harness]'`: fixtures `fake_cluster`,
 `fake_kube`, `kubeconfig`, `api_client`, `fake_aws`, `fake_clock`). Versioned with the package
 (`kube_elevator.__version__`); the implementation lives in `kube_elevator.fakes.harness`.
+Every type the harness's signatures name is public here too: `FakeAws` (`cluster.aws`), the
+fault rules (`FaultInjector`, `Fault`, `RequestInfo`), `InjectedFailures` (`fail_next_calls`),
+`RecordedRequest` (`FakeKubeApi.requests`) and `ResourceType` (`install_crd`). Each name's
+docstring ends with an example (`>>>` ones run as they stand; the tests run them).
 """
 
 from __future__ import annotations
