@@ -213,7 +213,8 @@ def _other_file_kind(document: dict[Any, Any], source: str) -> str | None:
             if isinstance(items, list) else {kind}
         if kinds & set(_POD_AUTOSCALER_KINDS):
             return ("this looks like a pod-autoscaler file for `elevator pods plan` (a "
-                    f"Kubernetes {kind}), not a node-group file")
+                    f"Kubernetes {kind}), not a node-group file: check it with `elevator pods "
+                    "validate`")
         return (f"this looks like a Kubernetes manifest (a {kind}), not a node-group "
                 "file: a node-group file is YAML or JSON with `node_groups:`")
     return None
