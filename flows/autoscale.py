@@ -71,7 +71,15 @@ def live_tick(
     cache: ClusterCache | None = None, source: TickSource | None = None,
 ) -> list[GroupResult]:
     """The tick read from and acted on through `adapters` (a dry run acts on nothing); read
-    from `source`, else as `tick_source` chooses."""
+    from `source`, else as `tick_source` chooses.
+
+    Example:
+        ```python
+        adapters = ke.make_adapters(kubeconfig=None, lease_namespace="kube-system",
+                                    aws_credentials_block=None)
+        results = ke.live_tick(ke.run_as_task, adapters, groups, now=time.time(), dry_run=True)
+        ```
+    """
     if source is None:
         source, _ = tick_source(run, adapters, groups, cache)
     return tick(run, source, None if dry_run else adapters, groups, now,
@@ -89,6 +97,12 @@ def make_adapters(kubeconfig: str | None, lease_namespace: str,
     `kubeconfig` (a path; None: in-cluster, else ~/.kube/config); the cloud is the prefect-aws
     `aws_credentials_block` when given, else boto3's default chain. A block is read once per
     process and name: a block changed later is read by the next process.
+
+    Example:
+        ```python
+        adapters = ke.make_adapters(kubeconfig="~/.kube/config", lease_namespace="kube-system",
+                                    aws_credentials_block="prod-aws")   # a saved AwsCredentials block
+        ```
     """
     from kube_elevator.tasks.adapters.cloud import AsgClient
     from kube_elevator.tasks.adapters.kube import KubeClient
@@ -138,6 +152,12 @@ def autoscale(
         load_watcher_url: Load watcher URL, for groups with `scale_down_selection: least_loaded`.
         cluster_block: A prefect-kubernetes KubernetesClusterConfig block, or the name of one
             (or of a KubernetesCredentials block), in place of kubeconfig; empty: kubeconfig.
+
+    Example:
+        ```python
+        state = ke.autoscale("nodegroups.yaml", dry_run=True)     # one tick, deciding only
+        ke.autoscale.serve(name="autoscale", interval=60)         # or every minute, as a deployment
+        ```
     """
     # The run form sends "" for a field left empty: that is "not given".
     kubeconfig, pushgateway = kubeconfig or None, pushgateway or None

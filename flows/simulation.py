@@ -36,6 +36,16 @@ Observer = Callable[[dict[str, Any]], None]
 
 @dataclass
 class SimulationResult:
+    """What `simulate` returns: a record per tick, the summary `elevator simulate` prints,
+    and each node terminated.
+
+    Example:
+        ```python
+        result = ke.simulate(ke.load_scenario("deployments/examples/scenario.yaml"), mode="memory")
+        print(len(result.ticks), result.summary["max_pending_seconds"])
+        ```
+    """
+
     ticks: list[dict[str, Any]] = field(default_factory=list)
     summary: dict[str, Any] = field(default_factory=dict)
     terminations: list[dict[str, Any]] = field(default_factory=list)
@@ -181,6 +191,12 @@ def simulate(loaded: LoadedScenario, prefect: bool = False,
     through the real clients; `mode="memory"` runs the same tick on the in-memory world
     (`fakes.memory_world`), with identical tick records, for scenarios without load-aware
     placement or `--prefect` (`fast_mode_problems` says why not, as an InputError).
+
+    Example:
+        ```python
+        result = ke.simulate(ke.load_scenario("deployments/examples/scenario.yaml"))
+        print(result.summary)
+        ```
     """
     scenario = loaded.scenario
     groups = loaded.config.node_groups

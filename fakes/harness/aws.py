@@ -84,7 +84,15 @@ def _shared_loader() -> botocore.loaders.Loader:
 
 
 class InProcessAws(FakeAws):
-    """moto's `mock_aws` for the life of this object: boto3 in this process reaches moto."""
+    """moto's `mock_aws` for the life of this object: boto3 in this process reaches moto.
+
+    Example:
+        ```python
+        with InProcessAws() as aws:
+            autoscaling = aws.client("autoscaling")
+            print(autoscaling.describe_auto_scaling_groups()["AutoScalingGroups"])   # []
+        ```
+    """
 
     def __init__(self, region: str = "us-east-1", *, load_default_amis: bool = False) -> None:
         super().__init__(region)

@@ -38,6 +38,7 @@ def _register_services() -> None:
     from kube_elevator.flows.cli import (
         nodes,
         pods,
+        pods_validate,
         prefect_server,
         scenario,
         serve,
@@ -54,7 +55,7 @@ def _register_services() -> None:
     serve.register(app)
     watch.register(app)
     services.register(app)
-    pods.register(app)
+    pods_validate.register(pods.register(app))
     prefect_server.register(app)
     from kube_elevator.flows.cli.examples import add_examples
 

@@ -43,7 +43,12 @@ class ClusterFiles:
     """The objects of `kubectl get wpa,memoryautoscalers,deployments,pods -A -o json` files,
     answering what a cycle reads as the API server would (`PodAutoscalerSource`)."""
 
-    def __init__(self, objects: Iterable[Mapping[str, Any]]) -> None:
+    def __init__(self, objects: Iterable[Mapping[str, Any]],
+                 places: Sequence[str] | None = None) -> None:
+        objects = list(objects)
+        # Each object and where it was read (`<file>: items[3]`), for `pods validate`'s lines.
+        self.located: list[tuple[str, Mapping[str, Any]]] = list(zip(places or (), objects,
+                                                                     strict=False))
         self.custom: dict[str, list[dict[str, Any]]] = defaultdict(list)  # by plural
         self.workloads: dict[tuple[str, str, str], Mapping[str, Any]] = {}
         self.pods: dict[str, list[dict[str, Any]]] = defaultdict(list)
@@ -94,6 +99,7 @@ class ClusterFiles:
     @classmethod
     def load(cls, paths: Sequence[Path]) -> "ClusterFiles":
         objects: list[Mapping[str, Any]] = []
+        places: list[str] = []
         problems = []
         for path in paths:
             try:
@@ -128,9 +134,10 @@ class ClusterFiles:
                 problems += found
                 if not found:
                     objects.append(item)
+                    places.append(where)
         if problems:
             raise InputError(problems)
-        return cls(objects)
+        return cls(objects, places)
 
 
 def _namespace(obj: Mapping[str, Any]) -> str:
@@ -217,8 +224,9 @@ def failed_autoscalers(results: Sequence[dict[str, Any]]) -> list[str]:
             for result in results if result.get("error")]
 
 
-def register(app: typer.Typer) -> None:
-    """Add the `pods` command group (plan, run) to the `elevator` app."""
+def register(app: typer.Typer) -> typer.Typer:
+    """Add the `pods` command group (plan, run) to the `elevator` app; the group, for
+    `pods_validate` to add its command."""
     from kube_elevator.flows.cli.common import (
         DeprecatedOutputOption,
         FormatOption,
@@ -377,3 +385,4 @@ def register(app: typer.Typer) -> None:
                 metrics=lambda: generate_latest(controller_metrics().registry).decode())
 
     app.add_typer(pods, name="pods")
+    return pods

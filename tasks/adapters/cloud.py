@@ -112,7 +112,16 @@ def _unique(items: Iterable[str]) -> list[str]:
 
 
 class AsgClient(FleetCalls):
-    """Escalator's AWS node-group operations on one autoscaling (and ec2) client."""
+    """Escalator's AWS node-group operations on one autoscaling (and ec2) client.
+
+    Example:
+        ```python
+        import boto3
+
+        cloud = ke.AsgClient(boto3.client("autoscaling"), boto3.client("ec2"))
+        asgs = cloud.describe(["batch-asg"])
+        ```
+    """
 
     def __init__(
         self,

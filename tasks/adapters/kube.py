@@ -97,7 +97,16 @@ def _listed_again_if_expired(read: Callable[[], T]) -> T:
 
 @dataclass
 class KubeClient:
-    """The calls the autoscalers make, on one `kubernetes.client.ApiClient`."""
+    """The calls the autoscalers make, on one `kubernetes.client.ApiClient`.
+
+    Example:
+        ```python
+        from kubernetes import config as kube_config
+
+        kube = ke.KubeClient(kube_config.new_client_from_config())
+        nodes = kube.list_nodes()
+        ```
+    """
 
     api: client.ApiClient
     page_size: int = DEFAULT_PAGE_SIZE

@@ -70,7 +70,7 @@ C = "spec.containers[0]"
     pytest.param([{"name": "Main_1", "image": "i"}], {}, [
         ("FieldValueInvalid", f"{C}.name", 'Invalid value: "Main_1": a lowercase RFC 1123 label '
          "must consist of lower case alphanumeric characters or '-', and must start and end "
-         "with an alphanumeric character (e.g. 'my-name', or '123-abc', regex used for "
+         "with an alphanumeric character (e.g. 'my-name',  or '123-abc', regex used for "
          "validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?')")],
      id="TestValidateContainers-name-not-a-DNS-label"),
     pytest.param([{"name": "a", "image": "i"}, {"name": "a", "image": "i"}], {},

@@ -19,15 +19,15 @@ from kube_elevator.fakes.kube_api.validation.field import (
     required,
 )
 from kube_elevator.fakes.kube_api.validation.meta import labels_errors
-from kube_elevator.fakes.kube_api.validation.names import (
+from kube_elevator.fakes.kube_api.validation.pods import (
+    RESTART_POLICIES,
+    pod_spec_errors,
+)
+from kube_elevator.tasks.core.name_formats import (
     max_len_error,
     percent,
     qualified_name,
     regex_error,
-)
-from kube_elevator.fakes.kube_api.validation.pods import (
-    RESTART_POLICIES,
-    pod_spec_errors,
 )
 from kube_elevator.tasks.core.selectors import selector_from_api
 

@@ -17,7 +17,7 @@ from kube_elevator.fakes.kube_api.validation.field import (
     too_long,
 )
 from kube_elevator.fakes.kube_api.validation.meta_update import owner_reference_errors
-from kube_elevator.fakes.kube_api.validation.names import (
+from kube_elevator.tasks.core.name_formats import (
     label_value,
     name_is_dns_label,
     name_is_dns_subdomain,

@@ -20,8 +20,8 @@ from kube_elevator.fakes.kube_api.validation.field import (
     invalid,
     required,
 )
-from kube_elevator.fakes.kube_api.validation.names import label_value, qualified_name
 from kube_elevator.fakes.kube_api.validation.pods import quantity_errors, taint_effect_errors
+from kube_elevator.tasks.core.name_formats import label_value, qualified_name
 
 _CIDR = "must be a valid CIDR value, (e.g. 10.9.8.0/24 or 2001:db8::/64)"
 _ONE_PER_FAMILY = "may specify no more than one CIDR for each IP family"

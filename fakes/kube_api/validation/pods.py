@@ -16,7 +16,7 @@ from kube_elevator.fakes.kube_api.validation.field import (
     required,
 )
 from kube_elevator.fakes.kube_api.validation.meta import labels_errors
-from kube_elevator.fakes.kube_api.validation.names import (
+from kube_elevator.tasks.core.name_formats import (
     dns1123_label,
     dns1123_subdomain,
     label_value,

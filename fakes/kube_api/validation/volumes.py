@@ -30,8 +30,8 @@ from kube_elevator.fakes.kube_api.validation.field import (
 )
 from kube_elevator.fakes.kube_api.validation.kinds import label_selector_errors
 from kube_elevator.fakes.kube_api.validation.meta_update import IMMUTABLE
-from kube_elevator.fakes.kube_api.validation.names import dns1123_subdomain
 from kube_elevator.fakes.kube_api.validation.pods import quantity_errors
+from kube_elevator.tasks.core.name_formats import dns1123_subdomain
 from kube_elevator.tasks.core.quantity import canonical_quantity
 
 ACCESS_MODES = ("ReadOnlyMany", "ReadWriteMany", "ReadWriteOnce", "ReadWriteOncePod")
