@@ -191,9 +191,10 @@ def serve(
         from kube_elevator.flows.cli.services import http_url
 
         pushgateway = http_url(pushgateway, "--pushgateway")
-    from kube_elevator.flows.crash_detection import heartbeat_environment
+    from kube_elevator.flows.crash_detection import heartbeat_environment, quiet_run_consoles
 
     heartbeat_environment()  # before Prefect reads its settings: the runs it starts inherit it
+    quiet_run_consoles()
     from kube_elevator.tasks.adapters.prefect_server import use_local_server
 
     # Without PREFECT_API_URL: a server of its own that runs Prefect's scheduler, its URL in
@@ -224,20 +225,22 @@ def serve(
                               poll_seconds, elector)
         loop = here.loop
         pages = HealthPages(lambda: loop.health, lambda: loop.ready(), liveness.limits,
-                            loop.clock, elector)
+                            loop.clock, elector, ticks_ready=True)
     else:
         # The runs the server saw end (`flows.served_ticks`), on a clock an interval behind:
         # the check fails once a tick was due (an interval after the last) and none ended
         # within --max-inactivity, and an --interval 1h fed by events is not failed at 10m.
         pages = HealthPages(lambda: served, lambda: True, liveness.limits,
-                            lambda: time.monotonic() - period, role="serving")
+                            lambda: time.monotonic() - period, role="serving",
+                            ticks_ready=True)
     deployment_ids = [runner.add_deployment(manual)]
     if here is not None:
         deployment_ids.append(here.deployment_id)
     else:
         deployment_ids.append(runner.add_deployment(scheduled))
     assert all(isinstance(id_, UUID) for id_ in deployment_ids)  # async-dispatched: sync here
-    care = _run_care(cast(list[UUID], deployment_ids), None if in_process else served)
+    care = _run_care(cast(list[UUID], deployment_ids), None if in_process else served,
+                     period)
     care.sweep()  # before the first tick: a run a stopped serve left holds no slot
     console.print(f"serving autoscale/{scheduled.name}"
                   + (" in this process" if in_process else "") + f", autoscale/{manual.name}",
@@ -456,9 +459,12 @@ def _refuse_new_runs(runner: Runner) -> None:
         proposer.propose_pending = refused
 
 
-def _run_care(deployment_ids: list[UUID], served: LoopHealth | None) -> RunCare:
-    """The care of the served runs; with `served`, the health check of `--ticks runs` counts
-    the runs of the `autoscale` deployment (the last id) the server saw end."""
+def _run_care(deployment_ids: list[UUID], served: LoopHealth | None,
+              interval_seconds: float) -> RunCare:
+    """The care of the served runs; the `autoscale` deployment's (the last id) left Scheduled
+    over an interval late ended; with `served`, the health check of `--ticks runs` counts
+    the runs of `autoscale` the server saw end."""
+    from kube_elevator.flows.abandoned_runs import LATE_SLACK
     from kube_elevator.flows.cli.common import say_as
     from kube_elevator.flows.cli.serve_runs import RunCare
     from kube_elevator.flows.served_ticks import ServedTicks
@@ -468,7 +474,8 @@ def _run_care(deployment_ids: list[UUID], served: LoopHealth | None) -> RunCare:
         from datetime import UTC, datetime
 
         ticks = ServedTicks(served, deployment_ids[-1], datetime.now(UTC), time.monotonic)
-    return RunCare(deployment_ids, say_as("serve"), ticks)
+    return RunCare(deployment_ids, say_as("serve"), ticks, late=deployment_ids[-1:],
+                   late_after=timedelta(seconds=interval_seconds) + LATE_SLACK)
 
 
 async def _ended(thread: threading.Thread) -> None:

@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable, Collection
+from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 from uuid import UUID
 
@@ -43,10 +44,15 @@ class RunCare:
     """One pass at a time, each with a client of its own thread."""
 
     def __init__(self, deployment_ids: Collection[UUID], say: Callable[[str], None],
-                 ticks: ServedTicks | None = None) -> None:
+                 ticks: ServedTicks | None = None, late: Collection[UUID] = (),
+                 late_after: timedelta | None = None) -> None:
+        """`late`, `late_after`: the deployments whose runs left Scheduled past their time
+        are ended (`flows.abandoned_runs.why_late`)."""
         self.deployment_ids = list(deployment_ids)
         self.say = say
         self.ticks = ticks
+        self.late = list(late)
+        self.late_after = late_after
 
     def sweep(self, owned: dict[UUID, ProcessMark] | None = None) -> list[UUID]:
         """End the abandoned runs (marking `owned` first) and read the ticks that ended; the
@@ -58,7 +64,8 @@ class RunCare:
         held = dict(owned or {})
         try:
             with get_client(sync_client=True) as client:
-                ended = AbandonedRuns(client, self.deployment_ids, self.say).sweep(
+                ended = AbandonedRuns(client, self.deployment_ids, self.say,
+                                      late=self.late, late_after=self.late_after).sweep(
                     lambda: held)
                 if self.ticks is not None:
                     self.ticks.read(client)

@@ -15,6 +15,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -40,6 +41,7 @@ from benchmarks.event_latency import (
 )
 from kube_elevator.fakes.aws import FakeAws
 from kube_elevator.fakes.kube_api.server import FakeKubeApi
+from kube_elevator.flows.abandoned_runs import LATE_SLACK
 from tests.e2e.test_serve_schedules_and_signals import (
     elevator,
     group_stopped,
@@ -206,6 +208,67 @@ def test_on_the_temporary_server_the_left_run_is_crashed_at_the_next_start(
         os.killpg(serve.process.pid, signal.SIGTERM)
         assert serve.process.wait(timeout=60) == 0, serve.output()[-3000:]
     assert "cancelled" not in serve.output().lower(), serve.output()[-3000:]
+
+
+def leave_a_late_run(nodegroups: str, kubeconfig: str, interval: float,
+                     late_seconds: float) -> dict[str, str]:
+    """As a serve that stopped leaves the runs made for it: the `autoscale` deployment applied
+    and one run of it still Scheduled, `late_seconds` past its time (a burst's, as in-process
+    mode makes them). The run's and the deployment's ids, on PREFECT_API_URL's server."""
+    from prefect.client.orchestration import get_client
+    from prefect.states import Scheduled
+
+    from kube_elevator.flows.cli.serve import served_deployments
+    from kube_elevator.flows.deployment_runs import BURST_TAG
+
+    scheduled, _ = served_deployments(Path(nodegroups), interval, Path(kubeconfig))
+    deployment_id = scheduled.apply()
+    with get_client(sync_client=True) as client:
+        client.pause_deployment(deployment_id)  # as a stopped serve leaves it
+        run = client.create_flow_run_from_deployment(
+            deployment_id, state=Scheduled(scheduled_time=datetime.now(UTC) - timedelta(
+                seconds=late_seconds)), tags=[BURST_TAG])
+    return {"run": str(run.id), "deployment": str(deployment_id)}
+
+
+@pytest.mark.parametrize("ticks", ["in-process", "runs"])
+def test_a_run_left_scheduled_past_its_time_is_ended_at_the_next_start(
+        ticks: str, fake_kube: FakeKubeApi, fake_aws: FakeAws, tmp_path: Path) -> None:
+    """A run left Scheduled ten minutes late: the next serve ends it Cancelled saying why
+    (before: in-process ran it as a tick, the Runner claimed it with every other late run
+    and the limit cancelled them, saying only that the limit was reached), and the next tick
+    completes within an interval."""
+    cluster = BurstCluster(fake_kube, fake_aws, tmp_path)
+    with PrefectServer() as server:
+        from prefect.settings import PREFECT_API_URL, temporary_settings
+
+        with temporary_settings({PREFECT_API_URL: server.api_url}):
+            left = leave_a_late_run(str(cluster.nodegroups), str(cluster.kubeconfig),
+                                    INTERVAL_SECONDS, late_seconds=600)
+        run_id, deployment_id = UUID(left["run"]), UUID(left["deployment"])
+        started = datetime.now(UTC)
+        with group_stopped(Child(serve_command(cluster, ticks), server.env(**fake_aws.env()),
+                                 tmp_path / "serve.log", new_session=True)) as serve:
+            serve.wait_for("serving autoscale/autoscale", SERVE_START_SECONDS)
+            state = state_of(server, run_id)
+            assert state.is_cancelled(), (state, serve.output()[-3000:])
+            assert (state.message or "").startswith("abandoned: Scheduled for "), state.message
+            late = re.search(r" (\d+) s late \(over (\d+) s\)", state.message)
+            assert late is not None and int(late.group(1)) >= 600, state.message
+            assert int(late.group(2)) == INTERVAL_SECONDS + LATE_SLACK.total_seconds()
+            ended_at = time.monotonic()
+            done = wait_until(lambda: completed_after(server, deployment_id, started),
+                              INTERVAL_SECONDS + RUN_START_SLACK_SECONDS,
+                              "a tick to complete after the late run ended")
+            print(f"\n--ticks {ticks}: the next tick completed "
+                  f"{time.monotonic() - ended_at:.1f} s after the late run ended Cancelled "
+                  f"(--interval {INTERVAL_SECONDS:g}s)")
+            assert done.id != run_id
+            with on(server) as client:  # it never ran: Scheduled (and Late), then Cancelled
+                *before, last = [s.type.value for s in client.read_flow_run_states(run_id)]
+            assert set(before) == {"SCHEDULED"} and last == "CANCELLED", (before, last)
+            os.killpg(serve.process.pid, signal.SIGTERM)
+            assert serve.process.wait(timeout=60) == 0, serve.output()[-3000:]
 
 
 # --- while serving ------------------------------------------------------------------------------

@@ -1,0 +1,110 @@
+"""Issue 40, "Ctrl-C or SIGTERM, to the process or its group, in every mode: no run submitted
+after the signal, exit 0 within the grace, no child left", with the signal arriving in the
+middle of a tick: the tick's first reads answered and its pod list in flight (the fake API
+delays every pod list 3 s), where a signal at the run's very start (tests/e2e/
+test_serve_abandoned_runs.py) found the run still importing.
+
+The grace (`--stop-grace 10s`) is the issue's budget and is not scaled: a stop that needs the
+machine to be quiet is the finding."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import time
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from uuid import UUID
+
+import psutil
+import pytest
+
+from benchmarks.event_latency import (
+    FREE_HEALTH_PORT,
+    BurstCluster,
+    Child,
+    PrefectServer,
+    wait_until,
+)
+from kube_elevator.fakes.aws import FakeAws
+from kube_elevator.fakes.kube_api.server import FakeKubeApi
+from tests.e2e.test_serve_abandoned_runs import (
+    SERVE_START_SECONDS,
+    claimed_after,
+    descendants,
+    on,
+    runs_of,
+)
+from tests.e2e.test_serve_schedules_and_signals import elevator, group_stopped, processes_of
+
+GRACE_SECONDS = 10.0  # --stop-grace, and the budget for the exit: not scaled
+POD_LIST_DELAY_SECONDS = 3.0
+
+
+def tick_reads_in_flight(fake_kube: FakeKubeApi, seen_before: int) -> bool:
+    """A tick is past its start: a list of nodes answered after `seen_before` requests (the
+    pod list it makes beside it is delayed, so still in flight)."""
+    return any(request.verb == "list" and request.resource == "nodes"
+               for request in fake_kube.requests[seen_before:])
+
+
+def in_flight(server: PrefectServer, deployment_id: UUID) -> bool:
+    return any(run.state_type is not None and run.state_type.value == "RUNNING"
+               for run in runs_of(server, deployment_id))
+
+
+@pytest.mark.parametrize(("ticks", "signum", "group"), [
+    pytest.param("runs", signal.SIGINT, True, id="runs-ctrl-c-to-the-group"),
+    pytest.param("runs", signal.SIGTERM, True, id="runs-sigterm-to-the-group"),
+    pytest.param("runs", signal.SIGINT, False, id="runs-sigint-to-the-process"),
+    pytest.param("in-process", signal.SIGINT, True, id="in-process-ctrl-c-to-the-group"),
+])
+def test_a_signal_mid_tick_stops_serve_within_the_grace_leaving_nothing(
+        ticks: str, signum: signal.Signals, group: bool, fake_kube: FakeKubeApi,
+        fake_aws: FakeAws, tmp_path: Path) -> None:
+    cluster = BurstCluster(fake_kube, fake_aws, tmp_path)
+    fake_kube.faults.add("delay", count=None, method="GET", path="/api/v1/pods",
+                         delay_seconds=POD_LIST_DELAY_SECONDS)
+    with PrefectServer() as server, group_stopped(Child(
+            elevator("serve", "--nodegroups", str(cluster.nodegroups), "--kubeconfig",
+                     str(cluster.kubeconfig), "--interval", "1s", "--poll", "0.5s",
+                     "--ticks", ticks, "--stop-grace", f"{GRACE_SECONDS:g}s",
+                     *FREE_HEALTH_PORT),
+            server.env(**fake_aws.env()), tmp_path / "serve.log", new_session=True)) as serve:
+        serve.wait_for("serving autoscale/autoscale", SERVE_START_SECONDS)
+        with on(server) as client:
+            deployment_ids = [client.read_deployment_by_name(f"autoscale/{name}").id
+                              for name in ("autoscale", "plan")]
+        # A run in flight, then its tick's reads under way.
+        wait_until(lambda: in_flight(server, deployment_ids[0]), 120, "a run in flight")
+        seen = len(fake_kube.requests)
+        wait_until(lambda: tick_reads_in_flight(fake_kube, seen), 60,
+                   "the tick's reads", interval=0.05)
+        children = descendants(serve.process.pid)
+        signalled_at = datetime.now(UTC)
+        started = time.monotonic()
+        if group:
+            os.killpg(serve.process.pid, signum)
+        else:
+            serve.process.send_signal(signum)
+        try:  # past the grace, up to the forced stop's deadline, to measure it
+            code: int | None = serve.process.wait(timeout=GRACE_SECONDS + 15)
+        except subprocess.TimeoutExpired:
+            code = None
+        took = time.monotonic() - started
+        print(f"\n--ticks {ticks}: {signum.name} to the {'group' if group else 'process'} "
+              f"mid-tick: exit {code} in {took:.1f} s (grace {GRACE_SECONDS:g} s; "
+              f"load {os.getloadavg()[0]:.1f})")
+        output = serve.output()
+        assert code == 0, output[-4000:]
+        assert took <= GRACE_SECONDS, output[-4000:]
+        _, alive = psutil.wait_procs(children, timeout=5)
+        assert not alive, [process.cmdline() for process in alive]
+        assert not processes_of(server.client_home)  # nor one started after the signal
+        assert not claimed_after(server, deployment_ids, signalled_at + timedelta(seconds=1))
+        with contextlib.suppress(ValueError):
+            output = output[output.index("serve: stopping within"):]
+        # The stop is quiet: no traceback from the run it stopped.
+        assert "Traceback" not in output, output[-4000:]
