@@ -73,6 +73,8 @@ DEFAULT_INTERVAL = "60s"
 DEFAULT_POLL = "2s"
 # How often serve looks for abandoned runs (and, with --ticks runs, for runs that ended).
 CARE_SECONDS = 5.0
+# After the grace, how long a run's process has between SIGTERM and SIGKILL.
+END_TERM_SECONDS = 1.0
 SERVE_LEADER_HELP = ("in-process: elect one leader among the replicas on a Lease; it runs the "
                      "ticks, the others keep their cache warm and take over when its lease runs "
                      "out. (With --ticks runs the Prefect server gives each run to one process.)")
@@ -419,12 +421,45 @@ async def run_until_signal(runner: Runner, grace_seconds: float = STOP_GRACE_SEC
     processes = getattr(runner, "_process_manager", None)
     while processes is not None and processes.flow_run_ids() and loop.time() < deadline:
         await asyncio.sleep(0.1)
+    if processes is not None and processes.flow_run_ids():
+        stopping.doing = "ending the runs' processes still in flight"
+        await end_processes(processes)
     stopping.doing = "stopping Prefect's Runner"
     await runner.astop()  # cancels what still runs
     with contextlib.suppress(asyncio.CancelledError):
         await started
     if in_process is not None and in_process.error is not None and not signalled.is_set():
         raise SystemExit(1)  # the ticks stopped by themselves (said why): exit non-zero
+
+
+async def end_processes(processes: Any, term_seconds: float = END_TERM_SECONDS) -> None:
+    """The runs' processes still in flight after the grace: SIGTERM, then SIGKILL after
+    `term_seconds`. Prefect's Runner would cancel each with SIGTERM and wait up to 30 s for
+    it, past the stop's deadline; and a run's process that took the signal (Ctrl-C reaches
+    the whole group) may still be waiting for its tick's threads, blocked on a slow API, to
+    end: the stop would outlast the grace, and the process serve. The run, its process gone,
+    ends Crashed (the Runner, or the next serve's `flows.abandoned_runs`)."""
+    import signal
+
+    def pids() -> list[int]:
+        found = []
+        for run_id in processes.flow_run_ids():
+            pid = getattr(processes.get(run_id), "pid", None)
+            if isinstance(pid, int):
+                found.append(pid)
+        return found
+
+    def send(signum: signal.Signals) -> None:
+        for pid in pids():
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, signum)
+
+    loop = asyncio.get_running_loop()
+    send(signal.SIGTERM)
+    until = loop.time() + term_seconds
+    while processes.flow_run_ids() and loop.time() < until:
+        await asyncio.sleep(0.1)
+    send(signal.SIGKILL)
 
 
 def _kube_client(kubeconfig: Path | None) -> KubeClient:

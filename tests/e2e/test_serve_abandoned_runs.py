@@ -304,6 +304,9 @@ def test_a_pending_run_left_while_serving_is_crashed_and_ticks_go_on(
         print(f"\n--ticks {ticks}: the next tick completed "
               f"{time.monotonic() - crashed_at:.1f} s after the left run ended Crashed")
         assert fetch(f"{health_url(serve)}/health-check")[0] == 200
+        # Ready: ticks complete (--ticks runs learns of it at its next pass).
+        wait_until(lambda: fetch(f"{health_url(serve)}/ready") == (200, "ready\n"), 30,
+                   "/ready once a tick completed")
         os.killpg(serve.process.pid, signal.SIGTERM)
         assert serve.process.wait(timeout=60) == 0, serve.output()[-3000:]
 
@@ -336,9 +339,14 @@ def test_health_fails_when_ticks_are_due_but_every_run_is_cancelled(
                 run for run in runs_of(server, deployment_id)
                 if run.state_type is not None and run.state_type.value == "CANCELLED"], 90,
                 "a run cancelled by the concurrency limit")
+            # No tick can run: not ready, from the start (before: ready once the cache had
+            # synced, or at once with --ticks runs).
+            ready = f"{health_url(serve)}/ready"
+            assert fetch(ready) == (503, "not ready: no tick has completed since the start\n")
             _, body = wait_until(lambda: (answer := fetch(url))[0] == 500 and answer,
                                       60, "/health-check to fail")
             assert "no tick finished" in body, body
+            assert fetch(ready) == (503, "not ready: no tick has completed since the start\n")
             assert cancelled
             assert state_of(server, UUID(left["run"])).is_pending()  # its owner lives
             os.killpg(serve.process.pid, signal.SIGTERM)
