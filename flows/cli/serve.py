@@ -256,7 +256,8 @@ def serve(
     with kept_alive(liveness, pages, elector, stopping):
         asyncio.run(run_until_signal(runner, grace_seconds, in_process=here,
                                      stopping=stopping, care=care,
-                                     care_seconds=max(poll_seconds, CARE_SECONDS)))
+                                     care_seconds=max(poll_seconds, CARE_SECONDS),
+                                     mark_seconds=poll_seconds))
     console.print("serve: stopped", highlight=False)
     stopping.doing = "exiting: Prefect's clients flushing their logs and events"
 
@@ -367,7 +368,8 @@ class InProcessTicks:
 async def run_until_signal(runner: Runner, grace_seconds: float = STOP_GRACE_SECONDS,
                            in_process: InProcessTicks | None = None,
                            stopping: StopDeadline | None = None, care: RunCare | None = None,
-                           care_seconds: float = 2.0) -> None:
+                           care_seconds: float = 2.0, mark_seconds: float | None = None
+                           ) -> None:
     """Run `runner` until SIGTERM or SIGINT, then stop it gently.
 
     Prefect's own SIGTERM handler calls `sys.exit` inside the runner's event loop (3.8.8): the
@@ -377,7 +379,8 @@ async def run_until_signal(runner: Runner, grace_seconds: float = STOP_GRACE_SEC
     start). `stopping` takes SIGTERM and SIGINT: its deadline bounds all of that. The signal
     itself stops the Runner submitting: a run it had fetched but not yet claimed stays
     Scheduled for the next serve. `care` looks after the served runs every `care_seconds`
-    until the signal (`flows.cli.serve_runs`).
+    until the signal, and marks the Runner's new runs every `mark_seconds`
+    (`flows.cli.serve_runs`).
     """
     from kube_elevator.flows.cli.common import say_as
     from kube_elevator.flows.cli.stopping import SHUTDOWN_SECONDS, StopDeadline
@@ -397,8 +400,8 @@ async def run_until_signal(runner: Runner, grace_seconds: float = STOP_GRACE_SEC
     if care is not None:
         from kube_elevator.flows.cli.serve_runs import runner_owned
 
-        waiting.add(asyncio.ensure_future(care.every(care_seconds,
-                                                     lambda: runner_owned(runner))))
+        waiting.add(asyncio.ensure_future(care.every(
+            care_seconds, lambda: runner_owned(runner), mark_seconds=mark_seconds)))
     if in_process is not None:
         in_process.thread.start()
         waiting.add(asyncio.ensure_future(_ended(in_process.thread)))

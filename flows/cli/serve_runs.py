@@ -75,15 +75,41 @@ class RunCare:
                         error)
             return []
 
-    async def every(self, seconds: float, owned: Callable[[], dict[UUID, ProcessMark]]
-                    ) -> None:
-        """A pass every `seconds`, until cancelled; `owned` read in the loop's thread. Never
-        ends by itself: serve stops when this task ends."""
+    def mark(self, owned: dict[UUID, ProcessMark]) -> None:
+        """Record `owned`'s marks on their runs; a server that does not answer is a warning."""
+        from prefect.client.orchestration import get_client
+
+        try:
+            with get_client(sync_client=True) as client:
+                for run_id, owner in owned.items():
+                    client.update_flow_run(run_id, infrastructure_pid=str(owner))
+        except Exception as error:  # the next pass marks them
+            log.warning("the served runs were not marked: %s: %s", type(error).__name__, error)
+
+    async def every(self, seconds: float, owned: Callable[[], dict[UUID, ProcessMark]],
+                    mark_seconds: float | None = None) -> None:
+        """A pass every `seconds`, until cancelled; `owned` read in the loop's thread, and the
+        runs new in it marked every `mark_seconds` between passes: a serve killed just after
+        it submitted a run leaves that run marked with a process that is gone (ended at the
+        next start), not unmarked (ended only by age). Never ends by itself: serve stops
+        when this task ends."""
+        marked: dict[UUID, ProcessMark] = {}
+        step = min(seconds, mark_seconds or seconds)
+        waited = 0.0
         while True:
-            await asyncio.sleep(seconds)
+            await asyncio.sleep(step)
+            waited += step
             try:
                 held = owned()
             except Exception as error:  # a Runner's parts changed: its runs go unmarked
                 log.warning("the Runner's runs were not read: %s", error)
                 held = {}
-            await asyncio.to_thread(self.sweep, held)
+            if waited >= seconds:
+                waited = 0.0
+                await asyncio.to_thread(self.sweep, held)
+            else:
+                new = {run_id: owner for run_id, owner in held.items()
+                       if marked.get(run_id) != owner}
+                if new:
+                    await asyncio.to_thread(self.mark, new)
+            marked = held

@@ -271,6 +271,35 @@ def test_a_run_left_scheduled_past_its_time_is_ended_at_the_next_start(
             assert serve.process.wait(timeout=60) == 0, serve.output()[-3000:]
 
 
+@pytest.mark.parametrize("ticks", ["in-process", "runs"])
+def test_a_serve_killed_mid_tick_on_the_temporary_server_ticks_again_after_a_restart(
+        ticks: str, fake_kube: FakeKubeApi, fake_aws: FakeAws, tmp_path: Path) -> None:
+    """The issue's walkthrough: no PREFECT_API_URL, `kill -9` of serve (and of the run's
+    process, as a container's end kills all of them) while a tick runs; the same command
+    again: the run it left ends Crashed at its start and it ticks again."""
+    cluster = BurstCluster(fake_kube, fake_aws, tmp_path)
+    env = temporary_server_env(tmp_path / "prefect-home", **fake_aws.env())
+    with group_stopped(Child(serve_command(cluster, ticks), env, tmp_path / "killed.log",
+                             new_session=True)) as killed:
+        killed.wait_for("Beginning flow run", SERVE_START_SECONDS)
+        os.killpg(killed.process.pid, signal.SIGKILL)
+        killed.process.wait(timeout=30)
+    with group_stopped(Child(serve_command(cluster, ticks), env, tmp_path / "again.log",
+                             new_session=True)) as again:
+        again.wait_for("serving autoscale/autoscale", SERVE_START_SECONDS)
+        serving_at = time.monotonic()
+        assert "ended Crashed: its process" in again.output(), again.output()[-3000:]
+        again.wait_for("tick (leading): batch: " if ticks == "in-process"
+                       else "Finished in state Completed", INTERVAL_SECONDS
+                       + RUN_START_SLACK_SECONDS)
+        took = time.monotonic() - serving_at
+        print(f"\ntemporary server, --ticks {ticks}: a tick completed {took:.1f} s after the "
+              f"restarted serve served (--interval {INTERVAL_SECONDS:g}s; load "
+              f"{os.getloadavg()[0]:.1f})")
+        os.killpg(again.process.pid, signal.SIGTERM)
+        assert again.process.wait(timeout=60) == 0, again.output()[-3000:]
+
+
 # --- while serving ------------------------------------------------------------------------------
 
 

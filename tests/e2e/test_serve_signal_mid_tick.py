@@ -1,8 +1,8 @@
 """Issue 40, "Ctrl-C or SIGTERM, to the process or its group, in every mode: no run submitted
 after the signal, exit 0 within the grace, no child left", with the signal arriving in the
-middle of a tick: the tick's first reads answered and its pod list in flight (the fake API
-delays every pod list 3 s), where a signal at the run's very start (tests/e2e/
-test_serve_abandoned_runs.py) found the run still importing.
+middle of a tick: with `--ticks runs` its pod list in flight (the fake API delays every pod
+list), where a signal at the run's very start (tests/e2e/test_serve_abandoned_runs.py) found
+the run's process still importing; in-process, a run Running (it reads its cache).
 
 The grace (`--stop-grace 10s`) is the issue's budget and is not scaled: a stop that needs the
 machine to be quiet is the finding."""
@@ -46,16 +46,26 @@ SHORT_GRACE_SECONDS = 2.0
 SLOW_POD_LIST_SECONDS = 30.0  # a tick far past the short grace
 
 
-def tick_reads_in_flight(fake_kube: FakeKubeApi, seen_before: int) -> bool:
-    """A tick is past its start: a list of nodes answered after `seen_before` requests (the
-    pod list it makes beside it is delayed, so still in flight)."""
-    return any(request.verb == "list" and request.resource == "nodes"
-               for request in fake_kube.requests[seen_before:])
+def pod_list_in_flight(server: PrefectServer, deployment_id: UUID) -> bool:
+    """A run of the deployment is listing pods: its `collect-pods` task run is Running (the
+    fake API delays the answer)."""
+    from prefect.client.schemas.filters import FlowRunFilter, FlowRunFilterId
+
+    running = [run.id for run in runs_of(server, deployment_id)
+               if run.state_type is not None and run.state_type.value == "RUNNING"]
+    if not running:
+        return False
+    with on(server) as client:
+        tasks = client.read_task_runs(flow_run_filter=FlowRunFilter(
+            id=FlowRunFilterId(any_=running)))
+    return any(task.name.startswith("collect-pods") and task.state_type is not None
+               and task.state_type.value == "RUNNING" for task in tasks)
 
 
 def in_flight(server: PrefectServer, deployment_id: UUID) -> bool:
     return any(run.state_type is not None and run.state_type.value == "RUNNING"
                for run in runs_of(server, deployment_id))
+
 
 
 @pytest.mark.parametrize(("ticks", "signum", "group", "grace", "delay"), [
@@ -90,11 +100,9 @@ def test_a_signal_mid_tick_stops_serve_within_the_grace_leaving_nothing(
         with on(server) as client:
             deployment_ids = [client.read_deployment_by_name(f"autoscale/{name}").id
                               for name in ("autoscale", "plan")]
-        # A run in flight, then its tick's reads under way.
-        wait_until(lambda: in_flight(server, deployment_ids[0]), 120, "a run in flight")
-        seen = len(fake_kube.requests)
-        wait_until(lambda: tick_reads_in_flight(fake_kube, seen), 60,
-                   "the tick's reads", interval=0.05)
+        # A run in flight, its pod list under way (in-process: from the cache).
+        wait_until(lambda: (pod_list_in_flight if ticks == "runs" else in_flight)(
+            server, deployment_ids[0]), 120, "a run's pod list in flight", interval=0.2)
         children = descendants(serve.process.pid)
         signalled_at = datetime.now(UTC)
         started = time.monotonic()
