@@ -24,6 +24,7 @@ from prefect import flow, get_run_logger
 from prefect.client.schemas.objects import State
 
 from kube_elevator.flows import prefect_compat
+from kube_elevator.flows.crash_detection import QUIET_CONSOLE_VARIABLE
 from kube_elevator.flows.run_state import Results, final_state, tag_run
 from kube_elevator.flows.tick import tick
 from kube_elevator.tasks.adapters.blocks import AwsCredentialsBlock, ClusterBlock, block_name
@@ -45,6 +46,13 @@ from kube_elevator.tasks.steps.source import (
 )
 
 prefect_compat.install()  # Prefect 3.8.8's heartbeat join costs each flow run up to 1 s
+# `elevator serve`'s runs' own processes (`--ticks runs`) write to serve's console: the house
+# rule holds there too, a run that failed or was stopped (Ctrl-C reaches the whole process
+# group) is its error line, its traceback in the run's logs on the server (issue 40).
+if os.environ.get(QUIET_CONSOLE_VARIABLE) == "1":
+    from kube_elevator.flows.cli.common import console_logs_without_tracebacks
+
+    console_logs_without_tracebacks()
 CACHE_SYNC_SECONDS = 60.0  # how long a tick waits for a starting cache before listing itself
 
 
