@@ -223,7 +223,8 @@ def _pod_autoscaler_cycle(fake_kube: Any, kubeconfig: Path, tmp_path: Path) -> N
     for index in range(2):
         fake_kube.create("pods", {
             "metadata": {"name": f"web-6f7d9-{index}", "namespace": "shop", "labels": labels,
-                         "ownerReferences": [{"kind": "ReplicaSet", "name": "web-6f7d9"}]},
+                         "ownerReferences": [{"apiVersion": "apps/v1", "kind": "ReplicaSet",
+                                              "name": "web-6f7d9", "uid": "uid-web-6f7d9"}]},
             "spec": {"containers": [{"name": "c", "image": "pause", "resources": {
                 "limits": {"memory": "1Gi"}, "requests": {"cpu": "500m"}}}]},
             "status": {"phase": "Running", "startTime": "2026-11-21T10:00:00Z",
