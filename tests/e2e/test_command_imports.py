@@ -1,0 +1,51 @@
+"""Issue 40, commands in seconds: a command imports what it uses, not what its neighbours use.
+
+Each heavy package named here cost a command a measured share of its CPU when imported for
+nothing (benchmarks/RESULTS.md, "Commands without PREFECT_API_URL"): moto 0.3 s, boto3 0.2 s,
+the fake API server 0.2 s, the pod autoscalers' models 0.1 s, kubernetes' generated API classes
+0.6-0.9 s. The checks run the real command in a process of its own and read its `sys.modules`
+at exit.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+EXAMPLES = ROOT / "deployments" / "examples"
+
+# The command's own process, its modules listed at exit (after typer's SystemExit too).
+RUN_AND_LIST = """
+import atexit, sys
+atexit.register(lambda: print("MODULES", " ".join(sorted(sys.modules))))
+from kube_elevator.flows.cli import main
+sys.argv = ["elevator", *sys.argv[1:]]
+main()
+"""
+
+
+def modules_of(*command: str) -> set[str]:
+    done = subprocess.run([sys.executable, "-c", RUN_AND_LIST, *command], capture_output=True,
+                          text=True, timeout=300, cwd=ROOT, check=False)
+    assert done.returncode == 0, done.stderr[-3000:]
+    line = next(line for line in done.stdout.splitlines() if line.startswith("MODULES "))
+    return set(line.split()[1:])
+
+
+def under(modules: set[str], *packages: str) -> list[str]:
+    return sorted(m for m in modules if any(m == p or m.startswith(p + ".") for p in packages))
+
+
+def test_simulate_fast_starts_neither_moto_boto3_the_fake_api_nor_prefect() -> None:
+    modules = modules_of("simulate", str(EXAMPLES / "scenario.yaml"), "--fast",
+                         "--format", "json")
+    assert under(modules, "moto", "boto3", "prefect", "uvicorn",
+                 "kube_elevator.fakes.kube_api.server", "kube_elevator.fakes.aws") == []
+
+
+def test_a_command_that_is_not_pods_loads_no_pod_autoscaler_models() -> None:
+    modules = modules_of("validate", str(EXAMPLES / "nodegroups.yaml"))
+    assert under(modules, "kube_elevator.tasks.pod_autoscalers",
+                 "kube_elevator.flows.cli.pods_files", "kubernetes.client.api") == []
