@@ -332,8 +332,11 @@ def register(app: typer.Typer) -> None:
             from kube_elevator.tasks.adapters.kube import check_kubeconfig
 
             check_kubeconfig(kubeconfig)
-        from kube_elevator.flows.pod_autoscale import controller_metrics, pod_autoscale
-        from kube_elevator.flows.run_state import run_here
+        from kube_elevator.tasks.core.collector import gc_paused
+
+        with gc_paused():  # module loading, Prefect's among them (tasks/core/collector.py)
+            from kube_elevator.flows.pod_autoscale import controller_metrics, pod_autoscale
+            from kube_elevator.flows.run_state import run_here
 
         if metrics_port:
             from prometheus_client import start_http_server
