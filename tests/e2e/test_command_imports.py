@@ -16,15 +16,16 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "deployments" / "examples"
 
-# The command's own process, its modules listed at exit (after typer's SystemExit too).
+# The command's own process, its modules listed as it ends (typer's SystemExit too).
 RUN_AND_LIST = """
-import atexit, sys
-import gc
-atexit.register(lambda: print("MODULES", " ".join(sorted(sys.modules))))
-atexit.register(lambda: print("COLLECTING", gc.isenabled()))
+import gc, sys
 from kube_elevator.flows.cli import main
 sys.argv = ["elevator", *sys.argv[1:]]
-main()
+try:
+    main()
+finally:  # before the exit handlers: the last of them ends the process
+    print("MODULES", " ".join(sorted(sys.modules)))
+    print("COLLECTING", gc.isenabled(), flush=True)
 """
 
 
@@ -75,3 +76,34 @@ def test_prefect_loads_without_full_collections_and_the_collector_is_back_after(
     collections, collecting = done.stdout.split()
     assert int(collections) <= 2, collections  # with the collector on: about 240
     assert collecting == "True"
+
+
+# `elevator` ends after the last exit handler, without Python's teardown of its modules (about
+# 1 s of a repeat `run --once`): the handlers registered while the command ran (Prefect's, which
+# send a run's last events and logs) still run first, and the exit status is the command's.
+ENDING = """
+import atexit, sys
+import kube_elevator.flows.cli as cli
+
+class Torn:
+    def __del__(self):
+        print("TORN DOWN", flush=True)
+
+kept = Torn()  # a module global: only the interpreter's teardown would collect it
+
+def command():
+    atexit.register(lambda: print("HANDLER RAN", flush=True))
+    print("partial line", end="")  # left in the buffer: flushed at the end
+    raise SystemExit(int(sys.argv[1]))
+
+cli._main = command
+cli.main()
+"""
+
+
+def test_elevator_ends_after_its_exit_handlers_with_its_status_and_no_teardown() -> None:
+    for status in (0, 3):
+        done = subprocess.run([sys.executable, "-c", ENDING, str(status)], capture_output=True,
+                              text=True, timeout=120, cwd=ROOT, check=False)
+        assert done.returncode == status, done.stderr[-2000:]
+        assert done.stdout == "partial lineHANDLER RAN\n"
