@@ -9,8 +9,9 @@ import os
 
 # No cyclic GC while the commands' modules load: imports build no garbage cycles worth looking
 # for, and the full collections a growing heap triggers were a fifth of the import's CPU
-# (issue 40: 2.5 s -> 2.06 s for the CLI, Prefect and the tick's modules). `main` turns it back
-# on before the command runs; `gc_paused` pauses it again around a command's own big imports.
+# (issue 40: 2.5 s -> 2.06 s for the CLI, Prefect and the tick's modules). On again once the
+# commands are registered (at the foot of this module: a process that imports the CLI, a test's
+# included, keeps its collector); `gc_paused` pauses it around a command's own big imports.
 _COLLECTING = gc.isenabled()
 gc.disable()
 
@@ -73,8 +74,6 @@ def _main() -> None:
     from kube_elevator.flows.prefect_compat import default_server_settings
 
     default_server_settings(os.environ)  # task runs recorded in batches
-    if _COLLECTING:
-        gc.enable()
     from kube_elevator.tasks.adapters.prefect_server import TemporaryServerTimeout
 
     try:
@@ -115,4 +114,5 @@ def _register_services() -> None:
 
 
 _register_services()
-
+if _COLLECTING:
+    gc.enable()

@@ -107,3 +107,14 @@ def test_elevator_ends_after_its_exit_handlers_with_its_status_and_no_teardown()
                               text=True, timeout=120, cwd=ROOT, check=False)
         assert done.returncode == status, done.stderr[-2000:]
         assert done.stdout == "partial lineHANDLER RAN\n"
+
+
+def test_importing_the_cli_keeps_the_collector_of_the_importing_process() -> None:
+    """The pause while the CLI's modules load ends with their import: a process that imports
+    the CLI (a test's, with typer's runner) goes on collecting cycles."""
+    code = ("import gc; assert gc.isenabled(); import kube_elevator.flows.cli; "
+            "print(gc.isenabled())")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=120, cwd=ROOT, check=False)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip() == "True"
