@@ -15,21 +15,22 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Literal, Protocol
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 import yaml
 
-from kube_elevator.fakes.aws import FakeAws
 from kube_elevator.fakes.cluster import PodLife, SimulatedCluster, Termination, simulated_scheduler
-from kube_elevator.fakes.kube_api.server import FakeKubeApi
-from kube_elevator.fakes.load import SimulatedMetricsProvider
-from kube_elevator.fakes.pod_metrics import PodMetricsServer
 from kube_elevator.fakes.scenario import AsgSpec, LoadedScenario, TracePod, Wave
 from kube_elevator.tasks.core.errors import InputError, join_location
 from kube_elevator.tasks.core.records import NodeRecord, PodRecord
 from kube_elevator.tasks.escalator.config import NodeGroupConfig
 from kube_elevator.tasks.escalator.filter_nodes import classify_nodes, pods_by_group
 from kube_elevator.tasks.steps.node_groups import Adapters
+
+if TYPE_CHECKING:  # the HTTP world's parts, imported where it starts: not `--fast` (issue 40)
+    from kube_elevator.fakes.aws import FakeAws
+    from kube_elevator.fakes.kube_api.server import FakeKubeApi
+    from kube_elevator.fakes.load import SimulatedMetricsProvider
 
 Observer = Callable[[dict[str, Any]], None]
 
@@ -214,6 +215,9 @@ def simulate(loaded: LoadedScenario, prefect: bool = False,
                                                              scenario.seed))
         memory.create_asgs(start)
         return _run(loaded, memory, on_tick, on_step)
+    from kube_elevator.fakes.aws import FakeAws
+    from kube_elevator.fakes.kube_api.server import FakeKubeApi
+
     with tempfile.TemporaryDirectory(prefix="elevator-sim-") as scratch, \
             FakeKubeApi() as kube, FakeAws() as aws, aws.environment():
         # moto keeps its state in process-wide globals: a simulation starts from an empty cloud.
@@ -349,6 +353,8 @@ class _LoadServices:
     @classmethod
     def start(cls, loaded: LoadedScenario, cluster: SimulatedCluster,
               start: float) -> _LoadServices:
+        from kube_elevator.fakes.load import SimulatedMetricsProvider
+        from kube_elevator.fakes.pod_metrics import PodMetricsServer
         from kube_elevator.tasks.adapters.http_server import ServiceThread
         from kube_elevator.tasks.load_aware.watcher import LoadWatcher
 

@@ -105,9 +105,12 @@ class InProcessAws(FakeAws):
     def start(self) -> InProcessAws:
         if self._mock is not None:
             return self
-        from moto import mock_aws
+        from kube_elevator.tasks.core.collector import gc_paused
 
-        extend_moto()
+        with gc_paused():  # moto's and its EC2 models' import (tasks/core/collector.py)
+            from moto import mock_aws
+
+            extend_moto()
         self._saved_amis_setting = os.environ.get(LOAD_AMIS)
         if not self._load_default_amis:
             os.environ[LOAD_AMIS] = "false"

@@ -40,6 +40,8 @@ pods whenever it is read (get, list, write responses); watch events carry the st
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
 from kube_elevator.fakes.kube_api.errors import (
     AlreadyExists,
     ApiError,
@@ -51,7 +53,20 @@ from kube_elevator.fakes.kube_api.errors import (
 from kube_elevator.fakes.kube_api.patch import json_merge_patch, json_patch, strategic_merge_patch
 from kube_elevator.fakes.kube_api.policy import RecordedRequest, pdb_status
 from kube_elevator.fakes.kube_api.resources import RESOURCES, ResourceType, custom_resource_type
-from kube_elevator.fakes.kube_api.server import FakeKubeApi
+
+if TYPE_CHECKING:
+    from kube_elevator.fakes.kube_api.server import FakeKubeApi
+
+
+def __getattr__(name: str) -> Any:
+    """`FakeKubeApi` on first use (PEP 562): the server (uvicorn, starlette, the validation
+    layers) is most of this package's import, and `simulate --fast` uses only its policy and
+    errors (issue 40)."""
+    if name == "FakeKubeApi":
+        from kube_elevator.fakes.kube_api.server import FakeKubeApi
+
+        return FakeKubeApi
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 __all__ = [
     "RESOURCES",

@@ -22,21 +22,17 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from kube_elevator.flows.cli.pods_files import object_problems
 from kube_elevator.tasks.adapters.prometheus import DEFAULT_RATE_WINDOW, MetricsSource, StaticMetrics
 from kube_elevator.tasks.core.documents import load_file
 from kube_elevator.tasks.core.errors import InputError
 from kube_elevator.tasks.core.selectors import parse_label_selector
 from kube_elevator.tasks.core.workload import SCALABLE_KINDS, TargetScale, unsupported_scale_kind
-from kube_elevator.tasks.pod_autoscalers.memory import KIND as MEMORY_KIND
-from kube_elevator.tasks.pod_autoscalers.memory import PLURAL as MEMORY_PLURAL
-from kube_elevator.tasks.pod_autoscalers.wpa.crd import KIND as WPA_KIND
-from kube_elevator.tasks.pod_autoscalers.wpa.crd import MONITOR_PLURAL, LabelSelector
-from kube_elevator.tasks.pod_autoscalers.wpa.crd import PLURAL as WPA_PLURAL
-from kube_elevator.tasks.pod_autoscalers.wpa.decide import Decision
 
+# The pod autoscalers' pydantic models (pods_files, wpa.crd, memory) load where a `pods` command
+# uses them: every other command imports this module to register it (issue 40).
 if TYPE_CHECKING:
     from kube_elevator.flows.pod_cycle import PodAutoscalerSource
+    from kube_elevator.tasks.pod_autoscalers.wpa.decide import Decision
 
 
 class ClusterFiles:
@@ -52,6 +48,12 @@ class ClusterFiles:
         self.custom: dict[str, list[dict[str, Any]]] = defaultdict(list)  # by plural
         self.workloads: dict[tuple[str, str, str], Mapping[str, Any]] = {}
         self.pods: dict[str, list[dict[str, Any]]] = defaultdict(list)
+        from kube_elevator.tasks.pod_autoscalers.memory import KIND as MEMORY_KIND
+        from kube_elevator.tasks.pod_autoscalers.memory import PLURAL as MEMORY_PLURAL
+        from kube_elevator.tasks.pod_autoscalers.wpa.crd import KIND as WPA_KIND
+        from kube_elevator.tasks.pod_autoscalers.wpa.crd import MONITOR_PLURAL
+        from kube_elevator.tasks.pod_autoscalers.wpa.crd import PLURAL as WPA_PLURAL
+
         plurals = {WPA_KIND: WPA_PLURAL, MEMORY_KIND: MEMORY_PLURAL,
                    "DatadogMonitor": MONITOR_PLURAL}
         for obj in objects:
@@ -78,6 +80,8 @@ class ClusterFiles:
 
     def read_scale(self, kind: str, namespace: str, name: str) -> TargetScale | None:
         """The target's `/scale` as the API server derives it from the workload."""
+        from kube_elevator.tasks.pod_autoscalers.wpa.crd import LabelSelector
+
         if kind not in SCALABLE_KINDS:
             raise InputError([unsupported_scale_kind(kind)])
         workload = self.workloads.get((namespace, kind, name))
@@ -98,6 +102,8 @@ class ClusterFiles:
 
     @classmethod
     def load(cls, paths: Sequence[Path]) -> "ClusterFiles":
+        from kube_elevator.flows.cli.pods_files import object_problems
+
         objects: list[Mapping[str, Any]] = []
         places: list[str] = []
         problems = []
@@ -150,7 +156,7 @@ _QUIET.addHandler(logging.NullHandler())
 _QUIET.propagate = False
 
 
-def plan_autoscalers(cluster: ClusterFiles, metrics: MetricsSource, now: float) -> list[Decision]:
+def plan_autoscalers(cluster: ClusterFiles, metrics: MetricsSource, now: float) -> list["Decision"]:
     """What one cycle would decide for every autoscaler in the files: the flow's own cycle,
     reading the files and acting on nothing."""
     from kube_elevator.flows.pod_cycle import cycle
@@ -186,7 +192,7 @@ def _number(value: int | float | None) -> str:
     return f"{value:g}" if isinstance(value, float) else str(value)
 
 
-def plans_table(decisions: Sequence[Decision]) -> Table:
+def plans_table(decisions: Sequence["Decision"]) -> Table:
     table = Table(title="What one pod-autoscaler cycle would do", show_lines=True,
                   caption="value: the winning metric in its own unit (cores, bytes, ...); "
                           "MemoryAutoscaler: % of limits")
@@ -334,8 +340,11 @@ def register(app: typer.Typer) -> typer.Typer:
             from kube_elevator.tasks.adapters.kube import check_kubeconfig
 
             check_kubeconfig(kubeconfig)
-        from kube_elevator.flows.pod_autoscale import controller_metrics, pod_autoscale
-        from kube_elevator.flows.run_state import run_here
+        from kube_elevator.tasks.core.collector import gc_paused
+
+        with gc_paused():  # module loading, Prefect's among them (tasks/core/collector.py)
+            from kube_elevator.flows.pod_autoscale import controller_metrics, pod_autoscale
+            from kube_elevator.flows.run_state import run_here
 
         if metrics_port:
             from prometheus_client import start_http_server

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from kubernetes import client
 
 from benchmarks.deadlines import scaled
 from kube_elevator.fakes.kube_api.server import FakeKubeApi
@@ -226,7 +227,7 @@ def test_a_watch_stopped_while_connecting_does_not_spoil_the_next_request(
         loop.resource_version = "0"
         loop.stop()  # as if stop() came between the watch request and its answer
         loop.watch()
-        listed = core.list_namespaced_pod("default")
+        listed = client.CoreV1Api(core.api_client).list_namespaced_pod("default")
         assert sorted(pod.metadata.name for pod in listed.items) == ["p0", "p1", "p2"]
 
 
