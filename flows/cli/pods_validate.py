@@ -32,11 +32,6 @@ from kube_elevator.tasks.core.documents import load_file
 from kube_elevator.tasks.core.errors import InputError
 from kube_elevator.tasks.core.words import counted
 from kube_elevator.tasks.core.workload import SCALABLE_KINDS, unsupported_scale_kind
-from kube_elevator.tasks.pod_autoscalers.memory import KIND as MEMORY_KIND
-from kube_elevator.tasks.pod_autoscalers.memory import parse_memory_autoscaler
-from kube_elevator.tasks.pod_autoscalers.wpa.crd import KIND as WPA_KIND
-from kube_elevator.tasks.pod_autoscalers.wpa.crd import format_milli
-from kube_elevator.tasks.pod_autoscalers.wpa.validate import parse_watermark
 
 
 @dataclass(frozen=True)
@@ -71,6 +66,12 @@ def _namespace(obj: Mapping[str, Any]) -> str:
 
 def _checked(obj: Mapping[str, Any]) -> tuple[CheckedAutoscaler | None, list[str]]:
     """The autoscaler as the controller reads it, or its problems (key path: rule)."""
+    # The pod autoscalers' models load with a pods command only (every command registers this).
+    from kube_elevator.tasks.pod_autoscalers.memory import parse_memory_autoscaler
+    from kube_elevator.tasks.pod_autoscalers.wpa.crd import KIND as WPA_KIND
+    from kube_elevator.tasks.pod_autoscalers.wpa.crd import format_milli
+    from kube_elevator.tasks.pod_autoscalers.wpa.validate import parse_watermark
+
     kind = str(obj.get("kind"))
     if kind == WPA_KIND:
         wpa = parse_watermark(obj)
@@ -98,6 +99,9 @@ def _checked(obj: Mapping[str, Any]) -> tuple[CheckedAutoscaler | None, list[str
 
 def check_autoscaler_file(path: Path) -> tuple[list[CheckedAutoscaler], list[str]]:
     """Every autoscaler of the file and the warnings; InputError with every problem."""
+    from kube_elevator.tasks.pod_autoscalers.memory import KIND as MEMORY_KIND
+    from kube_elevator.tasks.pod_autoscalers.wpa.crd import KIND as WPA_KIND
+
     document = load_file(path)
     if isinstance(document, dict) and "node_groups" in document:  # the other `validate`'s file
         raise InputError([f"{path}: this looks like a node-group file (it has `node_groups`), "
