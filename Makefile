@@ -56,7 +56,7 @@ tune-example: $(STAMP)
 # Two workers, a test module each at a time (module fixtures stay together): most end-to-end
 # tests wait on servers and subprocesses, so the suite takes about half the time.
 test: $(STAMP) $(CHECKOV_STAMP)
-	$(BIN)/python -m pytest -q -n 2 --dist loadfile
+	$(BIN)/python -m pytest -q -n 2 --dist loadfile --durations=25
 
 # The tests that touch Prefect (marker `prefect`) on another Prefect release than the lock's, in a
 # venv of its own: `make test-prefect PREFECT_VERSION=3.9.1`. uv resolves pyproject.toml with

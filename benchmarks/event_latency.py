@@ -147,7 +147,7 @@ def identity(child: Child) -> str:
 def fetch(url: str) -> tuple[int, str]:
     """(status, body) of a GET; (0, why) when nothing answers (not listening yet)."""
     try:
-        with urllib.request.urlopen(url, timeout=10) as response:
+        with urllib.request.urlopen(url, timeout=scaled(10)) as response:
             return response.status, response.read().decode()
     except urllib.error.HTTPError as error:
         return error.code, error.read().decode()
@@ -204,7 +204,7 @@ class PrefectServer:
             if self._child is not None and self._child.process.poll() is not None:
                 raise RuntimeError(f"prefect server exited:\n{self._child.output()[-3000:]}")
             try:
-                with urllib.request.urlopen(f"{self.api_url}/health", timeout=2):
+                with urllib.request.urlopen(f"{self.api_url}/health", timeout=scaled(2)):
                     return True
             except OSError:
                 return False
@@ -324,7 +324,7 @@ class EventRig:
                            env, self.logs / "watch.log")
         self.serve.wait_for("serving autoscale/autoscale", 120)
         self.watch.wait_for("watching pending pods", 60)
-        if not cluster.kube.wait_for_watchers("pods", 1, timeout=30):
+        if not cluster.kube.wait_for_watchers("pods", 1, timeout=scaled(30)):
             raise TimeoutError("elevator watch did not open its pod watch")
         return self
 
@@ -378,7 +378,7 @@ class InProcessRig(EventRig):
                                     "--interval", self.interval, *FREE_HEALTH_PORT),
                            self.env(), self.logs / "watch.log")
         self.watch.wait_for("watching the cluster", 120)
-        if not cluster.kube.wait_for_watchers("pods", 1, timeout=30):
+        if not cluster.kube.wait_for_watchers("pods", 1, timeout=scaled(30)):
             raise TimeoutError("elevator watch did not open its pod watch")
         # the first tick, as it takes the lead at start, has ended
         self.watch.wait_for("tick (leading)", 120)
@@ -398,7 +398,7 @@ class ServeRig(EventRig):
                                     *FREE_HEALTH_PORT),
                            self.env(), self.logs / "serve.log")
         self.serve.wait_for("serve: watching the cluster", 120)
-        if not cluster.kube.wait_for_watchers("pods", 1, timeout=30):
+        if not cluster.kube.wait_for_watchers("pods", 1, timeout=scaled(30)):
             raise TimeoutError("elevator serve did not open its pod watch")
         return self
 

@@ -37,6 +37,7 @@ def build(output: Path) -> Path:
         for member in module.flattened_own_members:
             if isinstance(member, pdoc.doc.Class):
                 _with_inherited_surface(member, modules)
+                _without_internal_bases(member, modules)
     for name, module in modules.items():
         page = output / f"{name.replace('.', '/')}.html"
         page.parent.mkdir(parents=True, exist_ok=True)
@@ -55,6 +56,18 @@ def _with_inherited_surface(cls: pdoc.doc.Class, documented: dict[str, pdoc.doc.
         if module not in documented and module != "builtins":
             own.extend(member for member in members if not member.name.startswith("_"))
     cls.own_members = own  # a cached_property: set once, before rendering
+
+
+def _without_internal_bases(cls: pdoc.doc.Class, documented: dict[str, pdoc.doc.Module]) -> None:
+    """A public class shows only its public bases (`InProcessAws(FakeAws)`), not the fake API's
+    internal ones (`FakeKubeApi(KubeHttp)`): their members are shown as the class's own
+    (`_with_inherited_surface`), and a base the reader cannot look up is noise. A base is
+    public when a documented module exports it; another project's (pydantic's `BaseModel`)
+    stays."""
+    public = {(member.taken_from[0], member.taken_from[1])
+              for module in documented.values() for member in module.members.values()}
+    cls.bases = [base for base in cls.bases
+                 if not base[0].startswith("kube_elevator.") or (base[0], base[1]) in public]
 
 
 if __name__ == "__main__":

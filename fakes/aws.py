@@ -50,7 +50,15 @@ FAKE_IMAGE_ID = "ami-12c6146b"
 
 
 class FakeAws:
-    """moto's `ThreadedMotoServer` on 127.0.0.1 on a free port."""
+    """moto's `ThreadedMotoServer` on 127.0.0.1 on a free port.
+
+    Example:
+        ```python
+        with FakeAws() as aws:                        # moto's server: other processes reach it too
+            aws.create_asg("workers", min_size=0, max_size=5, desired=2)
+            print(aws.env()["AWS_ENDPOINT_URL"], len(aws.instances("workers")))
+        ```
+    """
 
     def __init__(self, region: str = "us-east-1", port: int = 0) -> None:
         self.region = region
@@ -332,7 +340,15 @@ class _EmptyBody:
 
 
 class InjectedFailures:
-    """Handle on an injected failure: how many are left, and a way to take it back."""
+    """Handle on an injected failure: how many are left, and a way to take it back.
+
+    Example:
+        ```python
+        failures = fail_next_calls(autoscaling, "SetDesiredCapacity", count=2)
+        ...                                           # the code under test retries
+        assert failures.injected == 2 and failures.remaining == 0
+        ```
+    """
 
     def __init__(
         self,
@@ -414,6 +430,12 @@ def fail_next_calls(
     is created). `after` lets that many calls through first, to fail in the middle of a batch.
     `service` is botocore's hyphenated service id (`auto-scaling`, `ec2`); by default the
     client's own, or every service for a session.
+
+    Example:
+        ```python
+        autoscaling = boto3.client("autoscaling")
+        fail_next_calls(autoscaling, "SetDesiredCapacity", count=2)   # Throttling, then it works
+        ```
     """
     if count < 0 or after < 0:
         raise ValueError("count and after must not be negative")

@@ -13,13 +13,11 @@ import contextlib
 import copy
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import msgspec
 import orjson
 
-from kube_elevator.fakes.aws import FakeAws
-from kube_elevator.fakes.kube_api.server import FakeKubeApi
 from kube_elevator.fakes.memory_asg import fleet_template_id
 from kube_elevator.fakes.scenario import AsgSpec, DaemonSetSpec, TracePod, Wave
 from kube_elevator.fakes.scenario_constraints import WAVE_LABEL, zonal_volume_objects
@@ -37,6 +35,10 @@ from kube_elevator.tasks.escalator.decide import taint_time
 from kube_elevator.tasks.scheduler.cycle import QueuedPod, Scheduler
 from kube_elevator.tasks.scheduler.objects import SchedPod, Volumes, Workloads, sched_pod
 from kube_elevator.tasks.scheduler.profiles import DEFAULT_PROFILE, profile_named
+
+if TYPE_CHECKING:  # the HTTP world's parts: `simulate --fast` never starts them (issue 40)
+    from kube_elevator.fakes.aws import FakeAws
+    from kube_elevator.fakes.kube_api.server import FakeKubeApi
 
 POD_NAMESPACE = "workload"
 DAEMONSET_NAMESPACE = "kube-system"

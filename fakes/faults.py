@@ -28,6 +28,7 @@ its request cycle's bound `receive`, whose cycle holds the asyncio transport.
 from __future__ import annotations
 
 import asyncio
+import builtins
 import contextlib
 import re
 import threading
@@ -53,7 +54,14 @@ class FaultSpecError(ValueError):
 
 @dataclass(frozen=True)
 class RequestInfo:
-    """What a rule can match on: the HTTP method and path, and for AWS the API action."""
+    """What a rule can match on: the HTTP method and path, and for AWS the API action.
+
+    Example:
+        >>> from kube_elevator.harness import Fault, RequestInfo
+        >>> rule = Fault(id=1, action="drop", method="PUT", path_prefix="/apis/coordination.k8s.io")
+        >>> rule.matches(RequestInfo("PUT", "/apis/coordination.k8s.io/v1/namespaces/x/leases/y"))
+        True
+    """
 
     method: str
     path: str
@@ -63,7 +71,15 @@ class RequestInfo:
 
 @dataclass
 class Fault:
-    """One rule. `count` None means every matching request, for as long as the rule is set."""
+    """One rule. `count` None means every matching request, for as long as the rule is set.
+
+    Example:
+        >>> from kube_elevator.harness import FakeKubeApi
+        >>> api = FakeKubeApi()
+        >>> rule = api.faults.add("status", status=503, method="GET", path_prefix="/api/v1/nodes")
+        >>> rule.action, rule.status, rule.count
+        ('status', 503, 1)
+    """
 
     id: int
     action: str
@@ -162,6 +178,15 @@ class FaultInjector:
     server's own error answer for a `status` rule; `observe` sees every request and the rule
     it met (None: served untouched). Thread-safe: tests add rules from their
     thread while the server's event loop takes them.
+
+    Example:
+        >>> from kube_elevator.harness import FakeKubeApi
+        >>> api = FakeKubeApi()
+        >>> rule = api.faults.add("drop", count=None, method="PUT", path_prefix="/apis/coordination")
+        >>> [fault.action for fault in api.faults.list()]
+        ['drop']
+        >>> len(api.faults.clear())
+        1
     """
 
     def __init__(self, match_fields: frozenset[str],
@@ -177,7 +202,7 @@ class FaultInjector:
         self._error_response = error_response
         self._lock = threading.Lock()
         self._fired = threading.Condition(self._lock)
-        self._faults: list[Fault] = []
+        self._faults: builtins.list[Fault] = []
         self._next_id = 1
         self._released = False
         self._waiting: set[tuple[asyncio.AbstractEventLoop, asyncio.Event]] = set()
@@ -205,13 +230,13 @@ class FaultInjector:
                 self._fired.notify_all()
         return fault
 
-    def clear(self) -> list[Fault]:
+    def clear(self) -> builtins.list[Fault]:
         """Forget every rule; returns them (with how often each fired)."""
         with self._lock:
             gone, self._faults = self._faults, []
         return gone
 
-    def list(self) -> list[Fault]:
+    def list(self) -> builtins.list[Fault]:
         with self._lock:
             return list(self._faults)
 

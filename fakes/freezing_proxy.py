@@ -56,7 +56,15 @@ class _Connection:
 
 class FreezingProxy:
     """Forwards 127.0.0.1:`port` (0: a free one) to the server at `upstream`, a URL
-    (`http://127.0.0.1:8443`): plain TCP, so TLS passes through untouched."""
+    (`http://127.0.0.1:8443`): plain TCP, so TLS passes through untouched.
+
+    Example:
+        ```python
+        with FakeKubeApi() as api, FreezingProxy(api.url) as proxy:
+            ...                                       # a client on proxy.url
+            proxy.freeze()                            # its connections now hang, as a dead peer's
+        ```
+    """
 
     def __init__(self, upstream: str, host: str = "127.0.0.1", port: int = 0) -> None:
         address = urlsplit(upstream)

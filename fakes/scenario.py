@@ -89,7 +89,12 @@ DNS_LABEL = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
 
 class DaemonSetSpec(_Strict):
     """A DaemonSet whose pod runs on every node of the ASG from the moment it joins: its
-    requests take room the workload cannot use (Escalator counts no DaemonSet pod, §5.3)."""
+    requests take room the workload cannot use (Escalator counts no DaemonSet pod, §5.3).
+
+    Example:
+        >>> ke.DaemonSetSpec(name="kube-proxy", cpu="100m", memory="128Mi").cpu
+        '100m'
+    """
 
     name: str = Field(min_length=1, max_length=63, pattern=DNS_LABEL)
     cpu: CpuQuantity
@@ -97,7 +102,14 @@ class DaemonSetSpec(_Strict):
 
 
 class AsgSpec(_Strict):
-    """A simulated Auto Scaling Group and the Nodes its instances become."""
+    """A simulated Auto Scaling Group and the Nodes its instances become.
+
+    Example:
+        >>> asg = ke.AsgSpec(name="batch-asg", min=1, max=16, desired=2,
+        ...                  node_labels={"customer": "batch"}, boot_delay="90s")
+        >>> asg.boot_delay
+        90.0
+    """
 
     name: str = Field(min_length=1)
     min: StrictInt = Field(ge=0, le=MAX_NODES_PER_ASG)
@@ -153,7 +165,13 @@ class AsgSpec(_Strict):
 
 
 class Wave(PodShape):
-    """`count` pods arriving at `at`; without `duration` they run until the end (a service)."""
+    """`count` pods arriving at `at`; without `duration` they run until the end (a service).
+
+    Example:
+        >>> wave = ke.Wave(name="burst", at="2m", count=40, cpu="500m", memory="256Mi", duration="8m")
+        >>> wave.at, wave.duration
+        (120.0, 480.0)
+    """
 
     at: Seconds
     count: StrictInt = Field(ge=1, le=MAX_PODS)
@@ -167,7 +185,14 @@ class Wave(PodShape):
 
 
 class TracePod(_Strict):
-    """One pod of a trace: when it arrives, what it requests, how long it runs."""
+    """One pod of a trace: when it arrives, what it requests, how long it runs.
+
+    Example:
+        >>> pod = ke.TracePod(arrival_s=30, cpu="250m", memory="512Mi", duration_s=600,
+        ...                   node_group="batch")
+        >>> pod.duration_s
+        600.0
+    """
 
     arrival_s: CsvSeconds
     cpu: CpuQuantity
@@ -190,13 +215,24 @@ def _path_or_mapping(value: Any) -> Any:
 class SchedulerSpec(_Strict):
     """How the simulated kube-scheduler places pods (tasks/scheduler): `default` is
     kube-scheduler v1.35's default profile (spreading, LeastAllocated), `most-allocated` the same
-    packing nodes (MostAllocated), `first-fit` the oldest node that fits (earlier simulations)."""
+    packing nodes (MostAllocated), `first-fit` the oldest node that fits (earlier simulations).
+
+    Example:
+        >>> ke.SchedulerSpec(profile="most-allocated").profile
+        'most-allocated'
+    """
 
     profile: ProfileName = DEFAULT_PROFILE
 
 
 class Scenario(_Strict):
-    """A whole simulation; `nodegroups` is a path (relative to the scenario) or inline."""
+    """A whole simulation; `nodegroups` is a path (relative to the scenario) or inline.
+
+    Example:
+        >>> loaded = ke.load_scenario("deployments/examples/scenario.yaml")
+        >>> loaded.scenario.tick_interval, loaded.scenario.duration
+        (60.0, 1800.0)
+    """
 
     nodegroups: Annotated[str | dict[str, Any], BeforeValidator(_path_or_mapping)]
     asgs: list[AsgSpec] = Field(min_length=1)
@@ -283,7 +319,13 @@ def _shown_seconds(seconds: float) -> str:
 
 
 class LoadedScenario:
-    """A validated scenario with its node-group config and every pod arrival expanded."""
+    """A validated scenario with its node-group config and every pod arrival expanded.
+
+    Example:
+        >>> loaded = ke.load_scenario("deployments/examples/scenario.yaml")
+        >>> [group.name for group in loaded.config.node_groups], len(loaded.arrivals)
+        (['batch', 'services'], 3)
+    """
 
     def __init__(self, scenario: Scenario, config: LoadedConfig, source: str,
                  pods: list[TracePod | Wave]) -> None:
@@ -392,7 +434,13 @@ def _read_trace(path: Path, source: str, config: LoadedConfig,
 
 
 def load_scenario(path: str | Path) -> LoadedScenario:
-    """Read and validate a scenario file (YAML), its node-group config and its trace."""
+    """Read and validate a scenario file (YAML), its node-group config and its trace.
+
+    Example:
+        >>> loaded = ke.load_scenario("deployments/examples/scenario.yaml")
+        >>> [asg.name for asg in loaded.scenario.asgs]
+        ['batch-asg', 'services-asg']
+    """
     source = str(path)
     document = load_file(path, "YAML")
     if not isinstance(document, dict):

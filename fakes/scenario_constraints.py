@@ -109,20 +109,45 @@ class NodeSelectorTerm(_Kube):
 
 
 class NodeSelector(_Kube):
-    """A scenario shape's required node affinity (`nodeSelectorTerms`), as in a pod spec."""
+    """A scenario shape's required node affinity (`nodeSelectorTerms`), as in a pod spec.
+
+    Example:
+        >>> expression = {"key": "zone", "operator": "Exists"}
+        >>> selector = ke.NodeSelector.model_validate(
+        ...     {"nodeSelectorTerms": [{"matchExpressions": [expression]}]})
+        >>> selector.node_selector_terms[0].match_expressions[0].operator
+        'Exists'
+    """
 
     node_selector_terms: list[NodeSelectorTerm] = Field(alias="nodeSelectorTerms", min_length=1)
 
 
 class PreferredSchedulingTerm(_Kube):
-    """A preferred node-affinity term and its weight (1-100), as in a pod spec."""
+    """A preferred node-affinity term and its weight (1-100), as in a pod spec.
+
+    Example:
+        >>> expression = {"key": "spot", "operator": "DoesNotExist"}
+        >>> term = ke.PreferredSchedulingTerm.model_validate(
+        ...     {"weight": 50, "preference": {"matchExpressions": [expression]}})
+        >>> term.weight
+        50
+    """
 
     weight: StrictInt = Field(ge=1, le=100)
     preference: NodeSelectorTerm
 
 
 class NodeAffinity(_Kube):
-    """A scenario shape's node affinity: required and preferred terms, as in a pod spec."""
+    """A scenario shape's node affinity: required and preferred terms, as in a pod spec.
+
+    Example:
+        >>> expression = {"key": "zone", "operator": "In", "values": ["us-east-1a"]}
+        >>> required = {"nodeSelectorTerms": [{"matchExpressions": [expression]}]}
+        >>> affinity = ke.NodeAffinity.model_validate(
+        ...     {"requiredDuringSchedulingIgnoredDuringExecution": required})
+        >>> len(affinity.required.node_selector_terms)
+        1
+    """
 
     required: NodeSelector | None = Field(
         default=None, alias="requiredDuringSchedulingIgnoredDuringExecution")
@@ -131,7 +156,12 @@ class NodeAffinity(_Kube):
 
 
 class PodAffinityTerm(_Kube):
-    """A pod (anti-)affinity term: the pods a label selector picks, per `topologyKey`."""
+    """A pod (anti-)affinity term: the pods a label selector picks, per `topologyKey`.
+
+    Example:
+        >>> ke.PodAffinityTerm(topologyKey="kubernetes.io/hostname").topology_key
+        'kubernetes.io/hostname'
+    """
 
     topology_key: LabelKey = Field(alias="topologyKey")
     label_selector: LabelSelector | None = Field(default=None, alias="labelSelector")
@@ -144,14 +174,30 @@ class PodAffinityTerm(_Kube):
 
 
 class WeightedPodAffinityTerm(_Kube):
-    """A preferred pod (anti-)affinity term and its weight (1-100)."""
+    """A preferred pod (anti-)affinity term and its weight (1-100).
+
+    Example:
+        >>> host = ke.PodAffinityTerm(topologyKey="kubernetes.io/hostname")
+        >>> term = ke.WeightedPodAffinityTerm(weight=10, podAffinityTerm=host)
+        >>> term.weight
+        10
+    """
 
     weight: StrictInt = Field(ge=1, le=100)
     pod_affinity_term: PodAffinityTerm = Field(alias="podAffinityTerm")
 
 
 class PodAffinity(_Kube):
-    """A scenario shape's pod affinity or anti-affinity: required and preferred terms."""
+    """A scenario shape's pod affinity or anti-affinity: required and preferred terms.
+
+    Example:
+        >>> term = {"topologyKey": "topology.kubernetes.io/zone",
+        ...         "labelSelector": {"matchLabels": {"app": "cache"}}}
+        >>> affinity = ke.PodAffinity.model_validate(
+        ...     {"requiredDuringSchedulingIgnoredDuringExecution": [term]})
+        >>> affinity.required[0].topology_key
+        'topology.kubernetes.io/zone'
+    """
 
     required: list[PodAffinityTerm] = Field(
         default=[], alias="requiredDuringSchedulingIgnoredDuringExecution")
@@ -160,7 +206,15 @@ class PodAffinity(_Kube):
 
 
 class Affinity(_Kube):
-    """core/v1 Affinity: a pod's node affinity and its (anti-)affinity to other pods."""
+    """core/v1 Affinity: a pod's node affinity and its (anti-)affinity to other pods.
+
+    Example:
+        >>> term = {"topologyKey": "kubernetes.io/hostname", "labelSelector": {"matchLabels": {"app": "web"}}}
+        >>> affinity = ke.Affinity.model_validate(
+        ...     {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [term]}})
+        >>> affinity.pod_anti_affinity.required[0].topology_key
+        'kubernetes.io/hostname'
+    """
 
     node_affinity: NodeAffinity | None = Field(default=None, alias="nodeAffinity")
     pod_affinity: PodAffinity | None = Field(default=None, alias="podAffinity")
@@ -168,7 +222,14 @@ class Affinity(_Kube):
 
 
 class TopologySpreadConstraint(_Kube):
-    """core/v1 TopologySpreadConstraint."""
+    """core/v1 TopologySpreadConstraint.
+
+    Example:
+        >>> spread = ke.TopologySpreadConstraint(
+        ...     maxSkew=1, topologyKey="topology.kubernetes.io/zone", whenUnsatisfiable="DoNotSchedule")
+        >>> spread.as_api_object()
+        {'maxSkew': 1, 'topologyKey': 'topology.kubernetes.io/zone', 'whenUnsatisfiable': 'DoNotSchedule'}
+    """
 
     max_skew: StrictInt = Field(alias="maxSkew", ge=1)
     topology_key: LabelKey = Field(alias="topologyKey")
@@ -194,7 +255,12 @@ class TopologySpreadConstraint(_Kube):
 
 
 class ContainerPort(_Kube):
-    """core/v1 ContainerPort; a `hostPort` takes the port on the node (NodePorts)."""
+    """core/v1 ContainerPort; a `hostPort` takes the port on the node (NodePorts).
+
+    Example:
+        >>> ke.ContainerPort(containerPort=8080, hostPort=8080).as_api_object()
+        {'containerPort': 8080, 'hostPort': 8080}
+    """
 
     container_port: StrictInt = Field(alias="containerPort", ge=1, le=65535)
     host_port: StrictInt | None = Field(default=None, alias="hostPort", ge=1, le=65535)
@@ -240,7 +306,12 @@ class PodShape(_Shape):
     what real workloads say about placement (Kubernetes' own shapes, camelCase inside):
     labels besides `app: <name>`, affinity, spreading, host ports, and a volume in one zone
     (each pod its own, as a StatefulSet's volumeClaimTemplate on EBS). A wave is one; so is
-    each of a scenario's `shapes`, which trace rows name in their `shape` column."""
+    each of a scenario's `shapes`, which trace rows name in their `shape` column.
+
+    Example:
+        >>> ke.Wave(name="web", at=0, count=3, cpu="1", memory="1Gi", labels={"app": "web"}).labels
+        {'app': 'web'}
+    """
 
     tolerations: list[Toleration] = []
     # spec.priority, a PriorityClass's value: the scheduler takes higher priorities first. At
@@ -297,6 +368,8 @@ def zonal_volume_objects(claim: str, namespace: str, zone: str,
         "apiVersion": "v1", "kind": "PersistentVolume",
         "metadata": {"name": volume_name, "labels": {ZONE_LABEL: zone}},
         "spec": {"capacity": {"storage": size}, "accessModes": ["ReadWriteOnce"],
+                 # the source an EBS volume has (the API server requires exactly one)
+                 "csi": {"driver": "ebs.csi.aws.com", "volumeHandle": volume_name},
                  "claimRef": {"namespace": namespace, "name": claim},
                  "storageClassName": "",
                  "nodeAffinity": {"required": {"nodeSelectorTerms": [{"matchExpressions": [

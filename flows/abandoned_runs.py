@@ -25,6 +25,15 @@ submits or runs in subprocesses, each with the subprocess's own pid).
   Pending (a worker's pod may pull its image for minutes) or `FOREIGN_RUNNING` Running (no tick
   runs that long; on a server with automations the heartbeat recipe finds it in 90 s).
 
+A run of the ticking deployment left Scheduled past its time (`why_late`) is ended too,
+Cancelled: a stopped or killed serve leaves the runs the scheduler made for it while nothing
+ran them (a shared server's scheduler goes on making them). Kept, they would all come due at
+the next start: `--ticks runs`' Runner claims them together and the concurrency limit cancels
+all but one without saying why, and a stale burst run is a tick for pods long placed. A run
+later than `late_after` (the interval, and `LATE_SLACK` for a poll and a busy machine) is no
+tick a live serve is about to run: Escalator does not make up a missed tick, the next one is
+due within an interval.
+
 Under leader election only the Lease holder ticks, so a run of the replica that lost the Lease
 is another host's: it ends by its own process or by age, never cut short by the new leader.
 """
@@ -48,6 +57,9 @@ LOST_SUBMIT = timedelta(seconds=60)
 FOREIGN_PENDING = timedelta(minutes=15)
 FOREIGN_RUNNING = timedelta(hours=1)
 ACTIVE_STATES = ("PENDING", "RUNNING", "CANCELLING")
+# How late past the interval a Scheduled run may be before it is no tick a live serve will
+# run: a poll, and a loaded machine's delay in claiming it.
+LATE_SLACK = timedelta(seconds=30)
 
 
 @dataclass(frozen=True)
@@ -85,6 +97,40 @@ def why_abandoned(state_type: str, since: datetime, owner: str | None, now: date
             f"{limit.total_seconds():.0f} s) and {who}")
 
 
+def why_late(scheduled_at: datetime, now: datetime, late_after: timedelta) -> str | None:
+    """Why a run still Scheduled for `scheduled_at` is abandoned (no serve will run it); None
+    while one may still claim it. The rule is the module docstring's."""
+    late = now - scheduled_at
+    if late <= late_after:
+        return None
+    return (f"Scheduled for {scheduled_at.astimezone(UTC):%Y-%m-%d %H:%M:%S} UTC and "
+            f"{late.total_seconds():.0f} s late (over {late_after.total_seconds():.0f} s): no "
+            "serve took it (the one that would have stopped or was killed); a missed tick "
+            "is not made up")
+
+
+def late_runs(client: SyncPrefectClient, deployment_ids: Collection[UUID],
+              before: datetime) -> list[FlowRun]:
+    """The deployments' runs still Scheduled for a time before `before`."""
+    from prefect.client.schemas.filters import (
+        DeploymentFilter,
+        DeploymentFilterId,
+        FlowRunFilter,
+        FlowRunFilterExpectedStartTime,
+        FlowRunFilterState,
+        FlowRunFilterStateType,
+    )
+    from prefect.client.schemas.objects import StateType
+
+    return list(client.read_flow_runs(
+        deployment_filter=DeploymentFilter(id=DeploymentFilterId(any_=list(deployment_ids))),
+        flow_run_filter=FlowRunFilter(
+            state=FlowRunFilterState(type=FlowRunFilterStateType(any_=[StateType.SCHEDULED])),
+            # Prefect's own DateTime is a datetime: pydantic takes ours as it is.
+            expected_start_time=FlowRunFilterExpectedStartTime(
+                before_=before))))  # type: ignore[arg-type]
+
+
 def active_runs(client: SyncPrefectClient, deployment_ids: Collection[UUID]) -> list[FlowRun]:
     """The deployments' runs that hold or may take a concurrency slot."""
     from prefect.client.schemas.filters import (
@@ -112,7 +158,10 @@ class AbandonedRuns:
     def __init__(self, client: SyncPrefectClient, deployment_ids: Collection[UUID],
                  say: Callable[[str], None], clock: Callable[[], datetime] = utc_now,
                  bounds: Bounds = Bounds(),
-                 alive: Callable[[ProcessMark], bool] = lives) -> None:
+                 alive: Callable[[ProcessMark], bool] = lives,
+                 late: Collection[UUID] = (), late_after: timedelta | None = None) -> None:
+        """`late`: the deployments whose runs left Scheduled past `late_after` are ended too
+        (the ticking one; a manual run someone asked for waits for a serve)."""
         self.client = client
         self.deployment_ids = list(deployment_ids)
         self.say = say
@@ -120,6 +169,8 @@ class AbandonedRuns:
         self.bounds = bounds
         self.alive = alive
         self.host = host_name()
+        self.late = list(late)
+        self.late_after = late_after
 
     def mark(self, flow_run_id: UUID, owner: ProcessMark) -> None:
         """Record `owner` as the run's process (`infrastructure_pid`)."""
@@ -157,4 +208,38 @@ class AbandonedRuns:
             if answer.is_crashed():
                 self.say(f"run {run.name} ({state.name}) ended Crashed: {why}")
                 ended.append(run.id)
+        return ended + self.sweep_late()
+
+    def sweep_late(self) -> list[UUID]:
+        """End, Cancelled, the `late` deployments' runs Scheduled past `late_after`; their
+        ids."""
+        from prefect.exceptions import Abort
+        from prefect.states import Cancelled
+        from prefect.utilities.engine import propose_state_sync
+
+        if not self.late or self.late_after is None:
+            return []
+        now = self.clock()
+        ended = []
+        for run in late_runs(self.client, self.late, now - self.late_after):
+            state = run.state
+            at = (state.state_details.scheduled_time if state is not None else None) \
+                or run.expected_start_time
+            if state is None or at is None:
+                continue
+            why = why_late(at, now, self.late_after)
+            if why is None:
+                continue
+            message = f"abandoned: {why}; ended so the deployment's next run may start"
+            try:
+                answer = propose_state_sync(self.client, Cancelled(message=message),
+                                            flow_run_id=run.id)
+            except Abort:  # claimed meanwhile: a serve runs it after all
+                continue
+            if answer.is_cancelled():
+                ended.append(run.id)
+        if ended:
+            self.say(f"{len(ended)} run(s) left Scheduled over "
+                     f"{self.late_after.total_seconds():.0f} s past their time ended "
+                     "Cancelled (abandoned: a missed tick is not made up)")
         return ended

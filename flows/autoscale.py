@@ -24,6 +24,7 @@ from prefect import flow, get_run_logger
 from prefect.client.schemas.objects import State
 
 from kube_elevator.flows import prefect_compat
+from kube_elevator.flows.crash_detection import QUIET_CONSOLE_VARIABLE
 from kube_elevator.flows.run_state import Results, final_state, tag_run
 from kube_elevator.flows.tick import tick
 from kube_elevator.tasks.adapters.blocks import AwsCredentialsBlock, ClusterBlock, block_name
@@ -45,6 +46,13 @@ from kube_elevator.tasks.steps.source import (
 )
 
 prefect_compat.install()  # Prefect 3.8.8's heartbeat join costs each flow run up to 1 s
+# `elevator serve`'s runs' own processes (`--ticks runs`) write to serve's console: the house
+# rule holds there too, a run that failed or was stopped (Ctrl-C reaches the whole process
+# group) is its error line, its traceback in the run's logs on the server (issue 40).
+if os.environ.get(QUIET_CONSOLE_VARIABLE) == "1":
+    from kube_elevator.flows.cli.common import console_logs_without_tracebacks
+
+    console_logs_without_tracebacks()
 CACHE_SYNC_SECONDS = 60.0  # how long a tick waits for a starting cache before listing itself
 
 
@@ -71,7 +79,15 @@ def live_tick(
     cache: ClusterCache | None = None, source: TickSource | None = None,
 ) -> list[GroupResult]:
     """The tick read from and acted on through `adapters` (a dry run acts on nothing); read
-    from `source`, else as `tick_source` chooses."""
+    from `source`, else as `tick_source` chooses.
+
+    Example:
+        ```python
+        adapters = ke.make_adapters(kubeconfig=None, lease_namespace="kube-system",
+                                    aws_credentials_block=None)
+        results = ke.live_tick(ke.run_as_task, adapters, groups, now=time.time(), dry_run=True)
+        ```
+    """
     if source is None:
         source, _ = tick_source(run, adapters, groups, cache)
     return tick(run, source, None if dry_run else adapters, groups, now,
@@ -89,6 +105,12 @@ def make_adapters(kubeconfig: str | None, lease_namespace: str,
     `kubeconfig` (a path; None: in-cluster, else ~/.kube/config); the cloud is the prefect-aws
     `aws_credentials_block` when given, else boto3's default chain. A block is read once per
     process and name: a block changed later is read by the next process.
+
+    Example:
+        ```python
+        adapters = ke.make_adapters(kubeconfig="~/.kube/config", lease_namespace="kube-system",
+                                    aws_credentials_block="prod-aws")   # a saved AwsCredentials block
+        ```
     """
     from kube_elevator.tasks.adapters.cloud import AsgClient
     from kube_elevator.tasks.adapters.kube import KubeClient
@@ -138,6 +160,12 @@ def autoscale(
         load_watcher_url: Load watcher URL, for groups with `scale_down_selection: least_loaded`.
         cluster_block: A prefect-kubernetes KubernetesClusterConfig block, or the name of one
             (or of a KubernetesCredentials block), in place of kubeconfig; empty: kubeconfig.
+
+    Example:
+        ```python
+        state = ke.autoscale("nodegroups.yaml", dry_run=True)     # one tick, deciding only
+        ke.autoscale.serve(name="autoscale", interval=60)         # or every minute, as a deployment
+        ```
     """
     # The run form sends "" for a field left empty: that is "not given".
     kubeconfig, pushgateway = kubeconfig or None, pushgateway or None

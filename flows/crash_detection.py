@@ -39,9 +39,20 @@ OWN_FLOWS = ("autoscale", "pod-autoscale", "tune")
 log = logging.getLogger("kube_elevator.crash_detection")
 
 
+# Set for the processes serve starts: the house rule (no traceback on the console) holds there.
+QUIET_CONSOLE_VARIABLE = "ELEVATOR_RUN_CONSOLE_WITHOUT_TRACEBACKS"
+
+
 def heartbeat_environment() -> None:
     """Ticks send heartbeats often enough for the automation to find a dead one quickly."""
     os.environ.setdefault("PREFECT_FLOWS_HEARTBEAT_FREQUENCY", str(HEARTBEAT_SECONDS))
+
+
+def quiet_run_consoles() -> None:
+    """The runs' processes `serve --ticks runs` starts write to serve's console: they log
+    without tracebacks there too (`flows.autoscale` reads `QUIET_CONSOLE_VARIABLE` as it
+    loads, in each of them)."""
+    os.environ[QUIET_CONSOLE_VARIABLE] = "1"
 
 
 def crash_detection_trigger(grace: timedelta = HEARTBEAT_GRACE) -> EventTrigger:

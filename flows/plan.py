@@ -28,6 +28,13 @@ def plan(nodegroups: str | Path | LoadedConfig, cluster: Sequence[str | Path], n
     nodes,pods,leases[,poddisruptionbudgets] -A -o json` files; `asg`: the ASGs as AWS
     describes them (without it each ASG is MinSize=min_nodes, MaxSize=max_nodes, desired=the
     group's node count); `dry_mode` forces Escalator's dry mode for every group.
+
+    Example:
+        >>> plans = ke.plan("deployments/examples/nodegroups.yaml",
+        ...                 ["deployments/examples/cluster.json"], now=1795262400.0,
+        ...                 asg="deployments/examples/asgs.json")
+        >>> [(p.name, p.delta) for p in plans]
+        [('batch', 4), ('services', -1)]
     """
     config = nodegroups if isinstance(nodegroups, LoadedConfig) else load_node_groups(nodegroups)
     groups = [group.model_copy(update={"dry_mode": True}) if dry_mode else group

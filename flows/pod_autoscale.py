@@ -186,6 +186,11 @@ def pod_autoscale(
 
     `now` (default: the current time) is the clock of forbidden windows and delays;
     `dry_run` decides and reports without scaling or writing status.
+
+    Example:
+        ```python
+        state = ke.pod_autoscale("http://prometheus:9090", dry_run=True)   # one cycle, deciding only
+        ```
     """
     from kube_elevator.tasks.adapters.kube import KubeClient
 

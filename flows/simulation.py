@@ -15,15 +15,11 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Literal, Protocol
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 import yaml
 
-from kube_elevator.fakes.aws import FakeAws
 from kube_elevator.fakes.cluster import PodLife, SimulatedCluster, Termination, simulated_scheduler
-from kube_elevator.fakes.kube_api.server import FakeKubeApi
-from kube_elevator.fakes.load import SimulatedMetricsProvider
-from kube_elevator.fakes.pod_metrics import PodMetricsServer
 from kube_elevator.fakes.scenario import AsgSpec, LoadedScenario, TracePod, Wave
 from kube_elevator.tasks.core.errors import InputError, join_location
 from kube_elevator.tasks.core.records import NodeRecord, PodRecord
@@ -31,11 +27,26 @@ from kube_elevator.tasks.escalator.config import NodeGroupConfig
 from kube_elevator.tasks.escalator.filter_nodes import classify_nodes, pods_by_group
 from kube_elevator.tasks.steps.node_groups import Adapters
 
+if TYPE_CHECKING:  # the HTTP world's parts, imported where it starts: not `--fast` (issue 40)
+    from kube_elevator.fakes.aws import FakeAws
+    from kube_elevator.fakes.kube_api.server import FakeKubeApi
+    from kube_elevator.fakes.load import SimulatedMetricsProvider
+
 Observer = Callable[[dict[str, Any]], None]
 
 
 @dataclass
 class SimulationResult:
+    """What `simulate` returns: a record per tick, the summary `elevator simulate` prints,
+    and each node terminated.
+
+    Example:
+        ```python
+        result = ke.simulate(ke.load_scenario("deployments/examples/scenario.yaml"), mode="memory")
+        print(len(result.ticks), result.summary["max_pending_seconds"])
+        ```
+    """
+
     ticks: list[dict[str, Any]] = field(default_factory=list)
     summary: dict[str, Any] = field(default_factory=dict)
     terminations: list[dict[str, Any]] = field(default_factory=list)
@@ -181,6 +192,12 @@ def simulate(loaded: LoadedScenario, prefect: bool = False,
     through the real clients; `mode="memory"` runs the same tick on the in-memory world
     (`fakes.memory_world`), with identical tick records, for scenarios without load-aware
     placement or `--prefect` (`fast_mode_problems` says why not, as an InputError).
+
+    Example:
+        ```python
+        result = ke.simulate(ke.load_scenario("deployments/examples/scenario.yaml"))
+        print(result.summary)
+        ```
     """
     scenario = loaded.scenario
     groups = loaded.config.node_groups
@@ -198,6 +215,9 @@ def simulate(loaded: LoadedScenario, prefect: bool = False,
                                                              scenario.seed))
         memory.create_asgs(start)
         return _run(loaded, memory, on_tick, on_step)
+    from kube_elevator.fakes.aws import FakeAws
+    from kube_elevator.fakes.kube_api.server import FakeKubeApi
+
     with tempfile.TemporaryDirectory(prefix="elevator-sim-") as scratch, \
             FakeKubeApi() as kube, FakeAws() as aws, aws.environment():
         # moto keeps its state in process-wide globals: a simulation starts from an empty cloud.
@@ -333,6 +353,8 @@ class _LoadServices:
     @classmethod
     def start(cls, loaded: LoadedScenario, cluster: SimulatedCluster,
               start: float) -> _LoadServices:
+        from kube_elevator.fakes.load import SimulatedMetricsProvider
+        from kube_elevator.fakes.pod_metrics import PodMetricsServer
         from kube_elevator.tasks.adapters.http_server import ServiceThread
         from kube_elevator.tasks.load_aware.watcher import LoadWatcher
 

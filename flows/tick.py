@@ -42,7 +42,8 @@ from kube_elevator.tasks.core.records import AutoScalingGroup, NodeRecord, PodRe
 from kube_elevator.tasks.core.retry import is_retryable
 from kube_elevator.tasks.core.step import Runner, run_plain
 from kube_elevator.tasks.escalator.config import NodeGroupConfig
-from kube_elevator.tasks.escalator.decide import GroupInputs, decide, missing_asg_plan
+from kube_elevator.tasks.escalator.decide import missing_asg_plan
+from kube_elevator.tasks.escalator.decide_step import GroupInputs, decide
 from kube_elevator.tasks.escalator.filter_nodes import nodes_by_group, pod_matching_notes
 from kube_elevator.tasks.escalator.plan import ScalePlan
 from kube_elevator.tasks.escalator.utilization import GroupPods
@@ -214,6 +215,21 @@ def tick(
     With `cluster_autoscaler.enabled`, the groups remove only nodes CA could remove (drained
     first with `scale_down.drain`); after the groups, pods no node can hold get a scale-up of
     their own (CA §1.1), and nodes unneeded long enough are removed (CA §1.3).
+
+    Example:
+        >>> config = ke.load_node_groups("deployments/examples/nodegroups.yaml")
+        >>> source = ke.SnapshotSource.from_files(config.node_groups, ["deployments/examples/cluster.json"])
+        >>> results = ke.tick(ke.run_plain, source, None, config.node_groups, now=1795262400.0)
+        >>> [(r.plan.name, r.plan.delta) for r in results]
+        [('batch', 4), ('services', -1)]
+
+    Example:
+        >>> config = ke.load_node_groups("deployments/examples/nodegroups.yaml")
+        >>> source = ke.SnapshotSource.from_files(
+        ...     config.node_groups, ["deployments/examples/cluster.json"])
+        >>> results = ke.tick(ke.run_plain, source, None, config.node_groups, now=1795262400.0)
+        >>> [(r.plan.name, r.plan.delta) for r in results]
+        [('batch', 4), ('services', -1)]
     """
     ca = cluster_autoscaler if cluster_autoscaler is not None and cluster_autoscaler.enabled \
         else None

@@ -439,6 +439,11 @@ def tune_flow(scenario: str, trials: Annotated[int, Field(ge=1, le=100_000)] = 1
         dask_address: A Dask scheduler (tcp://host:8786) to run the batches on; empty: here.
         profiles: Scheduler profiles to judge every setting under (within the limits under
             each; node-seconds summed over them); empty: the scenario's own.
+
+    Example:
+        ```python
+        state = ke.tune_flow("deployments/examples/scenario.yaml", trials=50)
+        ```
     """
     options: dict[str, Any] = {
         "scenario": scenario, "trials": trials, "batch": batch, "parallel": parallel,

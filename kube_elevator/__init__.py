@@ -4,7 +4,9 @@ This module is the public API (DESIGN.md §8): the names in `__all__`, documente
 the API reference (`make docs`). Everything else, every module under `kube_elevator.flows`,
 `kube_elevator.tasks` and `kube_elevator.fakes` included, is internal and may change without
 notice. The names load on first use (PEP 562), so `import kube_elevator` stays cheap; each
-says where it lives, for a reader of the code.
+says where it lives, for a reader of the code. Each name's docstring ends with an example: one
+written `>>>` runs as it stands from a checkout's root, after `import kube_elevator as ke` (the
+tests run them all), and one that needs a cluster, a server or AWS is a fenced block.
 
 **The steps** are Prefect tasks with typed inputs and outputs (`Step`). Called inside a flow,
 `collect_pods(source)` is a recorded task run with the tick's retry policy (a transient error
@@ -78,7 +80,7 @@ _HOMES: dict[str, str] = {
     "filter_pods": "tasks.steps.decision",
     "filter_nodes": "tasks.steps.decision",
     "compute_utilization": "tasks.steps.decision",
-    "decide": "tasks.escalator.decide",
+    "decide": "tasks.escalator.decide_step",
     "write_lock": "tasks.steps.lease",
     "untaint_or_increase": "tasks.steps.node_groups",
     "taint_and_remove": "tasks.steps.node_groups",
@@ -99,7 +101,7 @@ _HOMES: dict[str, str] = {
     "TickSource": "tasks.steps.source",
     "LiveSource": "tasks.steps.source",
     "SnapshotSource": "tasks.steps.source",
-    "GroupInputs": "tasks.escalator.decide",
+    "GroupInputs": "tasks.escalator.decide_step",
     "ScalePlan": "tasks.escalator.plan",
     "Utilization": "tasks.escalator.utilization",
     "GroupState": "tasks.core.lease_state",
@@ -290,7 +292,7 @@ if TYPE_CHECKING:  # what mypy and editors see; at run time `__getattr__` import
     from kube_elevator.tasks.core.step import Boxed, Runner, Step, run_as_task, run_plain, step
     from kube_elevator.tasks.core.workload import TargetScale
     from kube_elevator.tasks.escalator.config import AwsOptions, NodeGroupConfig
-    from kube_elevator.tasks.escalator.decide import GroupInputs, decide
+    from kube_elevator.tasks.escalator.decide_step import GroupInputs, decide
     from kube_elevator.tasks.escalator.plan import NodeCounts, ScalePlan
     from kube_elevator.tasks.escalator.utilization import GroupPods, Utilization
     from kube_elevator.tasks.node_group_file import LoadedConfig, NodeGroupsFile, load_node_groups

@@ -35,7 +35,14 @@ def _none_is_default(value: Any) -> Any:
 
 
 class NodeGroupsFile(BaseModel):
-    """The whole file: Escalator reads `node_groups` and ignores any other top-level key."""
+    """The whole file: Escalator reads `node_groups` and ignores any other top-level key.
+
+    Example:
+        >>> group = {"name": "batch", "label_key": "pool", "label_value": "batch"}
+        >>> document = ke.NodeGroupsFile.model_validate({"node_groups": [group]})
+        >>> document.node_groups[0].name, document.cluster_autoscaler.enabled
+        ('batch', False)
+    """
 
     model_config = ConfigDict(extra="allow", frozen=True)
 
@@ -49,7 +56,13 @@ class NodeGroupsFile(BaseModel):
 
 @dataclass(frozen=True)
 class LoadedConfig:
-    """A validated node-group file, with the warnings (unknown keys) found while reading it."""
+    """A validated node-group file, with the warnings (unknown keys) found while reading it.
+
+    Example:
+        >>> config = ke.load_node_groups("deployments/examples/nodegroups.yaml")
+        >>> config.path, config.node_groups[0].label_key
+        ('deployments/examples/nodegroups.yaml', 'customer')
+    """
 
     path: str
     node_groups: tuple[NodeGroupConfig, ...]
@@ -200,7 +213,8 @@ def _other_file_kind(document: dict[Any, Any], source: str) -> str | None:
             if isinstance(items, list) else {kind}
         if kinds & set(_POD_AUTOSCALER_KINDS):
             return ("this looks like a pod-autoscaler file for `elevator pods plan` (a "
-                    f"Kubernetes {kind}), not a node-group file")
+                    f"Kubernetes {kind}), not a node-group file: check it with `elevator pods "
+                    "validate`")
         return (f"this looks like a Kubernetes manifest (a {kind}), not a node-group "
                 "file: a node-group file is YAML or JSON with `node_groups:`")
     return None
@@ -287,7 +301,13 @@ def parse_node_groups(document: Any, source: str) -> LoadedConfig:
 
 
 def load_node_groups(path: str | Path) -> LoadedConfig:
-    """Read a node-group file (YAML or JSON) and validate it."""
+    """Read a node-group file (YAML or JSON) and validate it.
+
+    Example:
+        >>> config = ke.load_node_groups("deployments/examples/nodegroups.yaml")
+        >>> [group.name for group in config.node_groups], config.warnings
+        (['batch', 'services'], ())
+    """
     # JSON is YAML, so one loader reads both, as Escalator's YAML-to-JSON decoder does.
     # Escalator's YAML is goyaml.v2's: a plain y/n is a bool there (`dry_mode: y`).
     return parse_node_groups(load_file(path, go_yaml_bools=True), str(path))

@@ -69,13 +69,14 @@ def fake_aws() -> Iterator[FakeAws]:
 
 _KINDS = ("unit", "contract", "e2e")
 # The modules whose tests reach Prefect without the session's `prefect_server` fixture: the CLI
-# in a subprocess (run, serve, watch, pods run start a temporary server or use one), the
-# deployments, the wheel's installs that run flows (a stranger's project, the harness's).
+# in a subprocess (run, serve, watch, pods run start a local server or use one), the local
+# server's adapter, serve's stops and abandoned runs, the deployments, the wheel's installs that
+# run flows (a stranger's project, the harness's).
 PREFECT_MODULES = frozenset({
-    "test_cli_run.py", "test_deployments.py", "test_harness_stranger.py", "test_pods_cli.py",
-    "test_prefect_retention.py", "test_serve_schedules_and_signals.py", "test_serve_stop_deadline.py",
-    "test_serve_watch.py",
-    "test_silent_watch_e2e.py",
+    "test_cli_run.py", "test_deployments.py", "test_harness_stranger.py", "test_local_prefect_server.py",
+    "test_pods_cli.py", "test_prefect_retention.py", "test_serve_abandoned_runs.py",
+    "test_serve_schedules_and_signals.py", "test_serve_signal_mid_tick.py", "test_serve_stop_deadline.py",
+    "test_serve_watch.py", "test_silent_watch_e2e.py",
 })
 
 

@@ -9,6 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+from benchmarks.deadlines import scaled
 from kube_elevator.fakes.faults import Fault, FaultInjector
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -42,9 +43,9 @@ def kill_tick_at(faults: FaultInjector, hang: Fault, scratch: Path, kubeconfig: 
                                 aws_endpoint, str(now)], env=env, stdout=subprocess.PIPE,
                                stderr=subprocess.PIPE)
     try:
-        assert faults.wait_fired(hang, timeout=120), process.communicate(timeout=5)
+        assert faults.wait_fired(hang, timeout=scaled(120)), process.communicate(timeout=scaled(5))
         process.send_signal(signal.SIGKILL)
-        process.wait(timeout=30)
+        process.wait(timeout=scaled(30))
     finally:
         if process.poll() is None:
             process.kill()

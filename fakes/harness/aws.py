@@ -84,7 +84,15 @@ def _shared_loader() -> botocore.loaders.Loader:
 
 
 class InProcessAws(FakeAws):
-    """moto's `mock_aws` for the life of this object: boto3 in this process reaches moto."""
+    """moto's `mock_aws` for the life of this object: boto3 in this process reaches moto.
+
+    Example:
+        ```python
+        with InProcessAws() as aws:
+            autoscaling = aws.client("autoscaling")
+            print(autoscaling.describe_auto_scaling_groups()["AutoScalingGroups"])   # []
+        ```
+    """
 
     def __init__(self, region: str = "us-east-1", *, load_default_amis: bool = False) -> None:
         super().__init__(region)
@@ -97,9 +105,12 @@ class InProcessAws(FakeAws):
     def start(self) -> InProcessAws:
         if self._mock is not None:
             return self
-        from moto import mock_aws
+        from kube_elevator.tasks.core.collector import gc_paused
 
-        extend_moto()
+        with gc_paused():  # moto's and its EC2 models' import (tasks/core/collector.py)
+            from moto import mock_aws
+
+            extend_moto()
         self._saved_amis_setting = os.environ.get(LOAD_AMIS)
         if not self._load_default_amis:
             os.environ[LOAD_AMIS] = "false"

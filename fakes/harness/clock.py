@@ -13,7 +13,16 @@ from datetime import UTC, datetime
 
 
 class ManualClock:
-    """Unix seconds, moved forward by `advance` only; `clock()` is `clock.now()`."""
+    """Unix seconds, moved forward by `advance` only; `clock()` is `clock.now()`.
+
+    Example:
+        >>> from kube_elevator.harness import ManualClock
+        >>> clock = ManualClock(1795262400.0)
+        >>> clock.advance(60)
+        1795262460.0
+        >>> clock.now()
+        1795262460.0
+    """
 
     def __init__(self, start: float) -> None:
         self._now = float(start)

@@ -46,6 +46,14 @@ class FakeCluster:
     writes send, unknown fields included (docs/harness.md, Field validation). `validation`,
     `defaulting` and `admission_defaults` switch the fake API's write layers (docs/harness.md,
     Validation and defaulting); None leaves a given `kube`'s as they are (all on for one made here).
+
+    Example:
+        ```python
+        with FakeCluster(start_time=1795262400.0) as cluster:
+            cluster.add_node_group("workers", desired=2)
+            cluster.step()
+            print([node["metadata"]["name"] for node in cluster.nodes()])
+        ```
     """
 
     def __init__(self, *, aws: AwsMode | FakeAws = "in-process", kube: FakeKubeApi | None = None,
@@ -136,7 +144,9 @@ class FakeCluster:
 
     @property
     def world(self) -> SimulatedCluster:
-        """The simulated cluster: what kubelets and the scheduler would do."""
+        """The simulated cluster: what kubelets and the scheduler would do. Internal (the
+        simulator's own model, which may change): `step`, `advance`, `nodes` and `pods` are its
+        public face. @private"""
         return _started(self._world)
 
     @property

@@ -24,7 +24,15 @@ HARNESS_SERVER_VARIABLE = "ELEVATOR_HARNESS_PREFECT_SERVER"
 
 
 def current() -> FakeCluster:
-    """The innermost `fake_cluster()` active now (RuntimeError if none)."""
+    """The innermost `fake_cluster()` active now (RuntimeError if none).
+
+    Example:
+        ```python
+        @fake_cluster()
+        def test_my_script():
+            current().add_node_group("workers", desired=2)
+        ```
+    """
     if not _ACTIVE:
         raise RuntimeError("no fake_cluster() is active")
     return _ACTIVE[-1]
@@ -54,6 +62,13 @@ class fake_cluster:  # named as moto's mock_aws, which it sits beside
     `ELEVATOR_HARNESS_PREFECT_SERVER` is not "0" ("1": always).
     `validation`, `defaulting`, `admission_defaults`: the fake API's write layers, each on
     unless turned off (docs/harness.md, Validation and defaulting).
+
+    Example:
+        ```python
+        with fake_cluster() as cluster:
+            cluster.add_node_group("workers", desired=2)
+            subprocess.run(["kubectl", "get", "nodes"], check=True)   # KUBECONFIG names the fake
+        ```
     """
 
     def __init__(self, *, aws: AwsMode = "in-process", start_time: float | None = None,

@@ -20,7 +20,8 @@ Bodies and answers are JSON, or protobuf (`application/vnd.kubernetes.protobuf`,
 for the built-in kinds (CustomResourceDefinitions included), as `negotiation.py` describes;
 custom resources refuse protobuf (415/406).
 A write to a built-in kind passes the API server's layers: over HTTP its field validation
-(`fieldValidation`, `field_validation.py`; `FakeKubeApi(field_validation=False)` turns it off),
+(`fieldValidation`, `field_validation.py`, and the decoders' refusal of a field of the wrong JSON
+type, `decode_types.py`; `FakeKubeApi(field_validation=False)` turns both off),
 then (`write_path.py`) its defaults (`defaulting.py`), the default admission plugins' on a
 created Pod (`admission.py`) and value validation with its 422 answers (`validation/`), each a
 switch (docs/harness.md, Validation and defaulting). A custom resource passes its CRD's schema
@@ -39,6 +40,8 @@ pods whenever it is read (get, list, write responses); watch events carry the st
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
 from kube_elevator.fakes.kube_api.errors import (
     AlreadyExists,
     ApiError,
@@ -50,7 +53,20 @@ from kube_elevator.fakes.kube_api.errors import (
 from kube_elevator.fakes.kube_api.patch import json_merge_patch, json_patch, strategic_merge_patch
 from kube_elevator.fakes.kube_api.policy import RecordedRequest, pdb_status
 from kube_elevator.fakes.kube_api.resources import RESOURCES, ResourceType, custom_resource_type
-from kube_elevator.fakes.kube_api.server import FakeKubeApi
+
+if TYPE_CHECKING:
+    from kube_elevator.fakes.kube_api.server import FakeKubeApi
+
+
+def __getattr__(name: str) -> Any:
+    """`FakeKubeApi` on first use (PEP 562): the server (uvicorn, starlette, the validation
+    layers) is most of this package's import, and `simulate --fast` uses only its policy and
+    errors (issue 40)."""
+    if name == "FakeKubeApi":
+        from kube_elevator.fakes.kube_api.server import FakeKubeApi
+
+        return FakeKubeApi
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 __all__ = [
     "RESOURCES",

@@ -38,6 +38,13 @@ from typing import Any
 import orjson
 import yaml
 
+from kube_elevator.fakes.kube_api.decode_types import (
+    apply_type_errors,
+    converter_error,
+    decode_error,
+    go_json,
+    go_print,
+)
 from kube_elevator.fakes.kube_api.errors import ApiError, BadRequest
 from kube_elevator.fakes.kube_api.field_schema import FieldType, kind_type, struct_fields
 from kube_elevator.fakes.kube_api.resources import Obj, ResourceType
@@ -208,6 +215,8 @@ class FieldCheck:
     directive: str
     errors: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
+    patch_kind: str = ""  # "merge", "strategic" or "json" for a patch
+    patch: Any = None  # the patch as parsed (a strategic merge patch's error prints it)
 
     @property
     def strict_decoding(self) -> bool:
@@ -243,6 +252,10 @@ class FieldCheck:
             ordered = True
         if not isinstance(parsed, dict) or ftype is None:
             return _plain(parsed)
+        # A value of the wrong JSON type fails the decode itself, whatever the directive
+        # (decode_types.py); it trumps the strict errors (apimachinery json.go unmarshal).
+        if (wrong_type := decode_error(self.rt.api_version, self.rt.kind, parsed)) is not None:
+            raise BadRequest(_type_prefix(self.rt, parsed) + wrong_type)
         pruned = _typed(parsed, ftype, "", errors, ordered)
         self._settle(errors, _decode_prefix(self.rt, parsed, raw))
         return pruned
@@ -250,12 +263,14 @@ class FieldCheck:
     def patch_body(self, raw: bytes, kind: str) -> None:
         """A patch's own strict errors: its duplicates (merge, strategic) or its operations'
         unknown and duplicate members (json), reported with the patched object's."""
-        if not self.strict_decoding:
-            return
+        self.patch_kind = kind
         try:
             parsed = json.loads(raw, object_pairs_hook=_pairs_hook)
         except ValueError:
             return  # the patch handler reports a body that is not JSON
+        self.patch = _plain(parsed)
+        if not self.strict_decoding:
+            return
         if kind != "json":
             _duplicates(parsed, "", self.errors)
             return
@@ -275,10 +290,29 @@ class FieldCheck:
         ftype = kind_type(self.rt.api_version, self.rt.kind)
         if ftype is None:
             return obj
+        self._patch_types(obj)
         errors = list(self.errors)
         pruned = _typed(obj, ftype, "", errors, ordered=False)
         self._settle(errors)
         return pruned if isinstance(pruned, dict) else obj
+
+    def _patch_types(self, obj: Obj) -> None:
+        """A patched object whose field has the wrong type: 422 on `patch` with no kind and
+        no name (patch.go: jsonPatcher decodes the patched JSON, smpPatcher converts the
+        patched map; decode_types.py words each)."""
+        rt = self.rt
+        if self.patch_kind == "strategic":
+            wrong = converter_error(rt.api_version, rt.kind, obj)
+            shown = go_print(self.patch)
+        else:
+            ordered = orjson.loads(orjson.dumps(obj, option=orjson.OPT_SORT_KEYS))
+            wrong = decode_error(rt.api_version, rt.kind, ordered)
+            shown = go_json(obj) if wrong is not None else ""
+        if wrong is None:
+            return
+        why = f"Invalid value: {json.dumps(shown, ensure_ascii=False)}: {wrong}"
+        raise ApiError(422, "Invalid", f' "" is invalid: patch: {why}', {"causes": [
+            {"reason": "FieldValueInvalid", "message": why, "field": "patch"}]})
 
     def apply_body(self, raw: bytes, config: Any, namespace: str, name: str) -> None:
         """Server-side apply: the configuration's YAML duplicates per the directive, then its
@@ -294,6 +328,7 @@ class FieldCheck:
             return
         unknown: list[str] = []
         _undeclared(config, ftype, "", unknown)
+        unknown += apply_type_errors(self.rt.api_version, self.rt.kind, config)
         if unknown:
             rt = self.rt
             group_version = rt.api_version if rt.group else f"/{rt.api_version}"
@@ -331,6 +366,16 @@ def _decode_prefix(rt: ResourceType, body: dict[str, Any], raw: bytes) -> str:
         version = api_version.rpartition("/")[2] if isinstance(api_version, str) else ""
         return f'{kind} in version "{version}" cannot be handled as a {rt.kind}: '
     return f"the object provided is unrecognized (must be of type {rt.kind}): "
+
+
+def _type_prefix(rt: ResourceType, body: dict[str, Any]) -> str:
+    """transformDecodeError's words for a decode that failed: the kind and version the
+    decoder read, the request's own where the body names none (the decoder's defaults)."""
+    kind, api_version = body.get("kind"), body.get("apiVersion")
+    kind = kind if isinstance(kind, str) and kind else rt.kind
+    version = api_version.rpartition("/")[2] if isinstance(api_version, str) and api_version \
+        else rt.version
+    return f'{kind} in version "{version}" cannot be handled as a {rt.kind}: '
 
 
 def _parse_json(raw: bytes, *, pairs: bool) -> Any:

@@ -18,19 +18,21 @@ from kube_elevator.fakes.kube_api.delete_collection import delete_collection
 from kube_elevator.fakes.kube_api.errors import _REASONS, ApiError, BadRequest, _details, status_body
 from kube_elevator.fakes.kube_api.field_validation import field_check, warning_header
 from kube_elevator.fakes.kube_api.negotiation import (
+    WATCH_PROTOBUF,
     check_acceptable,
     decode_body,
     is_protobuf,
     media_type,
     negotiate,
     prefers_protobuf,
+    serves_protobuf,
 )
 from kube_elevator.fakes.kube_api.objects import _load, _metadata, _raw_with_kind, _Rec, _Watcher
 from kube_elevator.fakes.kube_api.openapi import V2_PROTOBUF_ANSWER, served, v2_protobuf, wants_v2_protobuf
 from kube_elevator.fakes.kube_api.patch import APPLY_PATCH, _patch_types
 from kube_elevator.fakes.kube_api.policy import _FAULT_MESSAGES, _TRUE, RecordedRequest, _Route
-from kube_elevator.fakes.kube_api.protobuf_lists import encode_list
-from kube_elevator.fakes.kube_api.protobuf_wire import PROTOBUF
+from kube_elevator.fakes.kube_api.protobuf_lists import encode_list, encode_watch_event
+from kube_elevator.fakes.kube_api.protobuf_wire import PROTOBUF, encode_watch_frame
 from kube_elevator.fakes.kube_api.resources import SERVER_VERSION, Obj, ObjList, ResourceType
 from kube_elevator.fakes.kube_api.tables import _table, _wants_table
 
@@ -54,6 +56,16 @@ async def _apply_body(request: Request) -> Any:
         return yaml.safe_load(raw)
     except yaml.YAMLError as exc:
         raise BadRequest(f"the apply configuration is not valid YAML: {exc}") from None
+
+
+def _json_line(event: Obj) -> bytes:
+    """A bookmark or error event on a JSON watch: one line."""
+    return orjson.dumps(event) + b"\n"
+
+
+def _protobuf_frame(event: Obj) -> bytes:
+    """A bookmark or error event on a protobuf watch: one frame."""
+    return encode_watch_frame(event["type"], event["object"])
 
 
 def _manager(request: Request, query: Mapping[str, str]) -> str:
@@ -418,17 +430,26 @@ class KubeHttp(KubeAccess):
             raise BadRequest("invalid timeoutSeconds or resourceVersion") from None
         watcher = _Watcher(rt, route.namespace if rt.namespaced else None, labels, fields,
                            asyncio.get_running_loop())
-        encode = self._table_event_encoder(rt, query.get("includeObject", "")) \
-            if _wants_table(accept) else partial(self._event_line, rt)
+        control: Callable[[Obj], bytes] = _json_line
+        media = "application/json"
+        if _wants_table(accept):
+            encode = self._table_event_encoder(rt, query.get("includeObject", ""))
+        elif prefers_protobuf(accept) and serves_protobuf(rt):
+            # Frames from each record's cached encoding (protobuf_lists.py), shared with
+            # lists and every other watcher; bookmarks and errors encoded as they come.
+            encode, media = partial(encode_watch_event, rt), WATCH_PROTOBUF
+            control = _protobuf_frame
+        else:
+            encode = partial(self._event_line, rt)
         if rt.custom:  # a custom object as read: its schema's defaults (crd_schema/)
             line = encode
             encode = lambda etype, rec: line(etype, self._fresh(rt, [rec])[0])  # noqa: E731
         stream = self._watch_stream(
-            watcher, encode, since_rv, timeout,
+            watcher, encode, control, since_rv, timeout,
             bookmarks=query.get("allowWatchBookmarks") in _TRUE,
             initial_events=query.get("sendInitialEvents") in _TRUE,
         )
-        return StreamingResponse(stream, media_type="application/json",
+        return StreamingResponse(stream, media_type=media,
                                  headers={"Cache-Control": "no-cache, private"})
 
     def _open_watch(self, watcher: _Watcher, since_rv: int, initial_events: bool
@@ -460,12 +481,13 @@ class KubeHttp(KubeAccess):
         return b"".join((b'{"type":"', etype, b'","object":', _raw_with_kind(rt, rec),
                          b"}\n"))
 
-    def _bookmark(self, rt: ResourceType, rv: int, initial_end: bool = False) -> bytes:
+    @staticmethod
+    def _bookmark(rt: ResourceType, rv: int, initial_end: bool = False) -> Obj:
         meta: Obj = {"resourceVersion": str(rv)}
         if initial_end:
             meta["annotations"] = {"k8s.io/initial-events-end": "true"}
-        return orjson.dumps({"type": "BOOKMARK", "object": {
-            "kind": rt.kind, "apiVersion": rt.api_version, "metadata": meta}}) + b"\n"
+        return {"type": "BOOKMARK", "object": {
+            "kind": rt.kind, "apiVersion": rt.api_version, "metadata": meta}}
 
     def _next_bookmark(self, now: float, deadline: float) -> float | None:
         """When a quiet watch gets its next bookmark, as the API server's cacheWatcher
@@ -495,9 +517,10 @@ class KubeHttp(KubeAccess):
         return encode
 
     async def _watch_stream(self, watcher: _Watcher, encode: Callable[[bytes, _Rec], bytes],
-                            since_rv: int, timeout: float, *, bookmarks: bool,
-                            initial_events: bool) -> AsyncIterator[bytes]:
-        """Stream events as JSON lines until timeout, server stop or client disconnect.
+                            control: Callable[[Obj], bytes], since_rv: int, timeout: float, *,
+                            bookmarks: bool, initial_events: bool) -> AsyncIterator[bytes]:
+        """Stream events (`encode`; bookmarks and errors: `control`) until timeout, server
+        stop or client disconnect.
 
         The watch registers here, when streaming starts, so the `finally` that
         unregisters it always runs.
@@ -505,7 +528,7 @@ class KubeHttp(KubeAccess):
         rt = watcher.rt
         expired = self._open_watch(watcher, since_rv, initial_events)
         if expired is not None:
-            yield orjson.dumps({"type": "ERROR", "object": expired}) + b"\n"
+            yield control({"type": "ERROR", "object": expired})
             return
         loop = watcher.loop
         deadline = loop.time() + timeout
@@ -523,7 +546,7 @@ class KubeHttp(KubeAccess):
                     yield b"".join(encode(etype, rec) for etype, rec in batch[start:start + 500])
                 if initial_end:
                     # rv_now was read with the initial events drained: they are all sent.
-                    yield self._bookmark(rt, rv_now, initial_end=True)
+                    yield control(self._bookmark(rt, rv_now, initial_end=True))
                     initial_end = False
                 if batch:
                     continue
@@ -531,7 +554,7 @@ class KubeHttp(KubeAccess):
                     return
                 if bookmark_due:
                     # Every event up to rv_now has been drained, so this bookmark is exact.
-                    yield self._bookmark(rt, rv_now)
+                    yield control(self._bookmark(rt, rv_now))
                     bookmark_due = False
                     next_bookmark = self._next_bookmark(loop.time(), deadline)
                 wait = deadline - loop.time()

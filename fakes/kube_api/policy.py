@@ -18,7 +18,15 @@ log = logging.getLogger(__name__)
 
 @dataclass(frozen=True)
 class RecordedRequest:
-    """One HTTP request the server answered, for tests that count or inspect calls."""
+    """One HTTP request the server answered, for tests that count or inspect calls.
+
+    Example:
+        ```python
+        with FakeKubeApi() as api:
+            ...                                       # the code under test, on api.url
+            patches = [r for r in api.requests if r.verb == "patch" and r.resource == "nodes"]
+        ```
+    """
 
     verb: str  # Kubernetes verb: get list watch create update patch delete ("" otherwise)
     resource: str  # plural resource name, "" for discovery and unknown paths

@@ -34,7 +34,15 @@ _META_FIELDS = ("metadata.name", "metadata.namespace")
 
 @dataclass(frozen=True)
 class ResourceType:
-    """What the server knows about one REST resource (discovery, scope, field labels)."""
+    """What the server knows about one REST resource (discovery, scope, field labels).
+
+    Example:
+        >>> from kube_elevator.harness import FakeKubeApi
+        >>> api = FakeKubeApi()
+        >>> widgets = api.register_custom_resource("example.com", "v1", "widgets", "Widget")
+        >>> widgets.kind, widgets.group, widgets.namespaced
+        ('Widget', 'example.com', True)
+    """
 
     plural: str
     singular: str

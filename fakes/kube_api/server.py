@@ -35,6 +35,14 @@ class FakeKubeApi(KubeHttp):
 
     Use as a context manager or with `start()`/`stop()`.  Store access methods work
     whether or not the HTTP server is running.
+
+    Example:
+        >>> from kube_elevator.harness import FakeKubeApi
+        >>> api = FakeKubeApi()        # the store works before start(); start() serves it over HTTP
+        >>> settings = {"metadata": {"name": "settings"}, "data": {"a": "1"}}
+        >>> created = api.create("configmaps", settings, "default")
+        >>> api.get("configmaps", "settings", "default")["data"]
+        {'a': '1'}
     """
 
     def __init__(self, host: str = "127.0.0.1", port: int = 0, *,

@@ -56,6 +56,10 @@ from kube_elevator.fakes.kube_api.resources import (
     Obj,
     ResourceType,
 )
+from kube_elevator.fakes.kube_api.validation.meta_update import (
+    resource_invalid,
+    unconditional_update_errors,
+)
 from kube_elevator.fakes.kube_api.write_path import WriteLayers
 from kube_elevator.tasks.core.selectors import (
     FieldSelector,
@@ -318,6 +322,9 @@ class KubeStore:
             if not rt.allow_create_on_update or wanted or subresource:
                 raise NotFound(rt, name)
             return self._create(rt, ns, body, seeding=seeding), True
+        if not seeding and self.layers.validation and (
+                unconditional := unconditional_update_errors(rt, body)):
+            raise resource_invalid(rt, name, unconditional)
         old = _load(old_rec)
         if wanted and wanted != _metadata(old).get("resourceVersion"):
             raise Conflict(rt, name)

@@ -9,6 +9,7 @@ from typing import Any
 
 import orjson
 
+from kube_elevator.fakes.kube_api.decode_types import decode_error
 from kube_elevator.fakes.kube_api.errors import ApiError, BadRequest, Conflict, Invalid
 from kube_elevator.fakes.kube_api.objects import _DUMP, RecList, _load, _metadata, _raw_with_kind, _Rec
 from kube_elevator.fakes.kube_api.patch import (
@@ -75,6 +76,9 @@ class KubeSubresources(KubeStore):
 
     def _update_scale(self, rt: ResourceType, ns: str, name: str, scale: Obj) -> Obj:
         old = _load(self._get(rt, ns, name))
+        if (wrong_type := decode_error("autoscaling/v1", "Scale", scale)) is not None:
+            # the body decodes as an autoscaling/v1 Scale first (decode_types.py)
+            raise BadRequest(f'Scale in version "v1" cannot be handled as a Scale: {wrong_type}')
         meta = _metadata(scale)
         if meta.get("name") not in (None, name):
             raise BadRequest(f"the name of the object ({meta.get('name')}) does not match "

@@ -49,6 +49,7 @@ EXAMPLES: dict[str, tuple[str, ...]] = {
              f"{EXAMPLES_FOLDER}/pod-metrics.json",),
     "pods plan": (f"elevator pods plan --cluster {EXAMPLES_FOLDER}/pod-autoscalers.yaml "
                   f"--metrics {EXAMPLES_FOLDER}/pod-metrics.json",),
+    "pods validate": (f"elevator pods validate {EXAMPLES_FOLDER}/pod-autoscalers.yaml",),
     "pods run": ("elevator pods run --prometheus http://prometheus:9090 --kubeconfig "
                  "~/.kube/config --dry-run --once",),
     "prefect-server": ("elevator prefect-server status", "elevator prefect-server stop"),

@@ -31,6 +31,7 @@ from kube_elevator.tasks.core.health import (
     LoopHealth,
     health_answer,
     liveness_problems,
+    not_ready_reason,
     process_metrics,
 )
 from kube_elevator.tasks.core.leader_election import ElectionTimes
@@ -203,10 +204,13 @@ class HealthPages:
                  loop: str = "tick",
                  not_ready: str | Callable[[], str] = (
                      "the watch cache has not listed the cluster yet"),
-                 metrics: Callable[[], str] | None = None) -> None:
+                 metrics: Callable[[], str] | None = None,
+                 ticks_ready: bool = False) -> None:
         """`loop` names what the limits count in the problems (a tick, a cycle, a fetch);
         `not_ready` says (or tells when asked) why `/ready` answers 503; `metrics` is the
-        exposition `/metrics` serves before the `elevator_*` metrics (default: Escalator's)."""
+        exposition `/metrics` serves before the `elevator_*` metrics (default: Escalator's).
+        `ticks_ready`: ready only once a tick of this process completed and while its health
+        check passes (`serve`, issue 40: ready is not said while no tick can run)."""
         self.health = health
         self.ready = ready
         self.limits = limits
@@ -216,6 +220,7 @@ class HealthPages:
         self.loop = loop
         self.not_ready = not_ready
         self.metrics_text = metrics
+        self.ticks_ready = ticks_ready
         self._election_started = elector.clock() if elector is not None else 0.0
 
     def _verdict(self) -> tuple[str, list[str], bool]:
@@ -245,10 +250,16 @@ class HealthPages:
         return status, TEXT, body
 
     def ready_page(self) -> tuple[int, str, str]:
-        if self.ready():
-            return 200, TEXT, "ready\n"
-        reason = self.not_ready() if callable(self.not_ready) else self.not_ready
-        return 503, TEXT, f"not ready: {reason}\n"
+        if not self.ready():
+            reason = self.not_ready() if callable(self.not_ready) else self.not_ready
+            return 503, TEXT, f"not ready: {reason}\n"
+        if self.ticks_ready:
+            _, problems, acting = self._verdict()
+            why = not_ready_reason(self.health().state(), problems, self.loop) if acting \
+                else None
+            if why is not None:
+                return 503, TEXT, f"not ready: {why}\n"
+        return 200, TEXT, "ready\n"
 
     def metrics(self) -> tuple[int, str, str]:
         _, problems, acting = self._verdict()

@@ -33,6 +33,7 @@ from kube_elevator.flows.cli.liveness import (
     run_ticks_alive,
     with_liveness_options,
 )
+from kube_elevator.tasks.core.collector import gc_paused
 from kube_elevator.tasks.core.errors import InputError
 from kube_elevator.tasks.core.lease_state import DEFAULT_LEASE_NAMESPACE
 from kube_elevator.tasks.escalator.config import NodeGroupConfig
@@ -224,9 +225,10 @@ def run(
     # without PREFECT_API_URL: the shared local server for --once, a loop's own server else;
     # started (or found) now, or one line why not
     use_local_server("shared" if once else "own")
-    ensure_crash_detection()  # a tick whose process dies ends Crashed on the server
-    from kube_elevator.flows.autoscale import autoscale
-    from kube_elevator.flows.run_state import run_here
+    with gc_paused():  # module loading (tasks/core/collector.py)
+        ensure_crash_detection()  # a tick whose process dies ends Crashed on the server
+        from kube_elevator.flows.autoscale import autoscale
+        from kube_elevator.flows.run_state import run_here
 
     def cycle() -> list[dict[str, Any]]:
         return run_here(lambda: autoscale(nodegroups=str(nodegroups), dry_run=dry_run,

@@ -22,31 +22,38 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from kube_elevator.flows.cli.pods_files import object_problems
 from kube_elevator.tasks.adapters.prometheus import DEFAULT_RATE_WINDOW, MetricsSource, StaticMetrics
 from kube_elevator.tasks.core.documents import load_file
 from kube_elevator.tasks.core.errors import InputError
 from kube_elevator.tasks.core.selectors import parse_label_selector
 from kube_elevator.tasks.core.workload import SCALABLE_KINDS, TargetScale, unsupported_scale_kind
-from kube_elevator.tasks.pod_autoscalers.memory import KIND as MEMORY_KIND
-from kube_elevator.tasks.pod_autoscalers.memory import PLURAL as MEMORY_PLURAL
-from kube_elevator.tasks.pod_autoscalers.wpa.crd import KIND as WPA_KIND
-from kube_elevator.tasks.pod_autoscalers.wpa.crd import MONITOR_PLURAL, LabelSelector
-from kube_elevator.tasks.pod_autoscalers.wpa.crd import PLURAL as WPA_PLURAL
-from kube_elevator.tasks.pod_autoscalers.wpa.decide import Decision
 
+# The pod autoscalers' pydantic models (pods_files, wpa.crd, memory) load where a `pods` command
+# uses them: every other command imports this module to register it (issue 40).
 if TYPE_CHECKING:
     from kube_elevator.flows.pod_cycle import PodAutoscalerSource
+    from kube_elevator.tasks.pod_autoscalers.wpa.decide import Decision
 
 
 class ClusterFiles:
     """The objects of `kubectl get wpa,memoryautoscalers,deployments,pods -A -o json` files,
     answering what a cycle reads as the API server would (`PodAutoscalerSource`)."""
 
-    def __init__(self, objects: Iterable[Mapping[str, Any]]) -> None:
+    def __init__(self, objects: Iterable[Mapping[str, Any]],
+                 places: Sequence[str] | None = None) -> None:
+        objects = list(objects)
+        # Each object and where it was read (`<file>: items[3]`), for `pods validate`'s lines.
+        self.located: list[tuple[str, Mapping[str, Any]]] = list(zip(places or (), objects,
+                                                                     strict=False))
         self.custom: dict[str, list[dict[str, Any]]] = defaultdict(list)  # by plural
         self.workloads: dict[tuple[str, str, str], Mapping[str, Any]] = {}
         self.pods: dict[str, list[dict[str, Any]]] = defaultdict(list)
+        from kube_elevator.tasks.pod_autoscalers.memory import KIND as MEMORY_KIND
+        from kube_elevator.tasks.pod_autoscalers.memory import PLURAL as MEMORY_PLURAL
+        from kube_elevator.tasks.pod_autoscalers.wpa.crd import KIND as WPA_KIND
+        from kube_elevator.tasks.pod_autoscalers.wpa.crd import MONITOR_PLURAL
+        from kube_elevator.tasks.pod_autoscalers.wpa.crd import PLURAL as WPA_PLURAL
+
         plurals = {WPA_KIND: WPA_PLURAL, MEMORY_KIND: MEMORY_PLURAL,
                    "DatadogMonitor": MONITOR_PLURAL}
         for obj in objects:
@@ -73,6 +80,8 @@ class ClusterFiles:
 
     def read_scale(self, kind: str, namespace: str, name: str) -> TargetScale | None:
         """The target's `/scale` as the API server derives it from the workload."""
+        from kube_elevator.tasks.pod_autoscalers.wpa.crd import LabelSelector
+
         if kind not in SCALABLE_KINDS:
             raise InputError([unsupported_scale_kind(kind)])
         workload = self.workloads.get((namespace, kind, name))
@@ -93,7 +102,10 @@ class ClusterFiles:
 
     @classmethod
     def load(cls, paths: Sequence[Path]) -> "ClusterFiles":
+        from kube_elevator.flows.cli.pods_files import object_problems
+
         objects: list[Mapping[str, Any]] = []
+        places: list[str] = []
         problems = []
         for path in paths:
             try:
@@ -128,9 +140,10 @@ class ClusterFiles:
                 problems += found
                 if not found:
                     objects.append(item)
+                    places.append(where)
         if problems:
             raise InputError(problems)
-        return cls(objects)
+        return cls(objects, places)
 
 
 def _namespace(obj: Mapping[str, Any]) -> str:
@@ -143,7 +156,7 @@ _QUIET.addHandler(logging.NullHandler())
 _QUIET.propagate = False
 
 
-def plan_autoscalers(cluster: ClusterFiles, metrics: MetricsSource, now: float) -> list[Decision]:
+def plan_autoscalers(cluster: ClusterFiles, metrics: MetricsSource, now: float) -> list["Decision"]:
     """What one cycle would decide for every autoscaler in the files: the flow's own cycle,
     reading the files and acting on nothing."""
     from kube_elevator.flows.pod_cycle import cycle
@@ -179,7 +192,7 @@ def _number(value: int | float | None) -> str:
     return f"{value:g}" if isinstance(value, float) else str(value)
 
 
-def plans_table(decisions: Sequence[Decision]) -> Table:
+def plans_table(decisions: Sequence["Decision"]) -> Table:
     table = Table(title="What one pod-autoscaler cycle would do", show_lines=True,
                   caption="value: the winning metric in its own unit (cores, bytes, ...); "
                           "MemoryAutoscaler: % of limits")
@@ -217,8 +230,9 @@ def failed_autoscalers(results: Sequence[dict[str, Any]]) -> list[str]:
             for result in results if result.get("error")]
 
 
-def register(app: typer.Typer) -> None:
-    """Add the `pods` command group (plan, run) to the `elevator` app."""
+def register(app: typer.Typer) -> typer.Typer:
+    """Add the `pods` command group (plan, run) to the `elevator` app; the group, for
+    `pods_validate` to add its command."""
     from kube_elevator.flows.cli.common import (
         DeprecatedOutputOption,
         FormatOption,
@@ -326,8 +340,11 @@ def register(app: typer.Typer) -> None:
             from kube_elevator.tasks.adapters.kube import check_kubeconfig
 
             check_kubeconfig(kubeconfig)
-        from kube_elevator.flows.pod_autoscale import controller_metrics, pod_autoscale
-        from kube_elevator.flows.run_state import run_here
+        from kube_elevator.tasks.core.collector import gc_paused
+
+        with gc_paused():  # module loading, Prefect's among them (tasks/core/collector.py)
+            from kube_elevator.flows.pod_autoscale import controller_metrics, pod_autoscale
+            from kube_elevator.flows.run_state import run_here
 
         if metrics_port:
             from prometheus_client import start_http_server
@@ -377,3 +394,4 @@ def register(app: typer.Typer) -> None:
                 metrics=lambda: generate_latest(controller_metrics().registry).decode())
 
     app.add_typer(pods, name="pods")
+    return pods

@@ -73,6 +73,8 @@ DEFAULT_INTERVAL = "60s"
 DEFAULT_POLL = "2s"
 # How often serve looks for abandoned runs (and, with --ticks runs, for runs that ended).
 CARE_SECONDS = 5.0
+# After the grace, how long a run's process has between SIGTERM and SIGKILL.
+END_TERM_SECONDS = 1.0
 SERVE_LEADER_HELP = ("in-process: elect one leader among the replicas on a Lease; it runs the "
                      "ticks, the others keep their cache warm and take over when its lease runs "
                      "out. (With --ticks runs the Prefect server gives each run to one process.)")
@@ -191,9 +193,10 @@ def serve(
         from kube_elevator.flows.cli.services import http_url
 
         pushgateway = http_url(pushgateway, "--pushgateway")
-    from kube_elevator.flows.crash_detection import heartbeat_environment
+    from kube_elevator.flows.crash_detection import heartbeat_environment, quiet_run_consoles
 
     heartbeat_environment()  # before Prefect reads its settings: the runs it starts inherit it
+    quiet_run_consoles()
     from kube_elevator.tasks.adapters.prefect_server import use_local_server
 
     # Without PREFECT_API_URL: a server of its own that runs Prefect's scheduler, its URL in
@@ -224,20 +227,22 @@ def serve(
                               poll_seconds, elector)
         loop = here.loop
         pages = HealthPages(lambda: loop.health, lambda: loop.ready(), liveness.limits,
-                            loop.clock, elector)
+                            loop.clock, elector, ticks_ready=True)
     else:
         # The runs the server saw end (`flows.served_ticks`), on a clock an interval behind:
         # the check fails once a tick was due (an interval after the last) and none ended
         # within --max-inactivity, and an --interval 1h fed by events is not failed at 10m.
         pages = HealthPages(lambda: served, lambda: True, liveness.limits,
-                            lambda: time.monotonic() - period, role="serving")
+                            lambda: time.monotonic() - period, role="serving",
+                            ticks_ready=True)
     deployment_ids = [runner.add_deployment(manual)]
     if here is not None:
         deployment_ids.append(here.deployment_id)
     else:
         deployment_ids.append(runner.add_deployment(scheduled))
     assert all(isinstance(id_, UUID) for id_ in deployment_ids)  # async-dispatched: sync here
-    care = _run_care(cast(list[UUID], deployment_ids), None if in_process else served)
+    care = _run_care(cast(list[UUID], deployment_ids), None if in_process else served,
+                     period)
     care.sweep()  # before the first tick: a run a stopped serve left holds no slot
     console.print(f"serving autoscale/{scheduled.name}"
                   + (" in this process" if in_process else "") + f", autoscale/{manual.name}",
@@ -251,7 +256,8 @@ def serve(
     with kept_alive(liveness, pages, elector, stopping):
         asyncio.run(run_until_signal(runner, grace_seconds, in_process=here,
                                      stopping=stopping, care=care,
-                                     care_seconds=max(poll_seconds, CARE_SECONDS)))
+                                     care_seconds=max(poll_seconds, CARE_SECONDS),
+                                     mark_seconds=poll_seconds))
     console.print("serve: stopped", highlight=False)
     stopping.doing = "exiting: Prefect's clients flushing their logs and events"
 
@@ -362,7 +368,8 @@ class InProcessTicks:
 async def run_until_signal(runner: Runner, grace_seconds: float = STOP_GRACE_SECONDS,
                            in_process: InProcessTicks | None = None,
                            stopping: StopDeadline | None = None, care: RunCare | None = None,
-                           care_seconds: float = 2.0) -> None:
+                           care_seconds: float = 2.0, mark_seconds: float | None = None
+                           ) -> None:
     """Run `runner` until SIGTERM or SIGINT, then stop it gently.
 
     Prefect's own SIGTERM handler calls `sys.exit` inside the runner's event loop (3.8.8): the
@@ -372,7 +379,8 @@ async def run_until_signal(runner: Runner, grace_seconds: float = STOP_GRACE_SEC
     start). `stopping` takes SIGTERM and SIGINT: its deadline bounds all of that. The signal
     itself stops the Runner submitting: a run it had fetched but not yet claimed stays
     Scheduled for the next serve. `care` looks after the served runs every `care_seconds`
-    until the signal (`flows.cli.serve_runs`).
+    until the signal, and marks the Runner's new runs every `mark_seconds`
+    (`flows.cli.serve_runs`).
     """
     from kube_elevator.flows.cli.common import say_as
     from kube_elevator.flows.cli.stopping import SHUTDOWN_SECONDS, StopDeadline
@@ -392,8 +400,8 @@ async def run_until_signal(runner: Runner, grace_seconds: float = STOP_GRACE_SEC
     if care is not None:
         from kube_elevator.flows.cli.serve_runs import runner_owned
 
-        waiting.add(asyncio.ensure_future(care.every(care_seconds,
-                                                     lambda: runner_owned(runner))))
+        waiting.add(asyncio.ensure_future(care.every(
+            care_seconds, lambda: runner_owned(runner), mark_seconds=mark_seconds)))
     if in_process is not None:
         in_process.thread.start()
         waiting.add(asyncio.ensure_future(_ended(in_process.thread)))
@@ -416,12 +424,45 @@ async def run_until_signal(runner: Runner, grace_seconds: float = STOP_GRACE_SEC
     processes = getattr(runner, "_process_manager", None)
     while processes is not None and processes.flow_run_ids() and loop.time() < deadline:
         await asyncio.sleep(0.1)
+    if processes is not None and processes.flow_run_ids():
+        stopping.doing = "ending the runs' processes still in flight"
+        await end_processes(processes)
     stopping.doing = "stopping Prefect's Runner"
     await runner.astop()  # cancels what still runs
     with contextlib.suppress(asyncio.CancelledError):
         await started
     if in_process is not None and in_process.error is not None and not signalled.is_set():
         raise SystemExit(1)  # the ticks stopped by themselves (said why): exit non-zero
+
+
+async def end_processes(processes: Any, term_seconds: float = END_TERM_SECONDS) -> None:
+    """The runs' processes still in flight after the grace: SIGTERM, then SIGKILL after
+    `term_seconds`. Prefect's Runner would cancel each with SIGTERM and wait up to 30 s for
+    it, past the stop's deadline; and a run's process that took the signal (Ctrl-C reaches
+    the whole group) may still be waiting for its tick's threads, blocked on a slow API, to
+    end: the stop would outlast the grace, and the process serve. The run, its process gone,
+    ends Crashed (the Runner, or the next serve's `flows.abandoned_runs`)."""
+    import signal
+
+    def pids() -> list[int]:
+        found = []
+        for run_id in processes.flow_run_ids():
+            pid = getattr(processes.get(run_id), "pid", None)
+            if isinstance(pid, int):
+                found.append(pid)
+        return found
+
+    def send(signum: signal.Signals) -> None:
+        for pid in pids():
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, signum)
+
+    loop = asyncio.get_running_loop()
+    send(signal.SIGTERM)
+    until = loop.time() + term_seconds
+    while processes.flow_run_ids() and loop.time() < until:
+        await asyncio.sleep(0.1)
+    send(signal.SIGKILL)
 
 
 def _kube_client(kubeconfig: Path | None) -> KubeClient:
@@ -456,9 +497,12 @@ def _refuse_new_runs(runner: Runner) -> None:
         proposer.propose_pending = refused
 
 
-def _run_care(deployment_ids: list[UUID], served: LoopHealth | None) -> RunCare:
-    """The care of the served runs; with `served`, the health check of `--ticks runs` counts
-    the runs of the `autoscale` deployment (the last id) the server saw end."""
+def _run_care(deployment_ids: list[UUID], served: LoopHealth | None,
+              interval_seconds: float) -> RunCare:
+    """The care of the served runs; the `autoscale` deployment's (the last id) left Scheduled
+    over an interval late ended; with `served`, the health check of `--ticks runs` counts
+    the runs of `autoscale` the server saw end."""
+    from kube_elevator.flows.abandoned_runs import LATE_SLACK
     from kube_elevator.flows.cli.common import say_as
     from kube_elevator.flows.cli.serve_runs import RunCare
     from kube_elevator.flows.served_ticks import ServedTicks
@@ -468,7 +512,8 @@ def _run_care(deployment_ids: list[UUID], served: LoopHealth | None) -> RunCare:
         from datetime import UTC, datetime
 
         ticks = ServedTicks(served, deployment_ids[-1], datetime.now(UTC), time.monotonic)
-    return RunCare(deployment_ids, say_as("serve"), ticks)
+    return RunCare(deployment_ids, say_as("serve"), ticks, late=deployment_ids[-1:],
+                   late_after=timedelta(seconds=interval_seconds) + LATE_SLACK)
 
 
 async def _ended(thread: threading.Thread) -> None:

@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable, Collection
+from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 from uuid import UUID
 
@@ -43,10 +44,15 @@ class RunCare:
     """One pass at a time, each with a client of its own thread."""
 
     def __init__(self, deployment_ids: Collection[UUID], say: Callable[[str], None],
-                 ticks: ServedTicks | None = None) -> None:
+                 ticks: ServedTicks | None = None, late: Collection[UUID] = (),
+                 late_after: timedelta | None = None) -> None:
+        """`late`, `late_after`: the deployments whose runs left Scheduled past their time
+        are ended (`flows.abandoned_runs.why_late`)."""
         self.deployment_ids = list(deployment_ids)
         self.say = say
         self.ticks = ticks
+        self.late = list(late)
+        self.late_after = late_after
 
     def sweep(self, owned: dict[UUID, ProcessMark] | None = None) -> list[UUID]:
         """End the abandoned runs (marking `owned` first) and read the ticks that ended; the
@@ -58,7 +64,8 @@ class RunCare:
         held = dict(owned or {})
         try:
             with get_client(sync_client=True) as client:
-                ended = AbandonedRuns(client, self.deployment_ids, self.say).sweep(
+                ended = AbandonedRuns(client, self.deployment_ids, self.say,
+                                      late=self.late, late_after=self.late_after).sweep(
                     lambda: held)
                 if self.ticks is not None:
                     self.ticks.read(client)
@@ -68,15 +75,41 @@ class RunCare:
                         error)
             return []
 
-    async def every(self, seconds: float, owned: Callable[[], dict[UUID, ProcessMark]]
-                    ) -> None:
-        """A pass every `seconds`, until cancelled; `owned` read in the loop's thread. Never
-        ends by itself: serve stops when this task ends."""
+    def mark(self, owned: dict[UUID, ProcessMark]) -> None:
+        """Record `owned`'s marks on their runs; a server that does not answer is a warning."""
+        from prefect.client.orchestration import get_client
+
+        try:
+            with get_client(sync_client=True) as client:
+                for run_id, owner in owned.items():
+                    client.update_flow_run(run_id, infrastructure_pid=str(owner))
+        except Exception as error:  # the next pass marks them
+            log.warning("the served runs were not marked: %s: %s", type(error).__name__, error)
+
+    async def every(self, seconds: float, owned: Callable[[], dict[UUID, ProcessMark]],
+                    mark_seconds: float | None = None) -> None:
+        """A pass every `seconds`, until cancelled; `owned` read in the loop's thread, and the
+        runs new in it marked every `mark_seconds` between passes: a serve killed just after
+        it submitted a run leaves that run marked with a process that is gone (ended at the
+        next start), not unmarked (ended only by age). Never ends by itself: serve stops
+        when this task ends."""
+        marked: dict[UUID, ProcessMark] = {}
+        step = min(seconds, mark_seconds or seconds)
+        waited = 0.0
         while True:
-            await asyncio.sleep(seconds)
+            await asyncio.sleep(step)
+            waited += step
             try:
                 held = owned()
             except Exception as error:  # a Runner's parts changed: its runs go unmarked
                 log.warning("the Runner's runs were not read: %s", error)
                 held = {}
-            await asyncio.to_thread(self.sweep, held)
+            if waited >= seconds:
+                waited = 0.0
+                await asyncio.to_thread(self.sweep, held)
+            else:
+                new = {run_id: owner for run_id, owner in held.items()
+                       if marked.get(run_id) != owner}
+                if new:
+                    await asyncio.to_thread(self.mark, new)
+            marked = held

@@ -30,6 +30,10 @@ class BlockChoice:
     parameters), so any value passes validation here, and `block_name` reads the name back.
     The schema is written out, with the block type's slug, so that the flow's module needs not
     import the collection (~3 s for prefect-kubernetes) to describe the parameter.
+
+    Example:
+        >>> issubclass(ke.ClusterBlock, ke.BlockChoice)
+        True
     """
 
     title: ClassVar[str]
@@ -48,14 +52,35 @@ class BlockChoice:
 
 
 class ClusterBlock(BlockChoice):
-    """A prefect-kubernetes `KubernetesClusterConfig` block."""
+    """A prefect-kubernetes `KubernetesClusterConfig` block.
+
+    Example:
+        ```python
+        from prefect import flow
+
+        @flow
+        def my_flow(cluster_block: ke.ClusterBlock | str | None = None) -> None:
+            cluster = ke.block_name(cluster_block, "cluster_block")
+            adapters = ke.make_adapters(None, "kube-system", None, cluster)
+        ```
+    """
 
     title = "KubernetesClusterConfig"
     slug = "kubernetes-cluster-config"
 
 
 class AwsCredentialsBlock(BlockChoice):
-    """A prefect-aws `AwsCredentials` block."""
+    """A prefect-aws `AwsCredentials` block.
+
+    Example:
+        ```python
+        from prefect import flow
+
+        @flow
+        def my_flow(aws: ke.AwsCredentialsBlock | str | None = None) -> None:
+            adapters = ke.make_adapters(None, "kube-system", ke.block_name(aws, "aws"))
+        ```
+    """
 
     title = "AwsCredentials"
     slug = "aws-credentials"
@@ -63,7 +88,12 @@ class AwsCredentialsBlock(BlockChoice):
 
 def block_name(value: object, parameter: str) -> str | None:
     """The name of the block a flow parameter names or holds (the UI's block picker hands over
-    the block itself, loaded); None for none."""
+    the block itself, loaded); None for none.
+
+    Example:
+        >>> ke.block_name("prod-cluster", "cluster_block"), ke.block_name(None, "cluster_block")
+        ('prod-cluster', None)
+    """
     if value is None or value == "":
         return None
     if isinstance(value, str):
@@ -116,7 +146,13 @@ def kube_client_from_block(name: str) -> KubeClient:
 def register_block_types() -> list[str]:
     """Register the block types the flows take by name with the current Prefect server (what
     `prefect block register -m prefect_kubernetes` and `-m prefect_aws` do for these three),
-    so its UI offers them under Blocks; their slugs. Without the `blocks` extra: none."""
+    so its UI offers them under Blocks; their slugs. Without the `blocks` extra: none.
+
+    Example:
+        ```python
+        slugs = ke.register_block_types()   # with PREFECT_API_URL set to your server
+        ```
+    """
     try:
         from prefect_aws import AwsCredentials
         from prefect_kubernetes.credentials import KubernetesClusterConfig, KubernetesCredentials

@@ -15,8 +15,6 @@ from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-import boto3
-from botocore.config import Config
 from botocore.exceptions import BotoCoreError, ClientError
 
 from kube_elevator.tasks.adapters.fleet import FleetCalls, RealClock, WaitClock
@@ -26,6 +24,8 @@ from kube_elevator.tasks.core.retry import cloud_call_may_pass
 from kube_elevator.tasks.core.timeouts import Timeouts, timeouts
 
 if TYPE_CHECKING:
+    import boto3
+    from botocore.config import Config
     from mypy_boto3_autoscaling import AutoScalingClient
     from mypy_boto3_ec2 import EC2Client
 
@@ -43,6 +43,8 @@ if TYPE_CHECKING:
 
 def client_config(limits: Timeouts | None = None) -> Config:
     """botocore's settings for our clients: one request per call, and timeouts."""
+    from botocore.config import Config  # here: botocore's config imports much of botocore
+
     limits = limits or Timeouts()
     return Config(retries={"total_max_attempts": 1, "mode": "standard"},
                   connect_timeout=limits.connect_seconds, read_timeout=limits.read_seconds)
@@ -112,7 +114,16 @@ def _unique(items: Iterable[str]) -> list[str]:
 
 
 class AsgClient(FleetCalls):
-    """Escalator's AWS node-group operations on one autoscaling (and ec2) client."""
+    """Escalator's AWS node-group operations on one autoscaling (and ec2) client.
+
+    Example:
+        ```python
+        import boto3
+
+        cloud = ke.AsgClient(boto3.client("autoscaling"), boto3.client("ec2"))
+        asgs = cloud.describe(["batch-asg"])
+        ```
+    """
 
     def __init__(
         self,
@@ -142,6 +153,8 @@ class AsgClient(FleetCalls):
             session, endpoint_url, block_region = _session_from_block(aws_credentials_block)
             region = region or block_region
         else:
+            import boto3  # here: the simulator's in-memory world uses this module's plans only
+
             session = boto3.Session(region_name=region)
         region = region or session.region_name
         if not region:

@@ -41,7 +41,13 @@ READY_POLL_SECONDS = 1.0  # attachInstancesToASG's ticker
 
 
 class WaitClock(Protocol):
-    """The clock the readiness wait runs on: the real one live, a stepped one in tests."""
+    """The clock the readiness wait runs on: the real one live, a stepped one in tests.
+
+    Example:
+        ```python
+        cloud = ke.AsgClient(autoscaling, ec2, clock=my_clock)   # my_clock: a ke.WaitClock
+        ```
+    """
 
     def monotonic(self) -> float: ...
 
@@ -61,7 +67,14 @@ def _error(context: str, exc: ClientError | BotoCoreError) -> CloudError:
 
 
 class FleetCalls:
-    """Escalator's fleet path on an autoscaling and an ec2 client (`AsgClient` inherits it)."""
+    """Escalator's fleet path on an autoscaling and an ec2 client (`AsgClient` inherits it).
+
+    Example:
+        ```python
+        cloud = ke.AsgClient(boto3.client("autoscaling"), boto3.client("ec2"))
+        assert isinstance(cloud, ke.FleetCalls)       # the one-shot scale-up path (EC2 Fleet)
+        ```
+    """
 
     autoscaling: AutoScalingClient
     ec2: EC2Client

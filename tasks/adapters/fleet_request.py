@@ -51,6 +51,11 @@ class FleetRequest:
 
     `claim` is the tick's Lease claim token: the CreateFleet ClientToken (AWS answers a repeat
     with the first fleet) and a tag on the instances; `requested_at` is the tick's clock.
+
+    Example:
+        >>> request = ke.FleetRequest("batch-asg", count=3, launch_template_id="lt-0abc")
+        >>> request.count, request.launch_template_version
+        (3, '')
     """
 
     asg_name: str

@@ -57,7 +57,13 @@ PodKey = tuple[str, str]  # (namespace, name)
 @dataclass(frozen=True)
 class KindAge:
     """How current one kind of the cache is: seconds since the server was last heard from on
-    its watch (None: not listed yet), and the resourceVersion the cache reached."""
+    its watch (None: not listed yet), and the resourceVersion the cache reached.
+
+    Example:
+        >>> age = ke.KindAge("pods", age_seconds=2.5, resource_version="1042")
+        >>> age.kind, age.age_seconds
+        ('pods', 2.5)
+    """
 
     kind: str
     age_seconds: float | None
@@ -70,6 +76,13 @@ class ClusterCache:
     `on_pod(event_type, pod)` (if set) sees every pod change after the cache applied it, and
     `on_pods_listed(pods)` every (re)list: the pending-pod bursts that start a tick come from
     there.
+
+    Example:
+        ```python
+        cache = ke.ClusterCache(kubernetes.config.new_client_from_config())
+        cache.start()
+        results = ke.live_tick(ke.run_plain, adapters, groups, now=time.time(), cache=cache)
+        ```
     """
 
     def __init__(self, api_client: Any, *, timeout_seconds: int | None = None,
@@ -309,7 +322,16 @@ Grouper = Callable[[PodRecord], Iterable[str]]  # the groups a pod belongs to
 
 
 class Tally(Protocol):
-    """A running summary of one group's pods (the caller's: the cache knows no system)."""
+    """A running summary of one group's pods (the caller's: the cache knows no system).
+
+    Example:
+        ```python
+        class CountPods:                              # a ke.Tally of one group's pods
+            def __init__(self) -> None:
+                self.count = 0
+            ...
+        ```
+    """
 
     def add(self, key: object, pod: PodRecord) -> None: ...
 

@@ -24,7 +24,13 @@ if TYPE_CHECKING:
 @runtime_checkable  # Prefect validates a flow parameter of type `Adapters` with isinstance
 class KubeActions(Protocol):
     """The Kubernetes calls of a tick (`tasks.adapters.kube.KubeClient`'s semantics: 409 on a stale
-    resourceVersion, "ensure" writes, 404 as done)."""
+    resourceVersion, "ensure" writes, 404 as done).
+
+    Example:
+        ```python
+        kube: ke.KubeActions = ke.KubeClient(kubernetes.config.new_client_from_config())
+        ```
+    """
 
     # reads (LiveSource)
     def list_pods(self) -> list[PodRecord]: ...
@@ -55,7 +61,13 @@ class KubeActions(Protocol):
 @runtime_checkable
 class CloudActions(Protocol):
     """The Auto Scaling calls of a tick (`tasks.adapters.cloud.AsgClient`'s semantics: clamped,
-    retry-safe writes, `CloudError` with Escalator's messages)."""
+    retry-safe writes, `CloudError` with Escalator's messages).
+
+    Example:
+        ```python
+        cloud: ke.CloudActions = ke.AsgClient(boto3.client("autoscaling"), boto3.client("ec2"))
+        ```
+    """
 
     def describe(self, names: Sequence[str]) -> dict[str, AutoScalingGroup]: ...
 

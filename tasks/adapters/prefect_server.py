@@ -47,6 +47,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
+from kube_elevator.tasks.core.collector import gc_paused
+
 # How long a command waits for a server to answer, unless
 # PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS says otherwise (Prefect's 20 s timed out about
 # one start in three on a loaded 2-core machine: a first start's migrations took 15-50 s).
@@ -129,7 +131,15 @@ def use_local_server(kind: Kind = "shared", *, schedules: bool = False,
                      timeout: float | None = None) -> LocalServer | None:
     """Without PREFECT_API_URL: a local server for this process (`kind`, see the module), and
     PREFECT_API_URL pointing at it here and in the processes this one starts. None when
-    PREFECT_API_URL is set. `TemporaryServerTimeout` when it does not answer in time."""
+    PREFECT_API_URL is set. `TemporaryServerTimeout` when it does not answer in time.
+
+    Without cyclic GC: the first call imports Prefect (its settings, client and schemas), whose
+    import spends a fifth of its CPU in full collections otherwise (issue 40)."""
+    with gc_paused():
+        return _use_local_server(kind, schedules, timeout)
+
+
+def _use_local_server(kind: Kind, schedules: bool, timeout: float | None) -> LocalServer | None:
     if configured_api_url():
         return None
     home = prefect_home()

@@ -157,7 +157,12 @@ def _priorities(value: Any) -> Any:
 
 
 class ScaleDownOptions(BaseModel):
-    """Safe scale-down; timers and threshold are CA's defaults (spec §1.3)."""
+    """Safe scale-down; timers and threshold are CA's defaults (spec §1.3).
+
+    Example:
+        >>> ke.ScaleDownOptions().enabled
+        True
+    """
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -196,6 +201,10 @@ class PodPrices(BaseModel):
 
     Defaults from CA's AWS price model: an m4.large ($0.111/h, 2 vCPU, 8 GiB) split 50/50
     between CPU and memory; a GPU at CA's base GPU price (GcePriceModel, $0.700/h).
+
+    Example:
+        >>> ke.PodPrices(cpu_per_hour=0.03).gpu_per_hour
+        0.7
     """
 
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -207,7 +216,13 @@ class PodPrices(BaseModel):
 
 
 class ClusterAutoscalerConfig(BaseModel):
-    """`cluster_autoscaler:` beside `node_groups`; defaults are CA's flags (spec §1.1-1.3)."""
+    """`cluster_autoscaler:` beside `node_groups`; defaults are CA's flags (spec §1.1-1.3).
+
+    Example:
+        >>> ca = ke.ClusterAutoscalerConfig(enabled=True, expander="least-waste")
+        >>> ca.enabled, ca.expander
+        (True, 'least-waste')
+    """
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 

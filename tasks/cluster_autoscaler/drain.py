@@ -106,6 +106,14 @@ def drain_plan(plan: ScalePlan, group: NodeGroupConfig, nodes: Sequence[NodeReco
 
 @dataclass(frozen=True)
 class EvictionResult:
+    """What `evict_pods` did: the pods evicted, and those a budget kept (left for a later tick).
+
+    Example:
+        >>> result = ke.EvictionResult(evicted=("default/web-0",), blocked=("default/db-0",))
+        >>> result.blocked
+        ('default/db-0',)
+    """
+
     evicted: tuple[str, ...] = ()
     blocked: tuple[str, ...] = ()  # (namespace/name: why), a PDB answered 429
 

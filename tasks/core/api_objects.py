@@ -50,7 +50,12 @@ HostPort = tuple[str, str, int]  # (hostIP, protocol, hostPort), "0.0.0.0" and "
 class PodPlacement(msgspec.Struct, frozen=True, gc=False):
     """What the scheduler's filters read of a pod beyond its requests, node affinity and
     tolerations, for the few pods that have any: podAffinity, podAntiAffinity and
-    topologySpreadConstraints as their JSON (parsed where a filter needs them), host ports."""
+    topologySpreadConstraints as their JSON (parsed where a filter needs them), host ports.
+
+    Example:
+        >>> ke.PodPlacement(host_ports=(("TCP", "0.0.0.0", 8080),)).host_ports
+        (('TCP', '0.0.0.0', 8080),)
+    """
 
     pod_affinity: bytes = b""
     pod_anti_affinity: bytes = b""
@@ -127,7 +132,12 @@ class RawMetadata(msgspec.Struct, gc=False):
 
 
 class MatchExpression(msgspec.Struct, frozen=True, gc=False):
-    """A selector requirement: `key`, `operator` (In, NotIn, Exists, DoesNotExist, Gt, Lt), `values`."""
+    """A selector requirement: `key`, `operator` (In, NotIn, Exists, DoesNotExist, Gt, Lt), `values`.
+
+    Example:
+        >>> ke.MatchExpression("zone", "In", ("us-east-1a",)).values
+        ('us-east-1a',)
+    """
 
     key: str = ""
     operator: str = ""
@@ -135,7 +145,13 @@ class MatchExpression(msgspec.Struct, frozen=True, gc=False):
 
 
 class NodeSelectorTerm(msgspec.Struct, frozen=True, gc=False):
-    """One term of a required node affinity: a node matches when every expression does."""
+    """One term of a required node affinity: a node matches when every expression does.
+
+    Example:
+        >>> term = ke.NodeSelectorTerm(matchExpressions=(ke.MatchExpression("pool", "In", ("batch",)),))
+        >>> term.matchExpressions[0].key
+        'pool'
+    """
 
     matchExpressions: tuple[MatchExpression, ...] = ()
     matchFields: tuple[MatchExpression, ...] = ()  # over the node's fields: `metadata.name`
@@ -168,14 +184,24 @@ class RawVolume(msgspec.Struct, gc=False):
 
 
 class LocalVolume(msgspec.Struct, frozen=True, gc=False):
-    """A volume that lives on the node's disk (CA §1.4: hostPath, emptyDir not in memory)."""
+    """A volume that lives on the node's disk (CA §1.4: hostPath, emptyDir not in memory).
+
+    Example:
+        >>> ke.LocalVolume("scratch", "emptyDir").kind
+        'emptyDir'
+    """
 
     name: str
     kind: str  # "hostPath" or "emptyDir"
 
 
 class Toleration(msgspec.Struct, frozen=True, gc=False):
-    """A pod's toleration of a node taint (`spec.tolerations[]`)."""
+    """A pod's toleration of a node taint (`spec.tolerations[]`).
+
+    Example:
+        >>> ke.Toleration("dedicated", "Equal", "gpu", "NoSchedule").effect
+        'NoSchedule'
+    """
 
     key: str = ""
     operator: str = "Equal"
@@ -184,7 +210,12 @@ class Toleration(msgspec.Struct, frozen=True, gc=False):
 
 
 class Taint(msgspec.Struct, frozen=True, gc=False):
-    """A node's taint (`spec.taints[]`): Escalator's own is `atlassian.com/escalator`."""
+    """A node's taint (`spec.taints[]`): Escalator's own is `atlassian.com/escalator`.
+
+    Example:
+        >>> ke.Taint("atlassian.com/escalator", "1795262400", "NoSchedule").key
+        'atlassian.com/escalator'
+    """
 
     key: str
     value: str = ""

@@ -35,6 +35,7 @@ def collect_less_often() -> None:
 
 _gc_lock = threading.Lock()
 _gc_pauses = 0
+_gc_was_on = True
 
 
 @contextmanager
@@ -42,15 +43,16 @@ def gc_paused() -> Iterator[None]:
     """No cyclic GC while a list is decoded: records hold no cycles, and 150,000 of them would
     trigger full collections that cost more than the decoding itself. Counted, since several
     watches may list at once."""
-    global _gc_pauses
+    global _gc_pauses, _gc_was_on
     with _gc_lock:
         _gc_pauses += 1
         if _gc_pauses == 1:
+            _gc_was_on = gc.isenabled()  # a process that runs without it (the harness's user)
             gc.disable()
     try:
         yield
     finally:
         with _gc_lock:
             _gc_pauses -= 1
-            if _gc_pauses == 0:
+            if _gc_pauses == 0 and _gc_was_on:
                 gc.enable()

@@ -20,6 +20,13 @@ class InputError(Exception):
     Each problem is one line ``<file>: <key path>: <rule>``; the CLI prints them and exits 2.
     `warnings` are what the same input would be warned about if it had no problem (an unknown
     key, maybe the misspelt key a problem comes from): the CLI prints them first.
+
+    Example:
+        >>> try:
+        ...     ke.load_node_groups("deployments/examples/scenario.yaml")
+        ... except ke.InputError as error:
+        ...     print(error.problems[0].split(":")[0])
+        deployments/examples/scenario.yaml
     """
 
     def __init__(self, problems: list[str], warnings: tuple[str, ...] | list[str] = ()) -> None:
@@ -66,7 +73,16 @@ def join_location(source: str, path: str, message: str) -> str:
 
 
 class LeaseConflict(Exception):
-    """Another tick wrote the group's Lease first: this tick lost the race and does nothing."""
+    """Another tick wrote the group's Lease first: this tick lost the race and does nothing.
+
+    Example:
+        ```python
+        try:
+            ke.write_lock(adapters.kube, "kube-system", plan.name, plan.next_state, now)
+        except ke.LeaseConflict:
+            pass                                      # another tick won the race: act on nothing
+        ```
+    """
 
 
 class NodeChanged(Exception):

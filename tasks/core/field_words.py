@@ -20,6 +20,8 @@ def invalid_value(path: str, value: str, detail: str) -> str:
 
 def unsupported_value(path: str, value: str, supported: tuple[str, ...]) -> str:
     """`<path>: Unsupported value: "<value>": supported values: "a", "b"`, field.NotSupported's
-    message."""
+    message; without `supported` (node affinity passes none), only `Unsupported value: "x"`."""
+    if not supported:
+        return f"{path}: Unsupported value: {go_quoted(value)}"
     listed = ", ".join(go_quoted(option) for option in supported)
     return f"{path}: Unsupported value: {go_quoted(value)}: supported values: {listed}"

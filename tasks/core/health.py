@@ -103,6 +103,21 @@ def liveness_problems(state: LoopState, now: float, limits: HealthLimits,
     return found
 
 
+def not_ready_reason(state: LoopState, problems: Sequence[str], loop: str = "tick"
+                     ) -> str | None:
+    """Why a process that runs the loop is not ready (None: it is): no loop of it completed
+    since it started (a run that holds the concurrency slot cancels every tick, a tick that
+    cannot start: a started or cancelled one is no tick), or its health check fails
+    (`problems`). A process that does not run the loop (a follower) is ready: it waits."""
+    if not state.monitoring:
+        return None
+    if state.succeeded == 0:
+        return f"no {loop} has completed since the start"
+    if problems:
+        return "; ".join(problems)
+    return None
+
+
 def health_answer(role: str, problems: Sequence[str]) -> tuple[int, str]:
     """`/health-check`'s status and body: 200 and the role (leading, following, ticking), or
     500 and every reason."""

@@ -84,6 +84,11 @@ class ScaleLock:
 
     `desired_before` and `desired_target` record the increase the lock was taken for (0 and 0
     when unknown, or in dry mode, where the cloud is never asked).
+
+    Example:
+        >>> lock = ke.ScaleLock().lock(requested_nodes=3, now=1000.0)
+        >>> lock.held(now=1100.0, cool_down_seconds=600), lock.unlocks_at(600)
+        (True, 1600.0)
     """
 
     is_locked: bool = False
@@ -118,7 +123,13 @@ class ScaleLock:
 
 @dataclass(frozen=True)
 class GroupState:
-    """Everything a tick carries over to the next for one node group."""
+    """Everything a tick carries over to the next for one node group.
+
+    Example:
+        >>> state = ke.GroupState(lock=ke.ScaleLock().lock(3, now=1795262400.0))
+        >>> state.lock.held(now=1795262460.0, cool_down_seconds=600)
+        True
+    """
 
     lock: ScaleLock = field(default_factory=ScaleLock)
     dry_mode_tainted: tuple[str, ...] = ()

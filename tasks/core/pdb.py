@@ -20,6 +20,13 @@ class PodDisruptionBudget:
 
     `selector` None (absent) selects no pod; an empty selector selects every pod of the
     namespace (policy/v1 semantics).
+
+    Example:
+        >>> pod = ke.PodRecord("web-0", "default", node_name="", phase="Pending",
+        ...     cpu_request_milli=500, memory_request_bytes=2**30)
+        >>> budget = ke.PodDisruptionBudget("default", "web", ke.LabelSelector(), disruptions_allowed=0)
+        >>> budget.selects(pod)
+        True
     """
 
     namespace: str

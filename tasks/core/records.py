@@ -50,6 +50,12 @@ class PodRecord(msgspec.Struct, frozen=True, gc=False):
     """What the autoscalers need to know about a pod; requests already summed (spec §5.3).
 
     `pod_record` builds it positionally: a new field goes last, and into `pod_record` too.
+
+    Example:
+        >>> pod = ke.PodRecord("web-0", "default", node_name="", phase="Pending",
+        ...     cpu_request_milli=500, memory_request_bytes=2**30)
+        >>> pod.cpu_request_milli, pod.is_daemonset_pod
+        (500, False)
     """
 
     name: str
@@ -99,7 +105,14 @@ class PodRecord(msgspec.Struct, frozen=True, gc=False):
 
 
 class NodeRecord(msgspec.Struct, frozen=True, gc=False):
-    """What the autoscalers need to know about a node."""
+    """What the autoscalers need to know about a node.
+
+    Example:
+        >>> taint = ke.Taint("atlassian.com/escalator", "1795262400", "NoSchedule")
+        >>> node = ke.NodeRecord("n1", {"pool": "batch"}, 0.0, 2000, 8 * 2**30, taints=(taint,))
+        >>> node.has_taint("atlassian.com/escalator"), node.max_pods
+        (True, 110)
+    """
 
     name: str
     labels: dict[str, str]
@@ -458,7 +471,12 @@ def node_record(raw: RawObject) -> NodeRecord:
 
 
 class AsgInstance(msgspec.Struct, frozen=True):
-    """One instance of an ASG, as DescribeAutoScalingGroups lists it."""
+    """One instance of an ASG, as DescribeAutoScalingGroups lists it.
+
+    Example:
+        >>> ke.AsgInstance("i-0abc", "us-east-1a").provider_id
+        'aws:///us-east-1a/i-0abc'
+    """
 
     instance_id: str
     availability_zone: str
@@ -470,7 +488,14 @@ class AsgInstance(msgspec.Struct, frozen=True):
 
 
 class AutoScalingGroup(msgspec.Struct, frozen=True):
-    """The part of an ASG description the decision reads (Escalator's node group in the cloud)."""
+    """The part of an ASG description the decision reads (Escalator's node group in the cloud).
+
+    Example:
+        >>> instance = ke.AsgInstance("i-0abc", "us-east-1a")
+        >>> asg = ke.AutoScalingGroup("batch-asg", 1, 10, 2, instances=(instance,))
+        >>> asg.provider_ids()
+        frozenset({'aws:///us-east-1a/i-0abc'})
+    """
 
     name: str
     min_size: int
@@ -515,6 +540,13 @@ def describe_to_asgs(document: dict[str, Any]) -> list[AutoScalingGroup]:
 
 @dataclass(frozen=True)
 class Resources:
+    """CPU in millicores and memory in bytes: a pod's requests, or a node's room.
+
+    Example:
+        >>> ke.Resources(cpu_milli=1500, memory_bytes=2**30).empty, ke.Resources().empty
+        (False, True)
+    """
+
     cpu_milli: int = 0
     memory_bytes: int = 0
 
@@ -535,6 +567,12 @@ class AsgTemplateSource:
 
     `instance_type` is the launch template's type or, with a MixedInstancesPolicy, the first
     override: CA sizes the template from that one only (§1.1).
+
+    Example:
+        >>> label = "k8s.io/cluster-autoscaler/node-template/label/pool"
+        >>> source = ke.AsgTemplateSource("gpu-asg", "p3.2xlarge", tags={label: "gpu"})
+        >>> source.instance_type
+        'p3.2xlarge'
     """
 
     asg_name: str

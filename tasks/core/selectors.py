@@ -13,6 +13,9 @@ from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from kube_elevator.tasks.core.field_words import go_quoted, invalid_value, unsupported_value
+from kube_elevator.tasks.core.name_formats import label_value, qualified_name
+
 __all__ = [
     "FieldRequirement",
     "FieldSelector",
@@ -30,23 +33,46 @@ class SelectorError(ValueError):
     """A selector the real API server would answer with 400 BadRequest."""
 
 
-_NAME = r"[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?"
-_DNS_SUBDOMAIN = r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*"
-_KEY_RE = re.compile(rf"^(({_DNS_SUBDOMAIN})/)?{_NAME}$")
-_VALUE_RE = re.compile(rf"^({_NAME})?$")
+
+
+def _at(path: str, child: str) -> str:
+    """field.Path.Child: `child` under `path` ("" is no path: the child alone)."""
+    return f"{path}.{child}" if path else child
+
+
+def _key_errors(key: str, path: str = "") -> list[str]:
+    """labels' validateLabelKey: IsQualifiedName's messages, joined by "; ", under `key`."""
+    problems = qualified_name(key)
+    return [invalid_value(_at(path, "key"), key, "; ".join(problems))] if problems else []
+
+
+def _value_errors(key: str, value: str, index: int, path: str = "") -> list[str]:
+    """labels' validateLabelValue: `values[<index>][<key>]: Invalid value: ...`."""
+    problems = label_value(value)
+    return ([invalid_value(f"{_at(path, 'values')}[{index}][{key}]", value, "; ".join(problems))]
+            if problems else [])
+
+
+# labels.Parse's words for a bad key or value (apimachinery pkg/labels/selector.go): parse()
+# prefixes a requirement's error with `unable to parse requirement: `; parseKeyAndInferOperator
+# validates the key under the parser's path, which Parse without options leaves nil, and a nil
+# field.Path prints as `<nil>`; NewRequirement then checks the values (sorted, as a
+# sets.String lists them) under `values[<i>][<key>]`.
+_UNPARSED = "unable to parse requirement: "
 
 
 def _check_key(key: str) -> None:
-    """Reject label keys the API server rejects, so tests see the same 400s."""
-    name = key.rsplit("/", 1)[-1]
-    if not _KEY_RE.match(key) or len(name) > 63 or len(key) - len(name) > 254:
-        raise SelectorError(f"invalid label key {key!r}: must be a qualified name")
+    """Reject label keys the API server rejects, in its words, so tests see the same 400s."""
+    if problems := qualified_name(key):
+        raise SelectorError(_UNPARSED + invalid_value("<nil>", key, "; ".join(problems)))
 
 
-def _check_value(value: str) -> None:
-    """Reject label values the API server rejects."""
-    if len(value) > 63 or not _VALUE_RE.match(value):
-        raise SelectorError(f"invalid label value: {value!r}: must be a valid label value")
+def _check_values(key: str, values: Iterable[str]) -> None:
+    """Reject label values the API server rejects, in its words."""
+    errors = [error for index, value in enumerate(sorted(set(values)))
+              for error in _value_errors(key, value, index)]
+    if errors:
+        raise SelectorError(_UNPARSED + aggregated(errors))
 
 
 # Label selectors ---------------------------------------------------------------------
@@ -85,7 +111,12 @@ def _is_ident(token: str | None) -> bool:
 
 @dataclass(frozen=True)
 class LabelRequirement:
-    """One comma-separated term of a label selector."""
+    """One comma-separated term of a label selector.
+
+    Example:
+        >>> ke.LabelRequirement("tier", "exists").matches({"tier": "front"})
+        True
+    """
 
     key: str
     operator: str  # "=", "!=", "in", "notin", "exists", "!", "gt", "lt"
@@ -125,7 +156,13 @@ def go_int64(text: str) -> int | None:
 
 @dataclass(frozen=True)
 class LabelSelector:
-    """A parsed label selector: all requirements must hold (comma means AND)."""
+    """A parsed label selector: all requirements must hold (comma means AND).
+
+    Example:
+        >>> selector = ke.LabelSelector((ke.LabelRequirement("app", "in", ("web", "api")),))
+        >>> selector.matches({"app": "web"}), selector.matches({"app": "db"})
+        (True, False)
+    """
 
     requirements: tuple[LabelRequirement, ...] = ()
 
@@ -154,28 +191,60 @@ def api_requirement(key: str, operator: str, values: Sequence[str] | None) -> La
     return LabelRequirement(key, _API_OPERATORS.get(operator, "never"), tuple(values or ()))
 
 
+def aggregated(errors: Sequence[str]) -> str:
+    """utilerrors.NewAggregate(errors).Error(): one error alone, several (repeats dropped) as
+    `[a, b]`."""
+    unique = list(dict.fromkeys(errors))
+    return unique[0] if len(unique) == 1 else f"[{', '.join(unique)}]"
+
+
+def _go_strings(values: Sequence[str]) -> str:
+    """A []string as field.Invalid prints it (`%#v`): `[]string{"a", "b"}`, `[]string{}`."""
+    return "[]string{" + ", ".join(go_quoted(value) for value in values) + "}"
+
+
+def requirement_errors(key: str, operator: str, values: Sequence[str] | None,
+                       operators: Collection[str] = ("In", "NotIn", "Exists", "DoesNotExist"),
+                       path: str = "") -> list[str]:
+    """What the scheduler's parsing of one `matchExpressions` entry refuses, in its words:
+    metav1.LabelSelectorAsSelector (apimachinery pkg/apis/meta/v1/helpers.go: an operator
+    other than In, NotIn, Exists, DoesNotExist is `"X" is not a valid label selector
+    operator`), or with Gt and Lt among `operators` and a `path`, node affinity's
+    nodeSelectorRequirementsAsSelector (component-helpers nodeaffinity: field.NotSupported
+    under `<path>.operator`); then labels.NewRequirement (pkg/labels/selector.go) with
+    field.WithPath(path): the key a qualified name, the values as the operator wants them,
+    each a valid label value (pkg/util/validation's messages)."""
+    if operator not in operators:
+        return [unsupported_value(_at(path, "operator"), operator, ()) if path
+                else f"{go_quoted(operator)} is not a valid label selector operator"]
+    errors = _key_errors(key, path)
+    given = list(values or ())
+    values_path = _at(path, "values")
+    if operator in ("In", "NotIn") and not given:
+        errors.append(f"{values_path}: Invalid value: {_go_strings(given)}: for 'in', 'notin' "
+                      "operators, values set can't be empty")
+    if operator in ("Exists", "DoesNotExist") and given:
+        errors.append(f"{values_path}: Invalid value: {_go_strings(given)}: values set must be "
+                      "empty for exists and does not exist")
+    if operator in ("Gt", "Lt"):
+        if len(given) != 1:
+            errors.append(f"{values_path}: Invalid value: {_go_strings(given)}: for 'Gt', 'Lt' "
+                          "operators, exactly one value is required")
+        errors += [invalid_value(f"{values_path}[{index}]", value,
+                                 "for 'Gt', 'Lt' operators, the value must be an integer")
+                   for index, value in enumerate(given) if go_int64(value) is None]
+    for index, value in enumerate(given):
+        errors += _value_errors(key, value, index, path)
+    return errors
+
+
 def validate_api_requirement(key: str, operator: str, values: Sequence[str] | None,
                              operators: Collection[str] = ("In", "NotIn", "Exists",
-                                                           "DoesNotExist")) -> None:
-    """labels.NewRequirement's checks on one `matchExpressions` entry, as
-    metav1.LabelSelectorAsSelector (and, with Gt and Lt among `operators`, node affinity's
-    nodeSelectorRequirementsAsSelector) make them: a qualified key, an operator of
-    `operators`, values as the operator wants them, each a valid label value."""
-    _check_key(key)
-    if operator not in operators:
-        raise SelectorError(f"{operator!r} is not a valid label selector operator")
-    given = tuple(values or ())
-    if operator in ("In", "NotIn") and not given:
-        raise SelectorError(f"{key}: for 'in', 'notin' operators, values set can't be empty")
-    if operator in ("Exists", "DoesNotExist") and given:
-        raise SelectorError(f"{key}: values set must be empty for exists and does not exist")
-    if operator in ("Gt", "Lt"):
-        if len(given) != 1 or go_int64(given[0]) is None:
-            raise SelectorError(f"{key}: for 'Gt', 'Lt' operators, the value must be a "
-                                f"single integer")
-        return
-    for value in given:
-        _check_value(value)
+                                                           "DoesNotExist"),
+                             path: str = "") -> None:
+    """`requirement_errors`, raised as one SelectorError (utilerrors' aggregate)."""
+    if errors := requirement_errors(key, operator, values, operators, path):
+        raise SelectorError(aggregated(errors))
 
 
 def label_selector(match_labels: Mapping[str, str] | None,
@@ -241,7 +310,7 @@ def parse_label_selector(text: str) -> LabelSelector:
                 else:
                     value = ""  # `a=` selects an empty value, as upstream allows
                 assert value is not None
-                _check_value(value)
+                _check_values(key, [value])
                 requirements.append(LabelRequirement(key, "!=" if op == "!=" else "=", (value,)))
             elif op in (">", "<"):
                 take()
@@ -267,7 +336,6 @@ def parse_label_selector(text: str) -> LabelSelector:
                     if not _is_ident(item):
                         raise fail("expected a value in the set")
                     assert item is not None
-                    _check_value(item)
                     values.append(item)
                     sep = take()
                     if sep == ")":
@@ -276,6 +344,7 @@ def parse_label_selector(text: str) -> LabelSelector:
                         raise fail("expected ',' or ')' in the set")
                 if not values:
                     raise fail(f"for {op!r} operator, values set can't be empty")
+                _check_values(key, values)
                 requirements.append(LabelRequirement(key, op, tuple(values)))
             else:
                 raise fail(f"found {op!r}, expected an operator")

@@ -24,6 +24,13 @@ class Step(Generic[P, R]):
 
     Building the task lazily keeps Prefect's ~1 s import out of `elevator plan` and of pure
     tests; calling a Step inside a flow runs it as a task run with our retry policy.
+
+    Example:
+        >>> @ke.step
+        ... def double(x: int) -> int:
+        ...     return 2 * x
+        >>> isinstance(double, ke.Step), double.fn(21)
+        (True, 42)
     """
 
     def __init__(self, function: Callable[P, R], name: str | None = None) -> None:
@@ -70,7 +77,12 @@ class Step(Generic[P, R]):
 # graph just draws no data edges between the steps.
 class Boxed(Generic[R]):
     """The box a step's Prefect task returns its value in (`Step.task`): one object to the
-    engine, however many records it holds; `Step.__call__` opens it."""
+    engine, however many records it holds; `Step.__call__` opens it.
+
+    Example:
+        >>> ke.Boxed([1, 2]).value
+        [1, 2]
+    """
 
     __slots__ = ("value",)
 
@@ -98,21 +110,54 @@ def _unvisited(value: object) -> object:
 
 
 def step(function: Callable[P, R], name: str | None = None) -> Step[P, R]:
-    """Make `function` a step (as a decorator, or with a task name of its own)."""
+    """Make `function` a step (as a decorator, or with a task name of its own).
+
+    Example:
+        >>> count_pods = ke.step(lambda pods: len(pods), name="count-pods")
+        >>> count_pods.fn([1, 2, 3])
+        3
+    """
     return Step(function, name)
 
 
 class Runner(Protocol):
-    """How a step runs: `run(step, *args)` type-checks the arguments against the step."""
+    """How a step runs: `run(step, *args)` type-checks the arguments against the step.
+
+    Example:
+        >>> run: ke.Runner = ke.run_plain
+        >>> run(ke.compute_utilization, [], []).requests.cpu_milli
+        0
+    """
 
     def __call__(self, step: Step[P, R], /, *args: P.args, **kwargs: P.kwargs) -> R: ...
 
 
 def run_as_task(step: Step[P, R], /, *args: P.args, **kwargs: P.kwargs) -> R:
-    """Inside a flow: a recorded task run with retries."""
+    """Inside a flow: a recorded task run with retries.
+
+    Example:
+        ```python
+        from prefect import flow
+
+        @flow
+        def my_tick(nodegroups: str) -> None:
+            groups = ke.load_node_groups(nodegroups).node_groups
+            source = ke.LiveSource(ke.make_adapters(None, "kube-system", None))
+            ke.tick(ke.run_as_task, source, None, groups, now=time.time())   # each step a task run
+        ```
+    """
     return step(*args, **kwargs)
 
 
 def run_plain(step: Step[P, R], /, *args: P.args, **kwargs: P.kwargs) -> R:
-    """Without Prefect (`elevator plan`, the simulator's fast mode): the function itself."""
+    """Without Prefect (`elevator plan`, the simulator's fast mode): the function itself.
+
+    Example:
+        >>> pod = ke.PodRecord("web-0", "default", node_name="", phase="Pending",
+        ...     cpu_request_milli=500, memory_request_bytes=2**30)
+        >>> node = ke.NodeRecord("n1", {"pool": "batch"}, created_unix_seconds=0.0,
+        ...     cpu_allocatable_milli=2000, memory_allocatable_bytes=8 * 2**30)
+        >>> ke.run_plain(ke.compute_utilization, [pod], [node]).requests.memory_bytes
+        1073741824
+    """
     return step.fn(*args, **kwargs)

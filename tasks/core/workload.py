@@ -70,7 +70,13 @@ def pod_state(obj: Mapping[str, Any]) -> PodState:
 
 @dataclass(frozen=True)
 class TargetScale:
-    """The target's `/scale` subresource (autoscaling/v1 Scale)."""
+    """The target's `/scale` subresource (autoscaling/v1 Scale).
+
+    Example:
+        >>> scale = ke.TargetScale("Deployment", "web", "default", spec_replicas=3, status_replicas=2)
+        >>> scale.spec_replicas - scale.status_replicas
+        1
+    """
 
     kind: str
     name: str

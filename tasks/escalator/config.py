@@ -104,7 +104,12 @@ def as_go_decodes(document: Any, fields: Iterable[str]) -> Any:
 
 class AwsOptions(BaseModel):
     """The `aws:` block of a node group: with `launch_template_id`, scale-ups go through EC2
-    Fleet in one shot (spec §10, `flows/fleet.py`)."""
+    Fleet in one shot (spec §10, `flows/fleet.py`).
+
+    Example:
+        >>> ke.AwsOptions(launch_template_id="lt-0abc", fleet_instance_ready_timeout="1m").launch_template_id
+        'lt-0abc'
+    """
 
     model_config = ConfigDict(extra="allow", frozen=True)
 
@@ -132,7 +137,13 @@ class AwsOptions(BaseModel):
 
 
 class NodeGroupConfig(BaseModel):
-    """One Escalator node group, keys and defaults as spec/escalator.md §3.1."""
+    """One Escalator node group, keys and defaults as spec/escalator.md §3.1.
+
+    Example:
+        >>> group = ke.NodeGroupConfig(name="batch", label_key="pool", label_value="batch", max_nodes=10)
+        >>> group.scale_up_threshold_percent
+        0
+    """
 
     model_config = ConfigDict(extra="allow", frozen=True)
 

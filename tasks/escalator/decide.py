@@ -20,8 +20,6 @@ from kube_elevator.tasks.core.records import (
     PodRecord,
     Resources,
 )
-from kube_elevator.tasks.core.step import step
-from kube_elevator.tasks.core.step_inputs import PROGRAMMING_ERRORS, expect, expect_items, expect_number
 from kube_elevator.tasks.core.timefmt import rfc3339
 from kube_elevator.tasks.escalator.config import NodeGroupConfig, effective_min_max
 from kube_elevator.tasks.escalator.filter_nodes import GroupMembers, NodeClasses, filter_group, is_unhealthy
@@ -551,46 +549,3 @@ def plan_group(
                            dry_mode or group.dry_mode)
     usage = group_utilization(pods, nodes, members.classes.untainted)
     return decide_plan(group, members, usage, asg, state, now, cpu_load_percent)
-
-
-@dataclass(frozen=True)
-class GroupInputs:
-    """What one group's decision reads, as the tick collected it."""
-
-    group: NodeGroupConfig
-    pods: Sequence[PodRecord] | GroupPods
-    nodes: Sequence[NodeRecord]
-    asg: AutoScalingGroup
-    state: GroupState
-
-
-@step
-def decide(groups: Sequence[GroupInputs], now: float,
-           cpu_load_percent: Mapping[str, float] | None = None) -> list[ScalePlan | Exception]:
-    """The tick's decision: filter each group's nodes, measure, decide (Escalator steps 2 to
-    23), for every group in one task run; a group whose decision fails gets its error.
-
-    One task run for all groups, not one each: the decision is pure (a retry decides the same),
-    and each task run costs a tick ~20 ms of the Prefect server's time (benchmarks/RESULTS.md);
-    each group's plan is in the tick's table artifact and log lines.
-
-    Inputs of the wrong kind are the caller's error, raised before any group is decided; a
-    group whose decision fails on its data gets that error as its value, while an error of
-    the code (a `TypeError`, an `AttributeError`) is raised, never handed on as a group's.
-    """
-    expect_items("decide", "groups", groups, GroupInputs,
-                 "GroupInputs (one per group: its config, pods, nodes, ASG and state)")
-    expect_number("decide", "now", now, "a Unix time in seconds (a float)")
-    if cpu_load_percent is not None:
-        expect("decide", "cpu_load_percent", cpu_load_percent, Mapping,
-               "a mapping of node name to CPU load percent, or None")
-    plans: list[ScalePlan | Exception] = []
-    for one in groups:
-        try:
-            plans.append(plan_group(one.group, one.pods, one.nodes, one.asg, one.state, now,
-                                    cpu_load_percent=cpu_load_percent))
-        except PROGRAMMING_ERRORS:
-            raise
-        except Exception as error:  # this group fails alone, as its own thread would
-            plans.append(error)
-    return plans

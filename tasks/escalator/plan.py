@@ -14,6 +14,15 @@ from kube_elevator.tasks.escalator.utilization import Utilization
 
 @dataclass(frozen=True)
 class NodeCounts:
+    """A group's nodes by what `filter_nodes` found them to be (Escalator §5.1).
+
+    Example:
+        >>> plan = ke.plan("deployments/examples/nodegroups.yaml",
+        ...                ["deployments/examples/cluster.json"], now=1795262400.0)[0]
+        >>> plan.nodes.untainted, plan.nodes.tainted
+        (2, 1)
+    """
+
     total: int
     untainted: int
     tainted: int
@@ -23,7 +32,14 @@ class NodeCounts:
 
 @dataclass(frozen=True)
 class ScalePlan:
-    """What one tick of one node group does, and why."""
+    """What one tick of one node group does, and why.
+
+    Example:
+        >>> plan = ke.plan("deployments/examples/nodegroups.yaml",
+        ...                ["deployments/examples/cluster.json"], now=1795262400.0)[0]
+        >>> (plan.name, plan.delta, plan.untaint, plan.cloud_increase)
+        ('batch', 4, ('batch-node-00000',), 3)
+    """
 
     name: str
     pods: int

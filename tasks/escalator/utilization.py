@@ -20,7 +20,19 @@ class PercentCalculationError(Exception):
 
 @dataclass(frozen=True)
 class Utilization:
-    """A group's requests and capacity, and the pods and nodes scale-on-starve compares."""
+    """A group's requests and capacity, and the pods and nodes scale-on-starve compares.
+
+    Example:
+        >>> pod = ke.PodRecord("web-0", "default", node_name="", phase="Pending",
+        ...     cpu_request_milli=500, memory_request_bytes=2**30)
+        >>> node = ke.NodeRecord("n1", {"pool": "batch"}, created_unix_seconds=0.0,
+        ...     cpu_allocatable_milli=2000, memory_allocatable_bytes=8 * 2**30)
+        >>> usage = ke.compute_utilization.fn([pod], [node])
+        >>> usage.requests
+        Resources(cpu_milli=500, memory_bytes=1073741824)
+        >>> usage.capacity.cpu_milli, usage.capacity.memory_bytes // 2**30
+        (2000, 8)
+    """
 
     requests: Resources
     capacity: Resources
@@ -63,6 +75,15 @@ class GroupPods:
 
     Summed from a list (`summarize_pods`), or kept current change by change by a watch cache
     (`PodTally`), so a tick's cost follows the nodes and what changed, not every pod.
+
+    Example:
+        >>> pod = ke.PodRecord("web-0", "default", node_name="", phase="Pending",
+        ...     cpu_request_milli=500, memory_request_bytes=2**30)
+        >>> node = ke.NodeRecord("n1", {"pool": "batch"}, created_unix_seconds=0.0,
+        ...     cpu_allocatable_milli=2000, memory_allocatable_bytes=8 * 2**30)
+        >>> pods = ke.GroupPods(count=1, requests=ke.Resources(500, 2**30))
+        >>> ke.compute_utilization.fn(pods, [node]).requests.cpu_milli
+        500
     """
 
     count: int = 0

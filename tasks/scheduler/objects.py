@@ -42,9 +42,9 @@ from kube_elevator.tasks.core.records import (
 from kube_elevator.tasks.core.selectors import (
     LabelRequirement,
     LabelSelector,
-    SelectorError,
+    aggregated,
+    requirement_errors,
     selector_from_api,
-    validate_api_requirement,
 )
 
 # pkg/scheduler/util/pod_resources.go: what a container without a cpu or memory request counts
@@ -390,22 +390,21 @@ def _constraint(obj: Mapping[str, Any]) -> SpreadConstraint:
 def validated_selector(obj: Any, path: str) -> LabelSelector | None:
     """metav1.LabelSelectorAsSelector: None for a null selector (labels.Nothing), an empty
     LabelSelector for `{}` (labels.Everything); an invalid key, value or operator is the
-    plugin's error (`SchedulingError`, the path and the rule in its message)."""
+    plugin's error (`SchedulingError`): where it is, then LabelSelectorAsSelector's own words
+    (labels.NewRequirement's field errors, without a path of their own), as kube-scheduler
+    prefixes them with the term they come from (framework.PodInfo.Update:
+    `requiredAffinityTerms: key: Invalid value: "invalid key": name part must ...`)."""
     if obj is None:
         return None
     if not isinstance(obj, Mapping):
         raise SchedulingError(f"{path}: Invalid value: not a label selector")
-    try:
-        for key, value in (obj.get("matchLabels") or {}).items():
-            validate_api_requirement(str(key), "In", [str(value)])
-        for index, expr in enumerate(obj.get("matchExpressions") or ()):
-            try:
-                validate_api_requirement(str(expr.get("key", "")),
-                                         str(expr.get("operator", "")), expr.get("values"))
-            except SelectorError as error:
-                raise SelectorError(f"matchExpressions[{index}]: {error}") from None
-    except SelectorError as error:
-        raise SchedulingError(f"{path}: Invalid value: {error}") from None
+    for key, value in sorted((obj.get("matchLabels") or {}).items()):
+        if errors := requirement_errors(str(key), "In", [str(value)]):
+            raise SchedulingError(f"{path}.matchLabels: {aggregated(errors)}")
+    for index, expr in enumerate(obj.get("matchExpressions") or ()):
+        if errors := requirement_errors(str(expr.get("key", "")), str(expr.get("operator", "")),
+                                        expr.get("values")):
+            raise SchedulingError(f"{path}.matchExpressions[{index}]: {aggregated(errors)}")
     return selector_from_api(obj)
 
 

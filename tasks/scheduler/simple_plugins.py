@@ -30,10 +30,9 @@ from collections.abc import Mapping, Sequence
 from functools import lru_cache
 
 from kube_elevator.tasks.core.api_objects import Taint, Toleration
-from kube_elevator.tasks.core.field_words import invalid_value
 from kube_elevator.tasks.core.records import NodeRecord
 from kube_elevator.tasks.core.scheduling import term_matches, tolerates
-from kube_elevator.tasks.core.selectors import SelectorError, validate_api_requirement
+from kube_elevator.tasks.core.selectors import aggregated, requirement_errors
 from kube_elevator.tasks.scheduler.objects import (
     GA_LABEL,
     ZONE_LABELS,
@@ -121,14 +120,13 @@ def check_preferred_terms(terms: tuple[PreferredTerm, ...]) -> None:
     naming it (`[0].matchExpressions[0].key: Invalid value: ...`)."""
     for index, preferred in enumerate(terms):
         for position, expression in enumerate(preferred.term.matchExpressions):
-            try:
-                validate_api_requirement(expression.key, expression.operator,
-                                         expression.values, NODE_SELECTOR_OPERATORS)
-            except SelectorError as error:
-                # field.Invalid's words, the value Go-quoted (TestNodeAffinityPriority)
-                raise SchedulingError(invalid_value(
-                    f"[{index}].matchExpressions[{position}].key", expression.key,
-                    str(error))) from None
+            # labels.NewRequirement with field.WithPath("[i].matchExpressions[j]"): its field
+            # errors, the value Go-quoted (TestNodeAffinityPriority's "invalid key")
+            errors = requirement_errors(expression.key, expression.operator, expression.values,
+                                        NODE_SELECTOR_OPERATORS,
+                                        path=f"[{index}].matchExpressions[{position}]")
+            if errors:
+                raise SchedulingError(aggregated(errors))
 
 
 def preferred_affinity_score(terms: Sequence[PreferredTerm], labels: Mapping[str, str],

@@ -14,7 +14,15 @@ from kube_elevator.tasks.steps.node_groups import Adapters
 @step
 def evict_pods(adapters: Adapters, pods: Sequence[PodRecord]) -> EvictionResult:
     """Evict through the Eviction API; a 429 (PDB at its limit) is left for a later tick, and
-    the node is not deleted meanwhile (it is not empty)."""
+    the node is not deleted meanwhile (it is not empty).
+
+    Example:
+        ```python
+        result = ke.evict_pods(adapters, pods_on_node)
+        if result.blocked:                            # a budget at its limit: try on a later tick
+            print("still on the node:", result.blocked)
+        ```
+    """
     evicted: list[str] = []
     blocked: list[str] = []
     for pod in pods:

@@ -25,7 +25,13 @@ Status = Literal["acted", "nothing to do", "dry run", "lost race", "failed"]
 
 @dataclass(frozen=True)
 class ActionsDone:
-    """What a tick actually changed (the plan says what it meant to)."""
+    """What a tick actually changed (the plan says what it meant to).
+
+    Example:
+        >>> done = ke.ActionsDone(untainted=("batch-node-00000",), asg_desired_set=6)
+        >>> done.asg_desired_set
+        6
+    """
 
     untainted: tuple[str, ...] = ()
     tainted: tuple[str, ...] = ()
@@ -64,7 +70,19 @@ class ActionsDone:
 @dataclass(frozen=True)
 class Adapters:
     """The clients a tick acts through: `KubeClient` and `AsgClient` live, or the simulator's
-    in-memory world (`fakes.memory_world`); the protocols name what the steps call."""
+    in-memory world (`fakes.memory_world`); the protocols name what the steps call.
+
+    Example:
+        ```python
+        import boto3
+        from kubernetes import config as kube_config
+
+        api = kube_config.new_client_from_config()
+        adapters = ke.Adapters(ke.KubeClient(api),
+                               ke.AsgClient(boto3.client("autoscaling"), boto3.client("ec2")))
+        results = ke.tick(ke.run_plain, ke.LiveSource(adapters), adapters, groups, now=time.time())
+        ```
+    """
 
     kube: KubeActions
     cloud: CloudActions
@@ -73,7 +91,16 @@ class Adapters:
 
 @dataclass(frozen=True)
 class GroupResult:
-    """One group's tick: the plan `elevator plan` prints, and what was actually done."""
+    """One group's tick: the plan `elevator plan` prints, and what was actually done.
+
+    Example:
+        >>> config = ke.load_node_groups("deployments/examples/nodegroups.yaml")
+        >>> source = ke.SnapshotSource.from_files(
+        ...     config.node_groups, ["deployments/examples/cluster.json"])
+        >>> result = ke.tick(ke.run_plain, source, None, config.node_groups, now=1795262400.0)[0]
+        >>> (result.plan.name, result.status, result.done.untainted)
+        ('batch', 'dry run', ())
+    """
 
     plan: ScalePlan
     status: Status
@@ -92,7 +119,14 @@ class GroupResult:
 @step
 def taint_and_remove(adapters: Adapters, plan: ScalePlan, asg: AutoScalingGroup,
                      nodes: Sequence[NodeRecord], now: float) -> ActionsDone:
-    """Terminate the planned nodes in the ASG (desired decremented), delete them, then taint."""
+    """Terminate the planned nodes in the ASG (desired decremented), delete them, then taint.
+
+    Example:
+        ```python
+        if plan.taint or plan.delete:                 # after write_lock claimed the tick
+            done = ke.taint_and_remove(adapters, plan, asgs[plan.name], nodes[plan.name], now)
+        ```
+    """
     _expect_acting("taint_and_remove", adapters, plan, asg)
     expect_items("taint_and_remove", "nodes", nodes, NodeRecord,
                  "NodeRecord (the group's, from filter_nodes)", sample=True)
@@ -139,6 +173,12 @@ def untaint_or_increase(adapters: Adapters, plan: ScalePlan, asg: AutoScalingGro
 
     The target is absolute and computed once by `decide`, so a retry sets the same value and
     can never scale up twice; the adapter clamps it to the ASG's current MinSize/MaxSize.
+
+    Example:
+        ```python
+        if plan.untaint or plan.cloud_increase:       # after write_lock claimed the tick
+            done = ke.untaint_or_increase(adapters, plan, asgs[plan.name])
+        ```
     """
     _expect_acting("untaint_or_increase", adapters, plan, asg)
     if plan.dry_mode:

@@ -35,7 +35,16 @@ log = logging.getLogger(__name__)
 
 
 class TickSource(Protocol):
-    """What one tick reads: pods, nodes, the groups' ASGs and Leases, and the budgets."""
+    """What one tick reads: pods, nodes, the groups' ASGs and Leases, and the budgets.
+
+    Example:
+        >>> config = ke.load_node_groups("deployments/examples/nodegroups.yaml")
+        >>> source = ke.SnapshotSource.from_files(
+        ...     config.node_groups, ["deployments/examples/cluster.json"])
+        >>> source: ke.TickSource = ke.SnapshotSource(config.node_groups, pods=[], nodes=[])
+        >>> ke.collect_nodes.fn(source)
+        []
+    """
 
     @property
     def holds_finished_pods(self) -> bool:
@@ -54,7 +63,15 @@ class TickSource(Protocol):
 
 @dataclass(frozen=True)
 class LiveSource:
-    """The cluster and the cloud as the adapters read them now."""
+    """The cluster and the cloud as the adapters read them now.
+
+    Example:
+        ```python
+        adapters = ke.make_adapters(kubeconfig=None, lease_namespace="kube-system",
+                                    aws_credentials_block=None)
+        pods = ke.collect_pods(ke.LiveSource(adapters))   # in a flow: a task run
+        ```
+    """
 
     adapters: Adapters
     holds_finished_pods = True  # the API server honours the list's field selector; in case not
@@ -153,6 +170,13 @@ class SnapshotSource:
 
     Without an ASG description each group's ASG is MinSize=min_nodes, MaxSize=max_nodes and
     desired = the group's node count in the snapshot.
+
+    Example:
+        >>> config = ke.load_node_groups("deployments/examples/nodegroups.yaml")
+        >>> source = ke.SnapshotSource.from_files(
+        ...     config.node_groups, ["deployments/examples/cluster.json"])
+        >>> [node.name for node in source.list_nodes()][:2]
+        ['batch-node-00000', 'batch-node-00001']
     """
 
     groups: Sequence[NodeGroupConfig]
@@ -271,7 +295,15 @@ def decided_pods(source: TickSource, pods: list[PodRecord], groups: Sequence[Nod
 
 @step
 def collect_pods(source: TickSource) -> list[PodRecord]:
-    """Every active pod, listed once per tick for all groups."""
+    """Every active pod, listed once per tick for all groups.
+
+    Example:
+        >>> config = ke.load_node_groups("deployments/examples/nodegroups.yaml")
+        >>> source = ke.SnapshotSource.from_files(
+        ...     config.node_groups, ["deployments/examples/cluster.json"])
+        >>> len(ke.collect_pods.fn(source))
+        38
+    """
     pods = source.list_pods()
     return active_pods(pods) if source.holds_finished_pods else pods
 
@@ -291,7 +323,17 @@ def collect_nodes(source: TickSource) -> list[NodeRecord]:
 @step
 def describe_node_groups(source: TickSource, names: Sequence[str]
                          ) -> dict[str, AutoScalingGroup]:
-    """The configured groups' ASGs, by name; a group missing here has no ASG."""
+    """The configured groups' ASGs, by name; a group missing here has no ASG.
+
+    Example:
+        >>> config = ke.load_node_groups("deployments/examples/nodegroups.yaml")
+        >>> source = ke.SnapshotSource.from_files(
+        ...     config.node_groups, ["deployments/examples/cluster.json"],
+        ...     asg="deployments/examples/asgs.json")
+        >>> asgs = ke.describe_node_groups.fn(source, [config.node_groups[0].cloud_provider_group_name])
+        >>> {name: (asg.min_size, asg.max_size, asg.desired_capacity) for name, asg in asgs.items()}
+        {'batch-asg': (1, 6, 3)}
+    """
     expect_items("describe_node_groups", "names", names, str,
                  "ASG names (each group's cloud_provider_group_name)")
     return source.describe_groups(names)
@@ -305,6 +347,14 @@ def read_locks(source: TickSource, group_names: Sequence[str]
 
     A Lease that cannot be read fails its own group only (its error in place of its state); a
     transient error retries the whole read, which changes nothing.
+
+    Example:
+        >>> config = ke.load_node_groups("deployments/examples/nodegroups.yaml")
+        >>> source = ke.SnapshotSource.from_files(
+        ...     config.node_groups, ["deployments/examples/cluster.json"])
+        >>> states = ke.read_locks.fn(source, ["batch"])
+        >>> states["batch"].lock.is_locked
+        False
     """
     expect_items("read_locks", "group_names", group_names, str, "node-group names")
     states: dict[str, GroupState | Exception] = {}
@@ -320,5 +370,13 @@ def read_locks(source: TickSource, group_names: Sequence[str]
 
 @step
 def collect_pdbs(source: TickSource) -> tuple[PodDisruptionBudget, ...]:
-    """Every PodDisruptionBudget, read once per tick for CA's removal rules."""
+    """Every PodDisruptionBudget, read once per tick for CA's removal rules.
+
+    Example:
+        >>> config = ke.load_node_groups("deployments/examples/nodegroups.yaml")
+        >>> source = ke.SnapshotSource.from_files(
+        ...     config.node_groups, ["deployments/examples/cluster.json"])
+        >>> ke.collect_pdbs.fn(source)
+        ()
+    """
     return source.list_pdbs()

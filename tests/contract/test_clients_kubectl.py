@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 import yaml
 
+from benchmarks.deadlines import scaled
 from kube_elevator.fakes.kube_api.server import FakeKubeApi
 from tests.builders import crd_manifest
 
@@ -35,7 +36,7 @@ Kubectl = Callable[..., str]
 def minor() -> int:
     """kubectl's minor version (20 for Debian bookworm's 1.20)."""
     done = subprocess.run(["kubectl", "version", "--client", "-o", "json"], capture_output=True,
-                          text=True, timeout=60, check=True)
+                          text=True, timeout=scaled(60), check=True)
     return int(re.sub(r"\D", "", json.loads(done.stdout)["clientVersion"]["minor"]))
 
 
@@ -47,7 +48,7 @@ def kubectl(api: FakeKubeApi, tmp_path_factory: pytest.TempPathFactory) -> Kubec
     def run(*args: str, stdin: Obj | None = None, ok: bool = True) -> str:
         done = subprocess.run(
             ["kubectl", "--kubeconfig", str(kubeconfig), "--cache-dir", str(tmp / "cache"),
-             *args], capture_output=True, text=True, timeout=60, check=False,
+             *args], capture_output=True, text=True, timeout=scaled(60), check=False,
             input=yaml.safe_dump(stdin) if stdin is not None else None)
         assert (done.returncode == 0) == ok, done.stderr
         return done.stdout if ok else done.stderr
@@ -59,7 +60,7 @@ def kubectl(api: FakeKubeApi, tmp_path_factory: pytest.TempPathFactory) -> Kubec
 def crd(kubectl: Kubectl) -> Iterator[None]:
     """The CRD, applied by kubectl (no OpenAPI document: client-side validation off)."""
     kubectl("apply", "--validate=false", "-f", "-", stdin=CRD)
-    kubectl("wait", "--for=condition=established", "--timeout=10s",
+    kubectl("wait", "--for=condition=established", f"--timeout={scaled(10):.0f}s",
             "crd/crontabs.stable.example.com")
     yield
     kubectl("delete", "crd", "crontabs.stable.example.com", "--ignore-not-found")

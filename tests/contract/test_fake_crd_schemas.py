@@ -24,6 +24,7 @@ import yaml
 from kubernetes import client, watch
 from kubernetes.client.exceptions import ApiException
 
+from benchmarks.deadlines import scaled
 from kube_elevator.fakes.kube_api.server import FakeKubeApi
 
 Obj = dict[str, Any]
@@ -503,7 +504,7 @@ def test_kubectl_sees_the_servers_refusal(api: FakeKubeApi, api_client: client.A
         return subprocess.run(["kubectl", "--kubeconfig", str(kubeconfig), "--cache-dir",
                                str(tmp_path / "cache"), *args, "--validate=false", "-f", "-"],
                               input=yaml.safe_dump(body), capture_output=True, text=True,
-                              timeout=60, check=False)
+                              timeout=scaled(60), check=False)
 
     done = kubectl("create", body={**thing("k", {"replicas": 4, "extra": 1}),
                                    "metadata": {"name": "k", "namespace": "default"}})

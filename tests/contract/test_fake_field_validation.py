@@ -21,6 +21,7 @@ import httpx
 import kubernetes.client
 import pytest
 
+from benchmarks.deadlines import scaled
 from kube_elevator.fakes.harness.cluster import FakeCluster
 from kube_elevator.fakes.kube_api import FakeKubeApi
 
@@ -402,7 +403,7 @@ def test_kubectl_is_refused_what_a_real_server_refuses(
     takes it), and prints the server's refusal."""
     kubeconfig = api.write_kubeconfig(tmp_path / "kubeconfig")
     done = subprocess.run(["kubectl", "--kubeconfig", str(kubeconfig), *command, "-f",
-                           str(node_yaml)], capture_output=True, text=True, timeout=60)
+                           str(node_yaml)], capture_output=True, text=True, timeout=scaled(60))
     assert done.returncode == 1
     assert done.stderr.strip() == (
         f'Error from server (BadRequest): error when creating "{node_yaml}": Node in version '
@@ -418,7 +419,7 @@ def test_kubectl_validate_warn_prints_each_warning_and_stores_without_them(
     kubeconfig = api.write_kubeconfig(tmp_path / "kubeconfig")
     done = subprocess.run(["kubectl", "--kubeconfig", str(kubeconfig), "create",
                            "--validate=warn", "-f", str(node_yaml)],
-                          capture_output=True, text=True, timeout=60)
+                          capture_output=True, text=True, timeout=scaled(60))
     assert done.returncode == 0, done.stderr
     assert done.stderr.splitlines() == ['Warning: unknown field "metadata.labelz"',
                                         'Warning: unknown field "spec.unschedulabel"']
@@ -456,7 +457,7 @@ def test_openapi_v2_and_v3_serve_the_fields_field_validation_accepts(api: FakeKu
 def test_kubectl_explain_shows_every_field(api: FakeKubeApi, tmp_path: Path) -> None:
     kubeconfig = api.write_kubeconfig(tmp_path / "kubeconfig")
     done = subprocess.run(["kubectl", "--kubeconfig", str(kubeconfig), "explain", "node.spec"],
-                          capture_output=True, text=True, timeout=60)
+                          capture_output=True, text=True, timeout=scaled(60))
     assert done.returncode == 0, done.stderr
     fields = {line.split()[0] for line in done.stdout.splitlines()
               if line.startswith("  ") and "\t" in line}

@@ -22,6 +22,7 @@ import pytest
 from kubernetes import client, watch
 from kubernetes.client.exceptions import ApiException
 
+from benchmarks.deadlines import scaled
 from kube_elevator.fakes.kube_api.errors import Conflict, NotFound
 from kube_elevator.fakes.kube_api.server import FakeKubeApi
 from kube_elevator.fakes.kube_api.tables import human_duration
@@ -403,7 +404,12 @@ def test_update_keeps_identity_and_status_subresource_only_touches_status(
         api: FakeKubeApi, core: client.CoreV1Api, ns: str) -> None:
     created = api.create("pods", pod("ident", ns, node="n1"))
     body = api.get("pods", "ident", ns)
-    body["metadata"]["uid"] = "forged"
+    body["metadata"]["uid"] = "forged"  # refused as a real server refuses it (objectmeta.go)
+    with pytest.raises(ApiException) as err:
+        core.replace_namespaced_pod("ident", ns, body)
+    assert err.value.status == 422
+    assert [c["field"] for c in status_of(err.value)["details"]["causes"]] == ["metadata.uid"]
+    body["metadata"]["uid"] = ""  # an empty uid and any creationTimestamp: the stored ones
     body["metadata"]["creationTimestamp"] = "2001-01-01T00:00:00Z"
     replaced = core.replace_namespaced_pod("ident", ns, body, _preload_content=False)
     meta = orjson.loads(replaced.data)["metadata"]
@@ -850,7 +856,7 @@ def test_watch_with_too_old_resource_version_gets_410() -> None:
         assert replay == ["p8", "p9"]
     # Stopped: the port no longer accepts connections.
     with pytest.raises(OSError):
-        socket.create_connection(("127.0.0.1", int(url.rsplit(":", 1)[1])), timeout=2)
+        socket.create_connection(("127.0.0.1", int(url.rsplit(":", 1)[1])), timeout=scaled(2))
 
 
 # In-process API ---------------------------------------------------------------------
@@ -908,7 +914,7 @@ def test_kubectl_get_taint_describe(api: FakeKubeApi, tmp_path: Path) -> None:
     def kubectl(*args: str) -> str:
         done = subprocess.run(
             ["kubectl", "--kubeconfig", str(kubeconfig), "--cache-dir", str(tmp_path / "cache"),
-             *args], capture_output=True, text=True, timeout=60, check=False)
+             *args], capture_output=True, text=True, timeout=scaled(60), check=False)
         assert done.returncode == 0, done.stderr
         return done.stdout
 

@@ -13,6 +13,7 @@ import pytest
 from kubernetes import client, watch
 from kubernetes.client.exceptions import ApiException
 
+from benchmarks.deadlines import scaled
 from kube_elevator.fakes.kube_api.server import FakeKubeApi
 from tests.builders import crd_manifest
 
@@ -198,7 +199,7 @@ def test_deleting_the_crd_deletes_its_objects_and_ends_their_watches(
     watcher.start()
     assert api.wait_for_watchers(PLURAL, 1)
     ext.delete_custom_resource_definition(f"{PLURAL}.{GROUP}")
-    watcher.join(timeout=10)
+    watcher.join(timeout=scaled(10))
     assert not watcher.is_alive() and seen == [("ADDED", "doomed"), ("DELETED", "doomed")]
     with pytest.raises(ApiException) as gone:
         objects.list_namespaced_custom_object(*args)

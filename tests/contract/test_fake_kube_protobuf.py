@@ -11,16 +11,20 @@ import shutil
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
 from kubernetes import client
 
+from benchmarks.deadlines import scaled
+from kube_elevator.fakes.kube_api import protobuf_lists, protobuf_wire
 from kube_elevator.fakes.kube_api.protobuf_wire import (
     PROTOBUF,
     decode_object,
     decode_watch_frames,
     encode_object,
+    encode_watch_frame,
 )
 from kube_elevator.fakes.kube_api.resources import TOKEN
 from kube_elevator.fakes.kube_api.server import FakeKubeApi
@@ -41,7 +45,7 @@ def kube() -> Iterator[FakeKubeApi]:
 @pytest.fixture(scope="module")
 def http(kube: FakeKubeApi) -> Iterator[httpx.Client]:
     with httpx.Client(base_url=kube.url, headers={"Authorization": f"Bearer {TOKEN}"},
-                      timeout=10) as session:
+                      timeout=scaled(10)) as session:
         yield session
 
 
@@ -130,6 +134,67 @@ def test_watch_streams_length_prefixed_watch_events(kube: FakeKubeApi,
         ("ADDED", "Pod", "pb-pod")]
 
 
+def _watch_once(kube: FakeKubeApi, http: httpx.Client, path: str, accept: str) -> bytes:
+    """A watch from resourceVersion 0 with bookmarks, ended after its initial events."""
+    kube.watches_end_at_once = True
+    try:
+        watch = http.get(path, headers={"Accept": accept}, params={
+            "watch": "true", "resourceVersion": "0", "sendInitialEvents": "true",
+            "allowWatchBookmarks": "true", "resourceVersionMatch": "NotOlderThan"})
+    finally:
+        kube.watches_end_at_once = False
+    return watch.content
+
+
+def test_protobuf_watch_frames_are_the_json_events_encoded(kube: FakeKubeApi,
+                                                           http: httpx.Client) -> None:
+    """Frames built from cached encodings (protobuf_lists.encode_watch_event) are byte for
+    byte the JSON events encoded whole, the initial-events-end bookmark included."""
+    for i in range(3):
+        kube.create("pods", {"metadata": {"name": f"frames-{i}", "namespace": "pbframes",
+                                          "labels": {"i": str(i)}},
+                             "spec": {"containers": [{"name": "c", "image": "busybox"}]}})
+    path = "/api/v1/namespaces/pbframes/pods"
+    events = [json.loads(line) for line in
+              _watch_once(kube, http, path, "application/json").splitlines()]
+    assert [e["type"] for e in events] == ["ADDED"] * 3 + ["BOOKMARK"]
+    expected = b"".join(encode_watch_frame(e["type"], e["object"]) for e in events)
+    assert _watch_once(kube, http, path, CLIENT_GO_ACCEPT) == expected
+    kube.patch("pods", "frames-1", {"metadata": {"labels": {"i": "changed"}}}, "pbframes")
+    decoded = decode_watch_frames(_watch_once(kube, http, path, CLIENT_GO_ACCEPT))
+    assert [obj["metadata"].get("labels", {}).get("i") for _, obj in decoded] == \
+        ["0", "changed", "2", None]
+
+
+def test_a_protobuf_watch_reuses_the_encodings_a_list_made(
+        kube: FakeKubeApi, http: httpx.Client, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 41: each watch event was encoded anew, for every watcher. A stored version's
+    encoding is now made once and shared by lists and watches."""
+    for i in range(4):
+        kube.create("pods", {"metadata": {"name": f"shared-{i}", "namespace": "pbshared"},
+                             "spec": {"containers": [{"name": "c", "image": "busybox"}]}})
+    path = "/api/v1/namespaces/pbshared/pods"
+    encoded_pods: list[str] = []
+    original = protobuf_wire.encode_message
+
+    def counting(message: protobuf_wire.Message, obj: dict[str, Any],
+                 *args: Any, **kwargs: Any) -> bytes:
+        name = (obj.get("metadata") or {}).get("name")  # a bookmark's Pod has none
+        if message.name == "core.Pod" and name:
+            encoded_pods.append(name)
+        return original(message, obj, *args, **kwargs)
+
+    monkeypatch.setattr(protobuf_wire, "encode_message", counting)
+    monkeypatch.setattr(protobuf_lists, "encode_message", counting)
+    listed = http.get(path, headers={"Accept": CLIENT_GO_ACCEPT})
+    assert sorted(encoded_pods) == [f"shared-{i}" for i in range(4)]
+    for _ in range(2):  # two watchers of the same four pods
+        frames = decode_watch_frames(_watch_once(kube, http, path, CLIENT_GO_ACCEPT))
+        assert [obj["metadata"]["name"] for kind, obj in frames if kind == "ADDED"] == \
+            [item["metadata"]["name"] for item in decode_object(listed.content)["items"]]
+    assert len(encoded_pods) == 4  # nothing encoded again
+
+
 def test_watch_from_a_compacted_version_gets_a_protobuf_410() -> None:
     with FakeKubeApi(history_size=1) as kube, httpx.Client(base_url=kube.url) as http:
         for name in ("a", "b", "c"):
@@ -188,7 +253,7 @@ def test_clientgo_probe(probe_binary: Path, content_type: str, tmp_path: Path) -
         args = [str(probe_binary), "-kubeconfig", str(kubeconfig)]
         if content_type:
             args += ["-content-type", content_type]
-        done = subprocess.run(args, capture_output=True, text=True, timeout=120, check=False)
+        done = subprocess.run(args, capture_output=True, text=True, timeout=scaled(120), check=False)
         sent = {r.method for r in api.requests}
     results = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
     failed = [r for r in results if not r["ok"]]

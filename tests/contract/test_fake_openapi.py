@@ -11,6 +11,7 @@ from pathlib import Path
 import httpx
 import pytest
 
+from benchmarks.deadlines import scaled
 from kube_elevator.fakes.kube_api import FakeKubeApi
 from kube_elevator.fakes.kube_api.protobuf_wire import iter_fields
 
@@ -77,7 +78,7 @@ def test_kubectl_create_validates_without_validate_false(api: FakeKubeApi, tmp_p
                         "  labels: {pool: workers}\n")
     done = subprocess.run(["kubectl", "--kubeconfig", str(kubeconfig), "--cache-dir",
                            str(tmp_path / "cache"), "create", "-f", str(manifest)],
-                          capture_output=True, text=True, timeout=60, check=False)
+                          capture_output=True, text=True, timeout=scaled(60), check=False)
     api.faults.clear()
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == f"node/{name} created"

@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 import yaml
 
+from benchmarks.deadlines import scaled
 from kube_elevator.fakes.kube_api.server import FakeKubeApi
 
 pytestmark = pytest.mark.skipif(shutil.which("kubectl") is None, reason="kubectl is not installed")
@@ -28,7 +29,7 @@ def kubectl(api: FakeKubeApi, tmp_path_factory: pytest.TempPathFactory) -> Kubec
     def run(*args: str, stdin: Obj | None = None) -> subprocess.CompletedProcess[str]:
         return subprocess.run(
             ["kubectl", "--kubeconfig", str(kubeconfig), "--cache-dir", str(tmp / "cache"),
-             "-n", "kctl", *args], capture_output=True, text=True, timeout=60, check=False,
+             "-n", "kctl", *args], capture_output=True, text=True, timeout=scaled(60), check=False,
             input=yaml.safe_dump(stdin) if stdin is not None else None)
     return run
 
@@ -62,7 +63,7 @@ def test_a_taint_effect_that_does_not_exist(kubectl: Kubectl) -> None:
             "spec": {"taints": [{"key": "k", "effect": "NoScheduleNoAdmit"}]}}
     done = kubectl("create", "--validate=false", "-f", "-", stdin=node)
     assert done.returncode == 1
-    assert ('The Node "kctl-node" is invalid: spec.taints[0].effect: Unsupported value: '
+    assert ('The Node "kctl-node" is invalid: metadata.taints[0].effect: Unsupported value: '
             '"NoScheduleNoAdmit"') in done.stderr
 
 

@@ -18,7 +18,7 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from kube_elevator.fakes.kube_api.server import FakeKubeApi
-from kube_elevator.fakes.kube_api.validation import names
+from kube_elevator.tasks.core import name_formats as names
 
 Obj = dict[str, Any]
 NS = "meta"

@@ -70,7 +70,7 @@ C = "spec.containers[0]"
     pytest.param([{"name": "Main_1", "image": "i"}], {}, [
         ("FieldValueInvalid", f"{C}.name", 'Invalid value: "Main_1": a lowercase RFC 1123 label '
          "must consist of lower case alphanumeric characters or '-', and must start and end "
-         "with an alphanumeric character (e.g. 'my-name', or '123-abc', regex used for "
+         "with an alphanumeric character (e.g. 'my-name',  or '123-abc', regex used for "
          "validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?')")],
      id="TestValidateContainers-name-not-a-DNS-label"),
     pytest.param([{"name": "a", "image": "i"}, {"name": "a", "image": "i"}], {},
@@ -232,21 +232,23 @@ def test_tolerations(core: client.CoreV1Api, toleration: Obj,
     pytest.param({"key": "k", "value": "v", "effect": "NoSchedule"}, [],
                  id="TestValidateNode-taint-ok"),
     pytest.param({"key": "k", "effect": "NoScheduleNoAdmit"},
-                 [("FieldValueNotSupported", "spec.taints[0].effect",
+                 [("FieldValueNotSupported", "metadata.taints[0].effect",
                    'Unsupported value: "NoScheduleNoAdmit": supported values: "NoSchedule", '
                    '"PreferNoSchedule", "NoExecute"')],
                  id="TestValidateNode-invalid-taint-effect"),
-    pytest.param({"key": "k"}, [("FieldValueRequired", "spec.taints[0].effect",
+    pytest.param({"key": "k"}, [("FieldValueRequired", "metadata.taints[0].effect",
                                  "Required value")],
                  id="TestValidateNode-missing-taint-effect"),
     pytest.param({"key": "", "effect": "NoSchedule"},
-                 [("FieldValueInvalid", "spec.taints[0].key",
+                 [("FieldValueInvalid", "metadata.taints[0].key",
                    'Invalid value: "": name part must be non-empty'),
-                  ("FieldValueInvalid", "spec.taints[0].key", "")],
+                  ("FieldValueInvalid", "metadata.taints[0].key", "")],
                  id="TestValidateNode-missing-taint-key"),
 ])
 def test_node_taints(core: client.CoreV1Api, taint: Obj,
                      expected: list[tuple[str, str, str]]) -> None:
+    """Reported under `metadata.taints`, as upstream's ValidateNode passes the metadata path
+    to validateNodeTaints."""
     name = f"taint-{abs(hash(json.dumps(taint))) % 10**8}"
     body = {"metadata": {"name": name}, "spec": {"taints": [taint]}}
     if not expected:
@@ -269,7 +271,7 @@ def test_duplicate_taints_by_key_and_effect(core: client.CoreV1Api) -> None:
             {"key": "k", "effect": "NoSchedule"}, {"key": "k", "value": "x",
                                                    "effect": "NoSchedule"}]}})
     [cause] = json.loads(err.value.body)["details"]["causes"]
-    assert (cause["reason"], cause["field"]) == ("FieldValueDuplicate", "spec.taints[1]")
+    assert (cause["reason"], cause["field"]) == ("FieldValueDuplicate", "metadata.taints[1]")
     assert cause["message"].endswith("taints must be unique by key and effect pair")
 
 

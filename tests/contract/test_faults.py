@@ -29,6 +29,7 @@ from botocore.exceptions import ClientError, ConnectionClosedError, ReadTimeoutE
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
+from benchmarks.deadlines import scaled
 from kube_elevator.fakes.aws import FakeAws
 from kube_elevator.fakes.aws_faults import AwsFaultProxy
 from kube_elevator.fakes.cluster import node_for_instance
@@ -50,7 +51,7 @@ def post_json(url: str, body: Any, method: str = "POST") -> tuple[int, Any]:
     request = urllib.request.Request(url, data=data, method=method,
                                      headers={"Content-Type": "application/json"})
     try:
-        with urllib.request.urlopen(request, timeout=10) as answer:
+        with urllib.request.urlopen(request, timeout=scaled(10)) as answer:
             return answer.status, json.loads(answer.read())
     except urllib.error.HTTPError as error:
         return error.code, json.loads(error.read())
@@ -187,7 +188,7 @@ def test_kube_hung_request_does_not_hold_the_server_stop(tmp_path: Path) -> None
         time.sleep(0.01)
     started = time.monotonic()
     kube.stop()
-    caller.join(timeout=10)
+    caller.join(timeout=scaled(10))
     assert time.monotonic() - started < 2
     assert len(outcome) == 1 and isinstance(outcome[0], urllib3.exceptions.ProtocolError)
 
@@ -435,7 +436,7 @@ def test_fake_cluster_takes_faults_from_another_process(tmp_path: Path) -> None:
         assert autoscaling.describe_auto_scaling_groups()["AutoScalingGroups"] == []
     finally:
         server.terminate()
-        assert server.wait(timeout=30) == 0
+        assert server.wait(timeout=scaled(30)) == 0
 
 
 def two_groups(fake_aws: FakeAws, fake_kube: FakeKubeApi, tmp_path: Path, tag: str) -> Path:
@@ -465,7 +466,7 @@ def run_once(nodegroups: Path, kubeconfig: Path, fake_aws: FakeAws
            "PREFECT_SERVER_ANALYTICS_ENABLED": "false"}
     started = time.monotonic()
     result = elevator("run", "--nodegroups", nodegroups, "--kubeconfig", kubeconfig, "--once",
-                      env=env, timeout=180)
+                      env=env, timeout=scaled(180))
     return result, time.monotonic() - started
 
 

@@ -14,6 +14,7 @@ import kopf
 import pytest
 from kubernetes import client, watch
 
+from benchmarks.deadlines import scaled
 from kube_elevator.fakes.kube_api.resources import TOKEN
 from kube_elevator.fakes.kube_api.server import FakeKubeApi
 from tests.builders import crd_manifest
@@ -65,12 +66,12 @@ def operator(api: FakeKubeApi) -> Iterator[list[str]]:
     api.create("namespaces", {"metadata": {"name": NS}})
     thread.start()
     try:
-        assert ready.wait(30), "the kopf operator did not start"
-        assert api.wait_for_watchers(PLURAL, 1, timeout=30), "kopf does not watch its tasks"
+        assert ready.wait(scaled(30)), "the kopf operator did not start"
+        assert api.wait_for_watchers(PLURAL, 1, timeout=scaled(30)), "kopf does not watch its tasks"
         yield deleted
     finally:
         stop.set()
-        thread.join(timeout=30)
+        thread.join(timeout=scaled(30))
     assert not thread.is_alive()
 
 

@@ -10,7 +10,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from kubernetes import client
 
+from benchmarks.deadlines import scaled
 from kube_elevator.fakes.kube_api.server import FakeKubeApi
 from kube_elevator.flows.autoscale import live_tick
 from kube_elevator.tasks.adapters.kube import KubeClient
@@ -88,7 +90,7 @@ def test_an_ended_watch_resumes_from_the_last_resource_version(
         # The server ends each watch after 1 s; a pod created while the next watch is still
         # on its way (held 1.5 s) comes with it, from the resourceVersion last seen.
         fake_kube.delay_next("watch", "pods", 1.5)
-        assert fake_kube.wait_for_watchers("pods", 0, timeout=10)
+        assert fake_kube.wait_for_watchers("pods", 0, timeout=scaled(10))
         fake_kube.create("pods", api_pod("between"), namespace="default")
         assert cache.wait_for(lambda: pod_names(cache) == {"between"}, 10)
         assert loop.relists == 1  # resumed, never listed again
@@ -100,7 +102,7 @@ def test_410_gone_lists_again() -> None:
         assert cache.wait_synced(10)
         loop = cache.loops["pods"]
         kube.delay_next("watch", "pods", 1.5)
-        assert kube.wait_for_watchers("pods", 0, timeout=10)
+        assert kube.wait_for_watchers("pods", 0, timeout=scaled(10))
         for index in range(6):  # more changes than the server remembers
             kube.create("pods", api_pod(f"p{index}"), namespace="default")
         assert cache.wait_for(lambda: pod_names(cache) == {f"p{i}" for i in range(6)}, 10)
@@ -119,7 +121,7 @@ def test_bookmarks_keep_a_quiet_watch_current() -> None:
         reached = threading.Event()
         cache.loops["pods"].on_bookmark = lambda version: (
             reached.set() if version == wanted else None)
-        assert reached.wait(10)
+        assert reached.wait(scaled(10))
         assert cache.loops["pods"].resource_version == wanted
 
 
@@ -225,7 +227,7 @@ def test_a_watch_stopped_while_connecting_does_not_spoil_the_next_request(
         loop.resource_version = "0"
         loop.stop()  # as if stop() came between the watch request and its answer
         loop.watch()
-        listed = core.list_namespaced_pod("default")
+        listed = client.CoreV1Api(core.api_client).list_namespaced_pod("default")
         assert sorted(pod.metadata.name for pod in listed.items) == ["p0", "p1", "p2"]
 
 
@@ -253,9 +255,9 @@ def test_a_loop_stopped_while_listing_leaves_the_list_at_the_next_page() -> None
                          page_size=3).start()
         stopper = threading.Thread(target=loop.stop)
         try:
-            assert kube.faults.wait_fired(second_page, timeout=10)
+            assert kube.faults.wait_fired(second_page, timeout=scaled(10))
             stopper.start()  # stop() comes while the second page is on its way
-            assert loop._stop.wait(10)
+            assert loop._stop.wait(scaled(10))
         finally:
             kube.faults.release()
             stopper.join(10)
@@ -281,7 +283,7 @@ def test_a_list_whose_continue_token_expired_starts_again(tmp_path: Path) -> Non
         listing = threading.Thread(target=lambda: listed.extend(client.list_pods()))
         listing.start()
         try:
-            assert kube.faults.wait_fired(second_page, timeout=10)
+            assert kube.faults.wait_fired(second_page, timeout=scaled(10))
             for index in range(7, 11):  # 4 changes: more than the 3 the server remembers
                 kube.create("pods", api_pod(f"p{index}"), namespace="default")
         finally:

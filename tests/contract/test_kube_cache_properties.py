@@ -16,6 +16,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from benchmarks.deadlines import scaled
 from kube_elevator.fakes.aws import FakeAws
 from kube_elevator.fakes.kube_api.server import FakeKubeApi
 from kube_elevator.flows.autoscale import live_tick
@@ -101,7 +102,7 @@ def disrupt(kube: FakeKubeApi, how: str) -> Any:
         dropped = kube.faults.add("drop", method="GET", path="/api/v1/pods")
         kube.end_watches("pods")
         # The watch takes the drop, not the fresh list this test compares with.
-        assert kube.faults.wait_fired(dropped, timeout=10)
+        assert kube.faults.wait_fired(dropped, timeout=scaled(10))
         return None
     held = None
     if how == "gone":  # the resumed watch waits until the server has forgotten its version
@@ -151,7 +152,7 @@ def test_after_every_burst_the_cache_is_a_fresh_list_and_ticks_the_same(
             relists = cache.loops["pods"].relists
             held = disrupt(kube, how)
             if held is not None:
-                assert kube.faults.wait_fired(held, timeout=10)  # the resume is on hold
+                assert kube.faults.wait_fired(held, timeout=scaled(10))  # the resume is on hold
             for change in burst:
                 apply(kube, change)
             if held is not None:

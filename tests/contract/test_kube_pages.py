@@ -21,6 +21,7 @@ import urllib3
 import yaml
 from kubernetes import client
 
+from benchmarks.deadlines import scaled
 from kube_elevator.fakes.kube_api.server import FakeKubeApi
 from kube_elevator.tasks.adapters.kube import KubeClient
 from kube_elevator.tasks.adapters.kube_pages import PagedList, _ClientFetch, _fetch_for, continue_token_ahead
@@ -48,7 +49,7 @@ def test_the_next_page_is_asked_for_while_this_one_is_decoded() -> None:
             token, names = _names(data)
             if token:  # the next page is on its way already
                 pages_so_far = len(decoded) // 3 + 1
-                assert kube.faults.wait_fired(asked, times=pages_so_far + 1, timeout=5)
+                assert kube.faults.wait_fired(asked, times=pages_so_far + 1, timeout=scaled(5))
             decoded.extend(names)
             return token, names
 
@@ -72,7 +73,7 @@ def test_a_stop_while_a_page_hangs_ends_the_list_at_once() -> None:
                          lambda items, version: relisted.append(items), lambda kind, raw: None,
                          page_size=3).start()
         try:
-            assert kube.faults.wait_fired(hung, timeout=10)
+            assert kube.faults.wait_fired(hung, timeout=scaled(10))
             started = time.monotonic()
             loop.stop()
             stopped_in = time.monotonic() - started

@@ -12,6 +12,7 @@ from collections.abc import Iterator
 import kubernetes.client
 import pytest
 
+from benchmarks.deadlines import scaled
 from benchmarks.event_latency import wait_until
 from kube_elevator.fakes.kube_api.server import FakeKubeApi
 from kube_elevator.flows.leader import LeaderElector
@@ -175,7 +176,7 @@ def test_two_running_electors_hand_over_on_a_clean_stop(
         wait_until(lambda: follower.status().holder == leader.identity, 10, "a follower")
         assert not follower.may_act() and not follower.status().leading
         stops[electors.index(leader)].set()
-        threads[electors.index(leader)].join(timeout=10)
+        threads[electors.index(leader)].join(timeout=scaled(10))
         wait_until(follower.may_act, 5, "the follower to lead")  # well before the 3 s lease
         assert spec(fake_kube)["holderIdentity"] == follower.identity
         assert spec(fake_kube)["leaseTransitions"] == 1
@@ -183,7 +184,7 @@ def test_two_running_electors_hand_over_on_a_clean_stop(
         for stop in stops:
             stop.set()
         for thread in threads:
-            thread.join(timeout=10)
+            thread.join(timeout=scaled(10))
     assert spec(fake_kube)["holderIdentity"] == ""  # released on the way out
 
 

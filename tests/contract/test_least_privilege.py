@@ -20,6 +20,7 @@ from typing import Any
 
 import pytest
 
+from benchmarks.deadlines import scaled
 from tests import recording
 
 NODE_RBAC = recording.ROOT / "deployments" / "kubernetes" / "base" / "rbac.yaml"
@@ -53,7 +54,7 @@ def node_autoscaler(tmp_path_factory: pytest.TempPathFactory
         [sys.executable, "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider",
          *NODE_AUTOSCALER_WORKLOAD],
         cwd=recording.ROOT, env={**os.environ, recording.DUMP_ENV: str(dump)},
-        capture_output=True, text=True, timeout=900, check=False)
+        capture_output=True, text=True, timeout=scaled(900), check=False)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     kube, aws = recording.load_dump(dump)
     # test_ca_scale_down_e2e.py keeps its Leases in a namespace of its own (`leases-<test>`),
@@ -222,7 +223,8 @@ def _pod_autoscaler_cycle(fake_kube: Any, kubeconfig: Path, tmp_path: Path) -> N
     for index in range(2):
         fake_kube.create("pods", {
             "metadata": {"name": f"web-6f7d9-{index}", "namespace": "shop", "labels": labels,
-                         "ownerReferences": [{"kind": "ReplicaSet", "name": "web-6f7d9"}]},
+                         "ownerReferences": [{"apiVersion": "apps/v1", "kind": "ReplicaSet",
+                                              "name": "web-6f7d9", "uid": "uid-web-6f7d9"}]},
             "spec": {"containers": [{"name": "c", "image": "pause", "resources": {
                 "limits": {"memory": "1Gi"}, "requests": {"cpu": "500m"}}}]},
             "status": {"phase": "Running", "startTime": "2026-11-21T10:00:00Z",

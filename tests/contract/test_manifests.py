@@ -21,6 +21,7 @@ from typing import Any
 import pytest
 import yaml
 
+from benchmarks.deadlines import scaled
 from kube_elevator.tasks.node_group_file import parse_node_groups
 from tests import recording
 from tests.contract.test_least_privilege import NODE_RBAC, POD_RBAC
@@ -45,7 +46,7 @@ def kustomize_is_v2() -> bool:
     """kubectl before 1.21 (Debian bookworm's 1.20, what .ci/run installs on a machine without
     one) carries kustomize v2.0.3, which prints no version line of its own."""
     version = subprocess.run(["kubectl", "version", "--client"], capture_output=True, text=True,
-                             timeout=60, check=False).stdout
+                             timeout=scaled(60), check=False).stdout
     return "Kustomize Version: v" not in version
 
 
@@ -77,7 +78,7 @@ def rendered(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     files = {}
     for name, source in [("base", tree / "base"), *((o, tree / "overlays" / o) for o in OVERLAYS)]:
         done = subprocess.run(["kubectl", "kustomize", str(source)], capture_output=True,
-                              text=True, timeout=120, check=False)
+                              text=True, timeout=scaled(120), check=False)
         assert done.returncode == 0, f"{name}: {done.stderr}"
         files[name] = folder / f"{name}.yaml"
         files[name].write_text(done.stdout)
@@ -318,7 +319,7 @@ def command_lines(rendered: dict[str, Path]) -> list[tuple[str, list[str]]]:
 
 def help_text(program: str, words: list[str]) -> str:
     done = subprocess.run([str(Path(sys.executable).parent / program), *words, "--help"],
-                          capture_output=True, text=True, timeout=120, check=False,
+                          capture_output=True, text=True, timeout=scaled(120), check=False,
                           env={**os.environ, "COLUMNS": "250", "TERMINAL_WIDTH": "250",
                                "NO_COLOR": "1"})
     assert done.returncode == 0, done.stderr
@@ -358,7 +359,7 @@ def weakened(deployment: Document) -> Document:
 def checkov_results(folder: Path) -> list[Document]:
     done = subprocess.run([str(CHECKOV), "--directory", str(folder), "--framework", "kubernetes",
                            "dockerfile", "--output", "json", "--skip-download"],
-                          capture_output=True, text=True, timeout=600, check=False, cwd=folder)
+                          capture_output=True, text=True, timeout=scaled(600), check=False, cwd=folder)
     assert done.stdout.strip(), done.stderr[-3000:]
     reports = json.loads(done.stdout)
     return reports if isinstance(reports, list) else [reports]

@@ -32,6 +32,7 @@ from typing import Any
 import pytest
 import yaml
 
+from benchmarks.deadlines import scaled
 from kube_elevator.fakes.snapshots import node_json
 from tests.builders import group_dict
 
@@ -65,7 +66,7 @@ def dump_files(name: str) -> list[Path]:
 
 def elevator(*args: str | Path) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-m", "kube_elevator.flows.cli", *map(str, args)],
-                          capture_output=True, text=True, timeout=120, check=False, cwd=REPO)
+                          capture_output=True, text=True, timeout=scaled(120), check=False, cwd=REPO)
 
 
 def write_config(path: Path, groups: Sequence[Mapping[str, Any]],

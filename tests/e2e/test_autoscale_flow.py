@@ -18,6 +18,7 @@ import yaml
 from prefect import flow, get_client
 from prefect.client.schemas.filters import FlowRunFilter, FlowRunFilterId
 
+from benchmarks.deadlines import scaled
 from kube_elevator.fakes.aws import FakeAws, fail_next_calls
 from kube_elevator.fakes.cluster import node_for_instance
 from kube_elevator.fakes.kube_api.server import FakeKubeApi
@@ -380,7 +381,7 @@ def test_with_cluster_autoscaler_ideas_every_step_that_leaves_the_process_is_a_t
     steps = {"collect-pods", "collect-nodes", "collect-pdbs", "read-locks",
              "write-lock", "read-group-states", "plan-unneeded-scale-down"}
     # The server records task runs from their events, after the flow run returns: poll it.
-    deadline = time.monotonic() + 60
+    deadline = time.monotonic() + scaled(60)
     with get_client(sync_client=True) as client:
         while True:
             runs = client.read_task_runs(flow_run_filter=FlowRunFilter(

@@ -12,6 +12,7 @@ import orjson
 import pytest
 import yaml
 
+from benchmarks.deadlines import scaled
 from kube_elevator.fakes.snapshots import SyntheticGroup, asg_description, synthetic_items, write_list
 from tests.builders import group_dict
 
@@ -20,7 +21,7 @@ EXAMPLES = Path(__file__).resolve().parents[2] / "deployments" / "examples"
 
 def elevator(*args: str | Path) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-m", "kube_elevator.flows.cli", *map(str, args)],
-                          capture_output=True, text=True, timeout=120, check=False)
+                          capture_output=True, text=True, timeout=scaled(120), check=False)
 
 
 def write_config(path: Path, *groups: dict[str, Any]) -> Path:
@@ -153,7 +154,7 @@ main()
 ])
 def test_without_the_sim_extra_a_simulation_says_what_to_install(command: list[str]) -> None:
     result = subprocess.run([sys.executable, "-c", WITHOUT_SIM, *command],
-                            capture_output=True, text=True, timeout=120)
+                            capture_output=True, text=True, timeout=scaled(120))
     assert result.returncode == 2
     assert "pip install 'kube-elevator[sim]'" in result.stderr
     assert "Traceback" not in result.stderr
@@ -162,6 +163,6 @@ def test_without_the_sim_extra_a_simulation_says_what_to_install(command: list[s
 def test_without_the_sim_extra_the_autoscaler_commands_work() -> None:
     result = subprocess.run([sys.executable, "-c", WITHOUT_SIM, "validate",
                              str(EXAMPLES / "nodegroups.yaml")],
-                            capture_output=True, text=True, timeout=120)
+                            capture_output=True, text=True, timeout=scaled(120))
     assert result.returncode == 0, result.stderr
     assert "2 node groups, valid" in result.stdout

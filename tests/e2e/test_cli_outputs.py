@@ -10,12 +10,14 @@ from pathlib import Path
 import pytest
 import yaml
 
+from benchmarks.deadlines import scaled
+
 EXAMPLES = Path(__file__).resolve().parents[2] / "deployments" / "examples"
 
 
 def elevator(*args: str | Path) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-m", "kube_elevator.flows.cli", *map(str, args)],
-                          capture_output=True, text=True, timeout=300, check=False)
+                          capture_output=True, text=True, timeout=scaled(300), check=False)
 
 
 def scenario_with(tmp_path: Path, **group_changes: object) -> Path:

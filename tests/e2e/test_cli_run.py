@@ -14,6 +14,7 @@ import boto3
 import yaml
 from kubernetes import client, config
 
+from benchmarks.deadlines import scaled
 from kube_elevator.fakes.cluster import node_for_instance
 from kube_elevator.tasks.adapters.prefect_server import RECORD_NAME, alive, stop_shared_server
 from tests.builders import group_dict
@@ -72,7 +73,7 @@ def test_fake_cluster_and_run_once_scale_up_from_another_process(tmp_path: Path)
         tick = subprocess.run(
             [sys.executable, "-m", "kube_elevator.flows.cli", "run", "--nodegroups", str(nodegroups),
              "--kubeconfig", str(kubeconfig), "--once", "--format", "json"],
-            capture_output=True, text=True, env=env, timeout=300, check=False)
+            capture_output=True, text=True, env=env, timeout=scaled(300), check=False)
         assert tick.returncode == 0, tick.stderr[-3000:]
         (result,) = json.loads(tick.stdout.strip().splitlines()[-1])
         assert result["status"] == "acted" and result["done"]["asg_desired_set"] == 8
@@ -85,14 +86,14 @@ def test_fake_cluster_and_run_once_scale_up_from_another_process(tmp_path: Path)
         again = subprocess.run(
             [sys.executable, "-m", "kube_elevator.flows.cli", "run", "--nodegroups", str(nodegroups),
              "--kubeconfig", str(kubeconfig), "--once", "--dry-run", "--format", "json"],
-            capture_output=True, text=True, env=env, timeout=300, check=False)
+            capture_output=True, text=True, env=env, timeout=scaled(300), check=False)
         assert again.returncode == 0, again.stderr[-3000:]
         assert (home / RECORD_NAME).read_text() == first
         assert alive(json.loads(first)["pid"])
     finally:
         stop_shared_server(home)
         server.send_signal(signal.SIGTERM)
-        code = server.wait(timeout=30)
+        code = server.wait(timeout=scaled(30))
     assert code == 0
     assert server.stdout is not None and "stopped" in server.stdout.read()
 
@@ -102,7 +103,7 @@ def test_run_rejects_bad_input_without_traceback(tmp_path: Path) -> None:
     nodegroups.write_text(yaml.safe_dump({"node_groups": [group_dict(name="")]}))
     result = subprocess.run(
         [sys.executable, "-m", "kube_elevator.flows.cli", "run", "--nodegroups", str(nodegroups), "--once"],
-        capture_output=True, text=True, timeout=60, check=False)
+        capture_output=True, text=True, timeout=scaled(60), check=False)
     assert result.returncode == 2
     assert "node_groups[0]: name cannot be empty" in result.stderr
     assert "Traceback" not in result.stderr

@@ -195,3 +195,27 @@ def test_simulate_tick_lines_give_each_groups_reason_as_run_does() -> None:
     assert lines[first + 1] == ("  batch: usage 1052.6% is above scale_up_threshold 70%: scale "
                                 "up by 15; untaint 1, ask the cloud for 14"), output
     assert lines[first + 2] == "  services: usage 51.3% is within thresholds (40%..75%)", output
+
+
+def test_simulate_tick_lines_carry_the_cluster_autoscalers_notes() -> None:
+    """Issue 42 item 8: the Cluster Autoscaler's scale-down said what it did only in the
+    summary; each tick line now carries its notes, under the group they are about, as `run`'s
+    tick lines do (the shipped CA scenario: web-asg-004 unneeded, tainted, then drained)."""
+    pytest.importorskip("moto")  # the `sim` extra
+    code, output = elevator("simulate", EXAMPLES / "scenario-cluster-autoscaler.yaml", "--fast")
+    assert code == 0, output
+    lines = output.splitlines()
+
+    def under(tick: str) -> list[str]:
+        start = next(index for index, line in enumerate(lines) if line.startswith(tick))
+        end = next(index for index in range(start + 1, len(lines))
+                   if not lines[index].startswith("  "))
+        return lines[start + 1:end]
+
+    tainted = under("t=   540s")
+    assert tainted[0].startswith("  web: usage 51.3% is within thresholds"), output
+    assert tainted[1] == ("  note: scale-down: web-asg-004 unneeded for 300s (utilization 16%, "
+                          "threshold 0.5): tainted for removal"), output
+    assert tainted[2].startswith("  big: "), output  # the note sits under its own group
+    drained = under("t=   660s")
+    assert "  note: draining web-asg-004: evicting 1 pod(s); terminated once empty" in drained

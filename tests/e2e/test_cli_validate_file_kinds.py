@@ -59,6 +59,7 @@ def test_a_pod_autoscaler_file_and_a_manifest_are_named(tmp_path: Path) -> None:
     assert result.returncode == 2
     [line] = result.stderr.strip().splitlines()
     assert "this looks like a pod-autoscaler file for `elevator pods plan`" in line
+    assert line.endswith("not a node-group file: check it with `elevator pods validate`")
     manifest = tmp_path / "deploy.yaml"
     manifest.write_text(yaml.safe_dump({"apiVersion": "apps/v1", "kind": "Deployment",
                                         "metadata": {"name": "web"}, "spec": {}}))

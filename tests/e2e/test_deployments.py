@@ -15,6 +15,7 @@ import pytest
 import yaml
 from prefect.flows import load_flow_from_entrypoint
 
+from benchmarks.deadlines import scaled
 from benchmarks.event_latency import ROOT, BurstCluster, Child, PrefectServer
 from kube_elevator.fakes.aws import FakeAws
 from kube_elevator.fakes.kube_api.server import FakeKubeApi
@@ -300,13 +301,13 @@ def test_a_plan_run_through_the_api_runs_on_the_worker_with_its_parameters(
     parameters = {"nodegroups": str(cluster.nodegroups), "kubeconfig": str(cluster.kubeconfig),
                   "now": "2027-01-15T12:00:00+00:00"}
     with temporary_settings({PREFECT_API_URL: server.api_url}):
-        run = run_deployment("autoscale/plan", parameters=parameters, timeout=180)
+        run = run_deployment("autoscale/plan", parameters=parameters, timeout=scaled(180))
     assert run.state is not None and run.state.is_completed(), worker.output()[-3000:]
     assert run.parameters == {**parameters, "dry_run": True, "lease_namespace": "kube-system"}
     wanted = "batch: dry run (delta +6): usage 250.0% is above scale_up_threshold 70%"
     # The flow-run process ships its logs in the background: they may reach the server a
     # moment after the run is Completed, so poll them (bounded).
-    deadline = time.monotonic() + 60
+    deadline = time.monotonic() + scaled(60)
     with api(server) as client:
         while True:
             logs = client.read_logs(log_filter=LogFilter(flow_run_id=LogFilterFlowRunId(

@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 import yaml
 
+from benchmarks.deadlines import scaled
 from kube_elevator.fakes.aws import FakeAws
 from kube_elevator.fakes.cluster import node_for_instance
 from kube_elevator.fakes.kube_api.server import FakeKubeApi
@@ -230,7 +231,7 @@ def test_run_once_takes_a_zero_max_node_age_and_scales_on_starve(
     env.pop("PREFECT_API_URL", None)
     checked = subprocess.run(
         [sys.executable, "-m", "kube_elevator.flows.cli", "validate", str(config)],
-        capture_output=True, text=True, env=env, timeout=120, check=False)
+        capture_output=True, text=True, env=env, timeout=scaled(120), check=False)
     assert checked.returncode == 0, checked.stderr
     assert ('max_node_age: "0s" is not positive: no node is rotated out, as Escalator reads it'
             in checked.stderr)
@@ -238,7 +239,7 @@ def test_run_once_takes_a_zero_max_node_age_and_scales_on_starve(
     ran = subprocess.run(
         [sys.executable, "-m", "kube_elevator.flows.cli", "run", "--nodegroups", str(config),
          "--kubeconfig", str(kubeconfig), "--once", "--format", "json"],
-        capture_output=True, text=True, env=env, timeout=300, check=False)
+        capture_output=True, text=True, env=env, timeout=scaled(300), check=False)
     assert ran.returncode == 0, ran.stderr[-3000:]
     (result,) = json.loads(ran.stdout.strip().splitlines()[-1])
     assert result["delta"] == 1 and result["actions"]["cloud_increase"] == 1

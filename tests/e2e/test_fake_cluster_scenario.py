@@ -14,6 +14,7 @@ import boto3
 import yaml
 from kubernetes import client, config, watch
 
+from benchmarks.deadlines import scaled
 from tests.builders import group_dict
 
 SCENARIO = {
@@ -78,7 +79,7 @@ def test_fake_cluster_starts_with_the_scenarios_nodes_and_joins_new_instances(
         assert len(core.list_pod_for_all_namespaces().items) == 4  # 3 DaemonSet pods + ours
     finally:
         server.send_signal(signal.SIGTERM)
-        code = server.wait(timeout=30)
+        code = server.wait(timeout=scaled(30))
     assert code == 0, server.stderr.read() if server.stderr else ""
 
 
@@ -89,7 +90,7 @@ def test_fake_cluster_with_a_bad_scenario_says_where_and_starts_nothing(tmp_path
     done = subprocess.run(
         [sys.executable, "-m", "kube_elevator.flows.cli", "fake-cluster",
          "--kubeconfig-out", str(tmp_path / "kubeconfig.yaml"), "--scenario", str(scenario)],
-        capture_output=True, text=True, timeout=120, check=False)
+        capture_output=True, text=True, timeout=scaled(120), check=False)
     assert done.returncode == 2, done.stderr
     assert "Traceback" not in done.stderr and done.stdout == ""
     assert str(scenario) in done.stderr and "asgs[0]" in done.stderr
@@ -116,5 +117,5 @@ def test_fake_cluster_writes_only_the_kubeconfig_asked_and_exports_it_absolutely
                                                                      "kubeconfig"]
     finally:
         server.send_signal(signal.SIGTERM)
-        code = server.wait(timeout=30)
+        code = server.wait(timeout=scaled(30))
     assert code == 0, server.stderr.read() if server.stderr else ""

@@ -25,6 +25,7 @@ from typing import Any
 import pytest
 import yaml
 
+from benchmarks.deadlines import scaled
 from kube_elevator.fakes.aws import FakeAws, fail_next_calls
 from kube_elevator.fakes.aws_faults import AwsFaultProxy
 from kube_elevator.fakes.cluster import node_for_instance
@@ -344,7 +345,7 @@ def test_escalators_example_file_validates_and_scales_up_in_one_shot(
     config = tmp_path / "nodegroups_config.yaml"
     config.write_text(EXAMPLE)
     validated = subprocess.run([sys.executable, "-m", "kube_elevator.flows.cli", "validate", str(config)],
-                               capture_output=True, text=True, timeout=120, check=False)
+                               capture_output=True, text=True, timeout=scaled(120), check=False)
     assert validated.returncode == 0, validated.stderr
     assert "scale-up: EC2 Fleet of lt-1a2b3c4d version 1 (on-demand; t2.large, t3.large)" \
         in validated.stdout
@@ -401,7 +402,7 @@ def test_in_a_flow_run_each_fleet_call_is_a_task_run(
     assert result["status"] == "acted" and len(result["done"]["attached_instances"]) == DELTA
     assert group.desired() == 2 + DELTA and group.outside() == []
     steps = {"write-lock", "launch-fleet", "wait-for-instances", "attach-to-asg"}
-    deadline = time.monotonic() + 60  # the server records task runs after the flow run
+    deadline = time.monotonic() + scaled(60)  # the server records task runs after the flow run
     with get_client(sync_client=True) as client:
         while True:
             runs = client.read_task_runs(flow_run_filter=FlowRunFilter(

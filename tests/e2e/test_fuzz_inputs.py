@@ -27,6 +27,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from typer.testing import CliRunner
 
+from benchmarks.deadlines import scaled
 from kube_elevator.flows.cli import app
 from kube_elevator.tasks.core.duration import parse_go_duration
 from tests.e2e.test_pods_cli import write_files
@@ -466,7 +467,7 @@ def test_the_real_exit_codes(files: dict[str, Path], tmp_path: Path) -> None:
     """The same checks through the installed entry point: exit 2, one line, no traceback."""
     bad = mutated(files, "nodegroups", BILLION_LAUGHS, "bomb")
     done = subprocess.run([sys.executable, "-m", "kube_elevator.flows.cli", "validate", str(bad)],
-                          capture_output=True, text=True, timeout=60, check=False)
+                          capture_output=True, text=True, timeout=scaled(60), check=False)
     assert done.returncode == 2 and "Traceback" not in done.stderr
     assert done.stderr.count("\n") == 1 and str(bad) in done.stderr
 

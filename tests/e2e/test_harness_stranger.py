@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from benchmarks.deadlines import scaled
 from tests.e2e.test_image import DOCKERFILE, install_call, run_install, stages
 from tests.locks import ROOT
 
@@ -43,7 +44,7 @@ def test_a_strangers_project_tests_its_drain_script_against_the_fake(
     done = subprocess.run(
         [str(harness_venv / "bin" / "python"), "-m", "pytest", "-q", "-p", "no:cacheprovider",
          "-W", "error::pytest.PytestUnknownMarkWarning"],
-        cwd=project, capture_output=True, text=True, timeout=600, check=False,
+        cwd=project, capture_output=True, text=True, timeout=scaled(600), check=False,
         env={**environment, "HOME": str(tmp_path), "PYTHONPATH": str(project)})
     assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-2000:]
     assert re.search(r"\b5 passed\b", done.stdout), done.stdout
@@ -51,7 +52,7 @@ def test_a_strangers_project_tests_its_drain_script_against_the_fake(
     where = subprocess.run(
         [str(harness_venv / "bin" / "python"), "-c",
          "import kube_elevator.harness as h, pytest; print(h.__file__)"],
-        cwd=project, capture_output=True, text=True, timeout=120, check=True, env=environment)
+        cwd=project, capture_output=True, text=True, timeout=scaled(120), check=True, env=environment)
     assert where.stdout.startswith(str(harness_venv)), where.stdout
 
 
@@ -66,7 +67,7 @@ def test_the_plugin_costs_a_session_that_uses_no_fixture_nothing(harness_venv: P
          "plugin.load()\n"
          "print(sorted(n for n in sys.modules if n.startswith(('kube_elevator.fakes.kube_api',"
          " 'moto', 'kubernetes', 'boto3'))))"],
-        cwd=tmp_path, capture_output=True, text=True, timeout=120, check=False,
+        cwd=tmp_path, capture_output=True, text=True, timeout=scaled(120), check=False,
         env={**os.environ, "HOME": str(tmp_path)})
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.strip() == "[]"

@@ -26,6 +26,7 @@ import yaml
 from prometheus_client.parser import text_string_to_metric_families
 from typer.testing import CliRunner
 
+from benchmarks.deadlines import scaled
 from benchmarks.event_latency import (
     FREE_HEALTH_PORT,
     BurstCluster,
@@ -247,7 +248,7 @@ def test_a_follower_takes_over_a_frozen_leader_and_a_killed_one_never_both_actin
         cluster.aws.client("autoscaling").set_desired_capacity(
             AutoScalingGroupName=cluster.asg, DesiredCapacity=before, HonorCooldown=False)
         follower.process.send_signal(signal.SIGKILL)
-        follower.process.wait(timeout=30)
+        follower.process.wait(timeout=scaled(30))
         killed_at = time.monotonic()
         cluster.burst(10)
         wait_until(lambda: cluster.desired() > before, 60, "the old leader to scale up")

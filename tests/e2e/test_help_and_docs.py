@@ -111,7 +111,8 @@ PLANS = {
 }
 
 
-@pytest.mark.parametrize("path", ["plan", "run", "pods plan", "pods run", "simulate"])
+@pytest.mark.parametrize("path", ["plan", "run", "pods plan", "pods run", "pods validate",
+                                  "simulate"])
 def test_every_output_format_is_spelled_format(path: str) -> None:
     """Issue 42: `--format` for the format everywhere; `--output` no longer listed."""
     text = _help(path)

@@ -20,6 +20,7 @@ from pathlib import Path
 import pytest
 from packaging.utils import canonicalize_name
 
+from benchmarks.deadlines import scaled
 from tests.locks import ROOT, applicable
 
 DOCKERFILE = ROOT / "Dockerfile"
@@ -96,7 +97,7 @@ def run_install(context: Path, arguments: list[str], wheel_dir: Path | None = No
     python = Path(sys.base_prefix) / "bin" / "python3"
     reuse = {"WHEEL_DIR": str(wheel_dir)} if wheel_dir is not None else {}
     return subprocess.run(["sh", *arguments], cwd=context, capture_output=True, text=True,
-                          timeout=900, check=False,
+                          timeout=scaled(900), check=False,
                           env={**os.environ, "UV": str(UV), **reuse,
                                "PYTHON": str(python) if python.exists() else "python3"})
 
@@ -117,7 +118,7 @@ def outside(tmp_path: Path, program: Path, *arguments: str) -> subprocess.Comple
     """A command of the installed venv, run from a folder that is not the checkout."""
     environment = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
     return subprocess.run([str(program), *arguments], cwd=tmp_path, capture_output=True,
-                          text=True, timeout=300, check=False,
+                          text=True, timeout=scaled(300), check=False,
                           env={**environment, "HOME": str(tmp_path),
                                "PREFECT_HOME": str(tmp_path / "prefect")})
 
@@ -137,7 +138,7 @@ def test_the_final_stage_holds_the_venv_and_runs_elevator_as_a_numeric_non_root_
 def test_the_image_venv_holds_exactly_the_lock_and_the_wheel(image: Path) -> None:
     done = subprocess.run([str(UV), "pip", "list", "--format", "json", "--python",
                            str(image / "bin" / "python")],
-                          capture_output=True, text=True, timeout=120, check=True)
+                          capture_output=True, text=True, timeout=scaled(120), check=True)
     installed = {canonicalize_name(package["name"]): package["version"]
                  for package in json.loads(done.stdout)}
     assert installed.pop("kube-elevator") == "0.1.0"
@@ -173,7 +174,7 @@ def test_elevator_from_the_image_venv_plans_as_the_checkout_does(image: Path,
     planned = outside(tmp_path, image / "bin" / "elevator", *PLAN)
     assert planned.returncode == 0, planned.stderr
     checkout = subprocess.run([str(Path(sys.executable).parent / "elevator"), *PLAN], cwd=ROOT,
-                              capture_output=True, text=True, timeout=300, check=True)
+                              capture_output=True, text=True, timeout=scaled(300), check=True)
     plan = json.loads(planned.stdout)
     assert plan == json.loads(checkout.stdout)
     assert plan["node_groups"] and plan["node_groups"][0]["delta"] != 0  # it decided something

@@ -28,6 +28,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 from typer.testing import CliRunner
 
+from benchmarks.deadlines import scaled
 from kube_elevator.fakes.kube_api.server import FakeKubeApi
 from kube_elevator.flows.cli.services import ServiceThread, register
 from kube_elevator.tasks.adapters.kube import KubeClient
@@ -458,13 +459,13 @@ def test_pod_watch_records_binds_and_nodes(fake_kube: FakeKubeApi, kubeconfig: P
         created = core.create_namespaced_pod(
             "default", pod_object("job", {"cpu": "1"}, "n1"))  # type: ignore[arg-type]
         assert created.metadata is not None
-        assert events["observe"].wait(10) and events["node"].wait(10)
+        assert events["observe"].wait(scaled(10)) and events["node"].wait(scaled(10))
         (entry,) = extender.bound_pods.on_node("n1")
         assert entry.pod.uid == created.metadata.uid and entry.bound_at_unix_seconds == NOW
         assert entry.pod.containers[0].cpu_request_milli == 1000
         assert extender.known_nodes["n1"].cpu_capacity_milli == 2000
         core.delete_namespaced_pod("job", "default")
-        assert events["delete"].wait(10)
+        assert events["delete"].wait(scaled(10))
         assert extender.bound_pods.on_node("n1") == ()
     finally:
         watch.stop()
@@ -593,7 +594,7 @@ def command(*args: str, stop_signal: int = signal.SIGTERM
         yield match.group(1), process
     finally:
         process.send_signal(stop_signal)
-        process.wait(timeout=30)
+        process.wait(timeout=scaled(30))
 
 
 @pytest.mark.parametrize(("args", "stop_signal"), [

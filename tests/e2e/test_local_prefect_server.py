@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from benchmarks.deadlines import scaled
 from benchmarks.event_latency import FREE_HEALTH_PORT, ROOT, BurstCluster, Child, wait_until
 from kube_elevator.fakes.aws import FakeAws
 from kube_elevator.fakes.kube_api.server import FakeKubeApi
@@ -58,7 +59,7 @@ def recorded(home: Path) -> dict[str, object]:
 def flow_run_ids(api_url: str) -> set[str]:
     request = urllib.request.Request(f"{api_url}/flow_runs/filter", data=b"{}", method="POST",
                                      headers={"Content-Type": "application/json"})
-    with urllib.request.urlopen(request, timeout=30) as answer:
+    with urllib.request.urlopen(request, timeout=scaled(30)) as answer:
         return {run["id"] for run in json.loads(answer.read())}
 
 
@@ -76,7 +77,7 @@ def test_a_users_flows_on_the_harness_share_one_server_that_stops_when_idle(
         servers = []
         for _ in range(2):
             done = subprocess.run([sys.executable, str(script)], env=env, cwd=ROOT,
-                                  capture_output=True, text=True, timeout=600, check=False)
+                                  capture_output=True, text=True, timeout=scaled(600), check=False)
             assert done.returncode == 0, done.stderr[-3000:]
             answers.append(json.loads(done.stdout.strip().splitlines()[-1]))
             servers.append(recorded(home))
@@ -128,7 +129,7 @@ def test_a_server_that_does_not_answer_in_time_is_one_line(
     done = subprocess.run(
         elevator(*args), env=temporary_server_env(
             home, PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS="1", **fake_aws.env()),
-        cwd=tmp_path, capture_output=True, text=True, timeout=300, check=False)
+        cwd=tmp_path, capture_output=True, text=True, timeout=scaled(300), check=False)
     both = done.stdout + done.stderr
     assert done.returncode == 1, both[-3000:]
     assert "Traceback" not in both, both[-3000:]

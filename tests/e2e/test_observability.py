@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 
+from benchmarks.deadlines import scaled
 from kube_elevator.tasks.escalator.metrics import EscalatorMetrics
 from kube_elevator.tasks.steps.node_groups import ActionsDone, GroupResult
 from kube_elevator.tasks.steps.report import events_for
@@ -79,10 +80,10 @@ def pushgateway() -> Iterator[str]:
     process = subprocess.Popen([binary, f"--web.listen-address=127.0.0.1:{port}"],
                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 30
+    deadline = time.monotonic() + scaled(30)
     while True:
         try:
-            with urllib.request.urlopen(f"{url}/-/ready", timeout=2):
+            with urllib.request.urlopen(f"{url}/-/ready", timeout=scaled(2)):
                 break
         except OSError:
             if time.monotonic() > deadline:
@@ -90,7 +91,7 @@ def pushgateway() -> Iterator[str]:
             time.sleep(0.1)  # the gateway is starting: poll with a deadline
     yield url
     process.terminate()
-    process.wait(timeout=10)
+    process.wait(timeout=scaled(10))
 
 
 @pytest.mark.usefixtures("prefect_server")
@@ -103,7 +104,7 @@ def test_a_tick_pushes_escalators_metrics_and_publishes_an_artifact(
     result = cluster.tick(T0, pushgateway=pushgateway)
     assert result["delta"] == 6
 
-    with urllib.request.urlopen(f"{pushgateway}/metrics", timeout=10) as response:
+    with urllib.request.urlopen(f"{pushgateway}/metrics", timeout=scaled(10)) as response:
         samples = parse_exposition(response.read().decode())
 
     def value(name: str, **labels: str) -> float:

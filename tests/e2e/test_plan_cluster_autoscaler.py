@@ -14,6 +14,7 @@ import orjson
 import pytest
 import yaml
 
+from benchmarks.deadlines import scaled
 from tests.builders import api_node, api_pod, group_dict
 
 NOW = 1795262400.0  # 2026-11-21T12:00:00Z
@@ -51,7 +52,7 @@ def run_plan(config: Path, cluster: Path, output: str = "json") -> dict[str, Any
     done = subprocess.run([sys.executable, "-m", "kube_elevator.flows.cli", "plan", "--nodegroups",
                            str(config), "--cluster", str(cluster), "--now", str(NOW),
                            "--format", output],
-                          capture_output=True, text=True, timeout=120, check=False)
+                          capture_output=True, text=True, timeout=scaled(120), check=False)
     assert done.returncode == 0, done.stderr
     if output != "json":
         return {"table": done.stdout}

@@ -13,6 +13,7 @@ import orjson
 import pytest
 import yaml
 
+from benchmarks.deadlines import scaled
 from kube_elevator.tasks.core.decode import load_cluster_files
 from kube_elevator.tasks.core.errors import InputError
 from tests.builders import api_node, api_pod, group_dict
@@ -23,7 +24,7 @@ DOOMED, KEPT = "batch-node-0", "batch-node-1"
 
 def elevator(*args: str | Path) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-m", "kube_elevator.flows.cli", *map(str, args)],
-                          capture_output=True, text=True, timeout=120, check=False)
+                          capture_output=True, text=True, timeout=scaled(120), check=False)
 
 
 def node(name: str, tainted_at: float | None = None) -> dict[str, Any]:

@@ -10,6 +10,7 @@ import subprocess
 import sys
 
 import kube_elevator as ke
+from benchmarks.deadlines import scaled
 from tests.e2e.test_public_api import examples
 from tests.locks import ROOT
 
@@ -46,8 +47,8 @@ def test_simulate_is_called_a_function_where_it_is_one() -> None:
 def test_the_approval_flow_honours_serve_and_refuses_the_rest() -> None:
     environment = {**os.environ, "PYTHONPATH": str(ROOT)}
     helped = subprocess.run([sys.executable, str(APPROVAL), "--help"], capture_output=True,
-                            text=True, timeout=120, check=False, env=environment)
+                            text=True, timeout=scaled(120), check=False, env=environment)
     assert helped.returncode == 0 and "--serve" in helped.stdout
     bare = subprocess.run([sys.executable, str(APPROVAL)], capture_output=True, text=True,
-                          timeout=120, check=False, env=environment)
+                          timeout=scaled(120), check=False, env=environment)
     assert bare.returncode == 2 and "give --serve" in bare.stderr

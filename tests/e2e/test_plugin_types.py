@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 import kube_elevator as ke
+from benchmarks.deadlines import scaled
 from tests.locks import ROOT
 
 PROJECT = ROOT / "tests" / "data" / "stranger_project"
@@ -30,7 +31,7 @@ def mypy(venv: Path, root: Path, *arguments: str) -> subprocess.CompletedProcess
     (`--python-executable`): the installed wheel, never this checkout."""
     return subprocess.run([str(MYPY), "--strict", "--python-executable", str(venv / "bin" / "python"),
                            "--cache-dir", str(root / ".mypy_cache"), "--no-error-summary",
-                           *arguments], cwd=root, capture_output=True, text=True, timeout=900,
+                           *arguments], cwd=root, capture_output=True, text=True, timeout=scaled(900),
                           check=False, env={"PATH": "/usr/bin:/bin", "HOME": str(root)})
 
 

@@ -85,18 +85,18 @@ def prometheus_url(pod_metrics: PodMetricsServer, tmp_path_factory: pytest.TempP
         if process.poll() is not None:
             pytest.fail(f"prometheus exited: {(home / 'prometheus.log').read_text()[-2000:]}")
         try:
-            with urllib.request.urlopen(f"{url}/-/ready", timeout=1) as response:
+            with urllib.request.urlopen(f"{url}/-/ready", timeout=scaled(1)) as response:
                 return bool(response.status == 200)
         except OSError:
             return False
 
     try:
-        wait_for("Prometheus to be ready", ready, timeout=30)
+        wait_for("Prometheus to be ready", ready, timeout=scaled(30))
         yield url
     finally:
         process.terminate()
         try:
-            process.wait(timeout=10)
+            process.wait(timeout=scaled(10))
         except subprocess.TimeoutExpired:
             process.kill()
             process.wait()
@@ -542,7 +542,7 @@ def test_fake_cadvisor_counter_grows_at_the_set_rate() -> None:
     assert metrics.usage("ns", "web-1") == (2.0, 300.0)
     metrics.remove("ns", "web-1")
     assert "web-1" not in metrics.render() and metrics.usage("ns", "web-1") is None
-    with metrics, urllib.request.urlopen(f"{metrics.url}/metrics", timeout=5) as response:
+    with metrics, urllib.request.urlopen(f"{metrics.url}/metrics", timeout=scaled(5)) as response:
         assert b"queue_depth" in response.read()
 
 

@@ -41,7 +41,8 @@ def pod(name: str, owner: str, labels: dict[str, str], memory_limit: str = "1Gi"
         phase: str = "Running") -> dict[str, Any]:
     return {"apiVersion": "v1", "kind": "Pod",
             "metadata": {"name": name, "namespace": "shop", "labels": labels,
-                         "ownerReferences": [{"kind": "ReplicaSet", "name": f"{owner}-6f7d9"}]},
+                         "ownerReferences": [{"apiVersion": "apps/v1", "kind": "ReplicaSet",
+                                              "name": f"{owner}-6f7d9", "uid": f"uid-{owner}-6f7d9"}]},
             "spec": {"containers": [{"name": "main", "image": "pause",
                                      "resources": {"limits": {"memory": memory_limit}}}]},
             "status": {"phase": phase, "startTime": "2026-11-21T10:00:00Z",

@@ -17,6 +17,7 @@ from typing import Any
 
 import pytest
 
+from benchmarks.deadlines import scaled
 from kube_elevator.flows.prefect_compat import SERVER_SETTINGS, default_server_settings
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -57,6 +58,7 @@ def test_the_server_settings_are_prefects_own_and_a_users_own_wins(
 # as a week would); the vacuum, every second here, deletes that one and keeps the other.
 EPHEMERAL = r"""
 import os, sqlite3, sys, time
+from benchmarks.deadlines import scaled
 from datetime import UTC, datetime, timedelta
 from kube_elevator.flows.prefect_compat import default_server_settings
 default_server_settings(os.environ)
@@ -74,9 +76,9 @@ database = os.path.join(os.environ["PREFECT_HOME"], "prefect.db")
 with get_client(sync_client=True) as client:
     old, new = (client.create_flow_run(tick, state=Completed()) for _ in range(2))
     ended = (datetime.now(UTC) - timedelta(days=8)).strftime("%Y-%m-%d %H:%M:%S.%f")
-    with sqlite3.connect(database, timeout=60) as db:
+    with sqlite3.connect(database, timeout=scaled(60)) as db:
         db.execute("UPDATE flow_run SET end_time = ? WHERE id = ?", (ended, str(old.id)))
-    deadline = time.monotonic() + 120
+    deadline = time.monotonic() + scaled(120)
     while True:
         kept = {run.id for run in client.read_flow_runs()}
         if old.id not in kept or time.monotonic() > deadline:
@@ -95,6 +97,6 @@ def test_the_local_server_deletes_runs_past_the_retention(tmp_path: Path) -> Non
                PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS="180",
                PREFECT_LOGGING_LEVEL="WARNING")
     done = subprocess.run([sys.executable, "-c", EPHEMERAL], env=env, cwd=ROOT,
-                          capture_output=True, text=True, timeout=600, check=False)
+                          capture_output=True, text=True, timeout=scaled(600), check=False)
     assert done.returncode == 0, done.stderr[-3000:]
     assert done.stdout.strip().splitlines()[-1] == "old deleted new kept"

@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 import kube_elevator
+from benchmarks.deadlines import scaled
 from tests.locks import ROOT
 
 # The documents whose examples are marked runnable, and the façade's docstring (all of its).
@@ -77,7 +78,7 @@ def test_import_kube_elevator_imports_neither_prefect_nor_the_package() -> None:
             "if m.split('.')[0] in ('prefect', 'kubernetes', 'boto3', 'pydantic') "
             "or m.startswith('kube_elevator.')))")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                          timeout=60, check=True, cwd=ROOT)
+                          timeout=scaled(60), check=True, cwd=ROOT)
     assert done.stdout.strip() == "[]"
 
 
@@ -115,15 +116,34 @@ def test_the_api_reference_builds_with_every_public_name(tmp_path: Path) -> None
     assert [name for name in harness.__all__ if f'id="{name}"' not in harness_page] == []
 
 
+def internal_types(page: Path) -> list[str]:
+    """The internal types a reference page names: shown as their module path (an internal
+    `kube_elevator.fakes.scenario.LoadedScenario`, or a private base such as `_Strict`), with no
+    page to link to, where a public one shows as its public name."""
+    return sorted(set(re.findall(r"kube_elevator\.(?:tasks|flows|fakes)\.[\w.]*?\.([A-Z_]\w*)",
+                                 text_of(page))))
+
+
 def test_the_reference_builds_without_warnings_and_names_no_internal_type(tmp_path: Path) -> None:
-    """Issue 42 item 2: a public signature or field names only public types (an internal one,
-    `kube_elevator.fakes.scenario.LoadedScenario`, shows in the reference as its module path,
-    with no page to link to), and pdoc resolves every annotation."""
+    """Issue 42 item 2: a public signature or field names only public types, in the façade's
+    reference and in the harness's (whose classes named the fake API's internal bases, `class
+    FakeKubeApi(kube_elevator.fakes.kube_api.http.KubeHttp)`, and types `install_crd`,
+    `fail_next_calls` and `kube_faults` return), and pdoc resolves every annotation."""
     page, warned = build_reference(tmp_path / "api")
     assert warned == []
-    internal = sorted(set(re.findall(r"kube_elevator\.(?:tasks|flows|fakes)\.[\w.]*?\.([A-Z]\w*)",
-                                     text_of(page))))
-    assert internal == [], f"public signatures name internal types: {internal}"
+    assert internal_types(page) == [], "public signatures name internal types"
+    harness_page = tmp_path / "api" / "kube_elevator" / "harness.html"
+    assert internal_types(harness_page) == [], "the harness's reference names internal types"
+    headers = {" ".join(header.split()) for header in re.findall(
+        r"class\s+(?:FakeKubeApi|InProcessAws)\b[^:]*:", text_of(harness_page))}
+    assert headers == {"class FakeKubeApi:", "class InProcessAws(kube_elevator.harness.FakeAws):"}
+
+
+def test_an_internal_type_in_a_reference_page_is_seen(tmp_path: Path) -> None:
+    page = tmp_path / "page.html"
+    page.write_text("<pre>class FakeKubeApi(kube_elevator.fakes.kube_api.http.KubeHttp):</pre>"
+                    "<code>aws: kube_elevator.fakes.scenario._Strict</code>", encoding="utf-8")
+    assert internal_types(page) == ["KubeHttp", "_Strict"]
 
 
 def test_the_harness_reference_lists_its_whole_surface(tmp_path: Path) -> None:

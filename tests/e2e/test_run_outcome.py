@@ -25,6 +25,7 @@ from prefect import get_client
 from prefect.client.schemas.filters import FlowFilter, FlowFilterName
 from prefect.settings import PREFECT_API_URL
 
+from benchmarks.deadlines import scaled
 from kube_elevator.fakes.aws import FakeAws
 from kube_elevator.fakes.cluster import node_for_instance
 from kube_elevator.fakes.kube_api.server import FakeKubeApi
@@ -67,7 +68,7 @@ def test_run_once_reports_its_tick_when_the_completed_answer_is_lost(
         tick = subprocess.run(
             [sys.executable, "-m", "kube_elevator.flows.cli", "run", "--nodegroups", str(nodegroups),
              "--kubeconfig", str(kubeconfig), "--once", "--format", "json"],
-            env=env, capture_output=True, text=True, timeout=300, check=False)
+            env=env, capture_output=True, text=True, timeout=scaled(300), check=False)
     assert proxy.lost == 1, "the Completed transition's answer was never lost"
     assert "MissingResult" not in tick.stderr
     assert tick.returncode == 0, tick.stderr[-3000:]

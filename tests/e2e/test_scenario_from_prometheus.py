@@ -24,6 +24,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from benchmarks.deadlines import scaled
 from kube_elevator.fakes.scenario import DaemonSetSpec, load_scenario
 from tests.builders import GiB, MiB, group_dict
 
@@ -208,7 +209,7 @@ def prometheus(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     (home / "series.om").write_text(recorded())
     subprocess.run([promtool, "tsdb", "create-blocks-from", "openmetrics",
                     str(home / "series.om"), str(home / "data")], check=True,
-                   capture_output=True, timeout=120)
+                   capture_output=True, timeout=scaled(120))
     (home / "prometheus.yml").write_text("global:\n  scrape_interval: 1h\n")
     port = free_port()
     process = subprocess.Popen(
@@ -217,10 +218,10 @@ def prometheus(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
          "--log.level=warn"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     url = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.monotonic() + 60
+        deadline = time.monotonic() + scaled(60)
         while True:
             try:
-                with urllib.request.urlopen(f"{url}/-/ready", timeout=1):
+                with urllib.request.urlopen(f"{url}/-/ready", timeout=scaled(1)):
                     break
             except OSError:
                 if process.poll() is not None or time.monotonic() > deadline:
@@ -229,12 +230,12 @@ def prometheus(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         yield url
     finally:
         process.terminate()
-        process.wait(timeout=10)
+        process.wait(timeout=scaled(10))
 
 
 def elevator(*args: str | Path) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-m", "kube_elevator.flows.cli", *map(str, args)],
-                          capture_output=True, text=True, timeout=300, check=False)
+                          capture_output=True, text=True, timeout=scaled(300), check=False)
 
 
 @pytest.fixture

@@ -23,6 +23,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
+from benchmarks.deadlines import scaled
 from kube_elevator.fakes.scenario import load_scenario
 from kube_elevator.flows.cli.services import ServiceThread
 from tests.builders import GiB, group_dict
@@ -117,7 +118,7 @@ def elevator(*args: str | Path, file_size_limit: int | None = None
             resource.setrlimit(resource.RLIMIT_FSIZE, (file_size_limit, file_size_limit))
 
     return subprocess.run([sys.executable, "-m", "kube_elevator.flows.cli", *map(str, args)],
-                          capture_output=True, text=True, timeout=300, check=False,
+                          capture_output=True, text=True, timeout=scaled(300), check=False,
                           preexec_fn=limited)
 
 

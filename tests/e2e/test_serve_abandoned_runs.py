@@ -15,6 +15,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -40,6 +41,7 @@ from benchmarks.event_latency import (
 )
 from kube_elevator.fakes.aws import FakeAws
 from kube_elevator.fakes.kube_api.server import FakeKubeApi
+from kube_elevator.flows.abandoned_runs import LATE_SLACK
 from tests.e2e.test_serve_schedules_and_signals import (
     elevator,
     group_stopped,
@@ -208,6 +210,96 @@ def test_on_the_temporary_server_the_left_run_is_crashed_at_the_next_start(
     assert "cancelled" not in serve.output().lower(), serve.output()[-3000:]
 
 
+def leave_a_late_run(nodegroups: str, kubeconfig: str, interval: float,
+                     late_seconds: float) -> dict[str, str]:
+    """As a serve that stopped leaves the runs made for it: the `autoscale` deployment applied
+    and one run of it still Scheduled, `late_seconds` past its time (a burst's, as in-process
+    mode makes them). The run's and the deployment's ids, on PREFECT_API_URL's server."""
+    from prefect.client.orchestration import get_client
+    from prefect.states import Scheduled
+
+    from kube_elevator.flows.cli.serve import served_deployments
+    from kube_elevator.flows.deployment_runs import BURST_TAG
+
+    scheduled, _ = served_deployments(Path(nodegroups), interval, Path(kubeconfig))
+    deployment_id = scheduled.apply()
+    with get_client(sync_client=True) as client:
+        client.pause_deployment(deployment_id)  # as a stopped serve leaves it
+        run = client.create_flow_run_from_deployment(
+            deployment_id, state=Scheduled(scheduled_time=datetime.now(UTC) - timedelta(
+                seconds=late_seconds)), tags=[BURST_TAG])
+    return {"run": str(run.id), "deployment": str(deployment_id)}
+
+
+@pytest.mark.parametrize("ticks", ["in-process", "runs"])
+def test_a_run_left_scheduled_past_its_time_is_ended_at_the_next_start(
+        ticks: str, fake_kube: FakeKubeApi, fake_aws: FakeAws, tmp_path: Path) -> None:
+    """A run left Scheduled ten minutes late: the next serve ends it Cancelled saying why
+    (before: in-process ran it as a tick, the Runner claimed it with every other late run
+    and the limit cancelled them, saying only that the limit was reached), and the next tick
+    completes within an interval."""
+    cluster = BurstCluster(fake_kube, fake_aws, tmp_path)
+    with PrefectServer() as server:
+        from prefect.settings import PREFECT_API_URL, temporary_settings
+
+        with temporary_settings({PREFECT_API_URL: server.api_url}):
+            left = leave_a_late_run(str(cluster.nodegroups), str(cluster.kubeconfig),
+                                    INTERVAL_SECONDS, late_seconds=600)
+        run_id, deployment_id = UUID(left["run"]), UUID(left["deployment"])
+        started = datetime.now(UTC)
+        with group_stopped(Child(serve_command(cluster, ticks), server.env(**fake_aws.env()),
+                                 tmp_path / "serve.log", new_session=True)) as serve:
+            serve.wait_for("serving autoscale/autoscale", SERVE_START_SECONDS)
+            state = state_of(server, run_id)
+            assert state.is_cancelled(), (state, serve.output()[-3000:])
+            assert (state.message or "").startswith("abandoned: Scheduled for "), state.message
+            late = re.search(r" (\d+) s late \(over (\d+) s\)", state.message)
+            assert late is not None and int(late.group(1)) >= 600, state.message
+            assert int(late.group(2)) == INTERVAL_SECONDS + LATE_SLACK.total_seconds()
+            ended_at = time.monotonic()
+            done = wait_until(lambda: completed_after(server, deployment_id, started),
+                              INTERVAL_SECONDS + RUN_START_SLACK_SECONDS,
+                              "a tick to complete after the late run ended")
+            print(f"\n--ticks {ticks}: the next tick completed "
+                  f"{time.monotonic() - ended_at:.1f} s after the late run ended Cancelled "
+                  f"(--interval {INTERVAL_SECONDS:g}s)")
+            assert done.id != run_id
+            with on(server) as client:  # it never ran: Scheduled (and Late), then Cancelled
+                *before, last = [s.type.value for s in client.read_flow_run_states(run_id)]
+            assert set(before) == {"SCHEDULED"} and last == "CANCELLED", (before, last)
+            os.killpg(serve.process.pid, signal.SIGTERM)
+            assert serve.process.wait(timeout=60) == 0, serve.output()[-3000:]
+
+
+@pytest.mark.parametrize("ticks", ["in-process", "runs"])
+def test_a_serve_killed_mid_tick_on_the_temporary_server_ticks_again_after_a_restart(
+        ticks: str, fake_kube: FakeKubeApi, fake_aws: FakeAws, tmp_path: Path) -> None:
+    """The issue's walkthrough: no PREFECT_API_URL, `kill -9` of serve (and of the run's
+    process, as a container's end kills all of them) while a tick runs; the same command
+    again: the run it left ends Crashed at its start and it ticks again."""
+    cluster = BurstCluster(fake_kube, fake_aws, tmp_path)
+    env = temporary_server_env(tmp_path / "prefect-home", **fake_aws.env())
+    with group_stopped(Child(serve_command(cluster, ticks), env, tmp_path / "killed.log",
+                             new_session=True)) as killed:
+        killed.wait_for("Beginning flow run", SERVE_START_SECONDS)
+        os.killpg(killed.process.pid, signal.SIGKILL)
+        killed.process.wait(timeout=30)
+    with group_stopped(Child(serve_command(cluster, ticks), env, tmp_path / "again.log",
+                             new_session=True)) as again:
+        again.wait_for("serving autoscale/autoscale", SERVE_START_SECONDS)
+        serving_at = time.monotonic()
+        assert "ended Crashed: its process" in again.output(), again.output()[-3000:]
+        again.wait_for("tick (leading): batch: " if ticks == "in-process"
+                       else "Finished in state Completed", INTERVAL_SECONDS
+                       + RUN_START_SLACK_SECONDS)
+        took = time.monotonic() - serving_at
+        print(f"\ntemporary server, --ticks {ticks}: a tick completed {took:.1f} s after the "
+              f"restarted serve served (--interval {INTERVAL_SECONDS:g}s; load "
+              f"{os.getloadavg()[0]:.1f})")
+        os.killpg(again.process.pid, signal.SIGTERM)
+        assert again.process.wait(timeout=60) == 0, again.output()[-3000:]
+
+
 # --- while serving ------------------------------------------------------------------------------
 
 
@@ -241,6 +333,9 @@ def test_a_pending_run_left_while_serving_is_crashed_and_ticks_go_on(
         print(f"\n--ticks {ticks}: the next tick completed "
               f"{time.monotonic() - crashed_at:.1f} s after the left run ended Crashed")
         assert fetch(f"{health_url(serve)}/health-check")[0] == 200
+        # Ready: ticks complete (--ticks runs learns of it at its next pass).
+        wait_until(lambda: fetch(f"{health_url(serve)}/ready") == (200, "ready\n"), 30,
+                   "/ready once a tick completed")
         os.killpg(serve.process.pid, signal.SIGTERM)
         assert serve.process.wait(timeout=60) == 0, serve.output()[-3000:]
 
@@ -273,9 +368,14 @@ def test_health_fails_when_ticks_are_due_but_every_run_is_cancelled(
                 run for run in runs_of(server, deployment_id)
                 if run.state_type is not None and run.state_type.value == "CANCELLED"], 90,
                 "a run cancelled by the concurrency limit")
+            # No tick can run: not ready, from the start (before: ready once the cache had
+            # synced, or at once with --ticks runs).
+            ready = f"{health_url(serve)}/ready"
+            assert fetch(ready) == (503, "not ready: no tick has completed since the start\n")
             _, body = wait_until(lambda: (answer := fetch(url))[0] == 500 and answer,
                                       60, "/health-check to fail")
             assert "no tick finished" in body, body
+            assert fetch(ready) == (503, "not ready: no tick has completed since the start\n")
             assert cancelled
             assert state_of(server, UUID(left["run"])).is_pending()  # its owner lives
             os.killpg(serve.process.pid, signal.SIGTERM)

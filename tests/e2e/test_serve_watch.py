@@ -17,6 +17,7 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
+from benchmarks.deadlines import scaled
 from benchmarks.event_latency import (
     FREE_HEALTH_PORT,
     BurstCluster,
@@ -272,7 +273,7 @@ def test_a_real_burst_of_1000_pods_emits_one_event(fake_kube: FakeKubeApi) -> No
         assert emitted == [PendingPods("batch", 1000)]
     finally:
         stop.set()
-        loop.join(timeout=5)
+        loop.join(timeout=scaled(5))
         watch.stop()
     assert emitted == [PendingPods("batch", 1000)]  # and nothing more while it stopped
 
@@ -341,7 +342,7 @@ def test_a_burst_of_pending_pods_raises_the_asg_through_the_event(
     cluster = BurstCluster(fake_kube, fake_aws, tmp_path)
     before = cluster.desired()
     with EventRig(server, cluster, tmp_path) as rig:
-        latency = rig.measure_burst(pods=10, timeout=90)
+        latency = rig.measure_burst(pods=10, timeout=scaled(90))
         assert rig.watch is not None and rig.serve is not None
         rig.watch.wait_for(f"batch: 10 pending pods → {PENDING_EVENT}", 10)
         # The watch leads (it sends the events); serve --ticks runs checks its serving loop.
@@ -366,7 +367,7 @@ def test_a_burst_of_pending_pods_raises_the_asg_in_the_watching_process(
     cluster = BurstCluster(fake_kube, fake_aws, tmp_path)
     before = cluster.desired()
     with InProcessRig(server, cluster, tmp_path) as rig:
-        latency = rig.measure_burst(pods=10, timeout=90)
+        latency = rig.measure_burst(pods=10, timeout=scaled(90))
         assert rig.watch is not None
         rig.watch.wait_for("batch: 10 pending pods → tick", 10)
         # The ASG is raised; the run still records its last task runs and its end, which a
@@ -404,7 +405,7 @@ def test_serve_runs_the_autoscale_deployment_in_process_from_its_cache(
         # whenever it begins: on a busy machine with 9 of the 10 pods created (+5), and the
         # burst's own tick then finds the scale lock held.
         rig.serve.wait_for("tick (leading): batch: acted (delta -2)", 120)
-        latency = rig.measure_burst(pods=10, timeout=90)
+        latency = rig.measure_burst(pods=10, timeout=scaled(90))
         rig.serve.wait_for("tick (batch: 10 pending pods): batch: acted", 120)
         with temporary_settings({PREFECT_API_URL: server.api_url}):
             from_ui = run_deployment("autoscale/autoscale", timeout=0)
@@ -565,7 +566,7 @@ def test_serve_stops_on_sigterm_letting_the_run_in_flight_finish(
                    "the plan run to start", interval=0.1)
         serve.process.send_signal(signal.SIGTERM)
         after = run_plan(server, {})  # asked for after the signal: must not start
-        assert serve.process.wait(timeout=60) == 0, serve.output()[-3000:]
+        assert serve.process.wait(timeout=scaled(60)) == 0, serve.output()[-3000:]
     finally:
         serve.stop()
     assert read_run(server, in_flight.id).state_type.value == "COMPLETED", serve.output()
@@ -592,9 +593,9 @@ def test_watch_stops_on_sigterm_while_its_cache_lists_a_big_cluster(
                            str(cluster.kubeconfig), "--interval", "1h", *FREE_HEALTH_PORT),
                   server.env(**fake_aws.env()), tmp_path / "watch.log")
     try:
-        assert fake_kube.faults.wait_fired(second_page, timeout=120), watch.output()[-3000:]
+        assert fake_kube.faults.wait_fired(second_page, timeout=scaled(120)), watch.output()[-3000:]
         watch.process.send_signal(signal.SIGTERM)
-        assert watch.process.wait(timeout=60) == 0, watch.output()[-3000:]
+        assert watch.process.wait(timeout=scaled(60)) == 0, watch.output()[-3000:]
     finally:
         fake_kube.faults.release()
         watch.stop()
@@ -604,5 +605,5 @@ def test_watch_stops_on_sigterm_while_its_cache_lists_a_big_cluster(
 
 def test_launcher_runs_the_registered_commands() -> None:
     done = subprocess.run(elevator("watch", "--help"), capture_output=True, text=True,
-                          check=False, timeout=60)
+                          check=False, timeout=scaled(60))
     assert done.returncode == 0 and "--debounce" in done.stdout

@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 import yaml
 
+from benchmarks.deadlines import scaled
 from kube_elevator.fakes.scenario import load_scenario
 from kube_elevator.flows.simulation import simulate
 from kube_elevator.tasks.core.errors import InputError
@@ -132,7 +133,7 @@ def test_simulate_command_prints_json_and_writes_the_plot(tmp_path: Path) -> Non
     plot = tmp_path / "run.png"
     result = subprocess.run([sys.executable, "-m", "kube_elevator.flows.cli", "simulate", str(path),
                              "--format", "json", "--plot", str(plot)],
-                            capture_output=True, text=True, timeout=300, check=False)
+                            capture_output=True, text=True, timeout=scaled(300), check=False)
     assert result.returncode == 0, result.stderr[-2000:]
     document = json.loads(result.stdout)
     assert set(document["summary"]) >= {
@@ -144,6 +145,6 @@ def test_simulate_command_prints_json_and_writes_the_plot(tmp_path: Path) -> Non
     assert plot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     bad = subprocess.run([sys.executable, "-m", "kube_elevator.flows.cli", "simulate",
                           str(tmp_path / "missing.yaml")],
-                         capture_output=True, text=True, timeout=60, check=False)
+                         capture_output=True, text=True, timeout=scaled(60), check=False)
     assert bad.returncode == 2 and "cannot read file" in bad.stderr
     assert "Traceback" not in bad.stderr

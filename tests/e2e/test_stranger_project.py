@@ -11,6 +11,7 @@ import shutil
 import subprocess
 from pathlib import Path
 
+from benchmarks.deadlines import scaled
 from benchmarks.event_latency import BurstCluster
 from kube_elevator.fakes.aws import FakeAws
 from kube_elevator.fakes.kube_api.server import FakeKubeApi
@@ -66,7 +67,7 @@ def test_the_approval_flow_runs_in_a_strangers_project_beside_its_own_flows_and_
                        PREFECT_SERVER_ANALYTICS_ENABLED="false")
     done = subprocess.run([str(stranger_venv / "bin" / "python"), "-c", RUN,
                            str(cluster.nodegroups), str(cluster.kubeconfig)],
-                          cwd=root, capture_output=True, text=True, timeout=600, check=False,
+                          cwd=root, capture_output=True, text=True, timeout=scaled(600), check=False,
                           env=environment)
     assert done.returncode == 0, done.stderr[-3000:]
     outcome = json.loads(done.stdout.strip().splitlines()[-1])

@@ -21,6 +21,7 @@ import yaml
 from kubernetes import client
 from typer.testing import CliRunner
 
+from benchmarks.deadlines import scaled
 from kube_elevator.fakes.aws import FakeAws
 from kube_elevator.fakes.cluster import node_for_instance
 from kube_elevator.fakes.kube_api.server import FakeKubeApi
@@ -73,7 +74,7 @@ def _kubectl_dump(kube: FakeKubeApi, tmp_path: Path) -> bytes:
         done = subprocess.run(
             ["kubectl", "--kubeconfig", str(kubeconfig), "--cache-dir", str(tmp_path / "cache"),
              "get", "nodes,pods,leases", "-A", "-o", "json"],
-            capture_output=True, timeout=60, check=True)
+            capture_output=True, timeout=scaled(60), check=True)
         return done.stdout
     api = client.ApiClient(KubeClient.from_config(kubeconfig).core.api_client.configuration)
     items = []

@@ -15,6 +15,8 @@ from pathlib import Path
 
 import pytest
 
+from benchmarks.deadlines import scaled
+
 ROOT = Path(__file__).resolve().parents[2]
 SCENARIO = "deployments/examples/scenario.yaml"  # relative: to the directory tune runs in
 WORKERS = 2
@@ -52,7 +54,7 @@ def elsewhere(tmp_path: Path, prefect_env: dict[str, str]) -> Iterator[tuple[str
                       str(scheduler_file), cwd=workdir, env=prefect_env,
                       log=tmp_path / "scheduler.log")]
     try:
-        deadline = time.monotonic() + 60
+        deadline = time.monotonic() + scaled(60)
         while not (scheduler_file.exists() and scheduler_file.stat().st_size):
             assert processes[0].poll() is None, (tmp_path / "scheduler.log").read_text()
             assert time.monotonic() < deadline, "the scheduler wrote no address in 60 s"
@@ -61,18 +63,18 @@ def elsewhere(tmp_path: Path, prefect_env: dict[str, str]) -> Iterator[tuple[str
         processes.append(dask("worker", address, "--nworkers", str(WORKERS), "--nthreads", "1",
                               "--no-dashboard", "--local-directory", str(workdir / "dask"),
                               cwd=workdir, env=prefect_env, log=tmp_path / "workers.log"))
-        with Client(address, timeout=30) as client:
-            client.wait_for_workers(WORKERS, timeout=120)
+        with Client(address, timeout=scaled(30)) as client:
+            client.wait_for_workers(WORKERS, timeout=scaled(120))
         yield address, workdir
     finally:
         for process in reversed(processes):
             process.terminate()
         for process in processes:
             try:
-                process.wait(timeout=30)
+                process.wait(timeout=scaled(30))
             except subprocess.TimeoutExpired:
                 process.kill()
-                process.wait(timeout=10)
+                process.wait(timeout=scaled(10))
 
 
 def tune(output: Path, env: dict[str, str], *options: str) -> dict[str, object]:
@@ -80,7 +82,7 @@ def tune(output: Path, env: dict[str, str], *options: str) -> dict[str, object]:
         [sys.executable, "-m", "kube_elevator.flows.cli", "tune", SCENARIO, "--trials", "4", "--seeds", "1",
          "--held-out", "2", "--batch", "1", "--parallel", "2", "--seed", "7", "--output",
          str(output), "--format", "json", *options],
-        cwd=ROOT, env=env, capture_output=True, text=True, timeout=600, check=False)
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=scaled(600), check=False)
     assert done.returncode == 0, done.stderr[-3000:]
     summary: dict[str, object] = json.loads(done.stdout.strip().splitlines()[-1])
     assert summary.pop("output") == str(output)
@@ -97,7 +99,7 @@ def test_a_relative_scenario_on_workers_without_its_files_tunes_as_without_dask(
     here = tune(tmp_path / "here.yaml", prefect_env)
     assert on_dask == here  # the same trials, held-out figures and savings
     assert (tmp_path / "dask.yaml").read_text() == (tmp_path / "here.yaml").read_text()
-    with Client(address, timeout=30) as client:
+    with Client(address, timeout=scaled(30)) as client:
         # (key, new state) of every transition so far; a lambda, as the scheduler's process
         # cannot import this module
         transitions = client.run_on_scheduler(lambda dask_scheduler: [

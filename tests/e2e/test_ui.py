@@ -19,6 +19,7 @@ from typing import Any
 
 import pytest
 
+from benchmarks.deadlines import scaled
 from benchmarks.event_latency import ROOT, BurstCluster, Child, PrefectServer, wait_until
 from kube_elevator.fakes.aws import FakeAws
 from kube_elevator.fakes.kube_api.server import FakeKubeApi
@@ -91,7 +92,7 @@ def submit(page: Any, server: PrefectServer, name: str, attempts: int = 3) -> An
         page.get_by_role("button", name="Submit").click()
         try:
             # A submitted form leaves for the deployment's page.
-            page.wait_for_url(re.compile(r"/deployments/deployment/[^/?]+(\?.*)?$"), timeout=45_000)
+            page.wait_for_url(re.compile(r"/deployments/deployment/[^/?]+(\?.*)?$"), timeout=scaled(45_000))
         except sync_api.TimeoutError:
             said.append(page.locator("body").inner_text()[-1500:])
             run = run_named(server, name)
@@ -121,7 +122,7 @@ def test_a_custom_run_of_plan_from_the_ui_form_completes(
         page.wait_for_url(re.compile(r"/run(\?|$)"))
         run_name = page.locator("input[type=text]").first
         # The form gives the run a generated name once it is mounted; type over that one.
-        sync_api.expect(run_name).not_to_have_value("", timeout=60_000)
+        sync_api.expect(run_name).not_to_have_value("", timeout=scaled(60_000))
         run_name.fill("plan-from-the-form")
         sync_api.expect(run_name).to_have_value("plan-from-the-form")
         nodegroups = parameter(page, "nodegroups").locator("textarea")
@@ -142,7 +143,7 @@ def test_a_custom_run_of_plan_from_the_ui_form_completes(
         run_id = submit(page, server, "plan-from-the-form").id
         page.goto(f"{server.url}/runs/flow-run/{run_id}", wait_until="networkidle")
         # The run page follows the run's state: it reaches Completed without a reload.
-        sync_api.expect(page.get_by_text("Completed").first).to_be_visible(timeout=180_000)
+        sync_api.expect(page.get_by_text("Completed").first).to_be_visible(timeout=scaled(180_000))
     finally:
         page.close()
     assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
@@ -173,7 +174,7 @@ def test_a_custom_run_of_plan_from_the_ui_form_completes(
         page.goto(f"{server.url}/runs", wait_until="networkidle")
         row = page.locator("div", has=page.get_by_text("plan-from-the-form", exact=True)).filter(
             has=page.get_by_text("dry-run", exact=True)).last
-        sync_api.expect(row).to_be_visible(timeout=60_000)
+        sync_api.expect(row).to_be_visible(timeout=scaled(60_000))
     finally:
         page.close()
 
@@ -190,7 +191,7 @@ def test_the_tune_runs_pareto_picture_shows_in_the_ui(server: PrefectServer,
             f"tune_flow(scenario={str(scenario)!r}, trials=2, batch=2, parallel=1, seeds=1, "
             "held_out_seeds=1)")
     done = subprocess.run([sys.executable, "-c", code], env=server.env(), cwd=ROOT,
-                          capture_output=True, text=True, timeout=600, check=False)
+                          capture_output=True, text=True, timeout=scaled(600), check=False)
     assert done.returncode == 0, done.stderr[-3000:]
     with api(server) as client:
         from prefect.client.schemas.filters import ArtifactFilter, ArtifactFilterKey
@@ -201,7 +202,7 @@ def test_the_tune_runs_pareto_picture_shows_in_the_ui(server: PrefectServer,
     try:
         page.goto(f"{server.url}/artifacts/artifact/{picture.id}", wait_until="networkidle")
         image = page.locator("img[alt='elevator tune: the Pareto front']")
-        sync_api.expect(image).to_be_visible(timeout=60_000)
+        sync_api.expect(image).to_be_visible(timeout=scaled(60_000))
         # Drawn, not a broken image: the browser decoded the PNG to its full width.
         width = image.evaluate("img => img.complete ? img.naturalWidth : 0")
     finally:
@@ -264,7 +265,7 @@ def test_the_approval_flow_asks_in_the_ui_and_a_person_approves_there(
             page.get_by_role("button", name="Resume").first.click()
             dialog = page.get_by_role("dialog")
             sync_api.expect(dialog.get_by_text("Scale up above 3 nodes?")).to_be_visible(
-                timeout=60_000)
+                timeout=scaled(60_000))
             reason = dialog.locator("textarea, input[type=text]").last
             reason.fill("expected burst: month-end batch")
             dialog.get_by_role("switch").first.click()  # approve
@@ -274,7 +275,7 @@ def test_the_approval_flow_asks_in_the_ui_and_a_person_approves_there(
             dialog.get_by_role("button", name="Submit").click()
         finally:
             page.close()
-        out, err = child.communicate(timeout=180)
+        out, err = child.communicate(timeout=scaled(180))
     finally:
         if child.poll() is None:
             child.kill()

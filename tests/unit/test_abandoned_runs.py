@@ -118,3 +118,22 @@ def test_served_ticks_count_each_run_that_ran_once() -> None:
     state = health.state()
     assert (state.last_success, state.succeeded, state.failed) == (50.0, 1, 1)
     assert state.succeeded_wall == later.timestamp()
+
+
+# --- runs left Scheduled past their time ------------------------------------------------------
+
+
+@pytest.mark.parametrize(("late_seconds", "abandoned"), [
+    pytest.param(0, False, id="due-now"),
+    pytest.param(34, False, id="within-the-interval-and-slack"),
+    pytest.param(35, False, id="at-the-bound"),
+    pytest.param(36, True, id="past-the-bound"),
+    pytest.param(86_400, True, id="a-day-late"),
+])
+def test_which_scheduled_run_is_abandoned_as_late(late_seconds: float, abandoned: bool) -> None:
+    from kube_elevator.flows.abandoned_runs import why_late
+
+    why = why_late(NOW - timedelta(seconds=late_seconds), NOW, timedelta(seconds=35))
+    assert (why is not None) == abandoned, why
+    if why is not None:
+        assert f"{late_seconds} s late (over 35 s)" in why and "no serve took it" in why

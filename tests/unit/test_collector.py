@@ -54,3 +54,22 @@ def test_the_ticking_process_collects_young_objects_less_often_never_more() -> N
     gc.set_threshold(50_000, 5, 7)
     collect_less_often()
     assert gc.get_threshold() == (50_000, 5, 7)
+
+
+def test_a_pause_leaves_a_collector_that_was_off_off() -> None:
+    """gc_paused turns the collector back on only if it was on: the harness's `fake_cluster()`
+    pauses it while moto loads (issue 40) in a user's process that may run without it."""
+    from kube_elevator.tasks.core.collector import gc_paused
+
+    was_on = gc.isenabled()
+    try:
+        gc.enable()
+        with gc_paused(), gc_paused():
+            assert not gc.isenabled()
+        assert gc.isenabled()
+        gc.disable()
+        with gc_paused():
+            pass
+        assert not gc.isenabled()
+    finally:
+        (gc.enable if was_on else gc.disable)()

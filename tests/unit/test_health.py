@@ -11,6 +11,7 @@ from kube_elevator.tasks.core.health import (
     LoopState,
     health_answer,
     liveness_problems,
+    not_ready_reason,
     process_metrics,
 )
 from kube_elevator.tasks.escalator.metrics import EscalatorMetrics
@@ -93,3 +94,28 @@ def test_process_metrics_parse_with_escalators_as_one_exposition() -> None:
 def test_no_tick_yet_has_no_timestamps() -> None:
     text = process_metrics(LoopState(False, 0.0, 0.0), leading=False, healthy=True)
     assert "elevator_last_tick" not in text and "elevator_leader 0" in text
+
+
+# --- serve's /ready: a tick completed, and the check passes (issue 40) -------------------------
+
+
+def test_ready_only_once_a_tick_completed_and_while_healthy() -> None:
+    from kube_elevator.flows.cli.liveness import HealthPages
+
+    clock = [100.0]
+    health = LoopHealth(100.0)
+    pages = HealthPages(lambda: health, lambda: True, HealthLimits(60.0, 60.0),
+                        lambda: clock[0], role="serving", ticks_ready=True)
+    assert pages.ready_page()[0::2] == (503, "not ready: no tick has completed since the start\n")
+    health.finished(101.0, 1.0, succeeded=False)  # a tick that failed: not yet
+    assert pages.ready_page()[0] == 503
+    health.finished(102.0, 2.0, succeeded=True)
+    assert pages.ready_page()[0::2] == (200, "ready\n")
+    clock[0] = 200.0  # none completed since: the health check fails, and so does /ready
+    status, _, body = pages.ready_page()
+    assert status == 503 and body.startswith("not ready: no tick finished for 98s"), body
+    # A process that does not tick (a follower) is ready: it waits.
+    assert not_ready_reason(LoopHealth(100.0, monitoring=False).state(), []) is None
+    # Without ticks_ready (the other commands), /ready is the cache's alone.
+    assert HealthPages(lambda: LoopHealth(0.0), lambda: True, HealthLimits(1.0, 1.0),
+                       lambda: 1000.0).ready_page()[0] == 200

@@ -8,12 +8,13 @@ import subprocess
 
 import pytest
 
+from benchmarks.deadlines import scaled
 from tests.locks import ROOT
 
 
 def test_no_real_dump_is_committed() -> None:
     tracked = subprocess.run(["git", "ls-files", "tests/data/real"], cwd=ROOT, capture_output=True,
-                             text=True, timeout=60, check=True).stdout.split()
+                             text=True, timeout=scaled(60), check=True).stdout.split()
     assert tracked == []
     assert not (ROOT / "tests" / "data" / "real").exists()
 

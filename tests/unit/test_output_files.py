@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from benchmarks.deadlines import scaled
 from kube_elevator.tasks.core.output_files import unplottable, unwritable, write_atomically
 
 
@@ -37,7 +38,7 @@ def test_a_write_that_fails_leaves_the_previous_file_and_no_temporary(tmp_path: 
         "    print(error)\n"
         "    sys.exit(2)\n")
     done = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True,
-                          timeout=60, check=False, cwd=Path(__file__).resolve().parents[2])
+                          timeout=scaled(60), check=False, cwd=Path(__file__).resolve().parents[2])
     assert done.returncode == 2, done.stderr
     assert done.stdout == f"--output: {target}: cannot write: File too large\n"
     assert target.read_text() == "ORIGINAL\n"

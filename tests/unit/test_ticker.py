@@ -9,6 +9,7 @@ from collections.abc import Iterator
 
 import pytest
 
+from benchmarks.deadlines import scaled
 from benchmarks.event_latency import wait_until
 from kube_elevator.flows.ticker import TickLoop, run_ticks
 from kube_elevator.tasks.core import acting
@@ -58,7 +59,7 @@ def test_without_an_election_it_ticks_and_records_each_outcome(stop: threading.E
     assert state.last_success < state.last_activity  # failures are activity, not success
     assert ticks.whys == ["schedule", "batch: 3 pending pods", "again"]
     stop.set()
-    thread.join(timeout=5)
+    thread.join(timeout=scaled(5))
 
 
 def test_it_ticks_only_while_it_leads(stop: threading.Event) -> None:
@@ -84,7 +85,7 @@ def test_it_ticks_only_while_it_leads(stop: threading.Event) -> None:
     assert ticks.whys == ["leading"]
     assert warmed == ["dry run"]  # once, not again as it follows again
     stop.set()
-    thread.join(timeout=5)
+    thread.join(timeout=scaled(5))
     assert acting.may_act()  # no election installed once the ticks ended
 
 

@@ -6,15 +6,31 @@ validation.go): each rule runs with `self` the value at its node (and `oldSelf` 
 an update; a rule naming `oldSelf` is a transition rule, skipped on create); a rule that is
 false answers `Invalid value: "<type>": <message>` (or `failed rule: <rule>`) at the node's path
 (plus the rule's `fieldPath`), with the rule's `reason` if it names one. Without cel-python, a
-CRD with rules is refused at install, saying so. Kubernetes' CEL libraries beyond the CEL
-standard (quantity, url, ip, isSorted, ...) are not provided: a rule using one fails to evaluate.
+CRD with rules is refused at install, saying so.
+
+Kubernetes' CEL libraries are cel-python functions (cel_library.py: ext strings, lists, regex;
+cel_types.py: quantity, url, ip, cidr); a rule calling a function cel-python does not have
+(format.*, semver, authorizer, optionals, ...) is refused at install, naming it. Costs
+(cel_cost.py, cel_estimate.py): a rule whose estimated cost passes the per-expression limit,
+or a CRD whose rules pass the per-CRD one, is refused at install; an evaluation past the
+per-call limit, or one object's rules past the runtime budget, stop with the API server's
+messages.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
 
+from kube_elevator.fakes.kube_api.crd_schema.cel_cost import (
+    COST_LIMIT_MESSAGE,
+    LIMITS,
+    CostLimitExceeded,
+    costed_runner,
+    evaluate_costed,
+)
+from kube_elevator.fakes.kube_api.crd_schema.cel_estimate import cost_errors
 from kube_elevator.fakes.kube_api.crd_schema.field_errors import OMIT, FieldError
 from kube_elevator.fakes.kube_api.crd_schema.validate import child
 
@@ -37,15 +53,31 @@ def cel_available() -> bool:
 def _program(rule: str) -> Any:
     import celpy
 
-    env = celpy.Environment()
-    return env.program(env.compile(rule))
+    from kube_elevator.fakes.kube_api.crd_schema.cel_functions import functions, unsupported
+
+    env = celpy.Environment(runner_class=costed_runner())
+    ast = env.compile(rule)
+    missing = unsupported(ast)
+    if missing:
+        raise UnsupportedFunction(missing)
+    return env.program(ast, functions=functions())
+
+
+class UnsupportedFunction(Exception):
+    """A rule calls functions this fake's cel-python evaluator does not provide."""
+
+    def __init__(self, names: list[str]) -> None:
+        super().__init__(
+            f"undeclared reference to {', '.join(repr(n) for n in names)}: not supported by "
+            "this fake API server's CEL evaluator (cel-python with Kubernetes' quantity, url, "
+            "ip, cidr, lists, regex and ext strings libraries; see docs/harness.md)")
 
 
 def rule_errors(schema: Any, path: str) -> list[FieldError]:
     """Why the rules in `schema` (at CRD path `path`) cannot be installed: cel-python missing,
     or a rule that does not compile."""
     errs: list[FieldError] = []
-    for rule_path, rule in _rules(schema, path):
+    for rule_path, rule, message_expression in _rules(schema, path):
         if not cel_available():
             return [FieldError(rule_path, "FieldValueForbidden", OMIT, NOT_SUPPORTED)]
         try:
@@ -53,16 +85,29 @@ def rule_errors(schema: Any, path: str) -> list[FieldError]:
         except Exception as exc:  # celpy's parse errors share no base beyond Exception
             errs.append(FieldError(f"{rule_path}.rule", "FieldValueInvalid", rule,
                                    f"compilation failed: {str(exc).strip()}"))
+        if message_expression is None:
+            continue
+        try:
+            _program(message_expression)
+        except Exception as exc:
+            errs.append(FieldError(f"{rule_path}.messageExpression", "FieldValueInvalid",
+                                   message_expression,
+                                   f"messageExpression compilation failed: {str(exc).strip()}"))
+    if not errs:  # every rule compiles: what they would cost (cel_estimate.py)
+        errs += cost_errors(schema, path, lambda text: _program(text).ast)
     return errs
 
 
-def _rules(schema: Any, path: str) -> list[tuple[str, str]]:
-    found: list[tuple[str, str]] = []
+def _rules(schema: Any, path: str) -> list[tuple[str, str, str | None]]:
+    """Each rule under `schema`: (its CRD path, the rule, its messageExpression if any)."""
+    found: list[tuple[str, str, str | None]] = []
     if not isinstance(schema, dict):
         return found
     for i, rule in enumerate(schema.get("x-kubernetes-validations") or ()):
         if isinstance(rule, dict) and isinstance(rule.get("rule"), str):
-            found.append((f"{path}.x-kubernetes-validations[{i}]", rule["rule"]))
+            expression = rule.get("messageExpression")
+            found.append((f"{path}.x-kubernetes-validations[{i}]", rule["rule"],
+                          expression if isinstance(expression, str) and expression else None))
     for name, prop in (schema.get("properties") or {}).items():
         found += _rules(prop, f"{path}.properties[{name}]")
     for key in ("items", "additionalProperties"):
@@ -74,14 +119,27 @@ def has_rules(schema: Any) -> bool:
     return bool(_rules(schema, ""))
 
 
-def cel_errors(schema: Schema, value: Any, old: Any = _MISSING, path: str = "") -> list[FieldError]:
+@dataclass
+class _Budget:
+    """What is left of one object's runtime cost budget (cel/validation.go's remainingBudget);
+    `stopped` once a rule ran out of it or past its per-call limit: no rule runs after."""
+
+    remaining: int = field(default_factory=lambda: LIMITS.runtime)
+    stopped: bool = False
+
+
+def cel_errors(schema: Schema, value: Any, old: Any = _MISSING, path: str = "",
+               budget: _Budget | None = None) -> list[FieldError]:
     """The rules `value` breaks (`old`: the stored object on an update)."""
+    budget = budget if budget is not None else _Budget()
     errs: list[FieldError] = []
-    if value is None:
+    if value is None or budget.stopped:
         return errs
     for rule in schema.get("x-kubernetes-validations") or ():
         if isinstance(rule, dict) and isinstance(rule.get("rule"), str):
-            errs += _evaluate(rule, schema, value, old, path)
+            errs += _evaluate(rule, schema, value, old, path, budget)
+            if budget.stopped:
+                return errs
     props: Schema = schema.get("properties") or {}
     extra = schema.get("additionalProperties")
     if isinstance(value, dict):
@@ -89,7 +147,7 @@ def cel_errors(schema: Schema, value: Any, old: Any = _MISSING, path: str = "") 
             sub = props.get(name) if name in props else extra
             if isinstance(sub, dict):
                 before = old.get(name, _MISSING) if isinstance(old, dict) else _MISSING
-                errs += cel_errors(sub, item, before, child(path, name))
+                errs += cel_errors(sub, item, before, child(path, name), budget)
     elif isinstance(value, list) and isinstance(schema.get("items"), dict):
         keys = schema.get("x-kubernetes-list-map-keys") or ()
         correlated = schema.get("x-kubernetes-list-type") == "map" and keys and \
@@ -101,12 +159,12 @@ def cel_errors(schema: Schema, value: Any, old: Any = _MISSING, path: str = "") 
             if correlated and isinstance(item, dict):
                 prior = next((o for o in old if isinstance(o, dict) and
                                all(o.get(k) == item.get(k) for k in keys)), _MISSING)
-            errs += cel_errors(schema["items"], item, prior, f"{path}[{i}]")
+            errs += cel_errors(schema["items"], item, prior, f"{path}[{i}]", budget)
     return errs
 
 
 def _evaluate(rule: dict[str, Any], schema: Schema, value: Any, old: Any,
-              path: str) -> list[FieldError]:
+              path: str, budget: _Budget) -> list[FieldError]:
     from celpy.adapter import json_to_cel
 
     text: str = rule["rule"]
@@ -115,19 +173,51 @@ def _evaluate(rule: dict[str, Any], schema: Schema, value: Any, old: Any,
     activation = {"self": json_to_cel(value)}
     if old is not _MISSING:
         activation["oldSelf"] = json_to_cel(old)
+    node_path = path.lstrip(".") or "<nil>"
     field_path = path + (rule.get("fieldPath") or "") if rule.get("fieldPath") else path
     field_path = field_path.lstrip(".") or "<nil>"
     shown = schema.get("type") or ("object" if isinstance(value, dict) else "")
     reason = rule.get("reason") or "FieldValueInvalid"
+    # ruleErrorString: the rule's message if it has one, else the rule
+    named = (rule.get("message") or "").strip() or text.strip()
     try:
-        ok = _program(text).evaluate(activation)
+        ok, spent = evaluate_costed(_program(text), activation)
+    except CostLimitExceeded:
+        budget.stopped = True
+        return [FieldError(node_path, "FieldValueInvalid", shown,
+                           f"'{COST_LIMIT_MESSAGE}': no further validation rules will be run "
+                           f"due to call cost exceeds limit for rule: {named}")]
     except Exception as exc:  # celpy raises its CELEvalError for no such key, bad types, ...
         return [FieldError(field_path, "FieldValueInvalid", shown,
                            f"{_eval_message(exc)} evaluating rule: {text}")]
+    budget.remaining -= spent
+    if budget.remaining < 0:
+        budget.stopped = True
+        return [FieldError(node_path, "FieldValueInvalid", shown,
+                           "validation failed due to running out of cost budget, no further "
+                           "validation rules will be run")]
     if bool(ok):
         return []
-    message = rule.get("message") or f"failed rule: {text}"
+    message = _message_expression(rule, activation, budget) or rule.get("message") \
+        or f"failed rule: {text}"
     return [FieldError(field_path, reason, shown, message)]
+
+
+def _message_expression(rule: dict[str, Any], activation: dict[str, Any],
+                        budget: _Budget) -> str | None:
+    """A failed rule's messageExpression, evaluated (cel/validation.go evalMessageExpression);
+    None, so the message or the default is used, when it has none or it does not give a
+    non-empty one-line string."""
+    expression = rule.get("messageExpression")
+    if not isinstance(expression, str) or not expression:
+        return None
+    try:
+        value, spent = evaluate_costed(_program(expression), activation)
+    except Exception:  # the API server logs it and falls back, as here
+        return None
+    budget.remaining -= spent
+    text = str(value).strip() if isinstance(value, str) else ""
+    return text if text and "\n" not in text and "\r" not in text else None
 
 
 def _eval_message(exc: Exception) -> str:

@@ -1,6 +1,5 @@
-"""The specs of the other built-in kinds served, as the API server checks them: Node taints
-(pkg/apis/core/validation validateNodeTaints), ConfigMap keys (ValidateConfigMap), Lease
-(pkg/apis/coordination/validation ValidateLeaseSpec), PodDisruptionBudget
+"""The specs of the other built-in kinds served, as the API server checks them: ConfigMap
+keys (ValidateConfigMap), Lease (pkg/apis/coordination/validation ValidateLeaseSpec), PodDisruptionBudget
 (pkg/apis/policy/validation ValidatePodDisruptionBudgetSpec), and the apps/v1 workloads
 (pkg/apis/apps/validation ValidateDeploymentSpec, ValidateReplicaSetSpec,
 ValidateStatefulSetSpec, ValidatePodTemplateSpecForReplicaSet)."""
@@ -14,24 +13,21 @@ from kube_elevator.fakes.kube_api.resources import Obj
 from kube_elevator.fakes.kube_api.validation.field import (
     FieldError,
     GoValue,
-    duplicate,
     forbidden,
     invalid,
     not_supported,
     required,
 )
 from kube_elevator.fakes.kube_api.validation.meta import labels_errors
-from kube_elevator.fakes.kube_api.validation.names import (
-    label_value,
+from kube_elevator.fakes.kube_api.validation.pods import (
+    RESTART_POLICIES,
+    pod_spec_errors,
+)
+from kube_elevator.tasks.core.name_formats import (
     max_len_error,
     percent,
     qualified_name,
     regex_error,
-)
-from kube_elevator.fakes.kube_api.validation.pods import (
-    RESTART_POLICIES,
-    pod_spec_errors,
-    taint_effect_errors,
 )
 from kube_elevator.tasks.core.selectors import selector_from_api
 
@@ -50,30 +46,6 @@ def _nonnegative(value: Any, path: str) -> list[FieldError]:
     if isinstance(value, int) and not isinstance(value, bool) and value < 0:
         return [invalid(path, value, _NONNEGATIVE)]
     return []
-
-
-def node_errors(node: Obj) -> list[FieldError]:
-    """validateNodeTaints: keys qualified names, values label values, effects known, unique
-    by (key, effect)."""
-    errors: list[FieldError] = []
-    seen: set[tuple[str, str]] = set()
-    taints = _dict(node.get("spec")).get("taints")
-    for index, taint in enumerate(taints if isinstance(taints, list) else []):
-        at, taint = f"spec.taints[{index}]", _dict(taint)
-        key, value = str(taint.get("key") or ""), str(taint.get("value") or "")
-        effect = taint.get("effect") or ""
-        errors.extend(invalid(f"{at}.key", key, msg) for msg in qualified_name(key))
-        msgs = label_value(value)
-        if msgs:
-            errors.append(invalid(f"{at}.value", value, ";".join(msgs)))
-        errors.extend(taint_effect_errors(effect, False, f"{at}.effect"))
-        if (key, effect) in seen:
-            shown = GoValue(f'core.Taint{{Key:"{key}", Value:"{value}", Effect:"{effect}", '
-                            "TimeAdded:<nil>}")
-            errors.append(duplicate(at, shown, "taints must be unique by key and effect pair"))
-            continue
-        seen.add((key, effect))
-    return errors
 
 
 def configmap_errors(configmap: Obj) -> list[FieldError]:
@@ -263,5 +235,5 @@ def workload_errors(kind: str, obj: Obj) -> list[FieldError]:
     return errors
 
 
-__all__ = ["configmap_errors", "events_v1_errors", "label_selector_errors", "lease_errors", "node_errors",
+__all__ = ["configmap_errors", "events_v1_errors", "label_selector_errors", "lease_errors",
            "pdb_errors", "workload_errors"]

@@ -1,5 +1,5 @@
 """ObjectMeta as the API server checks it: the name per kind, generateName, namespace, labels,
-annotations (keys and total size), finalizers
+annotations (keys and total size), finalizers, owner references
 (staging/src/k8s.io/apimachinery/pkg/api/validation/objectmeta.go ValidateObjectMetaAccessor,
 ValidateAnnotations; apimachinery/pkg/apis/meta/v1/validation ValidateLabels)."""
 
@@ -16,7 +16,8 @@ from kube_elevator.fakes.kube_api.validation.field import (
     required,
     too_long,
 )
-from kube_elevator.fakes.kube_api.validation.names import (
+from kube_elevator.fakes.kube_api.validation.meta_update import owner_reference_errors
+from kube_elevator.tasks.core.name_formats import (
     label_value,
     name_is_dns_label,
     name_is_dns_subdomain,
@@ -93,6 +94,7 @@ def meta_errors(rt: ResourceType, obj: Obj) -> list[FieldError]:
         if isinstance(finalizer, str):
             errors.extend(invalid(f"metadata.finalizers[{index}]", finalizer, msg)
                           for msg in qualified_name(finalizer))
+    errors.extend(owner_reference_errors(meta))
     return errors
 
 

@@ -16,7 +16,7 @@ from kube_elevator.fakes.kube_api.validation.field import (
     required,
 )
 from kube_elevator.fakes.kube_api.validation.meta import labels_errors
-from kube_elevator.fakes.kube_api.validation.names import (
+from kube_elevator.tasks.core.name_formats import (
     dns1123_label,
     dns1123_subdomain,
     label_value,
@@ -148,7 +148,7 @@ QUANTITY_DECODE_ERROR = ("quantities must match the regular expression "
                          "'^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$'")
 
 
-def _quantity_errors(name: str, text: Any, path: str) -> tuple[list[FieldError], Any]:
+def quantity_errors(name: str, text: Any, path: str) -> tuple[list[FieldError], Any]:
     """ValidateResourceQuantityValue: not negative; extended resources whole numbers."""
     try:
         value = parse_quantity(str(text))
@@ -172,12 +172,12 @@ def resource_errors(resources: Any, path: str) -> list[FieldError]:
     for name, text in limits.items():
         at = f"{path}.limits[{name}]"
         errors.extend(_resource_name_errors(name, at))
-        found, limit_values[name] = _quantity_errors(name, text, at)
+        found, limit_values[name] = quantity_errors(name, text, at)
         errors.extend(found)
     for name, text in requests.items():
         at = f"{path}.requests[{name}]"
         errors.extend(_resource_name_errors(name, at))
-        found, value = _quantity_errors(name, text, at)
+        found, value = quantity_errors(name, text, at)
         errors.extend(found)
         limit = limit_values.get(name)
         overcommit = _overcommit_allowed(name)
@@ -268,6 +268,7 @@ __all__ = [
     "container_errors",
     "pod_spec_errors",
     "port_errors",
+    "quantity_errors",
     "resource_errors",
     "taint_effect_errors",
     "toleration_errors",

@@ -1,7 +1,9 @@
 """The name and value formats apimachinery checks, with its exact messages
 (staging/src/k8s.io/apimachinery/pkg/util/validation/validation.go, v1.32: IsDNS1123Subdomain,
 IsDNS1123Label, IsQualifiedName, IsValidLabelValue, IsValidPortName, IsValidPortNum,
-IsValidPercent, and their MaxLenError/RegexError wording)."""
+IsValidPercent, and their MaxLenError/RegexError wording). In tasks/core, not the fake API's
+validation, so the scheduler's label-selector messages (tasks/core/selectors.py) say what
+kube-scheduler says with the same words the fake API server answers with."""
 
 from __future__ import annotations
 
@@ -45,8 +47,10 @@ def max_len_error(length: int) -> str:
 def regex_error(msg: str, fmt: str, *examples: str) -> str:
     if not examples:
         return f"{msg} (regex used for validation is '{fmt}')"
-    shown = " or ".join(f"'{example}'," for example in examples)
-    return f"{msg} (e.g. {shown} regex used for validation is '{fmt}')"
+    # RegexError appends `'<example>', ` per example, joined by ` or `: two spaces before `or`
+    # ("(e.g. 'my-name',  or '123-abc', regex used ...)"), as the API server prints it.
+    shown = " or ".join(f"'{example}', " for example in examples)
+    return f"{msg} (e.g. {shown}regex used for validation is '{fmt}')"
 
 
 def inclusive_range_error(low: int, high: int) -> str:

@@ -1,0 +1,135 @@
+"""Issue 40, "Ctrl-C or SIGTERM, to the process or its group, in every mode: no run submitted
+after the signal, exit 0 within the grace, no child left", with the signal arriving in the
+middle of a tick: with `--ticks runs` its pod list in flight (the fake API delays every pod
+list), where a signal at the run's very start (tests/e2e/test_serve_abandoned_runs.py) found
+the run's process still importing; in-process, a run Running (it reads its cache).
+
+The grace (`--stop-grace 10s`) is the issue's budget and is not scaled: a stop that needs the
+machine to be quiet is the finding."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import time
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from uuid import UUID
+
+import psutil
+import pytest
+
+from benchmarks.event_latency import (
+    FREE_HEALTH_PORT,
+    BurstCluster,
+    Child,
+    PrefectServer,
+    wait_until,
+)
+from kube_elevator.fakes.aws import FakeAws
+from kube_elevator.fakes.kube_api.server import FakeKubeApi
+from kube_elevator.flows.cli.stopping import SHUTDOWN_SECONDS
+from tests.e2e.test_serve_abandoned_runs import (
+    SERVE_START_SECONDS,
+    claimed_after,
+    descendants,
+    on,
+    runs_of,
+)
+from tests.e2e.test_serve_schedules_and_signals import elevator, group_stopped, processes_of
+
+GRACE_SECONDS = 10.0  # --stop-grace, and the budget for the exit: not scaled
+POD_LIST_DELAY_SECONDS = 3.0
+SHORT_POD_LIST_SECONDS = 1.0
+SHORT_GRACE_SECONDS = 2.0
+SLOW_POD_LIST_SECONDS = 30.0  # a tick far past the short grace
+
+
+def pod_list_in_flight(server: PrefectServer, deployment_id: UUID) -> bool:
+    """A run of the deployment is listing pods: its `collect-pods` task run is Running (the
+    fake API delays the answer)."""
+    from prefect.client.schemas.filters import FlowRunFilter, FlowRunFilterId
+
+    running = [run.id for run in runs_of(server, deployment_id)
+               if run.state_type is not None and run.state_type.value == "RUNNING"]
+    if not running:
+        return False
+    with on(server) as client:
+        tasks = client.read_task_runs(flow_run_filter=FlowRunFilter(
+            id=FlowRunFilterId(any_=running)))
+    return any(task.name.startswith("collect-pods") and task.state_type is not None
+               and task.state_type.value == "RUNNING" for task in tasks)
+
+
+def in_flight(server: PrefectServer, deployment_id: UUID) -> bool:
+    return any(run.state_type is not None and run.state_type.value == "RUNNING"
+               for run in runs_of(server, deployment_id))
+
+
+
+@pytest.mark.parametrize(("ticks", "signum", "group", "grace", "delay"), [
+    pytest.param("runs", signal.SIGINT, True, GRACE_SECONDS, POD_LIST_DELAY_SECONDS,
+                 id="runs-ctrl-c-to-the-group"),
+    pytest.param("runs", signal.SIGTERM, True, GRACE_SECONDS, POD_LIST_DELAY_SECONDS,
+                 id="runs-sigterm-to-the-group"),
+    # Not signalled, the run's process finishes its tick, then exits (flushing its logs):
+    # a tick that fits in the grace with room for that (measured: a 3 s pod list under load
+    # 10 took the tick 9 s, and serve exited 12.3 s after the signal).
+    pytest.param("runs", signal.SIGINT, False, GRACE_SECONDS, SHORT_POD_LIST_SECONDS,
+                 id="runs-sigint-to-the-process"),
+    pytest.param("in-process", signal.SIGINT, True, GRACE_SECONDS, POD_LIST_DELAY_SECONDS,
+                 id="in-process-ctrl-c-to-the-group"),
+    # The run's process is not signalled and its tick outlasts the grace: serve ends it.
+    pytest.param("runs", signal.SIGTERM, False, SHORT_GRACE_SECONDS, SLOW_POD_LIST_SECONDS,
+                 id="runs-sigterm-to-the-process-a-tick-past-the-grace"),
+])
+def test_a_signal_mid_tick_stops_serve_within_the_grace_leaving_nothing(
+        ticks: str, signum: signal.Signals, group: bool, grace: float, delay: float,
+        fake_kube: FakeKubeApi, fake_aws: FakeAws, tmp_path: Path) -> None:
+    """Exit 0 within the grace (a run in flight that outlasts it: within the stop's deadline,
+    `SHUTDOWN_SECONDS` later, ended rather than waited for), no process left, no run
+    claimed after the signal, no traceback."""
+    cluster = BurstCluster(fake_kube, fake_aws, tmp_path)
+    fake_kube.faults.add("delay", count=None, method="GET", path="/api/v1/pods",
+                         delay_seconds=delay)
+    with PrefectServer() as server, group_stopped(Child(
+            elevator("serve", "--nodegroups", str(cluster.nodegroups), "--kubeconfig",
+                     str(cluster.kubeconfig), "--interval", "1s", "--poll", "0.5s",
+                     "--ticks", ticks, "--stop-grace", f"{grace:g}s",
+                     *FREE_HEALTH_PORT),
+            server.env(**fake_aws.env()), tmp_path / "serve.log", new_session=True)) as serve:
+        serve.wait_for("serving autoscale/autoscale", SERVE_START_SECONDS)
+        with on(server) as client:
+            deployment_ids = [client.read_deployment_by_name(f"autoscale/{name}").id
+                              for name in ("autoscale", "plan")]
+        # A run in flight, its pod list under way (in-process: from the cache).
+        wait_until(lambda: (pod_list_in_flight if ticks == "runs" else in_flight)(
+            server, deployment_ids[0]), 120, "a run's pod list in flight", interval=0.2)
+        children = descendants(serve.process.pid)
+        signalled_at = datetime.now(UTC)
+        started = time.monotonic()
+        if group:
+            os.killpg(serve.process.pid, signum)
+        else:
+            serve.process.send_signal(signum)
+        try:  # past the grace, up to the forced stop's deadline, to measure it
+            code: int | None = serve.process.wait(timeout=grace + 15)
+        except subprocess.TimeoutExpired:
+            code = None
+        took = time.monotonic() - started
+        print(f"\n--ticks {ticks}: {signum.name} to the {'group' if group else 'process'} "
+              f"mid-tick: exit {code} in {took:.1f} s (grace {grace:g} s; "
+              f"load {os.getloadavg()[0]:.1f})")
+        output = serve.output()
+        assert code == 0, output[-4000:]
+        assert took <= (grace if delay < grace else grace + SHUTDOWN_SECONDS), output[-4000:]
+        _, alive = psutil.wait_procs(children, timeout=5)
+        assert not alive, [process.cmdline() for process in alive]
+        assert not processes_of(server.client_home)  # nor one started after the signal
+        assert not claimed_after(server, deployment_ids, signalled_at + timedelta(seconds=1))
+        with contextlib.suppress(ValueError):
+            output = output[output.index("serve: stopping within"):]
+        # The stop is quiet: no traceback from the run it stopped.
+        assert "Traceback" not in output, output[-4000:]
