@@ -23,9 +23,10 @@ failure, and each write path has its own decoder (k8s.io/apiserver pkg/endpoints
 
 The Go types come from the protobuf descriptors (protobuf_schema_*.py, generated from
 Kubernetes' Go structs): scalar widths (int32, int64), Quantity, IntOrString, Time, inlined
-structs and the struct names the messages use. A named string type (`v1.RestartPolicy`,
-`v1.ResourceList`) is printed as its underlying type (`string`, `map[string]resource.Quantity`):
-the descriptors do not carry the name.
+structs and the struct names the messages use. The descriptors do not carry Go's named string
+types; go_named_types.py names them per field (`v1.RestartPolicy`), as reflect prints them.
+A named map type (`v1.ResourceList`) is still printed as its underlying type
+(`map[string]resource.Quantity`).
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ from decimal import Decimal
 from functools import cache
 from typing import Any
 
+from kube_elevator.fakes.kube_api.go_named_types import GO_NAMED
 from kube_elevator.fakes.kube_api.protobuf_wire import SCHEMA, Field, Message, message_for
 from kube_elevator.fakes.kube_api.validation.pods import QUANTITY_DECODE_ERROR
 
@@ -61,21 +63,25 @@ class Slot:
     kind: str  # "struct", "list", "map", "leaf"
     type: str
     item: Slot | None = None
+    named: str | None = None  # a leaf's Go named type (`v1.RestartPolicy`), go_named_types.py
 
     @property
     def go(self) -> str:
         """The Go type as reflect prints it (`[]v1.Container`, `map[string]string`)."""
         if self.item is not None:
             return ("[]" if self.kind == "list" else "map[string]") + self.item.go
+        if self.named is not None:
+            return self.named
         if self.type in _GO_SCALARS:
             return _GO_SCALARS[self.type]
         alias, _, name = self.type.partition(".")
         return f"{_PACKAGES.get(alias, 'v1')}.{name}"
 
 
-def _slot(field: Field) -> Slot:
+def _slot(owner: str, field: Field) -> Slot:
+    """The slot of `owner`'s (the declaring struct's) `field`."""
     leaf = Slot("struct" if field.type in SCHEMA and field.type not in _SPECIAL else "leaf",
-                field.type)
+                field.type, named=GO_NAMED.get((owner, field.name)))
     if field.map:
         leaf = Slot("map", field.type, leaf)
     return Slot("list", field.type, leaf) if field.repeated and field.type != "bytes" else leaf
@@ -85,15 +91,16 @@ _SPECIAL = _TEXT_TYPES | _ANY_TYPES | {_QUANTITY, _INT_OR_STRING}
 
 
 @cache
-def json_fields(message: str) -> dict[str, tuple[Field, ...]]:
-    """A message's fields by JSON name, its inlined structs' merged in; in Go struct order."""
-    out: dict[str, tuple[Field, ...]] = {}
+def json_fields(message: str) -> dict[str, Slot]:
+    """A message's fields' slots by JSON name, its inlined structs' merged in; in Go struct
+    order."""
+    out: dict[str, Slot] = {}
     for field in SCHEMA[message].fields:
         if field.inline and field.type in SCHEMA:
-            for name, chain in json_fields(field.type).items():
-                out.setdefault(name, chain)
+            for name, slot in json_fields(field.type).items():
+                out.setdefault(name, slot)
         else:
-            out.setdefault(field.name, (field,))
+            out.setdefault(field.name, _slot(message, field))
     return out
 
 
@@ -153,9 +160,9 @@ class GoJsonDecoder:
             fields = json_fields(slot.type)
             here = slot.type.partition(".")[2]
             for key, item in value.items():
-                chain = fields.get(key)
-                if chain is not None:
-                    self.decode(item, _slot(chain[-1]), here, [*path, key])
+                field = fields.get(key)
+                if field is not None:
+                    self.decode(item, field, here, [*path, key])
         elif slot.kind in ("list", "map"):
             container = list if slot.kind == "list" else dict
             if not isinstance(value, container):
@@ -254,8 +261,8 @@ def _convert(value: Any, slot: Slot) -> str | None:
     if slot.kind == "struct":
         if not isinstance(value, dict):
             return f"cannot restore struct from: {_reflect_kind(value)}"
-        for name, chain in json_fields(slot.type).items():
-            if name in value and (error := _convert(value[name], _slot(chain[-1]))):
+        for name, field in json_fields(slot.type).items():
+            if name in value and (error := _convert(value[name], field)):
                 return error
         return None
     if slot.kind in ("list", "map"):
@@ -288,11 +295,12 @@ def _convert_scalar(value: Any, slot: Slot) -> str | None:
         return None
     if slot.type in _INT_RANGES and kind == "float64":
         return None if float(value).is_integer() else f"cannot convert float64 to {go}"
-    if go == "string" and kind == "int64":  # Go converts an int to a string, JSON does not
-        return f"cannot convert int64 to {go}"
-    if go == kind:
+    underlying = _GO_SCALARS[slot.type]  # reflect's Kind; `go` may name a named type
+    if underlying == "string" and kind == "int64":  # Go converts an int to a string, JSON not
+        return f"cannot convert int64 to {go}"  # dt.String(): `v1.RestartPolicy`
+    if underlying == kind:
         return None
-    return f"unrecognized type: {go}"
+    return f"unrecognized type: {underlying}"  # dt.Kind()
 
 
 def converter_error(api_version: str, kind: str, obj: Any) -> str | None:
@@ -359,8 +367,8 @@ def _smd(value: Any, slot: Slot, path: str, out: list[str]) -> None:
         elif slot.kind == "struct":
             fields = json_fields(slot.type)
             for key, item in value.items():
-                if (chain := fields.get(key)) is not None:
-                    _smd(item, _slot(chain[-1]), f"{path}.{key}", out)
+                if (field := fields.get(key)) is not None:
+                    _smd(item, field, f"{path}.{key}", out)
         else:
             assert slot.item is not None
             for key, item in value.items():
