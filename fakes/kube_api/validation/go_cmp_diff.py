@@ -1,0 +1,480 @@
+"""go-cmp's `cmp.Diff(old, new)` of two Go values, in the shape its default reporter prints,
+for the validation messages that quote one (pkg/apis/core/validation/validation.go
+ValidatePodUpdate's spec diff, ValidatePersistentVolumeUpdate's source diff,
+ValidatePersistentVolumeClaimUpdate's spec diff).
+
+Re-expressed from github.com/google/go-cmp cmp/report_compare.go (formatDiffList: two
+identical records of context around a change, `... // N identical fields` for the rest, a
+changed leaf as a `-` and a `+` line, a changed composite descended into), report_reflect.go
+(FormatValue: zero fields elided, types shown for composite values that differ, `&` for
+pointers, verbosity limits of 4 fields or elements per level in identical values, 16 in
+changed ones) and report_text.go (one line while a list fits, else one record a line indented
+by tabs, keys aligned in runs).
+
+Not reproduced: go-cmp picks a regular or a non-breaking space after each line's `-`/`+`/` `
+at random per process (so no caller can depend on the exact bytes; the fake always writes a
+regular space), its specialised diff of strings and numeric slices of 32 or more items, and
+its edit-script alignment of slices (elements here pair by index, the rest removed or
+inserted).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, replace
+from typing import Any
+
+from kube_elevator.fakes.kube_api.validation.go_values import GoValue, struct_value
+
+IDENTICAL, REMOVED, INSERTED = 0x20, ord("-"), ord("+")  # diffUnknown is 0
+_CONTEXT_RECORDS = 2
+_MAX_COLUMN = 80
+_MAX_VERBOSITY_PRESET = 6
+
+
+# The text tree ------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Line:
+    text: str
+
+
+@dataclass(frozen=True)
+class Wrap:
+    prefix: str
+    value: Text
+    suffix: str = ""
+
+
+@dataclass(frozen=True)
+class Stats:
+    """diffStats: what an ellipsis stands for."""
+
+    name: str
+    identical: int = 0
+    removed: int = 0
+    inserted: int = 0
+    modified: int = 0
+
+    def __add__(self, other: Stats) -> Stats:
+        return Stats(self.name, self.identical + other.identical, self.removed + other.removed,
+                     self.inserted + other.inserted, self.modified + other.modified)
+
+    def __str__(self) -> str:
+        counts = [(n, label) for n, label in ((self.identical, "identical"),
+                                               (self.removed, "removed"),
+                                               (self.inserted, "inserted"),
+                                               (self.modified, "modified")) if n > 0]
+        total = sum(n for n, _ in counts)
+        name = self.name + "s" if total > 1 else self.name
+        if name.endswith("ys"):
+            name = name[:-2] + "ies"  # entrys -> entries
+        parts = [f"{n} {label}" for n, label in counts]
+        if len(parts) <= 2:
+            return " and ".join(parts) + " " + name
+        return ", ".join(parts[:-1]) + ", and " + parts[-1] + " " + name
+
+
+@dataclass(frozen=True)
+class Record:
+    diff: int
+    key: str
+    value: Text
+    elide_comma: bool = False
+    comment: Stats | None = None
+
+
+@dataclass(frozen=True)
+class Records:
+    items: tuple[Record, ...]
+
+
+Text = Line | Wrap | Records
+_NIL, _ELLIPSIS = Line("nil"), Line("...")
+
+
+def _append_ellipsis(records: list[Record], stats: Stats | None) -> None:
+    if records and records[-1].value == _ELLIPSIS:
+        last = records[-1]
+        if stats is not None:
+            merged = stats if last.comment is None else last.comment + stats
+            records[-1] = replace(last, comment=merged)
+        return
+    records.append(Record(0, "", _ELLIPSIS, elide_comma=True, comment=stats))
+
+
+def _compact(text: Text, mode: int) -> tuple[str, Text]:
+    """formatCompactTo: the one-line form, and the node with what fits on a line collapsed."""
+    if isinstance(text, Line):
+        return text.text, text
+    if isinstance(text, Wrap):
+        inner, node = _compact(text.value, mode)
+        line = text.prefix + inner + text.suffix
+        return line, (Line(line) if isinstance(node, Line) else Wrap(text.prefix, node,
+                                                                      text.suffix))
+    parts: list[str] = []
+    items: list[Record] = []
+    multi_line = False
+    for record in text.items:
+        multi_line |= record.diff in (REMOVED, INSERTED) or record.comment is not None
+        line, node = _compact(record.value, mode | record.diff)
+        multi_line |= not isinstance(node, Line)
+        parts.append((record.key + ": " if record.key else "") + line)
+        items.append(replace(record, value=node))
+    line = ", ".join(parts)
+    if mode in (REMOVED, INSERTED) and len(line.encode()) > _MAX_COLUMN:
+        multi_line = True
+    return line, (Records(tuple(items)) if multi_line else Line(line))
+
+
+def _indent(depth: int, mode: int) -> str:
+    return {REMOVED: "- ", INSERTED: "+ "}.get(mode, "  ") + "\t" * depth
+
+
+def _key_padding(items: tuple[Record, ...]) -> list[int]:
+    """alignLens: keys of consecutive one-line records padded to the longest of the run."""
+    pads = [0] * len(items)
+    start, longest = 0, 0
+    for index, record in enumerate((*items, Record(0, "", Records(())))):
+        if record.key == "" or not isinstance(record.value, Line):
+            for j in range(start, index):
+                pads[j] = longest - len(items[j].key)
+            start, longest = index + 1, 0
+        else:
+            longest = max(longest, len(record.key))
+    return pads
+
+
+def _expanded(text: Text, mode: int, depth: int) -> str:
+    """formatExpandedTo."""
+    if isinstance(text, Line):
+        return text.text
+    if isinstance(text, Wrap):
+        return text.prefix + _expanded(text.value, mode, depth) + text.suffix
+    items = text.items
+    if items and all(r.diff == 0 and not r.key and isinstance(r.value, Line)
+                     and r.comment is None for r in items):
+        out, batch = "", ""
+        for record in items:  # a list of plain values, batched up to 80 columns a line
+            assert isinstance(record.value, Line)
+            if batch and len(batch) + len(record.value.text) + 2 > _MAX_COLUMN:
+                out += "\n" + _indent(depth + 1, mode) + batch.rstrip(" ")
+                batch = ""
+            batch += record.value.text + ", "
+        out += "\n" + _indent(depth + 1, mode) + batch.rstrip(" ")
+        return out + "\n" + _indent(depth, mode)
+    out = ""
+    for record, pad in zip(items, _key_padding(items), strict=True):
+        here = mode | record.diff
+        out += "\n" + _indent(depth + 1, here) + (record.key + ": " if record.key else "")
+        out += " " * pad + _expanded(record.value, here, depth + 1)
+        out += "" if record.elide_comma else ","
+        out += f" // {record.comment}" if record.comment is not None else ""
+    return out + "\n" + _indent(depth, mode)
+
+
+# What cmp compared ---------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Node:
+    """valueNode: one compared pair (None: absent on that side) and its children."""
+
+    x: GoValue | None
+    y: GoValue | None
+    records: tuple[tuple[str, Node], ...] = ()
+    num_same: int = 0
+    num_diff: int = 0
+    max_depth: int = 0
+
+    @property
+    def value(self) -> GoValue:
+        found = self.x if self.x is not None else self.y
+        assert found is not None
+        return found
+
+
+def _leaf(x: GoValue | None, y: GoValue | None, same: bool) -> Node:
+    return Node(x, y, num_same=int(same), num_diff=int(not same))
+
+
+def _parent(x: GoValue, y: GoValue, records: list[tuple[str, Node]]) -> Node:
+    return Node(x, y, tuple(records), sum(n.num_same for _, n in records),
+                sum(n.num_diff for _, n in records),
+                1 + max(n.max_depth for _, n in records) if records else 0)
+
+
+def compare(x: GoValue | None, y: GoValue | None) -> Node:
+    """cmp's walk of two values of one type."""
+    if x is None or y is None:
+        return _leaf(x, y, False)
+    if x.leaf:  # a type with an Equal method (Quantity)
+        return _leaf(x, y, x.compared == y.compared)
+    if x.kind in ("ptr", "slice", "map") and (x.nil or y.nil):
+        return _leaf(x, y, x.nil and y.nil)
+    if x.kind == "ptr":
+        assert x.elem is not None and y.elem is not None
+        return _parent(x, y, [("", compare(x.elem, y.elem))])
+    if x.kind == "slice":
+        size = max(len(x.items), len(y.items))
+        pairs = [(x.items[i][1] if i < len(x.items) else None,
+                  y.items[i][1] if i < len(y.items) else None) for i in range(size)]
+        return _parent(x, y, [("", compare(a, b)) for a, b in pairs])
+    if x.kind == "map":
+        left, right = dict(x.items), dict(y.items)
+        return _parent(x, y, [(key, compare(left.get(key), right.get(key)))
+                              for key in sorted(set(left) | set(right))])
+    if x.kind == "struct":
+        return _parent(x, y, [(name, compare(a, b))
+                              for (name, a), (_, b) in zip(x.items, y.items, strict=True)])
+    return _leaf(x, y, x.scalar == y.scalar)
+
+
+# Formatting ----------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class _Options:
+    mode: int = 0
+    types: str = "emit"  # emit, elide, auto
+    verbosity: int = 0
+    limited: bool = False
+
+    def verbose(self, level: int) -> _Options:
+        return replace(self, verbosity=level, limited=True)
+
+
+def _quote(text: str) -> str:
+    """formatString: Go's quoted string, or a raw one when quoting would escape."""
+    quoted = json.dumps(text, ensure_ascii=False)
+    if len(quoted) == len(text) + 2:
+        return quoted
+    if "`" not in text and "\n" not in text and text.isprintable():
+        return f"`{text}`"
+    return quoted
+
+
+def _format_string(prefix: str, text: str, options: _Options) -> Line:
+    limit = (1 << options.verbosity) << 5 if options.limited else len(text)
+    if len(text) > limit + 3:
+        return Line(prefix + _quote(text[:limit]) + "...")
+    return Line(prefix + _quote(text))
+
+
+def _format_type(value: GoValue, text: Text, options: _Options) -> Text:
+    if options.types == "elide":
+        return text
+    if options.types == "auto" and (value.kind not in ("struct", "slice", "map")
+                                    or text == _NIL or options.mode == IDENTICAL):
+        return text
+    if isinstance(text, Wrap) and text.prefix.startswith(("{", "(")) and \
+            text.suffix.endswith(("}", ")")):
+        return Wrap(value.type, text)
+    return Wrap(value.type, Wrap("(", text, ")"))
+
+
+def _map_key(key: str, stringer: bool) -> str:
+    return ("s" if stringer else "") + _quote(key)
+
+
+def format_value(value: GoValue | None, options: _Options) -> Text | None:
+    """FormatValue: a value on its own (zero fields left out)."""
+    if value is None:
+        return None
+    if value.kind == "ptr":
+        if value.nil:
+            return _NIL
+        inner = format_value(value.elem, options)
+        assert inner is not None
+        return Wrap("&", inner)  # the pointed-to value prints the type
+    text: Text
+    if value.kind in ("struct", "slice", "map"):
+        if value.nil:
+            return _format_type(value, _NIL, options)
+        limit = len(value.items)
+        child = options
+        if options.limited:
+            limit = ((1 << options.verbosity) >> 1) << 2
+            child = replace(options, verbosity=options.verbosity - 1)
+        child = replace(child, types="auto" if value.kind == "struct" else "elide")
+        records: list[Record] = []
+        for key, item in value.items:
+            if value.kind == "struct" and item.zero:
+                continue
+            if len(records) == limit:
+                _append_ellipsis(records, None)
+                break
+            shown = format_value(item, child)
+            assert shown is not None
+            name = _map_key(key, value.stringer_keys) if value.kind == "map" else key
+            records.append(Record(0, name, shown))
+        text = Wrap("{", Records(tuple(records)), "}")
+    elif value.kind == "bool":
+        text = Line("true" if value.scalar else "false")
+    elif value.kind == "string":
+        text = _format_string("", str(value.scalar), options)
+    elif value.kind.startswith("float"):
+        text = Line(repr(float(value.scalar)).removesuffix(".0"))
+    else:
+        text = Line(str(value.scalar))
+    return _format_type(value, text, options)
+
+
+def _length(text: Text | None) -> int:
+    return len(_compact(text, 0)[0]) if text is not None else 0
+
+
+def format_diff(node: Node, options: _Options) -> Text | None:
+    """FormatDiff: a compared pair as the reporter shows it in `options.mode`."""
+    if options.mode == IDENTICAL:
+        options = options.verbose(1)
+    elif not options.limited or options.verbosity < 3:
+        options = options.verbose(3)
+    if node.max_depth == 0:
+        if options.mode in (0, IDENTICAL) and node.num_diff == 0:
+            shown_x, shown_y = format_value(node.x, options), format_value(node.y, options)
+            return shown_x if _length(shown_x) < _length(shown_y) else shown_y
+        if options.mode == REMOVED:
+            return format_value(node.x, options)
+        if options.mode == INSERTED:
+            return format_value(node.y, options)
+        elided = replace(options, types="elide")
+        both = [Record(mark, "", shown) for mark, side in ((REMOVED, node.x), (INSERTED, node.y))
+                if (shown := format_value(side, elided)) is not None]
+        return _format_type(node.value, Records(tuple(both)), replace(options, types="emit"))
+    kind = node.value.kind
+    if kind == "ptr":
+        inner = format_diff(node.records[0][1], options)
+        return Wrap("&", inner) if inner is not None else None
+    return _format_type(node.value, _diff_list(node, options), options)
+
+
+def _diff_list(node: Node, options: _Options) -> Wrap:
+    """formatDiffList."""
+    kind = node.value.kind
+    name = {"struct": "field", "slice": "element", "map": "entry"}[kind]
+    options = replace(options, types="auto" if kind == "struct" else "elide")
+    stringer = node.value.stringer_keys
+
+    def key_of(key: str) -> str:
+        return _map_key(key, stringer) if kind == "map" else key
+
+    limit = -1
+    if options.limited:
+        limit = (((1 << options.verbosity) >> 1) << 2 if options.mode == IDENTICAL
+                 else (1 << options.verbosity) << 1)
+        options = replace(options, verbosity=options.verbosity - 1)
+    records: list[Record] = []
+    if options.mode != 0:  # one side, or both alike
+        dropped = False
+        for key, child in node.records:
+            if len(records) == limit:
+                dropped = True
+                break
+            if kind == "struct":
+                x_zero = child.x is None or child.x.zero
+                y_zero = child.y is None or child.y.zero
+                if {IDENTICAL: x_zero or y_zero, REMOVED: x_zero, INSERTED: y_zero}[options.mode]:
+                    continue
+            shown = format_diff(child, options)
+            if shown is not None:
+                records.append(Record(0, key_of(key), shown))
+        if dropped:
+            _append_ellipsis(records, None)
+        return Wrap("{", Records(tuple(records)), "}")
+    groups = _groups(name, node.records)
+    pending = list(node.records)
+    differing, skipped = 0, Stats(name)
+    for index, group in enumerate(groups):
+        changed = group.removed + group.inserted + group.modified
+        if 0 <= limit <= differing:
+            skipped = skipped + group
+            continue
+        if changed == 0:
+            equal = group.identical
+            low = min(_CONTEXT_RECORDS, equal) if index != 0 else 0
+            high = min(_CONTEXT_RECORDS, equal - low) if index != len(groups) - 1 else 0
+            if equal - (low + high) == 1:
+                high += 1  # no ellipsis for a single record
+            same = replace(options, mode=IDENTICAL)
+            for key, child in pending[:low]:
+                records.append(Record(0, key_of(key), _shown(format_diff(child, same))))
+            if equal > low + high:
+                _append_ellipsis(records, Stats(name, identical=equal - low - high))
+            for key, child in pending[equal - high:equal]:
+                records.append(Record(0, key_of(key), _shown(format_diff(child, same))))
+            pending = pending[equal:]
+            continue
+        for key, child in pending[:changed]:
+            if _is_flat(child):
+                shown_x, shown_y = _both_sides(child, options)
+                if shown_x is not None:
+                    records.append(Record(REMOVED, key_of(key), shown_x))
+                if shown_y is not None:
+                    records.append(Record(INSERTED, key_of(key), shown_y))
+            else:
+                records.append(Record(0, key_of(key), _shown(format_diff(child, options))))
+        pending = pending[changed:]
+        differing += changed
+    if skipped != Stats(name):
+        _append_ellipsis(records, skipped)
+    return Wrap("{", Records(tuple(records)), "}")
+
+
+def _is_flat(node: Node) -> bool:
+    """NumChildren == MaxDepth: a leaf, or a value with one level of one child."""
+    return len(node.records) == node.max_depth
+
+
+def _both_sides(node: Node, options: _Options) -> tuple[Text | None, Text | None]:
+    shown_x = format_diff(node, replace(options, mode=REMOVED))
+    shown_y = format_diff(node, replace(options, mode=INSERTED))
+    preset = 0
+    while shown_x is not None and shown_x == shown_y and preset <= _MAX_VERBOSITY_PRESET:
+        more = options.verbose(options.verbosity + 2 * preset)
+        shown_x = format_diff(node, replace(more, mode=REMOVED))
+        shown_y = format_diff(node, replace(more, mode=INSERTED))
+        preset += 1
+    return shown_x, shown_y
+
+
+def _shown(text: Text | None) -> Text:
+    return text if text is not None else _ELLIPSIS
+
+
+def _groups(name: str, records: tuple[tuple[str, Node], ...]) -> list[Stats]:
+    """coalesceAdjacentRecords: runs of identical records and of differing ones."""
+    groups: list[Stats] = []
+    previous = ""
+    for _, node in records:
+        case = "same" if node.num_diff == 0 else "diff"
+        if case != previous:
+            groups.append(Stats(name))
+            previous = case
+        if node.num_diff == 0:
+            change = Stats(name, identical=1)
+        elif node.y is None:
+            change = Stats(name, removed=1)
+        elif node.x is None:
+            change = Stats(name, inserted=1)
+        else:
+            change = Stats(name, modified=1)
+        groups[-1] = groups[-1] + change
+    return groups
+
+
+def cmp_diff(old: GoValue, new: GoValue) -> str:
+    """cmp.Diff(old, new): empty when they are equal, else the report with its last newline."""
+    root = compare(old, new)
+    if root.num_diff == 0:
+        return ""
+    text = format_diff(root, _Options())
+    assert text is not None
+    return _indent(0, 0) + _expanded(_compact(text, 0)[1], 0, 0) + "\n"
+
+
+def go_diff(old: Any, new: Any, message: str) -> str:
+    """cmp.Diff of two JSON objects as the Go struct `message` (`core.PodSpec`)."""
+    return cmp_diff(struct_value(message, old if isinstance(old, dict) else {}),
+                    struct_value(message, new if isinstance(new, dict) else {}))
+
+
+__all__ = ["cmp_diff", "compare", "format_diff", "format_value", "go_diff"]
