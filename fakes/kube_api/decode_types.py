@@ -8,6 +8,8 @@ failure, and each write path has its own decoder (k8s.io/apiserver pkg/endpoints
   the first `json: cannot unmarshal <string|number|number 1.5|bool|object|array> into Go struct
   field <Struct>.<json.path.without.indexes> of type <Go type>` and the handler answers 400
   `<Kind> in version "<v>" cannot be handled as a <Kind>: <that>` (transformDecodeError).
+  A `[]byte` (ConfigMap `binaryData`, Secret `data`) saves base64's error instead
+  (`illegal base64 data at input byte N`, go_base64.py).
   A type with its own UnmarshalJSON answers in its own words and stops the decode (Time,
   Duration: `json: cannot unmarshal number into Go value of type string`; IntOrString: `... of
   type int32`; Quantity: `quantities must match the regular expression ...`).
@@ -37,6 +39,7 @@ from decimal import Decimal
 from functools import cache
 from typing import Any
 
+from kube_elevator.fakes.kube_api.go_base64 import base64_error
 from kube_elevator.fakes.kube_api.go_named_types import GO_NAMED
 from kube_elevator.fakes.kube_api.protobuf_wire import SCHEMA, Field, Message, message_for
 from kube_elevator.fakes.kube_api.validation.pods import QUANTITY_DECODE_ERROR
@@ -201,6 +204,8 @@ class GoJsonDecoder:
                 self._save(value, slot, struct, path)
         elif (go == "bool" and kind != "bool") or (go in ("string", "bytes") and kind != "string"):
             self._save(value, slot, struct, path)
+        elif go == "bytes" and self.saved is None:  # literalStore saves base64's own error
+            self.saved = base64_error(value)
 
 
 def decode_error(api_version: str, kind: str, body: Any) -> str | None:
@@ -288,8 +293,11 @@ def _convert_scalar(value: Any, slot: Slot) -> str | None:
     """The simple kinds: JSON's four groups (bools, integers, floats, strings) do not mix,
     except integers into floats and integral floats into integers."""
     go, kind = slot.go, _reflect_kind(value)
-    if go == "[]uint8":
-        return None if kind == "string" else f"cannot restore slice from {kind}"
+    if go == "[]uint8":  # sliceFromUnstructured: json.Unmarshal of the string re-marshalled
+        if kind != "string":
+            return f"cannot restore slice from {kind}"
+        error = base64_error(value)
+        return None if error is None else f"error decoding from json: {error}"
     numeric = slot.type in _INT_RANGES or slot.type in ("double", "float")
     if (numeric and kind == "int64") or (slot.type in ("double", "float") and kind == "float64"):
         return None
