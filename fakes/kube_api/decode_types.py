@@ -39,6 +39,7 @@ from decimal import Decimal
 from functools import cache
 from typing import Any
 
+from kube_elevator.fakes.kube_api.errors import ApiError
 from kube_elevator.fakes.kube_api.go_base64 import base64_error
 from kube_elevator.fakes.kube_api.go_named_types import GO_NAMED
 from kube_elevator.fakes.kube_api.protobuf_wire import SCHEMA, Field, Message, message_for
@@ -219,6 +220,35 @@ def decode_error(api_version: str, kind: str, body: Any) -> str | None:
     except _Stop as stop:
         return str(stop)
     return decoder.saved
+
+
+def cannot_handle(kind: str, version: str, body: dict[str, Any]) -> str:
+    """transformDecodeError's words before a decoder's type error (handlers/rest.go): the kind
+    and version the decoder read, the request's own (`kind`, `version`) where the body names
+    none (the decoder's defaults); `kind` is the type decoded into."""
+    read_kind, api_version = body.get("kind"), body.get("apiVersion")
+    shown = read_kind if isinstance(read_kind, str) and read_kind else kind
+    if isinstance(api_version, str) and api_version:
+        version = api_version.rpartition("/")[2]
+    return f'{shown} in version "{version}" cannot be handled as a {kind}: '
+
+
+def patch_refusal(api_version: str, kind: str, patch_kind: str, patch: Any,
+                  patched: Any) -> ApiError | None:
+    """A patched object whose field has the wrong type: 422 on `patch` with no kind and no
+    name (k8s.io/apiserver handlers/patch.go: jsonPatcher decodes the patched JSON, keys
+    sorted, and shows it; smpPatcher converts the patched map and shows the patch `%+v`)."""
+    if patch_kind == "strategic":
+        wrong = converter_error(api_version, kind, patched)
+        shown = go_print(patch)
+    else:
+        wrong = decode_error(api_version, kind, json.loads(json.dumps(patched, sort_keys=True)))
+        shown = go_json(patched) if wrong is not None else ""
+    if wrong is None:
+        return None
+    why = f"Invalid value: {json.dumps(shown, ensure_ascii=False)}: {wrong}"
+    return ApiError(422, "Invalid", f' "" is invalid: patch: {why}', {"causes": [
+        {"reason": "FieldValueInvalid", "message": why, "field": "patch"}]})
 
 
 def _go_numbers(value: Any) -> Any:
@@ -415,5 +445,6 @@ def apply_type_errors(api_version: str, kind: str, config: Any) -> list[str]:
     return out
 
 
-__all__ = ["GoJsonDecoder", "Slot", "apply_type_errors", "converter_error", "decode_error",
-           "go_json", "go_print", "json_fields", "json_kind", "kind_slot"]
+__all__ = ["GoJsonDecoder", "Slot", "apply_type_errors", "cannot_handle", "converter_error",
+           "decode_error", "go_json", "go_print", "json_fields", "json_kind", "kind_slot",
+           "patch_refusal"]
