@@ -130,3 +130,18 @@ def test_a_claim_spec_change_quotes_the_spec_diff(core: client.CoreV1Api) -> Non
     assert [line for line in lines if line.startswith(("-", "+"))] == [
         '- \tAccessModes: []core.PersistentVolumeAccessMode{"ReadWriteOnce"},',
         '+ \tAccessModes: []core.PersistentVolumeAccessMode{"ReadWriteMany"},']
+
+
+def test_a_long_string_is_diffed_in_parts(core: client.CoreV1Api) -> None:
+    """go-cmp's report_slices.go: a changed string of 32 bytes or more on both sides prints as
+    `strings.Join({` its common part, the old and the new span, `}, "")`."""
+    body = pod("long-node")
+    body["spec"]["nodeName"] = "ip-10-0-1-23.us-west-2.compute.internal"
+    core.create_namespaced_pod(NS, body)
+    message = refusal(lambda: core.patch_namespaced_pod(
+        "long-node", NS, {"spec": {"nodeName": "ip-10-0-1-99.us-west-2.compute.internal"}}))
+    lines = squeezed(message.partition("\n")[2])
+    start = lines.index("  \tNodeName: strings.Join({")
+    assert lines[start + 1:start + 6] == [
+        '  \t\t"ip-10-0-1-",', '- \t\t"23",', '+ \t\t"99",',
+        '  \t\t".us-west-2.compute.internal",', '  \t}, ""),']

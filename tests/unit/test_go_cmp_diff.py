@@ -27,7 +27,8 @@ def test_a_changed_leaf_with_its_context() -> None:
                           "- \tTerminationGracePeriodSeconds: &30,",
                           "+ \tTerminationGracePeriodSeconds: &31,",
                           "  \tActiveDeadlineSeconds:         nil,"]
-    rest = len(SCHEMA["core.PodSpec"].fields) - 6  # 4 fields before the change, 2 after
+    # 4 fields before the change, 2 after; the internal PodSpec has no serviceAccount
+    rest = len(SCHEMA["core.PodSpec"].fields) - 1 - 6
     assert lines[-3:] == [f"  \t... // {rest} identical fields", "  }", ""]
 
 
@@ -45,3 +46,24 @@ def test_go_field_names() -> None:
                                        "gcePersistentDisk", "restartPolicy", "cephfs")] == [
         "DNSPolicy", "FSType", "HostPID", "NFS", "UID", "TTY", "GCEPersistentDisk",
         "RestartPolicy", "CephFS"]
+
+
+def test_long_strings_get_their_own_diff() -> None:
+    """report_slices.go: two strings of 32 bytes or more print as strings.Join of their
+    common and changed parts (as real servers print a changed command line)."""
+    old = {**SPEC, "nodeName": "ip-10-0-1-23.us-west-2.compute.internal"}
+    new = {**SPEC, "nodeName": "ip-10-0-1-99.us-west-2.compute.internal"}
+    lines = go_diff(old, new, "core.PodSpec").split("\n")
+    start = lines.index("  \tNodeName: strings.Join({")
+    assert lines[start + 1:start + 6] == ['  \t\t"ip-10-0-1-",', '- \t\t"23",', '+ \t\t"99",',
+                                          '  \t\t".us-west-2.compute.internal",', '  \t}, ""),']
+
+
+def test_a_long_unchanged_run_is_counted_in_bytes() -> None:
+    old = {**SPEC, "nodeName": "x" * 200 + "b"}
+    new = {**SPEC, "nodeName": "x" * 200 + "a"}
+    lines = go_diff(old, new, "core.PodSpec").split("\n")
+    start = lines.index("  \tNodeName: strings.Join({")
+    assert lines[start + 1] == "  \t\t... // 72 identical bytes"
+    assert lines[start + 2:start + 6] == ['  \t\t"' + "x" * 64 + '",'] * 2 + [
+        '- \t\t"b",', '+ \t\t"a",']

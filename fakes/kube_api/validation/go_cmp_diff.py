@@ -11,11 +11,15 @@ pointers, verbosity limits of 4 fields or elements per level in identical values
 changed ones) and report_text.go (one line while a list fits, else one record a line indented
 by tabs, keys aligned in runs).
 
+Strings of 32 bytes or more on both sides get report_slices.go's own diff (`strings.Join({`
+the common part, `-` the old span, `+` the new one `}, "")`), the changed span found as the
+span between the common prefix and suffix.
+
 Not reproduced: go-cmp picks a regular or a non-breaking space after each line's `-`/`+`/` `
 at random per process (so no caller can depend on the exact bytes; the fake always writes a
-regular space), its specialised diff of strings and numeric slices of 32 or more items, and
-its edit-script alignment of slices (elements here pair by index, the rest removed or
-inserted).
+regular space), its line-by-line diff of text of four lines or more and its chunked diff of
+numeric slices, and its edit-script alignment of slices (elements here pair by index, the
+rest removed or inserted) and of several changes within one long string.
 """
 
 from __future__ import annotations
@@ -30,6 +34,7 @@ IDENTICAL, REMOVED, INSERTED = 0x20, ord("-"), ord("+")  # diffUnknown is 0
 _CONTEXT_RECORDS = 2
 _MAX_COLUMN = 80
 _MAX_VERBOSITY_PRESET = 6
+_MIN_TEXT, _CHUNK = 32, 64  # report_slices.go: strings this long get their own diff
 
 
 # The text tree ------------------------------------------------------------------------------
@@ -322,12 +327,67 @@ def _length(text: Text | None) -> int:
     return len(_compact(text, 0)[0]) if text is not None else 0
 
 
+def _long_texts(node: Node, options: _Options) -> bool:
+    """CanFormatDiffSlice for strings: two differing strings of 32 bytes or more."""
+    x, y = node.x, node.y
+    return (options.mode == 0 and node.num_diff > 0 and x is not None and y is not None
+            and x.kind == "string" and y.kind == "string" and not x.leaf
+            and min(len(str(x.scalar).encode()), len(str(y.scalar).encode())) >= _MIN_TEXT)
+
+
+def _quote_bytes(chunk: bytes) -> Line:
+    try:
+        return Line(_quote(chunk.decode()))
+    except UnicodeDecodeError:  # a chunk cut inside a rune: strconv.Quote's \x escapes
+        return Line('"' + chunk.decode("utf-8", "backslashreplace") + '"')
+
+
+def _text_diff(node: Node) -> Text:
+    """FormatDiffSlice of single-line text: `strings.Join({"same", -"old", +"new", ...}, "")`
+    in chunks of 64 bytes, 128 bytes of context either side of a change. The change is the
+    span between the common prefix and suffix (go-cmp's edit script, whose identical runs of
+    16 bytes or less between edits it merges into them, comes to that for one change)."""
+    assert node.x is not None and node.y is not None
+    old, new = str(node.x.scalar).encode(), str(node.y.scalar).encode()
+    prefix = 0
+    while prefix < min(len(old), len(new)) and old[prefix] == new[prefix]:
+        prefix += 1
+    suffix = 0
+    while suffix < min(len(old), len(new)) - prefix and old[-1 - suffix] == new[-1 - suffix]:
+        suffix += 1
+    records: list[Record] = []
+
+    def chunks(data: bytes, mode: int) -> None:
+        for start in range(0, len(data), _CHUNK):
+            records.append(Record(mode, "", _quote_bytes(data[start:start + _CHUNK])))
+
+    def equal(data: bytes, first: bool, last: bool) -> None:
+        low = 0 if first else min(_CHUNK * _CONTEXT_RECORDS, len(data))
+        high = 0 if last else min(_CHUNK * _CONTEXT_RECORDS, len(data) - low)
+        if len(data) - (low + high) <= _CHUNK:
+            high = len(data) - low
+        chunks(data[:low], IDENTICAL)
+        if len(data) > low + high:
+            _append_ellipsis(records, Stats("byte", identical=len(data) - low - high))
+        chunks(data[len(data) - high:], IDENTICAL)
+
+    if prefix:
+        equal(old[:prefix], True, False)
+    chunks(old[prefix:len(old) - suffix], REMOVED)
+    chunks(new[prefix:len(new) - suffix], INSERTED)
+    if suffix:
+        equal(old[len(old) - suffix:], False, True)
+    return Wrap("strings.Join(", Wrap("{", Records(tuple(records)), "}"), ', "")')
+
+
 def format_diff(node: Node, options: _Options) -> Text | None:
     """FormatDiff: a compared pair as the reporter shows it in `options.mode`."""
     if options.mode == IDENTICAL:
         options = options.verbose(1)
     elif not options.limited or options.verbosity < 3:
         options = options.verbose(3)
+    if _long_texts(node, options):
+        return _text_diff(node)
     if node.max_depth == 0:
         if options.mode in (0, IDENTICAL) and node.num_diff == 0:
             shown_x, shown_y = format_value(node.x, options), format_value(node.y, options)
@@ -404,7 +464,9 @@ def _diff_list(node: Node, options: _Options) -> Wrap:
             pending = pending[equal:]
             continue
         for key, child in pending[:changed]:
-            if _is_flat(child):
+            if _long_texts(child, options):
+                records.append(Record(0, key_of(key), _text_diff(child)))
+            elif _is_flat(child):
                 shown_x, shown_y = _both_sides(child, options)
                 if shown_x is not None:
                     records.append(Record(REMOVED, key_of(key), shown_x))

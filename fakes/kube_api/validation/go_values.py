@@ -23,8 +23,10 @@ from kube_elevator.tasks.core.quantity import canonical_quantity, parse_quantity
 _INITIALISMS = frozenset({"api", "aws", "cidr", "csi", "dns", "fc", "fs", "gce", "grpc", "http",
                           "id", "ip", "ipc", "iqn", "nfs", "os", "pid", "rbd", "se", "tcp",
                           "tty", "udp", "uid", "url"})
-_IRREGULAR = {"cephfs": "CephFS", "iscsi": "ISCSI", "storageos": "StorageOS",
-              "serviceAccount": "DeprecatedServiceAccount", "wwids": "WWIDs"}
+_IRREGULAR = {"cephfs": "CephFS", "iscsi": "ISCSI", "storageos": "StorageOS", "wwids": "WWIDs"}
+# v1 fields the internal struct does not have (pkg/apis/core/types.go PodSpec: no
+# DeprecatedServiceAccount; conversion drops it).
+_V1_ONLY = frozenset({("core.PodSpec", "serviceAccount")})
 _SCALARS = {"string": "string", "bytes": "[]uint8", "int32": "int32", "int64": "int64",
             "uint32": "uint32", "uint64": "uint64", "bool": "bool", "double": "float64",
             "float": "float32"}
@@ -180,6 +182,8 @@ def struct_value(message: str, obj: dict[str, Any]) -> GoValue:
     """`obj` (a JSON object) as the Go struct `message` (`core.PodSpec`)."""
     fields: list[tuple[str, GoValue]] = []
     for spec in SCHEMA[message].fields:
+        if (message, spec.name) in _V1_ONLY:
+            continue
         if spec.inline and spec.type in SCHEMA:
             fields.append((spec.type.partition(".")[2], struct_value(spec.type, obj)))
         else:
