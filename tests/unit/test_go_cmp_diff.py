@@ -67,3 +67,19 @@ def test_a_long_unchanged_run_is_counted_in_bytes() -> None:
     assert lines[start + 1] == "  \t\t... // 72 identical bytes"
     assert lines[start + 2:start + 6] == ['  \t\t"' + "x" * 64 + '",'] * 2 + [
         '- \t\t"b",', '+ \t\t"a",']
+
+
+def test_a_quantity_prints_as_parse_quantity_leaves_it() -> None:
+    """apimachinery api/resource/quantity.go ParseQuantity: the int64 fast path keeps the
+    input as `s` only when it is already canonical (`500m`, `1Gi`; not `1000`, `128Mi`); a
+    changed request is a `-`/`+` pair of its map entry, the map's values without their type."""
+    def spec(cpu: str, memory: str) -> dict[str, Any]:
+        return {"containers": [{"name": "c", "image": "i", "resources": {
+            "requests": {"cpu": cpu, "memory": memory}}}]}
+    lines = go_diff(spec("500m", "128Mi"), spec("1000", "128Mi"), "core.PodSpec").split("\n")
+    changed = [line.split(":", 1) for line in lines if line.startswith(("-", "+"))]
+    assert [(key.strip(), value.strip()) for key, value in changed] == [
+        ('- \t\t\t\t\ts"cpu"', '{i: resource.int64Amount{value: 500, scale: -3}, s: "500m", '
+                                 'Format: "DecimalSI"},'),
+        ('+ \t\t\t\t\ts"cpu"', '{i: resource.int64Amount{value: 1000}, Format: "DecimalSI"},')]
+    assert any('s"memory": {i: {...}, Format: "BinarySI"}' in line for line in lines)

@@ -312,6 +312,8 @@ def format_value(value: GoValue | None, options: _Options) -> Text | None:
             name = _map_key(key, value.stringer_keys) if value.kind == "map" else key
             records.append(Record(0, name, shown))
         text = Wrap("{", Records(tuple(records)), "}")
+    elif value.kind == "stringer":  # a value with a String method: `s"..."`
+        return _format_string("s", str(value.scalar), options)
     elif value.kind == "bool":
         text = Line("true" if value.scalar else "false")
     elif value.kind == "string":

@@ -12,13 +12,15 @@ types embed it. The internal types the server compares print in package `core`.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field, replace
+from decimal import Context, Decimal
 from fractions import Fraction
 from typing import Any
 
 from kube_elevator.fakes.kube_api.go_named_types import GO_NAMED
 from kube_elevator.fakes.kube_api.protobuf_wire import SCHEMA, Field
-from kube_elevator.tasks.core.quantity import canonical_quantity, parse_quantity
+from kube_elevator.tasks.core.quantity import parse_quantity
 
 _INITIALISMS = frozenset({"api", "aws", "cidr", "csi", "dns", "fc", "fs", "gce", "grpc", "http",
                           "id", "ip", "ipc", "iqn", "nfs", "os", "pid", "rbd", "se", "tcp",
@@ -33,6 +35,7 @@ _SCALARS = {"string": "string", "bytes": "[]uint8", "int32": "int32", "int64": "
 _PACKAGES = {"core": "core", "meta": "v1", "resource": "resource", "intstr": "intstr",
              "runtime": "runtime", "apps": "apps", "policy": "policy"}
 _BINARY_SUFFIXES = ("Ki", "Mi", "Gi", "Ti", "Pi", "Ei")
+_QUANTITY_PARTS = re.compile(r"^(?P<sign>[+-]?)0*(?P<num>\d*)(?:\.(?P<denom>\d*))?(?P<suffix>.*)$")
 _DECIMAL_EXPONENTS = {"n": -9, "u": -6, "m": -3, "": 0, "k": 3, "M": 6, "G": 9, "T": 12,
                       "P": 15, "E": 18}
 
@@ -105,23 +108,48 @@ def _quantity_value(amount: Fraction, digits: int, scale: int, text: str, fmt: s
 
 
 def _quantity(value: Any) -> GoValue:
-    """resource.Quantity as fmt sees it: its int64Amount `i` (digits and a power of ten), its
-    cached canonical string `s`, its Format; compared by value (its Equal method)."""
-    text = str(value) if value is not None else ""
+    """resource.Quantity as fmt sees it, after ParseQuantity (apimachinery
+    api/resource/quantity.go): its int64Amount `i` (digits and a power of ten), the input
+    kept as `s` when it is already canonical, its Format; compared by value (its Equal)."""
+    text = str(value).strip() if value is not None else ""
     if not text:
         return _quantity_value(Fraction(0), 0, 0, "", "")
-    suffix = text.lstrip("+-0123456789.")
+    if text == "0":
+        return _quantity_value(Fraction(0), 0, 0, "0", "DecimalSI")
     amount = parse_quantity(text)
-    scale = 0
+    match = _QUANTITY_PARTS.match(text)
+    assert match is not None  # parse_quantity accepted it
+    sign, num, denom, suffix = match["sign"], match["num"] or "0", match["denom"] or "", \
+        match["suffix"]
     if suffix in _BINARY_SUFFIXES:
-        fmt = "BinarySI"
+        fmt, exponent = "BinarySI", 10 * (_BINARY_SUFFIXES.index(suffix) + 1)
+        scale, mantissa = 0, 1 << exponent
+        precision = 15 - len(num) - int(exponent * 3 / 10) - 1 if not denom else -1
     else:
-        fmt = "DecimalExponent" if suffix[:1] in ("e", "E") else "DecimalSI"
-        scale = _DECIMAL_EXPONENTS.get(suffix, 0)
-        while (amount * Fraction(10) ** -scale).denominator != 1:
-            scale -= 1
-    digits = int(amount * Fraction(10) ** -scale)
-    return _quantity_value(amount, digits, scale, canonical_quantity(text), fmt)
+        exponential = suffix[:1] in ("e", "E")
+        fmt = "DecimalExponent" if exponential else "DecimalSI"
+        exponent = int(suffix[1:]) if exponential else _DECIMAL_EXPONENTS.get(suffix, 0)
+        scale, mantissa = exponent, 1
+        precision = 18 - (len(num) + len(denom))  # maxInt64Factors
+    shifted = num + denom
+    scale -= len(denom)
+    digits = int(shifted) * mantissa
+    if precision >= 0 and scale >= -9 and digits < 1 << 63:  # the int64 fast path
+        if fmt == "BinarySI":
+            canonical = exponent % 10 == 0 and int(shifted) & 0x07 != 0
+        else:
+            canonical = scale % 3 == 0 and not shifted.endswith("000") and shifted[0] != "0"
+        return _quantity_value(amount, -digits if sign == "-" else digits, scale,
+                               text if canonical else "", fmt)
+    # the inf.Dec slow path: `d` holds the value (rounded up to nanos), printed by its String
+    nanos = -(-abs(amount) * 10**9 // 1) * (-1 if amount < 0 else 1)  # inf.RoundUp to 9
+    decimal = format(Decimal(int(nanos)).scaleb(-9, Context(prec=400)), "f")  # all 9 places
+    if fmt == "BinarySI" and 0 < abs(amount) < 1:
+        fmt = "DecimalSI"
+    return GoValue("struct", "resource.Quantity", leaf=True, compared=amount, items=(
+        ("d", GoValue("struct", "resource.infDecAmount", items=(
+            ("Dec", GoValue("stringer", "*inf.Dec", decimal)),))),
+        ("Format", GoValue("string", "resource.Format", fmt))))
 
 
 def _int_or_string(value: Any) -> GoValue:
