@@ -83,3 +83,15 @@ def test_a_quantity_prints_as_parse_quantity_leaves_it() -> None:
                                  'Format: "DecimalSI"},'),
         ('+ \t\t\t\t\ts"cpu"', '{i: resource.int64Amount{value: 1000}, Format: "DecimalSI"},')]
     assert any('s"memory": {i: {...}, Format: "BinarySI"}' in line for line in lines)
+
+
+def test_a_removed_element_is_one_removed_record() -> None:
+    """compareSlice's edit script: the elements around a removed one stay paired."""
+    tolerations = [{"key": k, "operator": "Exists"} for k in "abc"]
+    old = {**SPEC, "tolerations": tolerations}
+    new = {**SPEC, "tolerations": [tolerations[0], tolerations[2]]}
+    lines = go_diff(old, new, "core.PodSpec").split("\n")
+    start = lines.index("  \tTolerations: []core.Toleration{")
+    assert lines[start + 1:start + 5] == ['  \t\t{Key: "a", Operator: "Exists"},',
+                                          '- \t\t{Key: "b", Operator: "Exists"},',
+                                          '  \t\t{Key: "c", Operator: "Exists"},', "  \t},"]

@@ -18,8 +18,9 @@ span between the common prefix and suffix.
 Not reproduced: go-cmp picks a regular or a non-breaking space after each line's `-`/`+`/` `
 at random per process (so no caller can depend on the exact bytes; the fake always writes a
 regular space), its line-by-line diff of text of four lines or more and its chunked diff of
-numeric slices, and its edit-script alignment of slices (elements here pair by index, the
-rest removed or inserted) and of several changes within one long string.
+numeric slices, the exact edit script of its randomised search (elements here pair by an
+edit script of least cost, see `_edit_script`) and of several changes within one long
+string.
 """
 
 from __future__ import annotations
@@ -220,10 +221,8 @@ def compare(x: GoValue | None, y: GoValue | None) -> Node:
         assert x.elem is not None and y.elem is not None
         return _parent(x, y, [("", compare(x.elem, y.elem))])
     if x.kind == "slice":
-        size = max(len(x.items), len(y.items))
-        pairs = [(x.items[i][1] if i < len(x.items) else None,
-                  y.items[i][1] if i < len(y.items) else None) for i in range(size)]
-        return _parent(x, y, [("", compare(a, b)) for a, b in pairs])
+        return _parent(x, y, [("", node) for node in _edit_script(
+            [item for _, item in x.items], [item for _, item in y.items])])
     if x.kind == "map":
         left, right = dict(x.items), dict(y.items)
         return _parent(x, y, [(key, compare(left.get(key), right.get(key)))
@@ -232,6 +231,49 @@ def compare(x: GoValue | None, y: GoValue | None) -> Node:
         return _parent(x, y, [(name, compare(a, b))
                               for (name, a), (_, b) in zip(x.items, y.items, strict=True)])
     return _leaf(x, y, x.scalar == y.scalar)
+
+
+def _edit_script(xs: list[GoValue], ys: list[GoValue]) -> list[Node]:
+    """compareSlice's records: the elements paired by an edit script of least cost, an equal
+    pair free, a similar one (diff.Result.Similar: NumSame+1 >= NumDiff) modified at 1, an
+    element removed or inserted at 1; ties keep a pair, then remove before inserting.
+    (go-cmp's diff.Difference searches for such a script greedily, from a corner it picks at
+    random; for one change in a short list both agree.)"""
+    pairs: dict[tuple[int, int], Node] = {}
+
+    def paired(i: int, j: int) -> Node:
+        if (i, j) not in pairs:
+            pairs[(i, j)] = compare(xs[i], ys[j])
+        return pairs[(i, j)]
+
+    n, m = len(xs), len(ys)
+    cost = [[0] * (m + 1) for _ in range(n + 1)]
+    for i in range(n, -1, -1):
+        for j in range(m, -1, -1):
+            if i == n or j == m:
+                cost[i][j] = (n - i) + (m - j)
+                continue
+            node = paired(i, j)
+            step = 0 if node.num_diff == 0 else 1 if node.num_same + 1 >= node.num_diff else None
+            best = min(1 + cost[i + 1][j], 1 + cost[i][j + 1])
+            cost[i][j] = min(best, step + cost[i + 1][j + 1]) if step is not None else best
+    records: list[Node] = []
+    i = j = 0
+    while i < n or j < m:
+        if i < n and j < m:
+            node = paired(i, j)
+            step = 0 if node.num_diff == 0 else 1 if node.num_same + 1 >= node.num_diff else None
+            if step is not None and cost[i][j] == step + cost[i + 1][j + 1]:
+                records.append(node)
+                i, j = i + 1, j + 1
+                continue
+        if i < n and cost[i][j] == 1 + cost[i + 1][j]:
+            records.append(compare(xs[i], None))
+            i += 1
+        else:
+            records.append(compare(None, ys[j]))
+            j += 1
+    return records
 
 
 # Formatting ----------------------------------------------------------------------------------
