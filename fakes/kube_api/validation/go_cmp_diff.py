@@ -29,154 +29,28 @@ import json
 from dataclasses import dataclass, replace
 from typing import Any
 
+from kube_elevator.fakes.kube_api.validation.go_cmp_text import (
+    ELLIPSIS,
+    IDENTICAL,
+    INSERTED,
+    NIL,
+    REMOVED,
+    Line,
+    Record,
+    Records,
+    Stats,
+    Text,
+    Wrap,
+    append_ellipsis,
+    compact,
+    expanded,
+    indent,
+)
 from kube_elevator.fakes.kube_api.validation.go_values import GoValue, struct_value
 
-IDENTICAL, REMOVED, INSERTED = 0x20, ord("-"), ord("+")  # diffUnknown is 0
 _CONTEXT_RECORDS = 2
-_MAX_COLUMN = 80
 _MAX_VERBOSITY_PRESET = 6
 _MIN_TEXT, _CHUNK = 32, 64  # report_slices.go: strings this long get their own diff
-
-
-# The text tree ------------------------------------------------------------------------------
-
-@dataclass(frozen=True)
-class Line:
-    text: str
-
-
-@dataclass(frozen=True)
-class Wrap:
-    prefix: str
-    value: Text
-    suffix: str = ""
-
-
-@dataclass(frozen=True)
-class Stats:
-    """diffStats: what an ellipsis stands for."""
-
-    name: str
-    identical: int = 0
-    removed: int = 0
-    inserted: int = 0
-    modified: int = 0
-
-    def __add__(self, other: Stats) -> Stats:
-        return Stats(self.name, self.identical + other.identical, self.removed + other.removed,
-                     self.inserted + other.inserted, self.modified + other.modified)
-
-    def __str__(self) -> str:
-        counts = [(n, label) for n, label in ((self.identical, "identical"),
-                                               (self.removed, "removed"),
-                                               (self.inserted, "inserted"),
-                                               (self.modified, "modified")) if n > 0]
-        total = sum(n for n, _ in counts)
-        name = self.name + "s" if total > 1 else self.name
-        if name.endswith("ys"):
-            name = name[:-2] + "ies"  # entrys -> entries
-        parts = [f"{n} {label}" for n, label in counts]
-        if len(parts) <= 2:
-            return " and ".join(parts) + " " + name
-        return ", ".join(parts[:-1]) + ", and " + parts[-1] + " " + name
-
-
-@dataclass(frozen=True)
-class Record:
-    diff: int
-    key: str
-    value: Text
-    elide_comma: bool = False
-    comment: Stats | None = None
-
-
-@dataclass(frozen=True)
-class Records:
-    items: tuple[Record, ...]
-
-
-Text = Line | Wrap | Records
-_NIL, _ELLIPSIS = Line("nil"), Line("...")
-
-
-def _append_ellipsis(records: list[Record], stats: Stats | None) -> None:
-    if records and records[-1].value == _ELLIPSIS:
-        last = records[-1]
-        if stats is not None:
-            merged = stats if last.comment is None else last.comment + stats
-            records[-1] = replace(last, comment=merged)
-        return
-    records.append(Record(0, "", _ELLIPSIS, elide_comma=True, comment=stats))
-
-
-def _compact(text: Text, mode: int) -> tuple[str, Text]:
-    """formatCompactTo: the one-line form, and the node with what fits on a line collapsed."""
-    if isinstance(text, Line):
-        return text.text, text
-    if isinstance(text, Wrap):
-        inner, node = _compact(text.value, mode)
-        line = text.prefix + inner + text.suffix
-        return line, (Line(line) if isinstance(node, Line) else Wrap(text.prefix, node,
-                                                                      text.suffix))
-    parts: list[str] = []
-    items: list[Record] = []
-    multi_line = False
-    for record in text.items:
-        multi_line |= record.diff in (REMOVED, INSERTED) or record.comment is not None
-        line, node = _compact(record.value, mode | record.diff)
-        multi_line |= not isinstance(node, Line)
-        parts.append((record.key + ": " if record.key else "") + line)
-        items.append(replace(record, value=node))
-    line = ", ".join(parts)
-    if mode in (REMOVED, INSERTED) and len(line.encode()) > _MAX_COLUMN:
-        multi_line = True
-    return line, (Records(tuple(items)) if multi_line else Line(line))
-
-
-def _indent(depth: int, mode: int) -> str:
-    return {REMOVED: "- ", INSERTED: "+ "}.get(mode, "  ") + "\t" * depth
-
-
-def _key_padding(items: tuple[Record, ...]) -> list[int]:
-    """alignLens: keys of consecutive one-line records padded to the longest of the run."""
-    pads = [0] * len(items)
-    start, longest = 0, 0
-    for index, record in enumerate((*items, Record(0, "", Records(())))):
-        if record.key == "" or not isinstance(record.value, Line):
-            for j in range(start, index):
-                pads[j] = longest - len(items[j].key)
-            start, longest = index + 1, 0
-        else:
-            longest = max(longest, len(record.key))
-    return pads
-
-
-def _expanded(text: Text, mode: int, depth: int) -> str:
-    """formatExpandedTo."""
-    if isinstance(text, Line):
-        return text.text
-    if isinstance(text, Wrap):
-        return text.prefix + _expanded(text.value, mode, depth) + text.suffix
-    items = text.items
-    if items and all(r.diff == 0 and not r.key and isinstance(r.value, Line)
-                     and r.comment is None for r in items):
-        out, batch = "", ""
-        for record in items:  # a list of plain values, batched up to 80 columns a line
-            assert isinstance(record.value, Line)
-            if batch and len(batch) + len(record.value.text) + 2 > _MAX_COLUMN:
-                out += "\n" + _indent(depth + 1, mode) + batch.rstrip(" ")
-                batch = ""
-            batch += record.value.text + ", "
-        out += "\n" + _indent(depth + 1, mode) + batch.rstrip(" ")
-        return out + "\n" + _indent(depth, mode)
-    out = ""
-    for record, pad in zip(items, _key_padding(items), strict=True):
-        here = mode | record.diff
-        out += "\n" + _indent(depth + 1, here) + (record.key + ": " if record.key else "")
-        out += " " * pad + _expanded(record.value, here, depth + 1)
-        out += "" if record.elide_comma else ","
-        out += f" // {record.comment}" if record.comment is not None else ""
-    return out + "\n" + _indent(depth, mode)
 
 
 # What cmp compared ---------------------------------------------------------------------------
@@ -310,7 +184,7 @@ def _format_type(value: GoValue, text: Text, options: _Options) -> Text:
     if options.types == "elide":
         return text
     if options.types == "auto" and (value.kind not in ("struct", "slice", "map")
-                                    or text == _NIL or options.mode == IDENTICAL):
+                                    or text == NIL or options.mode == IDENTICAL):
         return text
     if isinstance(text, Wrap) and text.prefix.startswith(("{", "(")) and \
             text.suffix.endswith(("}", ")")):
@@ -328,14 +202,14 @@ def format_value(value: GoValue | None, options: _Options) -> Text | None:
         return None
     if value.kind == "ptr":
         if value.nil:
-            return _NIL
+            return NIL
         inner = format_value(value.elem, options)
         assert inner is not None
         return Wrap("&", inner)  # the pointed-to value prints the type
     text: Text
     if value.kind in ("struct", "slice", "map"):
         if value.nil:
-            return _format_type(value, _NIL, options)
+            return _format_type(value, NIL, options)
         limit = len(value.items)
         child = options
         if options.limited:
@@ -347,7 +221,7 @@ def format_value(value: GoValue | None, options: _Options) -> Text | None:
             if value.kind == "struct" and item.zero:
                 continue
             if len(records) == limit:
-                _append_ellipsis(records, None)
+                append_ellipsis(records, None)
                 break
             shown = format_value(item, child)
             assert shown is not None
@@ -368,7 +242,7 @@ def format_value(value: GoValue | None, options: _Options) -> Text | None:
 
 
 def _length(text: Text | None) -> int:
-    return len(_compact(text, 0)[0]) if text is not None else 0
+    return len(compact(text, 0)[0]) if text is not None else 0
 
 
 def _long_texts(node: Node, options: _Options) -> bool:
@@ -412,7 +286,7 @@ def _text_diff(node: Node) -> Text:
             high = len(data) - low
         chunks(data[:low], IDENTICAL)
         if len(data) > low + high:
-            _append_ellipsis(records, Stats("byte", identical=len(data) - low - high))
+            append_ellipsis(records, Stats("byte", identical=len(data) - low - high))
         chunks(data[len(data) - high:], IDENTICAL)
 
     if prefix:
@@ -482,7 +356,7 @@ def _diff_list(node: Node, options: _Options) -> Wrap:
             if shown is not None:
                 records.append(Record(0, key_of(key), shown))
         if dropped:
-            _append_ellipsis(records, None)
+            append_ellipsis(records, None)
         return Wrap("{", Records(tuple(records)), "}")
     groups = _groups(name, node.records)
     pending = list(node.records)
@@ -502,7 +376,7 @@ def _diff_list(node: Node, options: _Options) -> Wrap:
             for key, child in pending[:low]:
                 records.append(Record(0, key_of(key), _shown(format_diff(child, same))))
             if equal > low + high:
-                _append_ellipsis(records, Stats(name, identical=equal - low - high))
+                append_ellipsis(records, Stats(name, identical=equal - low - high))
             for key, child in pending[equal - high:equal]:
                 records.append(Record(0, key_of(key), _shown(format_diff(child, same))))
             pending = pending[equal:]
@@ -521,7 +395,7 @@ def _diff_list(node: Node, options: _Options) -> Wrap:
         pending = pending[changed:]
         differing += changed
     if skipped != Stats(name):
-        _append_ellipsis(records, skipped)
+        append_ellipsis(records, skipped)
     return Wrap("{", Records(tuple(records)), "}")
 
 
@@ -543,7 +417,7 @@ def _both_sides(node: Node, options: _Options) -> tuple[Text | None, Text | None
 
 
 def _shown(text: Text | None) -> Text:
-    return text if text is not None else _ELLIPSIS
+    return text if text is not None else ELLIPSIS
 
 
 def _groups(name: str, records: tuple[tuple[str, Node], ...]) -> list[Stats]:
@@ -574,7 +448,7 @@ def cmp_diff(old: GoValue, new: GoValue) -> str:
         return ""
     text = format_diff(root, _Options())
     assert text is not None
-    return _indent(0, 0) + _expanded(_compact(text, 0)[1], 0, 0) + "\n"
+    return indent(0, 0) + expanded(compact(text, 0)[1], 0, 0) + "\n"
 
 
 def go_diff(old: Any, new: Any, message: str) -> str:
