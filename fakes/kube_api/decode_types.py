@@ -96,8 +96,9 @@ _SPECIAL = _TEXT_TYPES | _ANY_TYPES | {_QUANTITY, _INT_OR_STRING}
 
 @cache
 def json_fields(message: str) -> dict[str, Slot]:
-    """A message's fields' slots by JSON name, its inlined structs' merged in; in Go struct
-    order."""
+    """A message's fields' slots by JSON name, its inlined structs' merged in; in the
+    descriptors' field-number order (which is the Go struct's for most messages, not all:
+    core.PodSpec's initContainers is number 20)."""
     out: dict[str, Slot] = {}
     for field in SCHEMA[message].fields:
         if field.inline and field.type in SCHEMA:
@@ -290,7 +291,8 @@ def _reflect_type(value: Any) -> str:
 
 
 def _convert(value: Any, slot: Slot) -> str | None:
-    """fromUnstructured's first error for `value` into `slot` (struct fields in Go order)."""
+    """fromUnstructured's first error for `value` into `slot` (struct fields in the
+    descriptors' order, json_fields)."""
     if value is None:
         return None
     if slot.kind == "struct":
