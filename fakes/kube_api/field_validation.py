@@ -40,10 +40,9 @@ import yaml
 
 from kube_elevator.fakes.kube_api.decode_types import (
     apply_type_errors,
-    converter_error,
+    cannot_handle,
     decode_error,
-    go_json,
-    go_print,
+    patch_refusal,
 )
 from kube_elevator.fakes.kube_api.errors import ApiError, BadRequest
 from kube_elevator.fakes.kube_api.field_schema import FieldType, kind_type, struct_fields
@@ -297,22 +296,11 @@ class FieldCheck:
         return pruned if isinstance(pruned, dict) else obj
 
     def _patch_types(self, obj: Obj) -> None:
-        """A patched object whose field has the wrong type: 422 on `patch` with no kind and
-        no name (patch.go: jsonPatcher decodes the patched JSON, smpPatcher converts the
-        patched map; decode_types.py words each)."""
-        rt = self.rt
-        if self.patch_kind == "strategic":
-            wrong = converter_error(rt.api_version, rt.kind, obj)
-            shown = go_print(self.patch)
-        else:
-            ordered = orjson.loads(orjson.dumps(obj, option=orjson.OPT_SORT_KEYS))
-            wrong = decode_error(rt.api_version, rt.kind, ordered)
-            shown = go_json(obj) if wrong is not None else ""
-        if wrong is None:
-            return
-        why = f"Invalid value: {json.dumps(shown, ensure_ascii=False)}: {wrong}"
-        raise ApiError(422, "Invalid", f' "" is invalid: patch: {why}', {"causes": [
-            {"reason": "FieldValueInvalid", "message": why, "field": "patch"}]})
+        """A patched object whose field has the wrong type (decode_types.patch_refusal)."""
+        refusal = patch_refusal(self.rt.api_version, self.rt.kind, self.patch_kind, self.patch,
+                                obj)
+        if refusal is not None:
+            raise refusal
 
     def apply_body(self, raw: bytes, config: Any, namespace: str, name: str) -> None:
         """Server-side apply: the configuration's YAML duplicates per the directive, then its
@@ -369,13 +357,7 @@ def _decode_prefix(rt: ResourceType, body: dict[str, Any], raw: bytes) -> str:
 
 
 def _type_prefix(rt: ResourceType, body: dict[str, Any]) -> str:
-    """transformDecodeError's words for a decode that failed: the kind and version the
-    decoder read, the request's own where the body names none (the decoder's defaults)."""
-    kind, api_version = body.get("kind"), body.get("apiVersion")
-    kind = kind if isinstance(kind, str) and kind else rt.kind
-    version = api_version.rpartition("/")[2] if isinstance(api_version, str) and api_version \
-        else rt.version
-    return f'{kind} in version "{version}" cannot be handled as a {rt.kind}: '
+    return cannot_handle(rt.kind, rt.version, body)
 
 
 def _parse_json(raw: bytes, *, pairs: bool) -> Any:

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 
 from kube_elevator.fakes.kube_api.admission import admitted
 from kube_elevator.fakes.kube_api.defaulting import api_defaulted, pod_qos_class
+from kube_elevator.fakes.kube_api.go_base64 import with_canonical_bytes
 from kube_elevator.fakes.kube_api.resources import Obj, ResourceType
 from kube_elevator.fakes.kube_api.validation import validate
 
@@ -30,8 +31,8 @@ class WriteLayers:
             return new
         # The server decodes into Go structs: a JSON null is the zero value, which defaulting
         # then fills (`terminationMessagePolicy: null` is stored as "File"), and is not written
-        # back (omitempty).
-        decoded = _without_nulls(new)
+        # back (omitempty); a []byte is written back in canonical base64.
+        decoded = with_canonical_bytes(rt.plural, _without_nulls(new))
         stored = api_defaulted(rt.plural, decoded) if self.defaulting else new
         if old is None:
             if self.admission_defaults:
