@@ -333,7 +333,8 @@ class KubeHttp(KubeAccess):
                 query.get("fieldSelector", ""), options))
         # Field validation (field_validation.py): after decoding, before the store's
         # defaulting and validation; None when switched off or not a checked write.
-        fields = field_check(rt, verb, sub, query) if self.field_validation else None
+        fields = field_check(rt, verb, sub, query, self._crd_schema(rt)) \
+            if self.field_validation else None
         if fields is not None:
             request.state.field_warnings = fields.warnings
             raw = await request.body()

@@ -256,7 +256,10 @@ class KubeStore:
             meta["namespace"] = ns
         else:
             meta.pop("namespace", None)
-        if meta.get("resourceVersion"):
+        # etcd3 store.go Create refuses a resourceVersion it can parse as a non-zero number
+        # (APIObjectVersioner.ObjectResourceVersion); one it cannot parse is dropped.
+        given_rv = str(meta.pop("resourceVersion", "") or "")
+        if given_rv.isdigit() and int(given_rv) != 0:
             raise ApiError(500, "InternalError", "Internal error occurred: resourceVersion "
                            "should not be set on objects to be created")
         if (ns, name) in coll.objects:

@@ -40,6 +40,15 @@ class CrdSchemaLayers(KubeSubresources):
             schemas = cache[rec.raw] = version_schemas(_load(rec))
         return schemas.get(rt.version) or next(iter(schemas.values()), None)
 
+    def _crd_schema(self, rt: ResourceType) -> Obj | None:
+        """A custom resource's `openAPIV3Schema` for field validation (None: a built-in kind,
+        no schema, or the layers switched off)."""
+        if not rt.custom or not self.crd_schema_layers:
+            return None
+        with self._lock:
+            vs = self._schema_of(rt)
+        return vs.schema if vs is not None else None
+
     def _crd_refused(self, crd: Obj) -> None:
         """Raise the 422 apiextensions answers a CRD whose schemas are not accepted."""
         if self.crd_schema_layers:
