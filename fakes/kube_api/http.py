@@ -174,7 +174,8 @@ class KubeHttp(KubeAccess):
             (route.name is None and verb == "create")
             or (route.name is not None and route.subresource is None and verb != "create")
             or (route.subresource == "eviction" and verb == "create")
-            or (route.subresource in ("scale", "status") and verb in ("update", "patch"))
+            or (route.subresource in ("scale", "status", "ephemeralcontainers")
+                and verb in ("update", "patch"))
         )
         if not allowed:
             raise ApiError(405, "MethodNotAllowed",

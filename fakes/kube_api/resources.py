@@ -85,7 +85,8 @@ RESOURCES: dict[str, ResourceType] = {
     rt.plural: rt
     for rt in (
         ResourceType(
-            "pods", "pod", "Pod", "", "v1", True, ("po",), ("all",), ("eviction", "status"),
+            "pods", "pod", "Pod", "", "v1", True, ("po",), ("all",),
+            ("eviction", "status", "ephemeralcontainers"),
             (*_META_FIELDS, "spec.nodeName", "spec.restartPolicy", "spec.schedulerName",
              "spec.serviceAccountName", "spec.hostNetwork", "status.phase", "status.podIP",
              "status.nominatedNodeName"),

@@ -56,6 +56,10 @@ from kube_elevator.fakes.kube_api.resources import (
     Obj,
     ResourceType,
 )
+from kube_elevator.fakes.kube_api.validation.ephemeral import (
+    SUBRESOURCE as EPHEMERAL_CONTAINERS,
+)
+from kube_elevator.fakes.kube_api.validation.ephemeral import with_ephemeral_containers
 from kube_elevator.fakes.kube_api.validation.meta_update import (
     resource_invalid,
     unconditional_update_errors,
@@ -160,7 +164,7 @@ class KubeStore:
         return rec
 
     def _write(self, rt: ResourceType, key: Key, old: Obj | None, new: Obj, *,
-               in_process: bool = False) -> _Rec:
+               in_process: bool = False, subresource: str | None = None) -> _Rec:
         """Store `new` with a new resourceVersion and tell the watches.
 
         `old` is the parsed current object (None on create).  Only `new` itself and its
@@ -174,7 +178,8 @@ class KubeStore:
         if rt.custom:  # the CRD schema layers: prune, default, validate (crd_schema/)
             new = self._custom_admitted(rt, key[1], old, new)
         else:  # the built-in kinds' layers: defaults, admission, validation (write_path.py)
-            new = self.layers.apply(rt, old, new, in_process=in_process)
+            new = self.layers.apply(rt, old, new, in_process=in_process,
+                                    subresource=subresource)
         if rt.plural == "poddisruptionbudgets":
             _check_pdb(rt, key[1], new)
         elif rt.plural == "events":
@@ -298,6 +303,8 @@ class KubeStore:
         custom resource with a status subresource a main write changes everything else."""
         if subresource == "status":
             return {**old, "status": new.get("status")}
+        if subresource == EPHEMERAL_CONTAINERS:
+            return with_ephemeral_containers(old, new)
         if _status_apart(rt) and not seeding:
             kept = _without(new, "status")
             if "status" in old:
@@ -336,7 +343,8 @@ class KubeStore:
             {k: v for k, v in meta.items() if k != "namespace"}
         new = self._kept_apart(rt, old, new, subresource, seeding)
         track_update(old, new, manager, rt.api_version, subresource or "", _now())
-        return self._write(rt, (ns, name), old, new, in_process=seeding), False
+        return self._write(rt, (ns, name), old, new, in_process=seeding,
+                           subresource=subresource), False
 
     def _patch(self, rt: ResourceType, ns: str, name: str, kind: str, patch: Any,
                subresource: str | None = None, manager: str = IN_PROCESS_MANAGER, *,
@@ -369,7 +377,8 @@ class KubeStore:
                              "the request")
         new = self._kept_apart(rt, old, _strip_kind(patched), subresource, seeding)
         track_update(old, new, manager, rt.api_version, subresource or "", _now())
-        return self._write(rt, (ns, name), old, new, in_process=seeding)
+        return self._write(rt, (ns, name), old, new, in_process=seeding,
+                           subresource=subresource)
 
     def _apply(self, rt: ResourceType, ns: str, name: str, config: Any, manager: str,
                force: bool, subresource: str | None = None) -> tuple[_Rec, bool]:

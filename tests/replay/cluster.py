@@ -84,9 +84,12 @@ class RunningCluster:
 
 @contextmanager
 def fake_cluster_process(folder: Path) -> Iterator[RunningCluster]:
-    """`elevator fake-cluster --kubeconfig-out FOLDER/kubeconfig.yaml` until the block ends."""
+    """`elevator fake-cluster` (its kubeconfig in FOLDER) until the block ends."""
     kubeconfig = folder / "kubeconfig.yaml"
-    process = subprocess.Popen([*_elevator(), "fake-cluster", "--kubeconfig-out", str(kubeconfig)],
+    # As upstream's integration servers run (test/integration/framework
+    # DefaultTestServerFlags: --disable-admission-plugins=ServiceAccount).
+    process = subprocess.Popen([*_elevator(), "fake-cluster", "--kubeconfig-out", str(kubeconfig),
+                                "--disable-admission-plugins", "ServiceAccount"],
                                cwd=folder, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                text=True)
     try:

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from tests.replay import cases_field_validation
+from tests.replay import cases_field_validation, cases_pods
 from tests.replay.model import LAYERS, Case
 
-CASES: list[Case] = [*cases_field_validation.CASES]
+CASES: list[Case] = [*cases_field_validation.CASES, *cases_pods.CASES]
 
 THRESHOLD_PERCENT = 95.0
 
