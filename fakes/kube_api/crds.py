@@ -24,6 +24,7 @@ from kube_elevator.fakes.kube_api.objects import (
     _DUMP,
     _add_custom_tables,
     _Collection,
+    _drop_custom_tables,
     _Event,
     _load,
     _metadata,
@@ -190,7 +191,7 @@ class CrdStore(CrdSchemaLayers):
             else:
                 try:
                     for rt in types:
-                        _add_custom_tables(rt)
+                        _add_custom_tables(rt, id(self))
                 except ValueError as exc:
                     conflict = str(exc)
         if storage is not None and not conflict:
@@ -272,4 +273,6 @@ class CrdStore(CrdSchemaLayers):
             watcher.closed = True
             watcher.wake()
         del self._types[plural]
+        for rt in types:
+            _drop_custom_tables(rt, id(self))
         self._unroute(plural, group)

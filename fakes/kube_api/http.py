@@ -14,6 +14,7 @@ from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 
 from kube_elevator.fakes.kube_api.access import KubeAccess
+from kube_elevator.fakes.kube_api.crd_schema.type_meta import check_type_meta
 from kube_elevator.fakes.kube_api.delete_collection import delete_collection
 from kube_elevator.fakes.kube_api.errors import _REASONS, ApiError, BadRequest, _details, status_body
 from kube_elevator.fakes.kube_api.field_validation import field_check, warning_header
@@ -327,6 +328,9 @@ class KubeHttp(KubeAccess):
         content_type = content_type.split(";")[0].strip().lower()
         body = await (_apply_body(request) if content_type == APPLY_PATCH
                       else self._body(request, rt, verb))
+        if rt.custom and verb in ("create", "update") and isinstance(body, dict) \
+                and self.crd_schema_layers:
+            check_type_meta(rt, body)  # crd_schema/type_meta.py
         if verb == "deletecollection":
             options = body if isinstance(body, dict) else {}
             return self._json(delete_collection(

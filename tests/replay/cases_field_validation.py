@@ -12,13 +12,15 @@ more verb than arguments); it is sent as is.
 
 One adaptation: upstream's two CRDs share the plural `noxus` (in two groups); the fake keys
 custom resources by plural alone, so the schemaless one is `schemalessnoxus` here, and that
-limit is one case of its own in cases_crd_validation.py (a strict xfail), not 24.
+limit is one case of its own in cases_crd_validation.py (a strict xfail), not 24. Each case
+starts from its CRD made afresh (crd_fixtures.fresh).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from tests.replay.crd_fixtures import fresh
 from tests.replay.model import FIELD_VALIDATION, Case, Expect, Request
 
 SOURCE = "test/integration/apiserver/field_validation_test.go"
@@ -185,14 +187,12 @@ def _write_cases(verb: str, schemaless: bool) -> list[Case]:
             make = invalid_json if encoding == "json" else invalid_yaml
             content_type = "application/json" if encoding == "json" else "application/yaml"
             query = {"fieldValidation": directive} if directive else {}
-            install = Request("POST", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions",
-                              crd, tolerate=(409,))
             if verb == "Post":
-                steps = (install, Request("POST", collection,
-                                          make(api_version, name, "%!s(MISSING)"),
-                                          content_type, query))
+                steps = (*fresh(crd, None), Request("POST", collection,
+                                                    make(api_version, name, "%!s(MISSING)"),
+                                                    content_type, query))
             else:
-                steps = (install,
+                steps = (*fresh(crd, None),
                          Request("POST", collection, valid_json(api_version, name)),
                          Request("PUT", f"{collection}/{name}", make(api_version, name, "{rv}"),
                                  content_type, query))
@@ -221,13 +221,11 @@ def _apply_cases(update: bool, schemaless: bool) -> list[Case]:
         name = (f"apply-{'update' if update else 'create'}-crd"
                 f"{'-schemaless' if schemaless else ''}-{word}")
         query = {"fieldManager": "mgr", **({"fieldValidation": directive} if directive else {})}
-        install = Request("POST", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions",
-                          crd, tolerate=(409,))
         apply = Request("PATCH", f"{collection}/{name}", apply_invalid(api_version, name),
                         "application/apply-patch+yaml", query)
-        steps: tuple[Request, ...] = (install, apply)
+        steps: tuple[Request, ...] = (*fresh(crd, None), apply)
         if update:
-            steps = (install, Request("PATCH", f"{collection}/{name}",
+            steps = (*fresh(crd, None), Request("PATCH", f"{collection}/{name}",
                                       apply_valid(api_version, name),
                                       "application/apply-patch+yaml", query), apply)
         ok = 200 if update else 201

@@ -79,7 +79,7 @@ class RunningCluster:
                                 f"{answer.status}: {answer.body!r}"[:600]]
             resource_version = answer.resource_version or resource_version
         answer = self.send(case.steps[-1], resource_version)
-        return answer, differences(case.expect, answer)
+        return answer, differences(case.expect, answer, resource_version)
 
 
 @contextmanager

@@ -64,6 +64,7 @@ class Expect:
     warnings: tuple[str, ...] | None = None  # exactly these, in order
     fields: Mapping[str, Any] = field(default_factory=dict)  # dotted path -> value/ABSENT
     names: frozenset[str] | None = None  # the names in a list answer
+    resource_version_kept: bool = False  # the answer keeps the previous step's version
     exit_code: int | None = None  # kubectl
     output_contains: tuple[str, ...] = ()  # kubectl: stdout + stderr
 
@@ -108,9 +109,12 @@ def lookup(obj: Any, path: str) -> Any:
     return current
 
 
-def differences(expect: Expect, answer: Answer) -> list[str]:
+def differences(expect: Expect, answer: Answer, previous_version: str = "") -> list[str]:
     """How the answer differs from what upstream asserts (empty: they agree)."""
     found: list[str] = []
+    if expect.resource_version_kept and answer.resource_version != previous_version:
+        found.append(f"resourceVersion {answer.resource_version!r}, upstream kept "
+                     f"{previous_version!r}")
     body = answer.body if isinstance(answer.body, dict) else {}
     if expect.status is not None and answer.status != expect.status:
         found.append(f"status {answer.status}, upstream {expect.status}")

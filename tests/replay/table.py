@@ -4,10 +4,16 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from tests.replay import cases_field_validation, cases_pods
+from tests.replay import (
+    cases_crd_defaults,
+    cases_crd_validation,
+    cases_field_validation,
+    cases_pods,
+)
 from tests.replay.model import LAYERS, Case
 
-CASES: list[Case] = [*cases_field_validation.CASES, *cases_pods.CASES]
+CASES: list[Case] = [*cases_field_validation.CASES, *cases_pods.CASES,
+                     *cases_crd_validation.CASES, *cases_crd_defaults.CASES]
 
 THRESHOLD_PERCENT = 95.0
 

@@ -16,7 +16,7 @@ from typing import Any
 from kube_elevator.fakes.kube_api.crd_schema.cel import cel_errors, has_rules, rule_errors
 from kube_elevator.fakes.kube_api.crd_schema.defaulting import defaulted, has_defaults
 from kube_elevator.fakes.kube_api.crd_schema.field_errors import FieldError, invalid
-from kube_elevator.fakes.kube_api.crd_schema.pruning import pruned
+from kube_elevator.fakes.kube_api.crd_schema.pruning import meta_pruned, pruned
 from kube_elevator.fakes.kube_api.crd_schema.structural import structural_errors
 from kube_elevator.fakes.kube_api.crd_schema.validate import validation_errors
 from kube_elevator.fakes.kube_api.errors import ApiError
@@ -83,7 +83,7 @@ def _at(obj: Any, path: str) -> Any:
 def admitted(vs: VersionSchema, kind: str, group: str, name: str, obj: Obj,
              old: Obj | None) -> Obj:
     """`obj` as stored: pruned and defaulted; raises the 422 when it breaks its schema."""
-    out: Obj = pruned(obj, vs.schema, root=True)
+    out: Obj = meta_pruned(pruned(obj, vs.schema, root=True), vs.schema, root=True)
     # Defaults, and nulls the schema does not allow dropped (PruneNonNullableNullsWithoutDefaults
     # runs with the pruning in the decoder: a null is dropped, not refused).
     out = defaulted(out, vs.schema)
