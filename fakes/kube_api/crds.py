@@ -59,6 +59,11 @@ def crd_types(crd: Obj) -> list[ResourceType]:
     if not versions:
         raise Invalid(CRDS, name, "spec.versions", "FieldValueRequired",
                       "Required value: must have exactly one version marked as storage version")
+    # Field selectors (selectableFields, CustomResourceFieldSelectors GA in 1.32): the fake's
+    # field tables are one per plural, so every version selects on the fields any version names.
+    selectable = tuple(dict.fromkeys(
+        field["jsonPath"] for v in versions for field in v.get("selectableFields") or ()
+        if isinstance(field, dict) and isinstance(field.get("jsonPath"), str)))
     types: list[ResourceType] = []
     for version in sorted(versions, key=lambda v: not v.get("storage", False)):
         if not version.get("served", True):
@@ -75,6 +80,7 @@ def crd_types(crd: Obj) -> list[ResourceType]:
                 status="status" in subresources,
                 scale=(scale.get("specReplicasPath") or "", scale.get("statusReplicasPath") or "",
                        scale.get("labelSelectorPath") or "") if isinstance(scale, dict) else None,
+                selectable=selectable,
             ))
         except ValueError as exc:
             raise Invalid(CRDS, name, "spec.group", "FieldValueInvalid", str(exc)) from None

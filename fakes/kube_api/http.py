@@ -328,8 +328,8 @@ class KubeHttp(KubeAccess):
         content_type = content_type.split(";")[0].strip().lower()
         body = await (_apply_body(request) if content_type == APPLY_PATCH
                       else self._body(request, rt, verb))
-        if rt.custom and verb in ("create", "update") and isinstance(body, dict) \
-                and self.crd_schema_layers:
+        if rt.custom and verb in ("create", "update") and sub in (None, "status") \
+                and isinstance(body, dict) and self.crd_schema_layers:
             check_type_meta(rt, body)  # crd_schema/type_meta.py
         if verb == "deletecollection":
             options = body if isinstance(body, dict) else {}

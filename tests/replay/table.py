@@ -9,11 +9,14 @@ from tests.replay import (
     cases_crd_validation,
     cases_field_validation,
     cases_pods,
+    cases_selectors,
+    cases_subresources,
 )
 from tests.replay.model import LAYERS, Case
 
 CASES: list[Case] = [*cases_field_validation.CASES, *cases_pods.CASES,
-                     *cases_crd_validation.CASES, *cases_crd_defaults.CASES]
+                     *cases_crd_validation.CASES, *cases_crd_defaults.CASES,
+                     *cases_subresources.CASES, *cases_selectors.CASES]
 
 THRESHOLD_PERCENT = 95.0
 

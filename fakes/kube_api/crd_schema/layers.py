@@ -49,10 +49,44 @@ def crd_refusal(crd: Obj) -> ApiError | None:
         errs += found
         if not found:
             errs += rule_errors(schema, path)
+        errs += _scale_path_errors(version, f"spec.versions[{i}].subresources.scale")
     if not errs:
         return None
     name = (crd.get("metadata") or {}).get("name") or ""
     return invalid("CustomResourceDefinition", "apiextensions.k8s.io", name, errs)
+
+
+_SIMPLE_PATH = re.compile(r"^(\.[a-zA-Z_][a-zA-Z0-9_-]*)+$")
+
+
+def _scale_path_errors(version: Obj, path: str) -> list[FieldError]:
+    """ValidateCustomResourceDefinitionSubresources: the scale subresource's paths are simple
+    JSON paths, the replicas under .spec and .status, the selector under either."""
+    scale = (version.get("subresources") or {}).get("scale") \
+        if isinstance(version.get("subresources"), dict) else None
+    if not isinstance(scale, dict):
+        return []
+    errs: list[FieldError] = []
+    for key, roots, words in (
+            ("specReplicasPath", (".spec.",), "should be a json path under .spec"),
+            ("statusReplicasPath", (".status.",), "should be a json path under .status"),
+            ("labelSelectorPath", (".spec.", ".status."),
+             "should be a json path under either .spec or .status")):
+        value = scale.get(key)
+        if value is None or (key == "labelSelectorPath" and value == ""):
+            if key != "labelSelectorPath":
+                errs.append(FieldError(f"{path}.{key}", "FieldValueRequired"))
+            continue
+        if not isinstance(value, str) or not _SIMPLE_PATH.match(value):
+            errs.append(invalid_value(f"{path}.{key}", value,
+                                      "must be a simple json path starting with ."))
+        elif not value.startswith(roots):
+            errs.append(invalid_value(f"{path}.{key}", value, words))
+    return errs
+
+
+def invalid_value(field: str, value: Any, detail: str) -> FieldError:
+    return FieldError(field, "FieldValueInvalid", value, detail)
 
 
 def version_schemas(crd: Obj) -> dict[str, VersionSchema]:
