@@ -20,6 +20,7 @@ from tests.replay.crd_fixtures import (
     collection,
     fresh,
     noxu_crd,
+    only_in_group,
     version,
 )
 from tests.replay.model import ABSENT, SUBRESOURCES, Case, Expect, Obj, Request
@@ -133,7 +134,8 @@ def _discovery_case(v: str) -> Case:
     verbs = ["get", "patch", "update"]
     test = f"TestSubresourcesDiscovery/{v}"
     return Case(test, SUBRESOURCES, SOURCE, test,
-                (*fresh(definition), Request("GET", f"/apis/{NOXU_GROUP}/{v}")),
+                (*only_in_group("noxus"), *fresh(definition),
+                 Request("GET", f"/apis/{NOXU_GROUP}/{v}")),
                 Expect(status=200, fields={
                     "resources.0.name": "noxus", "resources.3": ABSENT,
                     "resources.1.name": "noxus/status", "resources.1.namespaced": True,

@@ -48,6 +48,18 @@ GROUPS = ("mygroup.example.com", "schema.example.com", "schemaless.example.com",
           "tests.example.com", "first.example.com", "second.example.com")
 
 
+# Every plural the table gives mygroup.example.com: a discovery case lists the group alone.
+MYGROUP_PLURALS = ("noxus", "structurals", "invalidstructuralmetadatas",
+                   "validstructuralmetadatas", "invalidtransitionrules", "validtransitionrules",
+                   "defaultmapkeytransitionrules")
+
+
+def only_in_group(plural: str) -> tuple[Request, ...]:
+    """Set-up: the group's other CRDs deleted (upstream's server holds one CRD)."""
+    return tuple(Request("DELETE", f"{CRDS}/{other}.{NOXU_GROUP}", tolerate=(404,))
+                 for other in MYGROUP_PLURALS if other != plural)
+
+
 def fresh(definition: Obj, namespace: str | None = NAMESPACE) -> tuple[Request, ...]:
     """Set-up: the CRD deleted (with its objects) and created again, and the namespace."""
     plural = definition["spec"]["names"]["plural"]

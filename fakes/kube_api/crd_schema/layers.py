@@ -114,6 +114,21 @@ def _at(obj: Any, path: str) -> Any:
     return cur
 
 
+# Schema errors that keep the CEL rules from running: the object is too broken to evaluate.
+_BLOCKING = frozenset({"FieldValueNotSupported", "FieldValueRequired", "FieldValueTooLong",
+                       "FieldValueTooMany", "FieldValueTypeInvalid"})
+NOT_CHECKED = ("some validation rules were not checked because the object was invalid; "
+               "correct the existing errors to complete validation")
+
+
+def _ratcheted(errs: list[FieldError], out: Obj, old: Obj | None) -> list[FieldError]:
+    """Ratcheting: what an update did not change is not held against it."""
+    if old is None:
+        return errs
+    return [e for e in errs if _at(out, e.field) != _at(old, e.field)
+            or _at(old, e.field) is _ABSENT]
+
+
 def admitted(vs: VersionSchema, kind: str, group: str, name: str, obj: Obj,
              old: Obj | None) -> Obj:
     """`obj` as stored: pruned and defaulted; raises the 422 when it breaks its schema."""
@@ -121,13 +136,13 @@ def admitted(vs: VersionSchema, kind: str, group: str, name: str, obj: Obj,
     # Defaults, and nulls the schema does not allow dropped (PruneNonNullableNullsWithoutDefaults
     # runs with the pruning in the decoder: a null is dropped, not refused).
     out = defaulted(out, vs.schema)
-    errs = validation_errors(vs.schema, out)
+    errs = _ratcheted(validation_errors(vs.schema, out), out, old)
     if vs.rules:
-        errs += cel_errors(vs.schema, out, old) if old is not None else \
-            cel_errors(vs.schema, out)
-    if old is not None:  # ratcheting: what the update did not change is not held against it
-        errs = [e for e in errs if _at(out, e.field) != _at(old, e.field)
-                or _at(old, e.field) is _ABSENT]
+        if any(e.reason in _BLOCKING for e in errs):  # hasBlockingErr (customresource/
+            errs.append(FieldError("<nil>", "FieldValueInvalid", None, NOT_CHECKED))  # strategy)
+        else:
+            errs += _ratcheted(cel_errors(vs.schema, out, old) if old is not None else
+                               cel_errors(vs.schema, out), out, old)
     if errs:
         raise invalid(kind, group, name, errs)
     return out
