@@ -227,6 +227,18 @@ def _summary(raw: bytes) -> str:
     return raw[:30].hex() + (" ..." if len(raw) > 30 else "")
 
 
+def unrecognized_body(rt: ResourceType, raw: bytes) -> str:
+    """A create's or update's body that is not JSON (YAML sent as JSON, as `kubectl create
+    --raw` does): transformDecodeError's words around encoding/json's first error."""
+    text = raw.lstrip()
+    first = text[:1].decode("utf-8", "replace")
+    why = (f"invalid character '{first}' looking for beginning of value"
+           if first and first not in '{["-0123456789tfn' else "unexpected end of JSON input"
+           if not first else "invalid JSON")
+    return (f"the object provided is unrecognized (must be of type {rt.kind}): couldn't get "
+            f"version/kind; json parse error: {why} ({_summary(raw)})")
+
+
 @dataclass
 class FieldCheck:
     """One write's field validation: what it found, and the warnings to send back."""
@@ -460,4 +472,4 @@ def field_check(rt: ResourceType, verb: str, subresource: str | None,
 
 
 __all__ = ["DEFAULT_DIRECTIVE", "IGNORE", "STRICT", "WARN", "FieldCheck", "directive",
-           "field_check", "warning_header", "yaml_duplicates"]
+           "field_check", "unrecognized_body", "warning_header", "yaml_duplicates"]

@@ -17,7 +17,11 @@ from kube_elevator.fakes.kube_api.access import KubeAccess
 from kube_elevator.fakes.kube_api.crd_schema.type_meta import check_type_meta
 from kube_elevator.fakes.kube_api.delete_collection import delete_collection
 from kube_elevator.fakes.kube_api.errors import _REASONS, ApiError, BadRequest, _details, status_body
-from kube_elevator.fakes.kube_api.field_validation import field_check, warning_header
+from kube_elevator.fakes.kube_api.field_validation import (
+    field_check,
+    unrecognized_body,
+    warning_header,
+)
 from kube_elevator.fakes.kube_api.negotiation import (
     WATCH_PROTOBUF,
     check_acceptable,
@@ -35,6 +39,7 @@ from kube_elevator.fakes.kube_api.policy import _FAULT_MESSAGES, _TRUE, Recorded
 from kube_elevator.fakes.kube_api.protobuf_lists import encode_list, encode_watch_event
 from kube_elevator.fakes.kube_api.protobuf_wire import PROTOBUF, encode_watch_frame
 from kube_elevator.fakes.kube_api.resources import SERVER_VERSION, Obj, ObjList, ResourceType
+from kube_elevator.fakes.kube_api.store import DRY_RUN
 from kube_elevator.fakes.kube_api.tables import _table, _wants_table
 
 log = logging.getLogger(__name__)
@@ -43,6 +48,7 @@ log = logging.getLogger(__name__)
 # and one 2 s before the watch's timeout (cacheWatcher.nextBookmarkTime).
 BOOKMARK_FREQUENCY_SECONDS = 60.0
 YAML = "application/yaml"
+_WRITES = frozenset({"create", "update", "patch", "delete"})
 PRE_TIMEOUT_BOOKMARK_SECONDS = 2.0
 
 
@@ -302,11 +308,15 @@ class KubeHttp(KubeAccess):
         try:
             return orjson.loads(raw)
         except orjson.JSONDecodeError as exc:
+            if verb in ("create", "update"):  # the decoder cannot read a kind: rest.go
+                raise BadRequest(unrecognized_body(rt, raw)) from None  # transformDecodeError
             raise BadRequest(f"the request body is not valid JSON: {exc}") from None
 
     async def _serve(self, request: Request, route: _Route, verb: str,
                      query: Mapping[str, str]) -> Response:
         await self._take_faults(verb, route)
+        # dryRun=All (store.DRY_RUN): this request's writes run every layer, store nothing.
+        DRY_RUN.set(query.get("dryRun") == "All" and verb in _WRITES)
         rt, name, sub = route.rt, route.name, route.subresource
         ns = route.namespace or ""
         if verb == "list":

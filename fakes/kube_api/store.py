@@ -7,6 +7,7 @@ import logging
 import random
 import threading
 import uuid
+from contextvars import ContextVar
 from typing import Any
 
 import orjson
@@ -109,6 +110,11 @@ def _status_apart(rt: ResourceType, *, create: bool = False) -> bool:
 
 def _without(obj: Obj, *keys: str) -> Obj:
     return {k: v for k, v in obj.items() if k not in keys}
+
+
+# A request with `dryRun=All` (k8s.io/apiserver registry/generic/registry/dryrun.go): every
+# layer runs, nothing is stored. Per request task, so other requests and threads are not.
+DRY_RUN: ContextVar[bool] = ContextVar("dry_run", default=False)
 
 
 class KubeStore:
@@ -215,6 +221,10 @@ class KubeStore:
             old_rec = coll.objects[key]
             if new == old:
                 return old_rec
+        if DRY_RUN.get():  # dryRun=All: the answer as the write would give it, nothing kept
+            if old_rec is None:  # DryRunnableStorage.Create answers the object as prepared
+                meta.pop("resourceVersion", None)
+            return _make_rec(rt, new)
         if rt.plural == "customresourcedefinitions":
             self._crd_written(new)
         self._rv += 1
@@ -441,6 +451,8 @@ class KubeStore:
                 raise Conflict(rt, name, (
                     f"Precondition failed: UID in precondition: {pre['uid']}, "
                     f"UID in object meta: {have.get('uid')}"))
+        if DRY_RUN.get():  # the object as it is, nothing deleted
+            return old_rec, not have.get("finalizers")
         if have.get("finalizers"):
             if have.get("deletionTimestamp"):
                 return old_rec, False

@@ -68,6 +68,7 @@ class Expect:
     resource_version_kept: bool = False  # the answer keeps the previous step's version
     exit_code: int | None = None  # kubectl
     output_contains: tuple[str, ...] = ()  # kubectl: stdout + stderr
+    output_equals: str | None = None  # kubectl: stdout + stderr, exactly
 
 
 @dataclass(frozen=True)
@@ -141,6 +142,8 @@ def differences(expect: Expect, answer: Answer, previous_version: str = "") -> l
         found.append(f"exit code {answer.status}, upstream {expect.exit_code}")
     found += [f"output lacks {part!r}: {answer.output!r}" for part in expect.output_contains
               if part not in answer.output]
+    if expect.output_equals is not None and answer.output != expect.output_equals:
+        found.append(f"output {answer.output!r}, upstream {expect.output_equals!r}")
     return found
 
 

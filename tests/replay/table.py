@@ -9,6 +9,7 @@ from tests.replay import (
     cases_crd_defaults,
     cases_crd_validation,
     cases_field_validation,
+    cases_kubectl,
     cases_pods,
     cases_selectors,
     cases_subresources,
@@ -17,7 +18,8 @@ from tests.replay.model import LAYERS, Case
 
 CASES: list[Case] = [*cases_field_validation.CASES, *cases_pods.CASES,
                      *cases_crd_validation.CASES, *cases_crd_defaults.CASES,
-                     *cases_cel.CASES, *cases_subresources.CASES, *cases_selectors.CASES]
+                     *cases_cel.CASES, *cases_subresources.CASES, *cases_selectors.CASES,
+                     *cases_kubectl.CASES]
 
 THRESHOLD_PERCENT = 95.0
 
