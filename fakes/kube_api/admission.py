@@ -63,7 +63,8 @@ def pod_admitted(pod: Obj, old: Obj | None = None,
                 spec.setdefault("priority", 0)
             spec.setdefault("preemptionPolicy", "PreemptLowerPriority")
         else:  # admitPod on Update: "ensure the existing priority is preserved"
-            before = old.get("spec") if isinstance(old.get("spec"), dict) else {}
+            stored_spec = old.get("spec")
+            before: Obj = stored_spec if isinstance(stored_spec, dict) else {}
             for kept in ("priority", "preemptionPolicy"):
                 if spec.get(kept) is None and before.get(kept) is not None:
                     spec[kept] = before[kept]

@@ -80,8 +80,8 @@ def fake_cluster(
 
     disabled = [name.strip() for name in disable_admission_plugins.split(",") if name.strip()]
     if unknown := [name for name in disabled if name not in PLUGINS]:
-        raise typer.BadParameter(f"unknown admission plugin {unknown[0]!r}: the fake has "
-                                 f"{', '.join(PLUGINS)}", param_hint="--disable-admission-plugins")
+        raise InputError([f"--disable-admission-plugins: unknown admission plugin "
+                          f"{unknown[0]!r}: the fake has {', '.join(PLUGINS)}"])
     loaded = load_scenario(scenario) if scenario is not None else None  # bad input: before
     stop = wait_for_stop_signal()                                       # anything starts
     profile, seed = ((loaded.scenario.scheduler.profile, loaded.scenario.seed)
