@@ -24,8 +24,9 @@ def _namespace(name: str) -> Request:
 
 
 def _cases() -> list[Case]:
-    dry = "kubectl-create-dry-run"
-    filtered = "kubectl-create-filter"
+    # A namespace per case (create_and_use_new_namespace), so the cases run in any order.
+    dry, dry_empty = "kubectl-create-dry-run", "kubectl-create-dry-run-empty"
+    filtered, filtered_other = "kubectl-create-filter", "kubectl-create-filter-other"
     both = _pod("selector-test-pod", **{"unique-label": "bingbang", "name": "selector-test-pod"}) \
         + "---\n" + _pod("selector-test-pod-dont-apply", **{"unique-label": "biz",
                                                              "name": "selector-test-pod-dont"})
@@ -40,10 +41,10 @@ def _cases() -> list[Case]:
                       stdin=valid_pod)),
              Expect(exit_code=0, output_contains=("pod/valid-pod created (server dry run)",))),
         Case(f"{test}/nothing was created", KUBECTL, SOURCE, test,
-             (_namespace(dry),
-              Request(kubectl=("create", "--dry-run=server", "-f", "-", "-n", dry),
+             (_namespace(dry_empty),
+              Request(kubectl=("create", "--dry-run=server", "-f", "-", "-n", dry_empty),
                       stdin=valid_pod),
-              Request(kubectl=("get", "pods", "-n", dry, "-o",
+              Request(kubectl=("get", "pods", "-n", dry_empty, "-o",
                                "go-template={{range.items}}{{.metadata.name}}:{{end}}"))),
              Expect(exit_code=0, output_equals="")),
         Case("run_kubectl_create_filter_tests/only the labelled pod is created", KUBECTL,
@@ -56,10 +57,11 @@ def _cases() -> list[Case]:
              Expect(exit_code=0, output_contains=("selector-test-pod",))),
         Case("run_kubectl_create_filter_tests/the other pod is not", KUBECTL, SOURCE,
              "run_kubectl_create_filter_tests",
-             (_namespace(filtered),
+             (_namespace(filtered_other),
               Request(kubectl=("create", "-l", "unique-label=bingbang", "-f", "-", "-n",
-                               filtered), stdin=both, tolerate=(1,)),
-              Request(kubectl=("get", "pods", "selector-test-pod-dont-apply", "-n", filtered))),
+                               filtered_other), stdin=both),
+              Request(kubectl=("get", "pods", "selector-test-pod-dont-apply", "-n",
+                               filtered_other))),
              Expect(exit_code=1, output_contains=(
                  'pods "selector-test-pod-dont-apply" not found',))),
         Case("run_kubectl_create_error_tests/a pod posted to namespaces", KUBECTL, SOURCE,
