@@ -415,6 +415,9 @@ class KubeStore:
         wanted = meta.get("resourceVersion")
         if wanted and (old is None or wanted != _metadata(old).get("resourceVersion")):
             raise Conflict(rt, name)
+        if old is None and meta.get("uid"):  # patch.go applyPatcher: no create with a uid
+            raise Conflict(rt, name, f"uid mismatch: the provided object specified uid "
+                                     f"{meta['uid']}, and no existing object was found")
         try:
             merged = apply(old, config, manager, rt.api_version, force=force,
                            subresource=subresource or "",

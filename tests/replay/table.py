@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 from tests.replay import (
+    cases_apply,
     cases_cel,
     cases_crd_defaults,
     cases_crd_validation,
@@ -19,7 +20,7 @@ from tests.replay.model import LAYERS, Case
 CASES: list[Case] = [*cases_field_validation.CASES, *cases_pods.CASES,
                      *cases_crd_validation.CASES, *cases_crd_defaults.CASES,
                      *cases_cel.CASES, *cases_subresources.CASES, *cases_selectors.CASES,
-                     *cases_kubectl.CASES]
+                     *cases_apply.CASES, *cases_kubectl.CASES]
 
 THRESHOLD_PERCENT = 95.0
 
