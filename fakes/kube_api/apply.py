@@ -271,7 +271,9 @@ def apply(current: Obj | None, config: Obj, manager: str, api_version: str, *, f
         body["metadata"] = {k: v for k, v in body_meta.items() if k not in _SERVER_META}
     merged: Obj = _merge(obj, body, "")
     managers[mine_key] = (api_version, applied)
-    for path in sorted(previous - applied, key=len, reverse=True):
+    # Outermost first: an item goes whole before its fields would change its key (removing a
+    # key field first left the item behind, with a hash-seed-dependent order).
+    for path in sorted(previous - applied, key=lambda p: (len(p), p[-1] != ".")):
         if not _owned_below(managers, path):
             _remove(merged, path)
             _remove_emptied(merged, path, managers)
