@@ -98,17 +98,19 @@ docs: $(STAMP)
 	$(BIN)/python docs/api_reference.py build/api
 
 # Refresh the locks after a change to pyproject.toml's dependencies, keeping every other pin;
-# `make lock UPGRADE=1` moves every pin to the newest release the ranges allow. test.txt is the
-# development venv (all extras); the others are constrained by it, so a package has one version
-# in every lock, but for the AWS SDK (boto3, botocore, s3transfer): prefect-aws needs
-# aiobotocore, whose every release caps botocore below the newest (aiobotocore 3.10.0:
-# botocore <1.43.118), so test.txt, blocks.txt and image.txt (the image has `blocks`) hold what
-# it allows, and every lock without prefect-aws takes the newest (AWS_SDK_CONSTRAINTS: test.txt's
-# pins without those three, which each of those locks upgrades). Each extra has a lock of its
-# own: requirements/EXTRA.txt; runtime.txt has none. pyproject.toml keeps ranges: `pip install
+# `make lock UPGRADE=1` moves every pin to the newest release the ranges allow, `make lock
+# UPGRADE_PACKAGES=prefect` those packages only (and what their new releases require). test.txt is
+# the development venv (all extras); the others are constrained by it, so a package has one
+# version in every lock, but for the AWS SDK (boto3, botocore, s3transfer): prefect-aws needs
+# aiobotocore, whose every release caps botocore below the newest (aiobotocore 3.10.0: botocore
+# <1.43.118), so test.txt, blocks.txt and image.txt (the image has `blocks`) hold what it allows,
+# and every lock without prefect-aws takes the newest (AWS_SDK_CONSTRAINTS: test.txt's pins
+# without those three, which each of those locks upgrades). Each extra has a lock of its own:
+# requirements/EXTRA.txt; runtime.txt has none. pyproject.toml keeps ranges: `pip install
 # kube-elevator` resolves as usual.
 COMPILE = $(BIN)/uv pip compile --quiet --universal --python-version 3.11 --generate-hashes \
-	--custom-compile-command "make lock" $(if $(UPGRADE),--upgrade)
+	--custom-compile-command "make lock" $(if $(UPGRADE),--upgrade) \
+	$(foreach package,$(UPGRADE_PACKAGES),--upgrade-package $(package))
 AWS_SDK := boto3 botocore s3transfer
 AWS_SDK_CONSTRAINTS := build/lock/test-but-the-aws-sdk.txt
 NEWEST_AWS_SDK = -c $(AWS_SDK_CONSTRAINTS) $(foreach package,$(AWS_SDK),--upgrade-package $(package))
