@@ -83,7 +83,7 @@ PREFECT_MODULES = frozenset({
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Mark each test by its folder, so `pytest -m "not e2e"` is the fast loop; and `prefect`
     on every test that touches Prefect (the session's server, or a module above), the subset
-    CI also runs on the floor and the newest Prefect release (`make test-prefect`)."""
+    CI also runs on the floor Prefect release (`make test-prefect`; the lock holds the newest)."""
     for item in items:
         kind = item.path.parent.name
         if kind in _KINDS:
