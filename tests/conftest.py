@@ -30,6 +30,7 @@ os.environ.setdefault("ELEVATOR_HARNESS_PREFECT_SERVER", "0")
 
 from collections.abc import Iterator
 
+import hypothesis
 import pytest
 
 from kube_elevator.fakes.aws import FakeAws
@@ -78,6 +79,18 @@ PREFECT_MODULES = frozenset({
     "test_pods_cli.py", "test_prefect_retention.py", "test_serve_schedules_and_signals.py",
     "test_serve_stop_deadline.py", "test_serve_watch.py", "test_silent_watch_e2e.py",
 })
+
+
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    """Before a test of a module that uses hypothesis: no Prefect sender left running by an
+    earlier test of this process, whose websocket pings draw from the global `random` while
+    hypothesis draws examples (tests/prefect_senders.py)."""
+    module = getattr(item, "module", None)
+    if module is not None and getattr(module, "given", None) is hypothesis.given:
+        from benchmarks.deadlines import scaled
+        from tests.prefect_senders import stop_prefect_senders
+
+        stop_prefect_senders(timeout_seconds=scaled(30))
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
