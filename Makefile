@@ -54,9 +54,11 @@ tune-example: $(STAMP)
 		--output tuned-nodegroups.yaml --plot tune-example.png
 
 # Two workers, a test module each at a time (module fixtures stay together): most end-to-end
-# tests wait on servers and subprocesses, so the suite takes about half the time.
+# tests wait on servers and subprocesses, so the suite takes about half the time. The longest
+# modules first (tests/module_order.py), so no long one starts last: --no-loadscope-reorder
+# keeps that order rather than xdist's, most tests first.
 test: $(STAMP) $(CHECKOV_STAMP)
-	$(BIN)/python -m pytest -q -n 2 --dist loadfile --durations=25
+	$(BIN)/python -m pytest -q -n 2 --dist loadfile --no-loadscope-reorder --durations=25
 
 # The tests that touch Prefect (marker `prefect`) on another Prefect release than the lock's, in a
 # venv of its own: `make test-prefect PREFECT_VERSION=3.8.4`. uv resolves pyproject.toml with
@@ -84,6 +86,7 @@ test-prefect: $(PREFECT_VENV)/.installed $(CHECKOV_STAMP)
 	@$(PREFECT_VENV)/bin/python -c "import prefect; print('make test-prefect: Prefect', \
 		prefect.__version__, 'in $(PREFECT_VENV)', flush=True)"
 	$(PREFECT_VENV)/bin/python -m pytest -q -n $(PREFECT_TEST_WORKERS) --dist loadfile \
+		--no-loadscope-reorder \
 		-m 'prefect and not benchmark'
 
 lint: $(STAMP)

@@ -35,6 +35,7 @@ import pytest
 
 from kube_elevator.fakes.aws import FakeAws
 from kube_elevator.flows.prefect_compat import default_server_settings
+from tests.module_order import longest_first
 
 default_server_settings(os.environ)  # the session's Prefect server, as docs/deploying.md advises
 
@@ -97,6 +98,7 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Mark each test by its folder, so `pytest -m "not e2e"` is the fast loop; and `prefect`
     on every test that touches Prefect (the session's server, or a module above), the subset
     CI also runs on the floor Prefect release (`make test-prefect`; the lock holds the newest)."""
+    items[:] = longest_first(items)  # for xdist's workers (tests/module_order.py)
     for item in items:
         kind = item.path.parent.name
         if kind in _KINDS:
