@@ -16,7 +16,6 @@ tests/e2e/test_deployments.py and tests/e2e/test_ui.py.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import itertools
 import os
 import re
@@ -29,7 +28,7 @@ import tempfile
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
 from typing import IO, Any, Self
@@ -223,29 +222,6 @@ class PrefectServer:
             self._child = None
         shutil.rmtree(self.home, ignore_errors=True)
         shutil.rmtree(self.client_home, ignore_errors=True)
-
-    @contextlib.contextmanager
-    def emptied(self) -> Iterator[PrefectServer]:
-        """This running server as a test finds a new one: no deployment, flow run, automation
-        or concurrency limit an earlier test left (what `serve` applies, claims and reads),
-        without another start (15 s of CPU; 20-90 s on a busy 2-CPU machine). Events and logs
-        stay: what reads them names its runs."""
-        from prefect.client.orchestration import get_client
-        from prefect.settings import PREFECT_API_URL, temporary_settings
-
-        with temporary_settings({PREFECT_API_URL: self.api_url}), \
-                get_client(sync_client=True) as client:
-            while deployments := client.read_deployments(limit=200):  # first: no schedule
-                for deployment in deployments:  # makes more runs; each takes its slot limit
-                    client.delete_deployment(deployment.id)
-            while runs := client.read_flow_runs(limit=200):
-                for run in runs:
-                    client.delete_flow_run(run.id)
-            for automation in client.read_automations():
-                client.delete_automation(automation.id)
-            for limit in client.read_global_concurrency_limits(limit=200):
-                client.delete_global_concurrency_limit_by_name(limit.name)
-        yield self
 
     def prefect(self, *args: str, cwd: Path = ROOT, timeout: float = 120.0) -> str:
         """Run the `prefect` CLI against this server; its output, or CalledProcessError."""

@@ -1,30 +1,13 @@
-"""Fixtures the end-to-end modules share: the image's build context and its wheel, made once;
-a `prefect server start` for a module's tests."""
+"""Fixtures the end-to-end modules share: the image's build context and its wheel, made once."""
 
 from __future__ import annotations
 
 import shutil
-from collections.abc import Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import pytest
 
 from tests.locks import REQUIREMENTS
-
-if TYPE_CHECKING:
-    from benchmarks.event_latency import PrefectServer
-
-
-@pytest.fixture(scope="module")
-def module_prefect_server() -> Iterator[PrefectServer]:
-    """One `prefect server start` (SQLite) for the tests of a module, each of which takes it
-    `emptied()` of what the one before left: a start costs 15 s of CPU, 20-90 s on a busy
-    2-CPU machine, and serve's signal and abandoned-run tests started one each."""
-    from benchmarks.event_latency import PrefectServer
-
-    with PrefectServer() as server:
-        yield server
 
 
 @pytest.fixture(scope="session")

@@ -234,14 +234,13 @@ def leave_a_late_run(nodegroups: str, kubeconfig: str, interval: float,
 
 @pytest.mark.parametrize("ticks", ["in-process", "runs"])
 def test_a_run_left_scheduled_past_its_time_is_ended_at_the_next_start(
-        ticks: str, fake_kube: FakeKubeApi, fake_aws: FakeAws, tmp_path: Path,
-        module_prefect_server: PrefectServer) -> None:
+        ticks: str, fake_kube: FakeKubeApi, fake_aws: FakeAws, tmp_path: Path) -> None:
     """A run left Scheduled ten minutes late: the next serve ends it Cancelled saying why
     (before: in-process ran it as a tick, the Runner claimed it with every other late run
     and the limit cancelled them, saying only that the limit was reached), and the next tick
     completes within an interval."""
     cluster = BurstCluster(fake_kube, fake_aws, tmp_path)
-    with module_prefect_server.emptied() as server:
+    with PrefectServer() as server:
         from prefect.settings import PREFECT_API_URL, temporary_settings
 
         with temporary_settings({PREFECT_API_URL: server.api_url}):
@@ -307,15 +306,14 @@ def test_a_serve_killed_mid_tick_on_the_temporary_server_ticks_again_after_a_res
 
 @pytest.mark.parametrize("ticks", ["in-process", "runs"])
 def test_a_pending_run_left_while_serving_is_crashed_and_ticks_go_on(
-        ticks: str, fake_kube: FakeKubeApi, fake_aws: FakeAws, tmp_path: Path,
-        module_prefect_server: PrefectServer) -> None:
+        ticks: str, fake_kube: FakeKubeApi, fake_aws: FakeAws, tmp_path: Path) -> None:
     """Another serve on this host, sharing the server, was killed holding the slot while this
     one served: this one ends the run at its next poll, and its next tick completes within
     an interval; its health check, counting completed ticks, stays 200."""
     cluster = BurstCluster(fake_kube, fake_aws, tmp_path)
     # Ticks far enough apart that the slot is free between them, for the test to take it.
     interval = 4 * INTERVAL_SECONDS
-    with module_prefect_server.emptied() as server, group_stopped(Child(
+    with PrefectServer() as server, group_stopped(Child(
             serve_command(cluster, ticks, "--max-inactivity", "5m", "--interval",
                           f"{interval:g}s"),
             server.env(**fake_aws.env()), tmp_path / "serve.log", new_session=True)) as serve:
@@ -348,15 +346,14 @@ def test_a_pending_run_left_while_serving_is_crashed_and_ticks_go_on(
 
 @pytest.mark.parametrize("ticks", ["runs", "in-process"])
 def test_health_fails_when_ticks_are_due_but_every_run_is_cancelled(
-        ticks: str, fake_kube: FakeKubeApi, fake_aws: FakeAws, tmp_path: Path,
-        module_prefect_server: PrefectServer) -> None:
+        ticks: str, fake_kube: FakeKubeApi, fake_aws: FakeAws, tmp_path: Path) -> None:
     """The slot is held by a run of a live process (this test's: not abandoned), so every run
     of the schedule is cancelled by the limit: no tick, and `/health-check` fails once
     --max-inactivity has passed, saying so. (Before: 200 `serving` all along.)"""
     from kube_elevator.tasks.core.process_owner import mark_of
 
     cluster = BurstCluster(fake_kube, fake_aws, tmp_path)
-    with module_prefect_server.emptied() as server:
+    with PrefectServer() as server:
         from prefect.settings import PREFECT_API_URL, temporary_settings
 
         with temporary_settings({PREFECT_API_URL: server.api_url}):
@@ -414,14 +411,14 @@ def claimed_after(server: PrefectServer, deployment_ids: list[UUID],
 @pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
 def test_a_signal_to_the_group_in_ticks_runs_leaves_no_child_and_claims_no_run(
         signum: signal.Signals, fake_kube: FakeKubeApi, fake_aws: FakeAws,
-        tmp_path: Path, module_prefect_server: PrefectServer) -> None:
+        tmp_path: Path) -> None:
     """Runs come due every second, each a process of its own, one in flight (its pod list
     takes 3 s) when Ctrl-C (or SIGTERM) reaches the whole group: serve exits 0 within its
     grace, every process it started is gone, and no run was claimed after the signal."""
     cluster = BurstCluster(fake_kube, fake_aws, tmp_path)
     fake_kube.faults.add("delay", count=None, method="GET", path="/api/v1/pods",
                          delay_seconds=3)
-    with module_prefect_server.emptied() as server, group_stopped(Child(
+    with PrefectServer() as server, group_stopped(Child(
             elevator("serve", "--nodegroups", str(cluster.nodegroups), "--kubeconfig",
                      str(cluster.kubeconfig), "--interval", "1s", "--poll", "0.5s",
                      "--ticks", "runs", "--stop-grace", "10s", *FREE_HEALTH_PORT),

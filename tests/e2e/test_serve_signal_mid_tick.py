@@ -87,15 +87,14 @@ def in_flight(server: PrefectServer, deployment_id: UUID) -> bool:
 ])
 def test_a_signal_mid_tick_stops_serve_within_the_grace_leaving_nothing(
         ticks: str, signum: signal.Signals, group: bool, grace: float, delay: float,
-        fake_kube: FakeKubeApi, fake_aws: FakeAws, tmp_path: Path,
-        module_prefect_server: PrefectServer) -> None:
+        fake_kube: FakeKubeApi, fake_aws: FakeAws, tmp_path: Path) -> None:
     """Exit 0 within the grace (a run in flight that outlasts it: within the stop's deadline,
     `SHUTDOWN_SECONDS` later, ended rather than waited for), no process left, no run
     claimed after the signal, no traceback."""
     cluster = BurstCluster(fake_kube, fake_aws, tmp_path)
     fake_kube.faults.add("delay", count=None, method="GET", path="/api/v1/pods",
                          delay_seconds=delay)
-    with module_prefect_server.emptied() as server, group_stopped(Child(
+    with PrefectServer() as server, group_stopped(Child(
             elevator("serve", "--nodegroups", str(cluster.nodegroups), "--kubeconfig",
                      str(cluster.kubeconfig), "--interval", "1s", "--poll", "0.5s",
                      "--ticks", ticks, "--stop-grace", f"{grace:g}s",
