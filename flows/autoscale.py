@@ -45,7 +45,7 @@ from kube_elevator.tasks.steps.source import (
     cache_freshness,
 )
 
-prefect_compat.install()  # Prefect 3.8.8's heartbeat join costs each flow run up to 1 s
+prefect_compat.install()  # Prefect's heartbeat join (3.8.8, 3.9.1) costs each flow run up to 1 s
 # `elevator serve`'s runs' own processes (`--ticks runs`) write to serve's console: the house
 # rule holds there too, a run that failed or was stopped (Ctrl-C reaches the whole process
 # group) is its error line, its traceback in the run's logs on the server (issue 40).

@@ -30,10 +30,12 @@ os.environ.setdefault("ELEVATOR_HARNESS_PREFECT_SERVER", "0")
 
 from collections.abc import Iterator
 
+import hypothesis
 import pytest
 
 from kube_elevator.fakes.aws import FakeAws
 from kube_elevator.flows.prefect_compat import default_server_settings
+from tests.module_order import longest_first
 
 default_server_settings(os.environ)  # the session's Prefect server, as docs/deploying.md advises
 
@@ -80,10 +82,23 @@ PREFECT_MODULES = frozenset({
 })
 
 
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    """Before a test of a module that uses hypothesis: no Prefect sender left running by an
+    earlier test of this process, whose websocket pings draw from the global `random` while
+    hypothesis draws examples (tests/prefect_senders.py)."""
+    module = getattr(item, "module", None)
+    if module is not None and getattr(module, "given", None) is hypothesis.given:
+        from benchmarks.deadlines import scaled
+        from tests.prefect_senders import stop_prefect_senders
+
+        stop_prefect_senders(timeout_seconds=scaled(30))
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Mark each test by its folder, so `pytest -m "not e2e"` is the fast loop; and `prefect`
     on every test that touches Prefect (the session's server, or a module above), the subset
-    CI also runs on the floor and the newest Prefect release (`make test-prefect`)."""
+    CI also runs on the floor Prefect release (`make test-prefect`; the lock holds the newest)."""
+    items[:] = longest_first(items)  # for xdist's workers (tests/module_order.py)
     for item in items:
         kind = item.path.parent.name
         if kind in _KINDS:
