@@ -19,12 +19,15 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kube_elevator.tasks.core.health import LoopHealth
 from kube_elevator.tasks.core.records import PodRecord
 from kube_elevator.tasks.core.words import counted
 from kube_elevator.tasks.escalator.pending_bursts import PendingPods, PendingPodsEvents
+
+if TYPE_CHECKING:
+    from kube_elevator.tasks.adapters.kube_cache import ClusterCache
 
 log = logging.getLogger(__name__)
 
@@ -184,19 +187,19 @@ def run_ticks(loop: TickLoop, stop: threading.Event) -> None:
         install_acting_guard(None)
 
 
-def run_cached_ticks(api_client: Any, kubeconfig: str | None, events: PendingPodsEvents,
-                     loop: TickLoop, stop: threading.Event, say: Callable[[str], None],
-                     start_seconds: float) -> None:
-    """Keep a watch cache of the cluster and run `loop` from it, until `stop` is set.
+@dataclass
+class CacheFeed:
+    """A started watch cache, installed for the process, and the pod changes it has seen."""
 
-    The cache is installed for the process, so every `autoscale` flow run started here reads it;
-    its pod changes feed the pending-pod bursts, and a burst asks the loop for a tick at once.
-    The loop ticks every `loop.interval` seconds too (`elevator watch`: a tick; `elevator
-    serve`: a look for due runs of the deployment). A follower keeps the cache warm all the
-    same: when it takes over, its first tick reads memory. The loop is ready once the cache
-    has listed every kind.
-    """
-    from kube_elevator.flows.prefect_compat import one_client_for_runs
+    cache: ClusterCache
+    changes: queue.Queue[Changed | Relisted]
+
+
+def start_cache(api_client: Any, kubeconfig: str | None) -> CacheFeed:
+    """Start listing and watching the cluster now, installed as the process's cache: a command
+    that has more to do before it ticks (`serve` starting or finding its Prefect server,
+    registering its deployments, ending abandoned runs) lists meanwhile, and its first tick
+    does not wait for the list after all that (issue 40: the first tick after a restart)."""
     from kube_elevator.tasks.adapters.kube_cache import ClusterCache, install_process_cache
     from kube_elevator.tasks.core.collector import collect_less_often
 
@@ -207,6 +210,28 @@ def run_cached_ticks(api_client: Any, kubeconfig: str | None, events: PendingPod
     cache.on_pod = lambda event_type, pod: changes.put(Changed(event_type, pod))
     cache.on_pods_listed = lambda pods: changes.put(Relisted(pods))
     install_process_cache(cache, kubeconfig)
+    cache.start()
+    return CacheFeed(cache, changes)
+
+
+def run_cached_ticks(api_client: Any, kubeconfig: str | None, events: PendingPodsEvents,
+                     loop: TickLoop, stop: threading.Event, say: Callable[[str], None],
+                     start_seconds: float, feed: CacheFeed | None = None) -> None:
+    """Keep a watch cache of the cluster and run `loop` from it, until `stop` is set.
+
+    The cache is installed for the process, so every `autoscale` flow run started here reads it;
+    its pod changes feed the pending-pod bursts, and a burst asks the loop for a tick at once.
+    The loop ticks every `loop.interval` seconds too (`elevator watch`: a tick; `elevator
+    serve`: a look for due runs of the deployment). A follower keeps the cache warm all the
+    same: when it takes over, its first tick reads memory. The loop is ready once the cache
+    has listed every kind. `feed`: a cache `start_cache` started earlier (else one now).
+    """
+    from kube_elevator.flows.prefect_compat import one_client_for_runs
+    from kube_elevator.tasks.adapters.kube_cache import install_process_cache
+
+    if feed is None:
+        feed = start_cache(api_client, kubeconfig)
+    cache, changes = feed.cache, feed.changes
     loop.ready = lambda: cache.synced
 
     def on_burst(event: PendingPods) -> None:
@@ -214,7 +239,6 @@ def run_cached_ticks(api_client: Any, kubeconfig: str | None, events: PendingPod
             say(f"{event.group}: {event.count} pending pods → tick")
         loop.request(f"{event.group}: {event.count} pending pods")
 
-    cache.start()
     try:
         if not cache.wait_synced(start_seconds, stop=stop):
             if stop.is_set():
