@@ -157,7 +157,6 @@ def test_health_fails_when_ticks_are_due_and_none_completes_on_every_server_kind
             serve.wait_for("serving autoscale/autoscale", scaled(SERVE_START_SECONDS))
             url = health_url(serve)
             not_ready = (503, "not ready: no tick has completed since the start\n")
-            assert fetch(f"{url}/ready") == not_ready
             _, body = wait_until(lambda: (answer := fetch(f"{url}/health-check"))[0] == 500
                                  and answer, scaled(60), "/health-check to fail")
             assert "no tick finished" in body, body
@@ -167,3 +166,30 @@ def test_health_fails_when_ticks_are_due_and_none_completes_on_every_server_kind
                 assert state_of(server, UUID(left["run"])).is_pending()
             os.killpg(serve.process.pid, signal.SIGTERM)
             assert serve.process.wait(timeout=scaled(60)) == 0, serve.output()[-3000:]
+
+
+# --- the watch cache lists while the Prefect server is awaited ---------------------------------
+
+
+def test_serve_lists_the_cluster_before_its_prefect_server_answers(
+        fake_kube: FakeKubeApi, fake_aws: FakeAws, tmp_path: Path) -> None:
+    """A Prefect server that accepts connections and never answers (starting, or loaded): the
+    in-process serve has listed the cluster's pods meanwhile, so its first tick does not wait
+    for the list once the server answers. (Before: nothing asked of the cluster until the
+    server had answered, the deployments registered and the abandoned runs ended.)"""
+    import socket
+
+    cluster = BurstCluster(fake_kube, fake_aws, tmp_path)
+    env = temporary_server_env(tmp_path / "prefect-home", **fake_aws.env())
+    with socket.socket() as silent:
+        silent.bind(("127.0.0.1", 0))
+        silent.listen(16)  # connections wait in the backlog: never accepted, never answered
+        env["PREFECT_API_URL"] = f"http://127.0.0.1:{silent.getsockname()[1]}/api"
+        already = len(fake_kube.requests)
+        with group_stopped(Child(serve_command(cluster, "in-process"), env,
+                                 tmp_path / "serve.log", new_session=True)) as serve:
+            wait_until(lambda: [request for request in fake_kube.requests[already:]
+                                if request.verb == "list" and request.resource == "pods"],
+                       scaled(SERVE_START_SECONDS), "serve to list the cluster's pods")
+            assert serve.process.poll() is None, serve.output()[-3000:]
+            assert "serving autoscale/autoscale" not in serve.output()
