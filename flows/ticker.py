@@ -71,6 +71,9 @@ class TickLoop:
         self._why = "schedule"
         self.ticks = 0
         self.acting = may_act is None
+        # Whether the loop knows its role: it asked the election once (or has none). Until then
+        # a process is not ready: its health reads as a follower's, though it may lead.
+        self.looked = may_act is None
 
     def request(self, why: str) -> None:
         self._why = why
@@ -85,6 +88,7 @@ class TickLoop:
                 return
             if self.may_act is not None:
                 leads, won = self._leads()
+                self.looked = True
                 if not leads:
                     self._requested.clear()  # a follower does not tick
                     self._warm()
@@ -232,7 +236,9 @@ def run_cached_ticks(api_client: Any, kubeconfig: str | None, events: PendingPod
     if feed is None:
         feed = start_cache(api_client, kubeconfig)
     cache, changes = feed.cache, feed.changes
-    loop.ready = lambda: cache.synced
+    # Ready once listed, and once the loop knows whether it leads (a cache started before the
+    # loop is synced before the loop has asked: that is no follower's readiness yet).
+    loop.ready = lambda: cache.synced and loop.looked
 
     def on_burst(event: PendingPods) -> None:
         if loop.acting:  # a follower's line would read as if it ticked
