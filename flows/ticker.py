@@ -66,7 +66,8 @@ class TickLoop:
         self.wall_clock = wall_clock
         self.may_act = may_act
         self.health = LoopHealth(clock(), monitoring=may_act is None)
-        self.ready: Callable[[], bool] = lambda: True
+        # Not ready before the loop knows its role (`looked`), whatever else it waits for.
+        self.ready: Callable[[], bool] = lambda: self.looked
         self._requested = threading.Event()
         self._why = "schedule"
         self.ticks = 0

@@ -102,8 +102,10 @@ def test_it_knows_its_role_only_once_it_asked_the_election(stop: threading.Event
     assert TickLoop(Ticks(), interval=3600.0).looked  # no election: it leads from the start
     loop = TickLoop(Ticks(), interval=3600.0, may_act=may_act)
     assert not loop.looked and not loop.health.state().monitoring
+    assert not loop.ready()  # the health pages' readiness, until something else says more
     started(loop, stop)
     wait_until(lambda: loop.looked, scaled(5), "the loop to ask the election")
+    assert loop.ready()
     assert asked.is_set() and loop.health.state().monitoring
 
 
