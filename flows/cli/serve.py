@@ -63,6 +63,7 @@ if TYPE_CHECKING:
     from kube_elevator.flows.deployment_runs import DeploymentRuns
     from kube_elevator.flows.leader import LeaderElector
     from kube_elevator.flows.run_state import RunOutcome
+    from kube_elevator.flows.ticker import CacheFeed
     from kube_elevator.tasks.adapters.kube import KubeClient
     from kube_elevator.tasks.escalator.config import NodeGroupConfig
 
@@ -197,6 +198,15 @@ def serve(
 
     heartbeat_environment()  # before Prefect reads its settings: the runs it starts inherit it
     quiet_run_consoles()
+    in_process = ticks is ServeMode.in_process
+    feed = None
+    if in_process:
+        from kube_elevator.flows.ticker import start_cache
+
+        kube = _kube_client(kubeconfig)  # an unreadable kubeconfig fails before registering
+        # Listing the cluster while the Prefect server starts, the deployments register and
+        # abandoned runs end: the first tick (after a restart, too) does not wait for it.
+        feed = start_cache(kube.api, str(kubeconfig) if kubeconfig else None)
     from kube_elevator.tasks.adapters.prefect_server import use_local_server
 
     # Without PREFECT_API_URL: a server of its own that runs Prefect's scheduler, its URL in
@@ -213,18 +223,16 @@ def serve(
     register_block_types()  # the UI's Blocks page offers the cluster and credentials blocks
     runner = Runner(name="kube-elevator", query_seconds=poll_seconds, limit=None)
     served = LoopHealth(time.monotonic())  # --ticks runs: the runs the server saw end
-    in_process = ticks is ServeMode.in_process
     scheduled, manual = served_deployments(nodegroups, period, kubeconfig, lease_namespace,
                                            pushgateway, triggered=not in_process)
     here = None
     elector = None
     if in_process:
-        kube = _kube_client(kubeconfig)  # an unreadable kubeconfig fails before registering
         deployment_id = scheduled.apply()  # registered, its schedule on; runs go on here
         assert isinstance(deployment_id, UUID)  # `apply` is async-dispatched: sync here
         elector = elector_for(liveness, kube.api, lease_namespace, say_as("serve"))
         here = InProcessTicks(deployment_id, config.node_groups, kube, kubeconfig,
-                              poll_seconds, elector)
+                              poll_seconds, elector, feed)
         loop = here.loop
         pages = HealthPages(lambda: loop.health, lambda: loop.ready(), liveness.limits,
                             loop.clock, elector, ticks_ready=True)
@@ -282,7 +290,8 @@ class InProcessTicks:
 
     def __init__(self, deployment_id: UUID, node_groups: Sequence[NodeGroupConfig],
                  kube: KubeClient, kubeconfig: Path | None, poll_seconds: float,
-                 elector: LeaderElector | None = None) -> None:
+                 elector: LeaderElector | None = None, feed: CacheFeed | None = None) -> None:
+        """`feed`: the watch cache, started already (`flows.ticker.start_cache`)."""
         from kube_elevator.flows.cli.watch import IN_PROCESS_SETTLE_SECONDS
         from kube_elevator.flows.ticker import TickLoop
         from kube_elevator.tasks.escalator.pending_bursts import (
@@ -301,6 +310,7 @@ class InProcessTicks:
         self.error: Exception | None = None
         self.elector = elector
         self.runs: DeploymentRuns | None = None
+        self.feed = feed
         self.loop = TickLoop(self._tick, poll_seconds,
                              may_act=elector.may_act if elector is not None else None,
                              warm_up=self._warm_up)
@@ -359,7 +369,7 @@ class InProcessTicks:
                 self.runs = DeploymentRuns(autoscale, self.deployment_id, client)
                 run_cached_ticks(self.kube.api, str(self.kubeconfig) if self.kubeconfig
                                  else None, self.events, self.loop, self.stop, say,
-                                 CACHE_START_SECONDS)
+                                 CACHE_START_SECONDS, self.feed)
         except Exception as error:  # reported; serve then stops with exit code 1
             self.error = error
             say(f"the ticks stopped: {type(error).__name__}: {error}")
