@@ -253,11 +253,15 @@ def serve(
     stopping = StopDeadline("serve", grace_seconds + SHUTDOWN_SECONDS, prefect_api_url(),
                             say_as("serve"))
     console_logs_without_tracebacks()  # Prefect's handlers exist now: no traceback on stderr
-    with kept_alive(liveness, pages, elector, stopping):
-        asyncio.run(run_until_signal(runner, grace_seconds, in_process=here,
-                                     stopping=stopping, care=care,
-                                     care_seconds=max(poll_seconds, CARE_SECONDS),
-                                     mark_seconds=poll_seconds))
+    from kube_elevator.flows.cli.stopping import RunsShieldedFromCtrlC
+
+    # The runs' processes the Runner starts ignore a Ctrl-C to the group: serve ends them.
+    with kept_alive(liveness, pages, elector, stopping), \
+            asyncio.Runner(loop_factory=RunsShieldedFromCtrlC) as loop_runner:
+        loop_runner.run(run_until_signal(runner, grace_seconds, in_process=here,
+                                         stopping=stopping, care=care,
+                                         care_seconds=max(poll_seconds, CARE_SECONDS),
+                                         mark_seconds=poll_seconds))
     console.print("serve: stopped", highlight=False)
     stopping.doing = "exiting: Prefect's clients flushing their logs and events"
 
@@ -425,7 +429,14 @@ async def run_until_signal(runner: Runner, grace_seconds: float = STOP_GRACE_SEC
     while processes is not None and processes.flow_run_ids() and loop.time() < deadline:
         await asyncio.sleep(0.1)
     if processes is not None and processes.flow_run_ids():
-        stopping.doing = "ending the runs' processes still in flight"
+        stopping.doing = "ending the runs still in flight"
+        from kube_elevator.flows.cli.serve_runs import cancel_runs
+
+        # Cancelled, saying why, before their processes end: a run already ended is not
+        # Crashed by them or by the Runner after them (Prefect refuses a terminal run's crash).
+        await asyncio.to_thread(cancel_runs, list(processes.flow_run_ids()),
+                                f"serve stopped: the run did not finish within the stop's "
+                                f"grace (--stop-grace {grace_seconds:g}s)")
         await end_processes(processes)
     stopping.doing = "stopping Prefect's Runner"
     await runner.astop()  # cancels what still runs
@@ -438,10 +449,11 @@ async def run_until_signal(runner: Runner, grace_seconds: float = STOP_GRACE_SEC
 async def end_processes(processes: Any, term_seconds: float = END_TERM_SECONDS) -> None:
     """The runs' processes still in flight after the grace: SIGTERM, then SIGKILL after
     `term_seconds`. Prefect's Runner would cancel each with SIGTERM and wait up to 30 s for
-    it, past the stop's deadline; and a run's process that took the signal (Ctrl-C reaches
-    the whole group) may still be waiting for its tick's threads, blocked on a slow API, to
-    end: the stop would outlast the grace, and the process serve. The run, its process gone,
-    ends Crashed (the Runner, or the next serve's `flows.abandoned_runs`)."""
+    it, past the stop's deadline; and a run's process that took the signal (a SIGTERM to the
+    whole group) may still be waiting for its tick's threads, blocked on a slow API, to end:
+    the stop would outlast the grace, and the process serve. Its run is Cancelled by then
+    (`serve_runs.cancel_runs`); one that is not ends Crashed (the Runner, or the next serve's
+    `flows.abandoned_runs`)."""
     import signal
 
     def pids() -> list[int]:
