@@ -61,13 +61,13 @@ test: $(STAMP) $(CHECKOV_STAMP)
 	$(BIN)/python -m pytest -q -n 2 --dist loadfile --no-loadscope-reorder --durations=25
 
 # The tests that touch Prefect (marker `prefect`) on another Prefect release than the lock's, in a
-# venv of its own: `make test-prefect PREFECT_VERSION=3.8.4`. uv resolves pyproject.toml with
+# venv of its own: `make test-prefect PREFECT_VERSION=3.8.6`. uv resolves pyproject.toml with
 # Prefect held at that release, starting from the test lock's pins (only what the release
 # requires otherwise moves), with the extras that admit it (.ci/prefect_extras.py: an older
 # release goes without `blocks`, which states its own floor). The lock holds the newest release
 # (make test runs it); CI runs this on the floor of pyproject.toml's range, and on PREFECT_NEWEST
 # when that is newer than the lock's (.ci/run). PREFECT_TEST_WORKERS is -n.
-PREFECT_VERSION ?= 3.8.4
+PREFECT_VERSION ?= 3.8.6
 PREFECT_TEST_WORKERS ?= 2
 PREFECT_VENV := .venv-prefect-$(PREFECT_VERSION)
 $(PREFECT_VENV)/.installed: pyproject.toml requirements/test.txt .ci/prefect_extras.py $(STAMP)

@@ -51,7 +51,7 @@ from kube_elevator.tasks.core.lease_state import DEFAULT_LEASE_NAMESPACE
 from kube_elevator.tasks.escalator.pending_bursts import PENDING_EVENT, RESOURCE_PREFIX
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Sequence
+    from collections.abc import Callable, Collection, Sequence
 
     from prefect.client.schemas.objects import ConcurrencyLimitConfig
     from prefect.deployments.runner import RunnerDeployment
@@ -261,11 +261,15 @@ def serve(
     stopping = StopDeadline("serve", grace_seconds + SHUTDOWN_SECONDS, prefect_api_url(),
                             say_as("serve"))
     console_logs_without_tracebacks()  # Prefect's handlers exist now: no traceback on stderr
-    with kept_alive(liveness, pages, elector, stopping):
-        asyncio.run(run_until_signal(runner, grace_seconds, in_process=here,
-                                     stopping=stopping, care=care,
-                                     care_seconds=max(poll_seconds, CARE_SECONDS),
-                                     mark_seconds=poll_seconds))
+    from kube_elevator.flows.cli.stopping import RunsShieldedFromCtrlC
+
+    # The runs' processes the Runner starts ignore a Ctrl-C to the group: serve ends them.
+    with kept_alive(liveness, pages, elector, stopping), \
+            asyncio.Runner(loop_factory=RunsShieldedFromCtrlC) as loop_runner:
+        loop_runner.run(run_until_signal(runner, grace_seconds, in_process=here,
+                                         stopping=stopping, care=care,
+                                         care_seconds=max(poll_seconds, CARE_SECONDS),
+                                         mark_seconds=poll_seconds))
     console.print("serve: stopped", highlight=False)
     stopping.doing = "exiting: Prefect's clients flushing their logs and events"
 
@@ -435,8 +439,15 @@ async def run_until_signal(runner: Runner, grace_seconds: float = STOP_GRACE_SEC
     while processes is not None and processes.flow_run_ids() and loop.time() < deadline:
         await asyncio.sleep(0.1)
     if processes is not None and processes.flow_run_ids():
-        stopping.doing = "ending the runs' processes still in flight"
-        await end_processes(processes)
+        stopping.doing = "ending the runs still in flight"
+        from kube_elevator.flows.cli.serve_runs import cancel_runs
+
+        # Cancelled, saying why, before their processes are killed (`end_processes`).
+        cancelled = await asyncio.to_thread(
+            cancel_runs, list(processes.flow_run_ids()),
+            f"serve stopped: the run did not finish within the stop's grace (--stop-grace "
+            f"{grace_seconds:g}s)")
+        await end_processes(processes, cancelled=cancelled)
     stopping.doing = "stopping Prefect's Runner"
     await runner.astop()  # cancels what still runs
     with contextlib.suppress(asyncio.CancelledError):
@@ -445,34 +456,40 @@ async def run_until_signal(runner: Runner, grace_seconds: float = STOP_GRACE_SEC
         raise SystemExit(1)  # the ticks stopped by themselves (said why): exit non-zero
 
 
-async def end_processes(processes: Any, term_seconds: float = END_TERM_SECONDS) -> None:
+async def end_processes(processes: Any, term_seconds: float = END_TERM_SECONDS,
+                        cancelled: Collection[UUID] = ()) -> None:
     """The runs' processes still in flight after the grace: SIGTERM, then SIGKILL after
-    `term_seconds`. Prefect's Runner would cancel each with SIGTERM and wait up to 30 s for
-    it, past the stop's deadline; and a run's process that took the signal (Ctrl-C reaches
-    the whole group) may still be waiting for its tick's threads, blocked on a slow API, to
-    end: the stop would outlast the grace, and the process serve. The run, its process gone,
-    ends Crashed (the Runner, or the next serve's `flows.abandoned_runs`)."""
+    `term_seconds`; those of the runs `cancelled` already (`serve_runs.cancel_runs`), SIGKILL
+    at once. Prefect's engine takes a SIGTERM without its Runner's cancel for a crash and
+    forces its run Crashed over our Cancelled; killed, it cannot, and the Runner's own
+    Crashed is refused for a run already ended. Prefect's Runner would cancel each with
+    SIGTERM and wait up to 30 s for it, past the stop's deadline; and a run's process that
+    took the signal (a SIGTERM to the whole group) may still be waiting for its tick's
+    threads, blocked on a slow API, to end: the stop would outlast the grace, and the
+    process serve. A run not Cancelled ends Crashed (the Runner, or the next serve's
+    `flows.abandoned_runs`)."""
     import signal
 
-    def pids() -> list[int]:
+    def pids(killed_first: bool) -> list[int]:
         found = []
         for run_id in processes.flow_run_ids():
             pid = getattr(processes.get(run_id), "pid", None)
-            if isinstance(pid, int):
+            if isinstance(pid, int) and (run_id in cancelled) == killed_first:
                 found.append(pid)
         return found
 
-    def send(signum: signal.Signals) -> None:
-        for pid in pids():
+    def send(signum: signal.Signals, to: list[int]) -> None:
+        for pid in to:
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.kill(pid, signum)
 
     loop = asyncio.get_running_loop()
-    send(signal.SIGTERM)
+    send(signal.SIGKILL, pids(killed_first=True))
+    send(signal.SIGTERM, pids(killed_first=False))
     until = loop.time() + term_seconds
     while processes.flow_run_ids() and loop.time() < until:
         await asyncio.sleep(0.1)
-    send(signal.SIGKILL)
+    send(signal.SIGKILL, pids(killed_first=False) + pids(killed_first=True))
 
 
 def _kube_client(kubeconfig: Path | None) -> KubeClient:
