@@ -153,3 +153,41 @@ def test_the_users_flow_run_and_its_logs_are_on_the_shared_server_after_its_proc
         assert "counted 2 nodes" in [log["message"] for log in logs]
     finally:
         stop_shared_server(home)
+
+
+# Heavy packages a user's script on the harness need not load (benchmarks/RESULTS.md): moto
+# with its EC2 models until a cluster starts, Prefect until the script imports it, kubernetes
+# 37's generated API classes (0.6-0.9 s) unless the script's own code calls them, the ASGI
+# framework Prefect's server uses, protobuf, matplotlib, the flows.
+MODULES_AFTER = """
+import sys
+import kube_elevator.harness
+imported = set(sys.modules)
+if sys.argv[1] == "started":
+    with kube_elevator.harness.fake_cluster(prefect_server=False) as cluster:
+        cluster.add_node_group("workers", desired=2)
+        cluster.advance(60)
+        assert len(cluster.nodes()) == 2
+    imported = set(sys.modules)
+print(" ".join(sorted(imported)))
+"""
+NEVER = ("prefect", "kubernetes.client.api", "fastapi", "google.protobuf", "matplotlib",
+         "kube_elevator.flows", "kube_elevator.tasks.pod_autoscalers")
+
+
+def modules_after(stage: str) -> set[str]:
+    return set(run_script(MODULES_AFTER, stage).stdout.split())
+
+
+def under(modules: set[str], *packages: str) -> list[str]:
+    return sorted(m for m in modules if any(m == p or m.startswith(p + ".") for p in packages))
+
+
+def test_importing_the_harness_loads_neither_moto_prefect_nor_the_generated_api_classes() -> None:
+    assert under(modules_after("imported"), "moto", "uvicorn", *NEVER) == []
+
+
+def test_a_cluster_with_a_node_group_loads_no_prefect_nor_the_generated_api_classes() -> None:
+    modules = modules_after("started")
+    assert under(modules, *NEVER) == []
+    assert under(modules, "moto.ec2", "moto.autoscaling")  # what it does use
