@@ -18,12 +18,12 @@ from collections.abc import Sequence
 import pytest
 
 MODULE_SECONDS = {
-    "test_serve_abandoned_runs.py": 700,
-    "test_serve_first_tick.py": 400,
-    "test_serve_silent_runs.py": 300,
-    "test_serve_signal_mid_tick.py": 190,
+    "test_serve_abandoned_runs.py": 940,
+    "test_serve_first_tick.py": 570,
+    "test_serve_silent_runs.py": 430,
+    "test_serve_signal_mid_tick.py": 400,
     "test_crashed_runs.py": 155,
-    "test_serve_schedules_and_signals.py": 135,
+    "test_serve_schedules_and_signals.py": 250,
     "test_least_privilege.py": 100,
     "test_serve_watch.py": 80,
     "test_faults.py": 60,
