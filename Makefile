@@ -54,17 +54,27 @@ tune-example: $(STAMP)
 		--output tuned-nodegroups.yaml --plot tune-example.png
 
 # Two workers, a test module each at a time (module fixtures stay together): most end-to-end
-# tests wait on servers and subprocesses, so the suite takes about half the time.
+# tests wait on servers and subprocesses, so the suite takes about half the time. The longest
+# modules first (tests/module_order.py), so no long one starts last: --no-loadscope-reorder
+# keeps that order rather than xdist's, most tests first.
+# Our own modules' bytecode too, before the tests: where PYTHONDONTWRITEBYTECODE is set (as on
+# some CI runners and this machine), every command and server a test starts in a subprocess
+# would otherwise compile the project's modules from source again (0.3 s of CPU for the
+# harness's import alone; benchmarks/RESULTS.md). compileall skips what is up to date.
+OWN_BYTECODE = $(BIN)/python -m compileall -q -j 0 flows tasks fakes kube_elevator tests benchmarks
+
 test: $(STAMP) $(CHECKOV_STAMP)
-	$(BIN)/python -m pytest -q -n 2 --dist loadfile --durations=25
+	@$(OWN_BYTECODE)
+	$(BIN)/python -m pytest -q -n 2 --dist loadfile --no-loadscope-reorder --durations=25
 
 # The tests that touch Prefect (marker `prefect`) on another Prefect release than the lock's, in a
-# venv of its own: `make test-prefect PREFECT_VERSION=3.9.1`. uv resolves pyproject.toml with
+# venv of its own: `make test-prefect PREFECT_VERSION=3.8.6`. uv resolves pyproject.toml with
 # Prefect held at that release, starting from the test lock's pins (only what the release
 # requires otherwise moves), with the extras that admit it (.ci/prefect_extras.py: an older
-# release goes without `blocks`, which states its own floor). CI runs it on the floor of
-# pyproject.toml's range and on the newest release (.ci/run). PREFECT_TEST_WORKERS is -n.
-PREFECT_VERSION ?= 3.9.1
+# release goes without `blocks`, which states its own floor). The lock holds the newest release
+# (make test runs it); CI runs this on the floor of pyproject.toml's range, and on PREFECT_NEWEST
+# when that is newer than the lock's (.ci/run). PREFECT_TEST_WORKERS is -n.
+PREFECT_VERSION ?= 3.8.6
 PREFECT_TEST_WORKERS ?= 2
 PREFECT_VENV := .venv-prefect-$(PREFECT_VERSION)
 $(PREFECT_VENV)/.installed: pyproject.toml requirements/test.txt .ci/prefect_extras.py $(STAMP)
@@ -82,7 +92,9 @@ $(PREFECT_VENV)/.installed: pyproject.toml requirements/test.txt .ci/prefect_ext
 test-prefect: $(PREFECT_VENV)/.installed $(CHECKOV_STAMP)
 	@$(PREFECT_VENV)/bin/python -c "import prefect; print('make test-prefect: Prefect', \
 		prefect.__version__, 'in $(PREFECT_VENV)', flush=True)"
+	@$(OWN_BYTECODE)
 	$(PREFECT_VENV)/bin/python -m pytest -q -n $(PREFECT_TEST_WORKERS) --dist loadfile \
+		--no-loadscope-reorder \
 		-m 'prefect and not benchmark'
 
 lint: $(STAMP)
@@ -98,17 +110,19 @@ docs: $(STAMP)
 	$(BIN)/python docs/api_reference.py build/api
 
 # Refresh the locks after a change to pyproject.toml's dependencies, keeping every other pin;
-# `make lock UPGRADE=1` moves every pin to the newest release the ranges allow. test.txt is the
-# development venv (all extras); the others are constrained by it, so a package has one version
-# in every lock, but for the AWS SDK (boto3, botocore, s3transfer): prefect-aws needs
-# aiobotocore, whose every release caps botocore below the newest (aiobotocore 3.10.0:
-# botocore <1.43.118), so test.txt, blocks.txt and image.txt (the image has `blocks`) hold what
-# it allows, and every lock without prefect-aws takes the newest (AWS_SDK_CONSTRAINTS: test.txt's
-# pins without those three, which each of those locks upgrades). Each extra has a lock of its
-# own: requirements/EXTRA.txt; runtime.txt has none. pyproject.toml keeps ranges: `pip install
+# `make lock UPGRADE=1` moves every pin to the newest release the ranges allow, `make lock
+# UPGRADE_PACKAGES=prefect` those packages only (and what their new releases require). test.txt is
+# the development venv (all extras); the others are constrained by it, so a package has one
+# version in every lock, but for the AWS SDK (boto3, botocore, s3transfer): prefect-aws needs
+# aiobotocore, whose every release caps botocore below the newest (aiobotocore 3.10.0: botocore
+# <1.43.118), so test.txt, blocks.txt and image.txt (the image has `blocks`) hold what it allows,
+# and every lock without prefect-aws takes the newest (AWS_SDK_CONSTRAINTS: test.txt's pins
+# without those three, which each of those locks upgrades). Each extra has a lock of its own:
+# requirements/EXTRA.txt; runtime.txt has none. pyproject.toml keeps ranges: `pip install
 # kube-elevator` resolves as usual.
 COMPILE = $(BIN)/uv pip compile --quiet --universal --python-version 3.11 --generate-hashes \
-	--custom-compile-command "make lock" $(if $(UPGRADE),--upgrade)
+	--custom-compile-command "make lock" $(if $(UPGRADE),--upgrade) \
+	$(foreach package,$(UPGRADE_PACKAGES),--upgrade-package $(package))
 AWS_SDK := boto3 botocore s3transfer
 AWS_SDK_CONSTRAINTS := build/lock/test-but-the-aws-sdk.txt
 NEWEST_AWS_SDK = -c $(AWS_SDK_CONSTRAINTS) $(foreach package,$(AWS_SDK),--upgrade-package $(package))

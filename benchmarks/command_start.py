@@ -104,6 +104,12 @@ def measure(runs: int = 5) -> dict[str, dict[str, float]]:
         base = {key: value for key, value in os.environ.items()
                 if not key.startswith("PREFECT_")}
         base.update(PREFECT_SERVER_ANALYTICS_ENABLED="false", PREFECT_LOGGING_LEVEL="WARNING")
+        # A user's Python keeps the bytecode of the modules it compiles (pip compiles a wheel's
+        # at install; a checkout's are written on first import). With PYTHONDONTWRITEBYTECODE
+        # (set where these figures were first taken) every command compiled kube-elevator's
+        # own modules again from source: ~0.33 s of CPU for the harness's alone
+        # (benchmarks/RESULTS.md). The first command measured writes them, as a user's would.
+        base.pop("PYTHONDONTWRITEBYTECODE", None)
         with fake_cluster_command(folder) as exports:
             commands: dict[str, tuple[list[str], tuple[int, ...]]] = {
                 "run --once": (elevator("run", "--nodegroups", str(NODEGROUPS), "--once",

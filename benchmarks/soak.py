@@ -55,14 +55,16 @@ DRY_GROUP = "spot"  # Escalator's dry mode: its taints live in its Lease's track
 RANGES = ((0, 250), (250, 500), (500, 1000), (1000, 1500), (1500, 2000))
 
 
-def soak_groups(boot_seconds: float = 5.0) -> tuple[list[AsgSpec], dict[str, Any]]:
+def soak_groups(boot_seconds: float = 5.0, asg_suffix: str = ""
+                ) -> tuple[list[AsgSpec], dict[str, Any]]:
     """Three ASGs of m5.large nodes and their node groups (`spot` in dry mode), quick to react:
-    a 20 s cool-down, tainted empty nodes removed after 30 s."""
-    asgs = [AsgSpec(name=f"{group}-asg", min=2, max=40, desired=6, node_labels={
+    a 20 s cool-down, tainted empty nodes removed after 30 s. `asg_suffix` ends the ASGs'
+    names: a test on a moto that other tests share names its own."""
+    asgs = [AsgSpec(name=f"{group}-asg{asg_suffix}", min=2, max=40, desired=6, node_labels={
         "customer": group}, boot_delay=boot_seconds) for group in GROUPS]
     document = {"node_groups": [{
         "name": group, "label_key": "customer", "label_value": group,
-        "cloud_provider_group_name": f"{group}-asg", "min_nodes": 2, "max_nodes": 40,
+        "cloud_provider_group_name": f"{group}-asg{asg_suffix}", "min_nodes": 2, "max_nodes": 40,
         "dry_mode": group == DRY_GROUP,
         "taint_upper_capacity_threshold_percent": 40,
         "taint_lower_capacity_threshold_percent": 10, "scale_up_threshold_percent": 70,
@@ -130,7 +132,9 @@ class SoakWorld:
     def interrupt(self) -> None:
         """A spot node is taken back: its instance terminated and replaced (the ASG keeps
         its desired count), its Node gone at the next step."""
-        instances = self.cluster.aws.instances(f"{DRY_GROUP}-asg")
+        dry_asg = next(asg.name for asg in self.cluster.asgs
+                       if asg.node_labels.get("customer") == DRY_GROUP)
+        instances = self.cluster.aws.instances(dry_asg)
         if instances:
             victim = self.rng.choice(sorted(i["InstanceId"] for i in instances))
             self.cluster.aws.client("autoscaling").terminate_instance_in_auto_scaling_group(
@@ -139,9 +143,9 @@ class SoakWorld:
 
 
 def make_world(kube: FakeKubeApi, aws: FakeAws, directory: Path, now: float,
-               **options: Any) -> tuple[SoakWorld, Path, Path]:
+               asg_suffix: str = "", **options: Any) -> tuple[SoakWorld, Path, Path]:
     """The soak's cluster, created: the world, its node-group file and a kubeconfig."""
-    asgs, document = soak_groups()
+    asgs, document = soak_groups(asg_suffix=asg_suffix)
     nodegroups = directory / "nodegroups.yaml"
     nodegroups.write_text(yaml.safe_dump(document))
     groups = parse_node_groups(document, str(nodegroups)).node_groups

@@ -21,9 +21,16 @@ submits or runs in subprocesses, each with the subprocess's own pid).
 - No owner recorded, Pending: the claimer died between claiming and marking, which a live one
   does within a poll (`LOST_SUBMIT`): abandoned once Pending longer than that.
 - Owner elsewhere (another replica, another host, a worker's own id), or Running without one:
-  this process cannot see that owner, so only age speaks: abandoned past `FOREIGN_PENDING`
-  Pending (a worker's pod may pull its image for minutes) or `FOREIGN_RUNNING` Running (no tick
-  runs that long; on a server with automations the heartbeat recipe finds it in 90 s).
+  this process cannot see that owner's process, so the run's own signs of life speak:
+  - Pending: abandoned past `FOREIGN_PENDING` (a worker's pod may pull its image for minutes).
+  - Running or Cancelling, and it sent heartbeats since (`prefect.flow-run.heartbeat`, every
+    30 s from a serve's runs, `flows.crash_detection`; read from the server's events):
+    abandoned once the last is older than `HEARTBEAT_GRACE` (Prefect's zombie-flow recipe, as
+    the automation does, but on every server: the sweep needs no automations service). A live
+    engine's heartbeat thread beats whatever its tick is doing.
+  - Running or Cancelling without a heartbeat (heartbeats off, or a server that keeps no
+    events): abandoned past `FOREIGN_RUNNING`, the `autoscale` flow's own timeout and its
+    slack (`tasks.core.tick_timeout`): a live engine has ended its run by then.
 
 A run of the ticking deployment left Scheduled past its time (`why_late`) is ended too,
 Cancelled: a stopped or killed serve leaves the runs the scheduler made for it while nothing
@@ -35,7 +42,8 @@ tick a live serve is about to run: Escalator does not make up a missed tick, the
 due within an interval.
 
 Under leader election only the Lease holder ticks, so a run of the replica that lost the Lease
-is another host's: it ends by its own process or by age, never cut short by the new leader.
+is another host's: it ends by its own process (its heartbeats stop when that process is gone)
+or by age, never cut short by the new leader while that process beats.
 """
 
 from __future__ import annotations
@@ -46,7 +54,9 @@ from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING
 from uuid import UUID
 
+from kube_elevator.flows.crash_detection import HEARTBEAT_EVENT, HEARTBEAT_GRACE
 from kube_elevator.tasks.core.process_owner import ProcessMark, host_name, lives, parse_mark
+from kube_elevator.tasks.core.tick_timeout import TICK_TIMEOUT_SECONDS, TIMEOUT_SLACK_SECONDS
 
 if TYPE_CHECKING:
     from prefect.client.orchestration import SyncPrefectClient
@@ -55,7 +65,8 @@ if TYPE_CHECKING:
 # A claim not marked for this long was lost: our serve marks within a poll (2 s by default).
 LOST_SUBMIT = timedelta(seconds=60)
 FOREIGN_PENDING = timedelta(minutes=15)
-FOREIGN_RUNNING = timedelta(hours=1)
+# A live engine ends its run at the flow's timeout (`tasks.core.tick_timeout`).
+FOREIGN_RUNNING = timedelta(seconds=TICK_TIMEOUT_SECONDS + TIMEOUT_SLACK_SECONDS)
 ACTIVE_STATES = ("PENDING", "RUNNING", "CANCELLING")
 # How late past the interval a Scheduled run may be before it is no tick a live serve will
 # run: a poll, and a loaded machine's delay in claiming it.
@@ -69,14 +80,16 @@ class Bounds:
     lost_submit: timedelta = LOST_SUBMIT
     foreign_pending: timedelta = FOREIGN_PENDING
     foreign_running: timedelta = FOREIGN_RUNNING
+    heartbeat_grace: timedelta = HEARTBEAT_GRACE
 
 
 def why_abandoned(state_type: str, since: datetime, owner: str | None, now: datetime,
                   host: str, alive: Callable[[ProcessMark], bool],
-                  bounds: Bounds = Bounds()) -> str | None:
+                  bounds: Bounds = Bounds(), last_heartbeat: datetime | None = None) -> str | None:
     """Why a run in `state_type` (PENDING, RUNNING, CANCELLING) since `since`, owned by
-    `owner` (its `infrastructure_pid`), is abandoned; None while it may still be finished.
-    The rule is the module docstring's."""
+    `owner` (its `infrastructure_pid`), its last heartbeat since then at `last_heartbeat`
+    (None: none seen), is abandoned; None while it may still be finished. The rule is the
+    module docstring's."""
     mark = parse_mark(owner)
     if mark is not None and mark.host == host:
         if alive(mark):
@@ -85,16 +98,65 @@ def why_abandoned(state_type: str, since: datetime, owner: str | None, now: date
                 "it stopped or was killed)")
     age = now - since
     pending = state_type == "PENDING"
+    who = f"its owner {owner} is not on this host" if owner else "no owner recorded"
+    if not pending and last_heartbeat is not None:
+        silent = now - last_heartbeat
+        if silent <= bounds.heartbeat_grace:
+            return None
+        return (f"{state_type.title()} with no heartbeat for {silent.total_seconds():.0f} s "
+                f"(over {bounds.heartbeat_grace.total_seconds():.0f} s) and {who}: the "
+                "process that ran it is gone")
     if not owner and pending:
         limit = bounds.lost_submit
         who = "no process ever took it (lost mid-submit)"
+    elif pending:
+        limit = bounds.foreign_pending
     else:
-        limit = bounds.foreign_pending if pending else bounds.foreign_running
-        who = (f"its owner {owner} is not on this host" if owner else "no owner recorded")
+        limit = bounds.foreign_running
+        who += ", no heartbeat, and past the tick's timeout"
     if age <= limit:
         return None
     return (f"{state_type.title()} for {age.total_seconds():.0f} s (over "
             f"{limit.total_seconds():.0f} s) and {who}")
+
+
+def needs_heartbeat(state_type: str, owner: str | None, host: str) -> bool:
+    """Whether `why_abandoned` reads the run's heartbeats: a run Running or Cancelling whose
+    owner this process cannot see."""
+    mark = parse_mark(owner)
+    return state_type != "PENDING" and (mark is None or mark.host != host)
+
+
+def last_heartbeat(client: SyncPrefectClient, run_id: UUID, since: datetime,
+                   now: datetime) -> datetime | None:
+    """When the run last sent a heartbeat between `since` and `now` (the server's events);
+    None when it sent none, or the server keeps no events (a Prefect without the events
+    API: the age bound speaks instead)."""
+    from prefect.events.filters import (
+        EventFilter,
+        EventNameFilter,
+        EventOccurredFilter,
+        EventOrder,
+        EventResourceFilter,
+    )
+    from prefect.exceptions import PrefectHTTPStatusError
+
+    read_events = getattr(client, "read_events", None)
+    if read_events is None:
+        return None
+    try:
+        page = read_events(EventFilter(
+            occurred=EventOccurredFilter(since=since, until=now),  # type: ignore[arg-type]
+            event=EventNameFilter(name=[HEARTBEAT_EVENT]),
+            resource=EventResourceFilter(id=[f"prefect.flow-run.{run_id}"]),
+            order=EventOrder.DESC), limit=1)
+    except PrefectHTTPStatusError:  # a server without the events API
+        return None
+    events = list(page.events)
+    if not events:
+        return None
+    occurred: datetime = events[0].occurred
+    return occurred
 
 
 def why_late(scheduled_at: datetime, now: datetime, late_after: timedelta) -> str | None:
@@ -195,8 +257,12 @@ class AbandonedRuns:
             state = run.state
             if state is None:
                 continue
+            now = self.clock()
+            beat = (last_heartbeat(self.client, run.id, state.timestamp, now)
+                    if needs_heartbeat(state.type.value, run.infrastructure_pid, self.host)
+                    else None)
             why = why_abandoned(state.type.value, state.timestamp, run.infrastructure_pid,
-                                self.clock(), self.host, self.alive, self.bounds)
+                                now, self.host, self.alive, self.bounds, beat)
             if why is None:
                 continue
             message = f"abandoned: {why}; ended so the deployment's next run may start"

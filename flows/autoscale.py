@@ -33,6 +33,7 @@ from kube_elevator.tasks.cluster_autoscaler.config import ClusterAutoscalerConfi
 from kube_elevator.tasks.core.errors import InputError, redacted
 from kube_elevator.tasks.core.lease_state import DEFAULT_LEASE_NAMESPACE
 from kube_elevator.tasks.core.step import Runner, run_as_task, run_plain
+from kube_elevator.tasks.core.tick_timeout import TICK_TIMEOUT_SECONDS
 from kube_elevator.tasks.escalator.config import NodeGroupConfig
 from kube_elevator.tasks.node_group_file import load_node_groups
 from kube_elevator.tasks.steps.node_groups import Adapters, GroupResult
@@ -45,7 +46,7 @@ from kube_elevator.tasks.steps.source import (
     cache_freshness,
 )
 
-prefect_compat.install()  # Prefect 3.8.8's heartbeat join costs each flow run up to 1 s
+prefect_compat.install()  # Prefect's heartbeat join (3.8.8, 3.9.1) costs each flow run up to 1 s
 # `elevator serve`'s runs' own processes (`--ticks runs`) write to serve's console: the house
 # rule holds there too, a run that failed or was stopped (Ctrl-C reaches the whole process
 # group) is its error line, its traceback in the run's logs on the server (issue 40).
@@ -133,7 +134,9 @@ SIMULATED_CLOCK = "ELEVATOR_SIMULATED_CLOCK"
 
 
 # The docstring's Args are the descriptions the Prefect UI shows in the run form.
-@flow(name="autoscale", log_prints=False, persist_result=False)
+# Its timeout: a tick no longer than the liveness probe allows (`tasks.core.tick_timeout`).
+@flow(name="autoscale", log_prints=False, persist_result=False,
+      timeout_seconds=TICK_TIMEOUT_SECONDS)
 def autoscale(
     nodegroups: str,
     now: datetime | None = None,

@@ -116,9 +116,17 @@ def one_client_for_runs() -> Generator[None, None, None]:
     Prefect's engine reuses the client of an open `SyncClientContext` and otherwise builds one
     per flow run: a new HTTP connection, TLS context and CSRF-token request each tick (measured
     ~40 ms of a tick's overhead here). Prefect's own API, no patch.
+
+    Only where an API URL is set (the commands set it, `use_local_server`): without one,
+    opening the client starts Prefect's own temporary server, with its 20 s start timeout,
+    before any run needs it, and a loop whose cycles run no flow would wait for it.
     """
     from prefect.context import SyncClientContext
+    from prefect.settings import PREFECT_API_URL
 
+    if not PREFECT_API_URL.value():
+        yield
+        return
     with SyncClientContext.get_or_create():
         yield
 

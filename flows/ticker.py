@@ -19,12 +19,15 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kube_elevator.tasks.core.health import LoopHealth
 from kube_elevator.tasks.core.records import PodRecord
 from kube_elevator.tasks.core.words import counted
 from kube_elevator.tasks.escalator.pending_bursts import PendingPods, PendingPodsEvents
+
+if TYPE_CHECKING:
+    from kube_elevator.tasks.adapters.kube_cache import ClusterCache
 
 log = logging.getLogger(__name__)
 
@@ -63,11 +66,15 @@ class TickLoop:
         self.wall_clock = wall_clock
         self.may_act = may_act
         self.health = LoopHealth(clock(), monitoring=may_act is None)
-        self.ready: Callable[[], bool] = lambda: True
+        # Not ready before the loop knows its role (`looked`), whatever else it waits for.
+        self.ready: Callable[[], bool] = lambda: self.looked
         self._requested = threading.Event()
         self._why = "schedule"
         self.ticks = 0
         self.acting = may_act is None
+        # Whether the loop knows its role: it asked the election once (or has none). Until then
+        # a process is not ready: its health reads as a follower's, though it may lead.
+        self.looked = may_act is None
 
     def request(self, why: str) -> None:
         self._why = why
@@ -82,6 +89,7 @@ class TickLoop:
                 return
             if self.may_act is not None:
                 leads, won = self._leads()
+                self.looked = True
                 if not leads:
                     self._requested.clear()  # a follower does not tick
                     self._warm()
@@ -184,19 +192,19 @@ def run_ticks(loop: TickLoop, stop: threading.Event) -> None:
         install_acting_guard(None)
 
 
-def run_cached_ticks(api_client: Any, kubeconfig: str | None, events: PendingPodsEvents,
-                     loop: TickLoop, stop: threading.Event, say: Callable[[str], None],
-                     start_seconds: float) -> None:
-    """Keep a watch cache of the cluster and run `loop` from it, until `stop` is set.
+@dataclass
+class CacheFeed:
+    """A started watch cache, installed for the process, and the pod changes it has seen."""
 
-    The cache is installed for the process, so every `autoscale` flow run started here reads it;
-    its pod changes feed the pending-pod bursts, and a burst asks the loop for a tick at once.
-    The loop ticks every `loop.interval` seconds too (`elevator watch`: a tick; `elevator
-    serve`: a look for due runs of the deployment). A follower keeps the cache warm all the
-    same: when it takes over, its first tick reads memory. The loop is ready once the cache
-    has listed every kind.
-    """
-    from kube_elevator.flows.prefect_compat import one_client_for_runs
+    cache: ClusterCache
+    changes: queue.Queue[Changed | Relisted]
+
+
+def start_cache(api_client: Any, kubeconfig: str | None) -> CacheFeed:
+    """Start listing and watching the cluster now, installed as the process's cache: a command
+    that has more to do before it ticks (`serve` starting or finding its Prefect server,
+    registering its deployments, ending abandoned runs) lists meanwhile, and its first tick
+    does not wait for the list after all that (issue 40: the first tick after a restart)."""
     from kube_elevator.tasks.adapters.kube_cache import ClusterCache, install_process_cache
     from kube_elevator.tasks.core.collector import collect_less_often
 
@@ -207,14 +215,37 @@ def run_cached_ticks(api_client: Any, kubeconfig: str | None, events: PendingPod
     cache.on_pod = lambda event_type, pod: changes.put(Changed(event_type, pod))
     cache.on_pods_listed = lambda pods: changes.put(Relisted(pods))
     install_process_cache(cache, kubeconfig)
-    loop.ready = lambda: cache.synced
+    cache.start()
+    return CacheFeed(cache, changes)
+
+
+def run_cached_ticks(api_client: Any, kubeconfig: str | None, events: PendingPodsEvents,
+                     loop: TickLoop, stop: threading.Event, say: Callable[[str], None],
+                     start_seconds: float, feed: CacheFeed | None = None) -> None:
+    """Keep a watch cache of the cluster and run `loop` from it, until `stop` is set.
+
+    The cache is installed for the process, so every `autoscale` flow run started here reads it;
+    its pod changes feed the pending-pod bursts, and a burst asks the loop for a tick at once.
+    The loop ticks every `loop.interval` seconds too (`elevator watch`: a tick; `elevator
+    serve`: a look for due runs of the deployment). A follower keeps the cache warm all the
+    same: when it takes over, its first tick reads memory. The loop is ready once the cache
+    has listed every kind. `feed`: a cache `start_cache` started earlier (else one now).
+    """
+    from kube_elevator.flows.prefect_compat import one_client_for_runs
+    from kube_elevator.tasks.adapters.kube_cache import install_process_cache
+
+    if feed is None:
+        feed = start_cache(api_client, kubeconfig)
+    cache, changes = feed.cache, feed.changes
+    # Ready once listed, and once the loop knows whether it leads (a cache started before the
+    # loop is synced before the loop has asked: that is no follower's readiness yet).
+    loop.ready = lambda: cache.synced and loop.looked
 
     def on_burst(event: PendingPods) -> None:
         if loop.acting:  # a follower's line would read as if it ticked
             say(f"{event.group}: {event.count} pending pods → tick")
         loop.request(f"{event.group}: {event.count} pending pods")
 
-    cache.start()
     try:
         if not cache.wait_synced(start_seconds, stop=stop):
             if stop.is_set():

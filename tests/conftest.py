@@ -30,10 +30,12 @@ os.environ.setdefault("ELEVATOR_HARNESS_PREFECT_SERVER", "0")
 
 from collections.abc import Iterator
 
+import hypothesis
 import pytest
 
 from kube_elevator.fakes.aws import FakeAws
 from kube_elevator.flows.prefect_compat import default_server_settings
+from tests.module_order import longest_first
 
 default_server_settings(os.environ)  # the session's Prefect server, as docs/deploying.md advises
 
@@ -71,19 +73,34 @@ _KINDS = ("unit", "contract", "e2e")
 # The modules whose tests reach Prefect without the session's `prefect_server` fixture: the CLI
 # in a subprocess (run, serve, watch, pods run start a local server or use one), the local
 # server's adapter, the deployments, the wheel's installs that run flows (a stranger's project,
-# the harness's). Not yet serve's abandoned-runs and mid-tick signal modules: on Prefect 3.8.4
-# two of their `--ticks runs` cases waited 240 s for a run in flight (issue 40's note).
+# the harness's), serve's abandoned runs and a signal mid-tick (on Prefect 3.8.4 their `--ticks
+# runs` cases waited minutes for a run in flight: its server stalled, hence the floor 3.8.6,
+# docs/deploying.md "Prefect releases").
 PREFECT_MODULES = frozenset({
     "test_cli_run.py", "test_deployments.py", "test_harness_stranger.py", "test_local_prefect_server.py",
-    "test_pods_cli.py", "test_prefect_retention.py", "test_serve_schedules_and_signals.py",
+    "test_pods_cli.py", "test_prefect_retention.py", "test_serve_abandoned_runs.py",
+    "test_serve_schedules_and_signals.py", "test_serve_signal_mid_tick.py",
     "test_serve_stop_deadline.py", "test_serve_watch.py", "test_silent_watch_e2e.py",
 })
+
+
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    """Before a test of a module that uses hypothesis: no Prefect sender left running by an
+    earlier test of this process, whose websocket pings draw from the global `random` while
+    hypothesis draws examples (tests/prefect_senders.py)."""
+    module = getattr(item, "module", None)
+    if module is not None and getattr(module, "given", None) is hypothesis.given:
+        from benchmarks.deadlines import scaled
+        from tests.prefect_senders import stop_prefect_senders
+
+        stop_prefect_senders(timeout_seconds=scaled(30))
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Mark each test by its folder, so `pytest -m "not e2e"` is the fast loop; and `prefect`
     on every test that touches Prefect (the session's server, or a module above), the subset
-    CI also runs on the floor and the newest Prefect release (`make test-prefect`)."""
+    CI also runs on the floor Prefect release (`make test-prefect`; the lock holds the newest)."""
+    items[:] = longest_first(items)  # for xdist's workers (tests/module_order.py)
     for item in items:
         kind = item.path.parent.name
         if kind in _KINDS:

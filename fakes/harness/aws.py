@@ -14,7 +14,7 @@ import copy
 import os
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any
+from typing import Any, cast
 
 import boto3
 import botocore.loaders
@@ -83,6 +83,38 @@ def _shared_loader() -> botocore.loaders.Loader:
     return _LOADER
 
 
+# botocore's own `create_loader`, while `_share_loader_in_new_sessions` has replaced it.
+_BOTOCORE_CREATE_LOADER: Any = None
+
+
+def _loader_for_new_session(search_path_string: str | None = None) -> botocore.loaders.Loader:
+    """What a botocore session made while an `InProcessAws` runs reads its models with: the
+    process's one loader for the default data path (an `AWS_DATA_PATH` gets its own)."""
+    if search_path_string is None:
+        return _shared_loader()
+    return cast(botocore.loaders.Loader, _BOTOCORE_CREATE_LOADER(search_path_string))
+
+
+def _share_loader_in_new_sessions(on: bool) -> None:
+    """Every botocore session made meanwhile (moto's own included) shares `_shared_loader()`.
+
+    moto makes sessions of its own: three when `moto.ec2` is imported (its region and zone
+    tables, `RegionsAndZonesBackend`) and one for its backends' region lists
+    (`AccountSpecificBackend.get_session`). Each new session has a new loader, which parses
+    `endpoints.json` and EC2's service model (~2 MB of JSON) again: ~0.9 s of CPU a process,
+    measured (benchmarks/RESULTS.md). A botocore session looks its loader up as
+    `botocore.session.create_loader` when first asked for it (`Session._register_data_loader`),
+    so that name is what is replaced; the data is read-only once loaded, as the sessions of
+    `InProcessAws.session()` already share it."""
+    global _BOTOCORE_CREATE_LOADER
+    if on and _BOTOCORE_CREATE_LOADER is None:
+        _BOTOCORE_CREATE_LOADER = botocore.session.create_loader
+        botocore.session.create_loader = _loader_for_new_session
+    elif not on and _BOTOCORE_CREATE_LOADER is not None:
+        botocore.session.create_loader = _BOTOCORE_CREATE_LOADER
+        _BOTOCORE_CREATE_LOADER = None
+
+
 class InProcessAws(FakeAws):
     """moto's `mock_aws` for the life of this object: boto3 in this process reaches moto.
 
@@ -107,10 +139,15 @@ class InProcessAws(FakeAws):
             return self
         from kube_elevator.tasks.core.collector import gc_paused
 
-        with gc_paused():  # moto's and its EC2 models' import (tasks/core/collector.py)
-            from moto import mock_aws
+        _share_loader_in_new_sessions(True)  # before moto.ec2's import makes its sessions
+        try:
+            with gc_paused():  # moto's and its EC2 models' import (tasks/core/collector.py)
+                from moto import mock_aws
 
-            extend_moto()
+                extend_moto()
+        except BaseException:
+            _share_loader_in_new_sessions(bool(_RUNNING))
+            raise
         self._saved_amis_setting = os.environ.get(LOAD_AMIS)
         if not self._load_default_amis:
             os.environ[LOAD_AMIS] = "false"
@@ -133,6 +170,7 @@ class InProcessAws(FakeAws):
             self._mock.stop()
             if self in _RUNNING:
                 _RUNNING.remove(self)
+            _share_loader_in_new_sessions(bool(_RUNNING))
             if self._outer_moto is not None:  # the outer block's ASGs, instances, templates
                 _restore_moto(self._outer_moto)
                 self._outer_moto = None

@@ -30,6 +30,7 @@ from kube_elevator.fakes.harness.aws import InProcessAws
 from kube_elevator.fakes.harness.clock import ManualClock
 from kube_elevator.fakes.kube_api.server import FakeKubeApi
 from kube_elevator.fakes.scenario import AsgSpec, DaemonSetSpec
+from kube_elevator.tasks.core.collector import no_collections_at_exit
 from kube_elevator.tasks.escalator.config import NodeGroupConfig
 from kube_elevator.tasks.scheduler.profiles import DEFAULT_PROFILE
 
@@ -87,6 +88,9 @@ class FakeCluster:
     def start(self) -> FakeCluster:
         if self._stack is not None:
             return self
+        # The process ends without the collector's passes over the cluster, moto and the
+        # code under test (tasks/core/collector.py): ~1 s of a user's script.
+        no_collections_at_exit()
         with ExitStack() as stack:
             kube = self._given_kube
             if kube is None:

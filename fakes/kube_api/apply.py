@@ -271,13 +271,33 @@ def apply(current: Obj | None, config: Obj, manager: str, api_version: str, *, f
         body["metadata"] = {k: v for k, v in body_meta.items() if k not in _SERVER_META}
     merged: Obj = _merge(obj, body, "")
     managers[mine_key] = (api_version, applied)
-    for path in sorted(previous - applied, key=len, reverse=True):
+    # Outermost first: an item goes whole before its fields would change its key (removing a
+    # key field first left the item behind, with a hash-seed-dependent order).
+    for path in sorted(previous - applied, key=lambda p: (len(p), p[-1] != ".")):
         if not _owned_below(managers, path):
             _remove(merged, path)
+            _remove_emptied(merged, path, managers)
     merged_meta = dict(merged.get("metadata") or {})
-    merged_meta["managedFields"] = write_managers(managers, now)
+    entries = write_managers(managers, now)
+    if entries:
+        merged_meta["managedFields"] = entries
+    else:  # omitempty: no manager owns anything (apply_test.go RemovesEmptyManagedFields)
+        merged_meta.pop("managedFields", None)
     merged["metadata"] = merged_meta
     return merged
+
+
+def _remove_emptied(obj: Obj, path: Path, managers: Managers) -> None:
+    """The lists and maps a removal left empty, up the path, that no manager owns: gone too
+    (structured-merge-diff drops what no one owns; apply_test.go RemoveContainerPort)."""
+    parent = path[:-1] if path and path[-1] == "." else path
+    parent = parent[:-1]
+    while parent:
+        value = value_at(obj, parent)
+        if value not in ([], {}) or _owned_below(managers, parent):
+            return
+        _remove(obj, parent)
+        parent = parent[:-1]
 
 
 def track_update(old: Obj, new: Obj, manager: str, api_version: str, subresource: str,

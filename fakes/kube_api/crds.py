@@ -24,6 +24,7 @@ from kube_elevator.fakes.kube_api.objects import (
     _DUMP,
     _add_custom_tables,
     _Collection,
+    _drop_custom_tables,
     _Event,
     _load,
     _metadata,
@@ -58,6 +59,11 @@ def crd_types(crd: Obj) -> list[ResourceType]:
     if not versions:
         raise Invalid(CRDS, name, "spec.versions", "FieldValueRequired",
                       "Required value: must have exactly one version marked as storage version")
+    # Field selectors (selectableFields, CustomResourceFieldSelectors GA in 1.32): the fake's
+    # field tables are one per plural, so every version selects on the fields any version names.
+    selectable = tuple(dict.fromkeys(
+        field["jsonPath"] for v in versions for field in v.get("selectableFields") or ()
+        if isinstance(field, dict) and isinstance(field.get("jsonPath"), str)))
     types: list[ResourceType] = []
     for version in sorted(versions, key=lambda v: not v.get("storage", False)):
         if not version.get("served", True):
@@ -74,6 +80,7 @@ def crd_types(crd: Obj) -> list[ResourceType]:
                 status="status" in subresources,
                 scale=(scale.get("specReplicasPath") or "", scale.get("statusReplicasPath") or "",
                        scale.get("labelSelectorPath") or "") if isinstance(scale, dict) else None,
+                selectable=selectable,
             ))
         except ValueError as exc:
             raise Invalid(CRDS, name, "spec.group", "FieldValueInvalid", str(exc)) from None
@@ -190,7 +197,7 @@ class CrdStore(CrdSchemaLayers):
             else:
                 try:
                     for rt in types:
-                        _add_custom_tables(rt)
+                        _add_custom_tables(rt, id(self))
                 except ValueError as exc:
                     conflict = str(exc)
         if storage is not None and not conflict:
@@ -272,4 +279,6 @@ class CrdStore(CrdSchemaLayers):
             watcher.closed = True
             watcher.wake()
         del self._types[plural]
+        for rt in types:
+            _drop_custom_tables(rt, id(self))
         self._unroute(plural, group)

@@ -8,6 +8,8 @@ failure, and each write path has its own decoder (k8s.io/apiserver pkg/endpoints
   the first `json: cannot unmarshal <string|number|number 1.5|bool|object|array> into Go struct
   field <Struct>.<json.path.without.indexes> of type <Go type>` and the handler answers 400
   `<Kind> in version "<v>" cannot be handled as a <Kind>: <that>` (transformDecodeError).
+  A `[]byte` (ConfigMap `binaryData`, Secret `data`) saves base64's error instead
+  (`illegal base64 data at input byte N`, go_base64.py).
   A type with its own UnmarshalJSON answers in its own words and stops the decode (Time,
   Duration: `json: cannot unmarshal number into Go value of type string`; IntOrString: `... of
   type int32`; Quantity: `quantities must match the regular expression ...`).
@@ -23,9 +25,10 @@ failure, and each write path has its own decoder (k8s.io/apiserver pkg/endpoints
 
 The Go types come from the protobuf descriptors (protobuf_schema_*.py, generated from
 Kubernetes' Go structs): scalar widths (int32, int64), Quantity, IntOrString, Time, inlined
-structs and the struct names the messages use. A named string type (`v1.RestartPolicy`,
-`v1.ResourceList`) is printed as its underlying type (`string`, `map[string]resource.Quantity`):
-the descriptors do not carry the name.
+structs and the struct names the messages use. The descriptors do not carry Go's named string
+types; go_named_types.py names them per field (`v1.RestartPolicy`), as reflect prints them.
+A named map type (`v1.ResourceList`) is still printed as its underlying type
+(`map[string]resource.Quantity`).
 """
 
 from __future__ import annotations
@@ -36,6 +39,9 @@ from decimal import Decimal
 from functools import cache
 from typing import Any
 
+from kube_elevator.fakes.kube_api.errors import ApiError
+from kube_elevator.fakes.kube_api.go_base64 import base64_error
+from kube_elevator.fakes.kube_api.go_named_types import GO_NAMED
 from kube_elevator.fakes.kube_api.protobuf_wire import SCHEMA, Field, Message, message_for
 from kube_elevator.fakes.kube_api.validation.pods import QUANTITY_DECODE_ERROR
 
@@ -61,21 +67,25 @@ class Slot:
     kind: str  # "struct", "list", "map", "leaf"
     type: str
     item: Slot | None = None
+    named: str | None = None  # a leaf's Go named type (`v1.RestartPolicy`), go_named_types.py
 
     @property
     def go(self) -> str:
         """The Go type as reflect prints it (`[]v1.Container`, `map[string]string`)."""
         if self.item is not None:
             return ("[]" if self.kind == "list" else "map[string]") + self.item.go
+        if self.named is not None:
+            return self.named
         if self.type in _GO_SCALARS:
             return _GO_SCALARS[self.type]
         alias, _, name = self.type.partition(".")
         return f"{_PACKAGES.get(alias, 'v1')}.{name}"
 
 
-def _slot(field: Field) -> Slot:
+def _slot(owner: str, field: Field) -> Slot:
+    """The slot of `owner`'s (the declaring struct's) `field`."""
     leaf = Slot("struct" if field.type in SCHEMA and field.type not in _SPECIAL else "leaf",
-                field.type)
+                field.type, named=GO_NAMED.get((owner, field.name)))
     if field.map:
         leaf = Slot("map", field.type, leaf)
     return Slot("list", field.type, leaf) if field.repeated and field.type != "bytes" else leaf
@@ -85,15 +95,17 @@ _SPECIAL = _TEXT_TYPES | _ANY_TYPES | {_QUANTITY, _INT_OR_STRING}
 
 
 @cache
-def json_fields(message: str) -> dict[str, tuple[Field, ...]]:
-    """A message's fields by JSON name, its inlined structs' merged in; in Go struct order."""
-    out: dict[str, tuple[Field, ...]] = {}
+def json_fields(message: str) -> dict[str, Slot]:
+    """A message's fields' slots by JSON name, its inlined structs' merged in; in the
+    descriptors' field-number order (which is the Go struct's for most messages, not all:
+    core.PodSpec's initContainers is number 20)."""
+    out: dict[str, Slot] = {}
     for field in SCHEMA[message].fields:
         if field.inline and field.type in SCHEMA:
-            for name, chain in json_fields(field.type).items():
-                out.setdefault(name, chain)
+            for name, slot in json_fields(field.type).items():
+                out.setdefault(name, slot)
         else:
-            out.setdefault(field.name, (field,))
+            out.setdefault(field.name, _slot(message, field))
     return out
 
 
@@ -153,9 +165,9 @@ class GoJsonDecoder:
             fields = json_fields(slot.type)
             here = slot.type.partition(".")[2]
             for key, item in value.items():
-                chain = fields.get(key)
-                if chain is not None:
-                    self.decode(item, _slot(chain[-1]), here, [*path, key])
+                field = fields.get(key)
+                if field is not None:
+                    self.decode(item, field, here, [*path, key])
         elif slot.kind in ("list", "map"):
             container = list if slot.kind == "list" else dict
             if not isinstance(value, container):
@@ -194,6 +206,8 @@ class GoJsonDecoder:
                 self._save(value, slot, struct, path)
         elif (go == "bool" and kind != "bool") or (go in ("string", "bytes") and kind != "string"):
             self._save(value, slot, struct, path)
+        elif go == "bytes" and self.saved is None:  # literalStore saves base64's own error
+            self.saved = base64_error(value)
 
 
 def decode_error(api_version: str, kind: str, body: Any) -> str | None:
@@ -207,6 +221,35 @@ def decode_error(api_version: str, kind: str, body: Any) -> str | None:
     except _Stop as stop:
         return str(stop)
     return decoder.saved
+
+
+def cannot_handle(kind: str, version: str, body: dict[str, Any]) -> str:
+    """transformDecodeError's words before a decoder's type error (handlers/rest.go): the kind
+    and version the decoder read, the request's own (`kind`, `version`) where the body names
+    none (the decoder's defaults); `kind` is the type decoded into."""
+    read_kind, api_version = body.get("kind"), body.get("apiVersion")
+    shown = read_kind if isinstance(read_kind, str) and read_kind else kind
+    if isinstance(api_version, str) and api_version:
+        version = api_version.rpartition("/")[2]
+    return f'{shown} in version "{version}" cannot be handled as a {kind}: '
+
+
+def patch_refusal(api_version: str, kind: str, patch_kind: str, patch: Any,
+                  patched: Any) -> ApiError | None:
+    """A patched object whose field has the wrong type: 422 on `patch` with no kind and no
+    name (k8s.io/apiserver handlers/patch.go: jsonPatcher decodes the patched JSON, keys
+    sorted, and shows it; smpPatcher converts the patched map and shows the patch `%+v`)."""
+    if patch_kind == "strategic":
+        wrong = converter_error(api_version, kind, patched)
+        shown = go_print(patch)
+    else:
+        wrong = decode_error(api_version, kind, json.loads(json.dumps(patched, sort_keys=True)))
+        shown = go_json(patched) if wrong is not None else ""
+    if wrong is None:
+        return None
+    why = f"Invalid value: {json.dumps(shown, ensure_ascii=False)}: {wrong}"
+    return ApiError(422, "Invalid", f' "" is invalid: patch: {why}', {"causes": [
+        {"reason": "FieldValueInvalid", "message": why, "field": "patch"}]})
 
 
 def _go_numbers(value: Any) -> Any:
@@ -248,14 +291,15 @@ def _reflect_type(value: Any) -> str:
 
 
 def _convert(value: Any, slot: Slot) -> str | None:
-    """fromUnstructured's first error for `value` into `slot` (struct fields in Go order)."""
+    """fromUnstructured's first error for `value` into `slot` (struct fields in the
+    descriptors' order, json_fields)."""
     if value is None:
         return None
     if slot.kind == "struct":
         if not isinstance(value, dict):
             return f"cannot restore struct from: {_reflect_kind(value)}"
-        for name, chain in json_fields(slot.type).items():
-            if name in value and (error := _convert(value[name], _slot(chain[-1]))):
+        for name, field in json_fields(slot.type).items():
+            if name in value and (error := _convert(value[name], field)):
                 return error
         return None
     if slot.kind in ("list", "map"):
@@ -281,18 +325,22 @@ def _convert_scalar(value: Any, slot: Slot) -> str | None:
     """The simple kinds: JSON's four groups (bools, integers, floats, strings) do not mix,
     except integers into floats and integral floats into integers."""
     go, kind = slot.go, _reflect_kind(value)
-    if go == "[]uint8":
-        return None if kind == "string" else f"cannot restore slice from {kind}"
+    if go == "[]uint8":  # sliceFromUnstructured: json.Unmarshal of the string re-marshalled
+        if kind != "string":
+            return f"cannot restore slice from {kind}"
+        error = base64_error(value)
+        return None if error is None else f"error decoding from json: {error}"
     numeric = slot.type in _INT_RANGES or slot.type in ("double", "float")
     if (numeric and kind == "int64") or (slot.type in ("double", "float") and kind == "float64"):
         return None
     if slot.type in _INT_RANGES and kind == "float64":
         return None if float(value).is_integer() else f"cannot convert float64 to {go}"
-    if go == "string" and kind == "int64":  # Go converts an int to a string, JSON does not
-        return f"cannot convert int64 to {go}"
-    if go == kind:
+    underlying = _GO_SCALARS[slot.type]  # reflect's Kind; `go` may name a named type
+    if underlying == "string" and kind == "int64":  # Go converts an int to a string, JSON not
+        return f"cannot convert int64 to {go}"  # dt.String(): `v1.RestartPolicy`
+    if underlying == kind:
         return None
-    return f"unrecognized type: {go}"
+    return f"unrecognized type: {underlying}"  # dt.Kind()
 
 
 def converter_error(api_version: str, kind: str, obj: Any) -> str | None:
@@ -359,8 +407,8 @@ def _smd(value: Any, slot: Slot, path: str, out: list[str]) -> None:
         elif slot.kind == "struct":
             fields = json_fields(slot.type)
             for key, item in value.items():
-                if (chain := fields.get(key)) is not None:
-                    _smd(item, _slot(chain[-1]), f"{path}.{key}", out)
+                if (field := fields.get(key)) is not None:
+                    _smd(item, field, f"{path}.{key}", out)
         else:
             assert slot.item is not None
             for key, item in value.items():
@@ -399,5 +447,6 @@ def apply_type_errors(api_version: str, kind: str, config: Any) -> list[str]:
     return out
 
 
-__all__ = ["GoJsonDecoder", "Slot", "apply_type_errors", "converter_error", "decode_error",
-           "go_json", "go_print", "json_fields", "json_kind", "kind_slot"]
+__all__ = ["GoJsonDecoder", "Slot", "apply_type_errors", "cannot_handle", "converter_error",
+           "decode_error", "go_json", "go_print", "json_fields", "json_kind", "kind_slot",
+           "patch_refusal"]

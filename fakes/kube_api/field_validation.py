@@ -22,9 +22,13 @@ converts its configuration to the typed schema whatever the directive: an unknow
 is refused with the server's 500 `failed to create typed patch object (...): .spec.x: field not
 declared in schema` (structured-merge-diff; kubernetes issue 122480).
 
-Only the built-in kinds are checked here (field_schema.KIND_MODELS); custom resources belong to
-their CRD's schema. Test table: tests/contract/test_fake_field_validation.py, ported from
-kubernetes test/integration/apiserver/field_validation_test.go.
+The built-in kinds are checked against their Go structs (field_schema.KIND_MODELS); a custom
+resource against its CRD's schema, as apiextensions' decoder does (apiserver.go crdHandler:
+the unstructured decoder reports duplicates by their key alone, `duplicate field "hostPort"`,
+in document order; then the fields pruning would drop, `unknown field "spec.ports[0].x"`, in
+sorted order; a schema that preserves unknown fields there reports none). Test tables:
+tests/contract/test_fake_field_validation.py, ported from kubernetes
+test/integration/apiserver/field_validation_test.go, and its CRD subtests in tests/replay/.
 """
 
 from __future__ import annotations
@@ -38,12 +42,12 @@ from typing import Any
 import orjson
 import yaml
 
+from kube_elevator.fakes.kube_api.crd_schema.pruning import unknown_field_paths
 from kube_elevator.fakes.kube_api.decode_types import (
     apply_type_errors,
-    converter_error,
+    cannot_handle,
     decode_error,
-    go_json,
-    go_print,
+    patch_refusal,
 )
 from kube_elevator.fakes.kube_api.errors import ApiError, BadRequest
 from kube_elevator.fakes.kube_api.field_schema import FieldType, kind_type, struct_fields
@@ -135,6 +139,21 @@ def _duplicates(value: Any, path: str, errors: list[str]) -> None:
             _duplicates(item, f"{path}[{i}]", errors)
 
 
+def _key_duplicates(value: Any, errors: list[str]) -> None:
+    """Duplicate members anywhere in a custom object's JSON body, by their key alone, in
+    document order (the unstructured strict decoder's words)."""
+    if isinstance(value, _Pairs):
+        seen: set[str] = set()
+        for key, item in value.pairs:
+            if key in seen:
+                errors.append(f'duplicate field "{key}"')
+            seen.add(key)
+            _key_duplicates(item, errors)
+    elif isinstance(value, list):
+        for item in value:
+            _key_duplicates(item, errors)
+
+
 def _deduped(errors: list[str]) -> list[str]:
     return list(dict.fromkeys(errors))[:MAX_ERRORS]
 
@@ -207,6 +226,18 @@ def _summary(raw: bytes) -> str:
     return raw[:30].hex() + (" ..." if len(raw) > 30 else "")
 
 
+def unrecognized_body(rt: ResourceType, raw: bytes) -> str:
+    """A create's or update's body that is not JSON (YAML sent as JSON, as `kubectl create
+    --raw` does): transformDecodeError's words around encoding/json's first error."""
+    text = raw.lstrip()
+    first = text[:1].decode("utf-8", "replace")
+    why = (f"invalid character '{first}' looking for beginning of value"
+           if first and first not in '{["-0123456789tfn' else "unexpected end of JSON input"
+           if not first else "invalid JSON")
+    return (f"the object provided is unrecognized (must be of type {rt.kind}): couldn't get "
+            f"version/kind; json parse error: {why} ({_summary(raw)})")
+
+
 @dataclass
 class FieldCheck:
     """One write's field validation: what it found, and the warnings to send back."""
@@ -217,6 +248,7 @@ class FieldCheck:
     warnings: list[str] = field(default_factory=list)
     patch_kind: str = ""  # "merge", "strategic" or "json" for a patch
     patch: Any = None  # the patch as parsed (a strategic merge patch's error prints it)
+    crd_schema: Any = None  # a custom resource's openAPIV3Schema (None: a built-in kind)
 
     @property
     def strict_decoding(self) -> bool:
@@ -236,6 +268,8 @@ class FieldCheck:
     def body(self, raw: bytes, yaml_body: bool) -> Any:
         """A create's or update's body, decoded as the typed decoder does: unknown fields
         dropped, errors reported per the directive."""
+        if self.rt.custom:
+            return self._custom_body(raw, yaml_body)
         ftype = kind_type(self.rt.api_version, self.rt.kind)
         errors: list[str] = []
         if yaml_body:
@@ -259,6 +293,25 @@ class FieldCheck:
         pruned = _typed(parsed, ftype, "", errors, ordered)
         self._settle(errors, _decode_prefix(self.rt, parsed, raw))
         return pruned
+
+    def _custom_body(self, raw: bytes, yaml_body: bool) -> Any:
+        """A custom object's body: its duplicates, then the fields its schema would prune,
+        reported per the directive; returned as parsed (the schema layers prune it)."""
+        errors: list[str] = []
+        if yaml_body:
+            duplicates = yaml_duplicates(raw) if self.strict_decoding else []
+            if duplicates:
+                errors.append(_yaml_error(duplicates))
+            parsed = _parse_yaml(raw)
+        else:
+            parsed = _parse_json(raw, pairs=self.strict_decoding)
+            _key_duplicates(parsed, errors)
+        if self.strict_decoding and isinstance(self.crd_schema, dict):
+            errors += [f'unknown field "{path}"'
+                       for path in sorted(unknown_field_paths(parsed, self.crd_schema))]
+        if isinstance(parsed, dict):
+            self._settle(errors, _decode_prefix(self.rt, parsed, raw))
+        return _plain(parsed)
 
     def patch_body(self, raw: bytes, kind: str) -> None:
         """A patch's own strict errors: its duplicates (merge, strategic) or its operations'
@@ -287,6 +340,13 @@ class FieldCheck:
 
     def patched(self, obj: Obj) -> Obj:
         """The patched object as the server decodes it (re-encoded as a map: sorted keys)."""
+        if self.rt.custom:  # the patch's own errors, then the fields the schema would prune
+            errors = list(self.errors)
+            if self.strict_decoding and isinstance(self.crd_schema, dict):
+                errors += [f'unknown field "{path}"'
+                           for path in sorted(unknown_field_paths(obj, self.crd_schema))]
+            self._settle(errors)
+            return obj
         ftype = kind_type(self.rt.api_version, self.rt.kind)
         if ftype is None:
             return obj
@@ -297,22 +357,11 @@ class FieldCheck:
         return pruned if isinstance(pruned, dict) else obj
 
     def _patch_types(self, obj: Obj) -> None:
-        """A patched object whose field has the wrong type: 422 on `patch` with no kind and
-        no name (patch.go: jsonPatcher decodes the patched JSON, smpPatcher converts the
-        patched map; decode_types.py words each)."""
-        rt = self.rt
-        if self.patch_kind == "strategic":
-            wrong = converter_error(rt.api_version, rt.kind, obj)
-            shown = go_print(self.patch)
-        else:
-            ordered = orjson.loads(orjson.dumps(obj, option=orjson.OPT_SORT_KEYS))
-            wrong = decode_error(rt.api_version, rt.kind, ordered)
-            shown = go_json(obj) if wrong is not None else ""
-        if wrong is None:
-            return
-        why = f"Invalid value: {json.dumps(shown, ensure_ascii=False)}: {wrong}"
-        raise ApiError(422, "Invalid", f' "" is invalid: patch: {why}', {"causes": [
-            {"reason": "FieldValueInvalid", "message": why, "field": "patch"}]})
+        """A patched object whose field has the wrong type (decode_types.patch_refusal)."""
+        refusal = patch_refusal(self.rt.api_version, self.rt.kind, self.patch_kind, self.patch,
+                                obj)
+        if refusal is not None:
+            raise refusal
 
     def apply_body(self, raw: bytes, config: Any, namespace: str, name: str) -> None:
         """Server-side apply: the configuration's YAML duplicates per the directive, then its
@@ -369,13 +418,7 @@ def _decode_prefix(rt: ResourceType, body: dict[str, Any], raw: bytes) -> str:
 
 
 def _type_prefix(rt: ResourceType, body: dict[str, Any]) -> str:
-    """transformDecodeError's words for a decode that failed: the kind and version the
-    decoder read, the request's own where the body names none (the decoder's defaults)."""
-    kind, api_version = body.get("kind"), body.get("apiVersion")
-    kind = kind if isinstance(kind, str) and kind else rt.kind
-    version = api_version.rpartition("/")[2] if isinstance(api_version, str) and api_version \
-        else rt.version
-    return f'{kind} in version "{version}" cannot be handled as a {rt.kind}: '
+    return cannot_handle(rt.kind, rt.version, body)
 
 
 def _parse_json(raw: bytes, *, pairs: bool) -> Any:
@@ -395,17 +438,20 @@ def _parse_yaml(raw: bytes) -> Any:
 
 
 def field_check(rt: ResourceType, verb: str, subresource: str | None,
-                query: Mapping[str, str]) -> FieldCheck | None:
-    """The check one write gets: None for what is not field-validated here (custom
-    resources, /scale and /eviction bodies, reads)."""
+                query: Mapping[str, str], crd_schema: Any = None) -> FieldCheck | None:
+    """The check one write gets: None for what is not field-validated here (/scale and
+    /eviction bodies, reads, kinds without a schema). `crd_schema`: a custom resource's."""
     if verb not in _OPTIONS:
         return None
     check_directive = directive(query, verb)
-    if rt.custom or subresource in ("scale", "eviction") \
-            or kind_type(rt.api_version, rt.kind) is None:
+    if subresource in ("scale", "eviction"):
+        return None
+    if rt.custom:
+        return FieldCheck(rt, check_directive, crd_schema=crd_schema)
+    if kind_type(rt.api_version, rt.kind) is None:
         return None
     return FieldCheck(rt, check_directive)
 
 
 __all__ = ["DEFAULT_DIRECTIVE", "IGNORE", "STRICT", "WARN", "FieldCheck", "directive",
-           "field_check", "warning_header", "yaml_duplicates"]
+           "field_check", "unrecognized_body", "warning_header", "yaml_duplicates"]

@@ -14,9 +14,14 @@ from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 
 from kube_elevator.fakes.kube_api.access import KubeAccess
+from kube_elevator.fakes.kube_api.crd_schema.type_meta import check_type_meta
 from kube_elevator.fakes.kube_api.delete_collection import delete_collection
 from kube_elevator.fakes.kube_api.errors import _REASONS, ApiError, BadRequest, _details, status_body
-from kube_elevator.fakes.kube_api.field_validation import field_check, warning_header
+from kube_elevator.fakes.kube_api.field_validation import (
+    field_check,
+    unrecognized_body,
+    warning_header,
+)
 from kube_elevator.fakes.kube_api.negotiation import (
     WATCH_PROTOBUF,
     check_acceptable,
@@ -34,6 +39,7 @@ from kube_elevator.fakes.kube_api.policy import _FAULT_MESSAGES, _TRUE, Recorded
 from kube_elevator.fakes.kube_api.protobuf_lists import encode_list, encode_watch_event
 from kube_elevator.fakes.kube_api.protobuf_wire import PROTOBUF, encode_watch_frame
 from kube_elevator.fakes.kube_api.resources import SERVER_VERSION, Obj, ObjList, ResourceType
+from kube_elevator.fakes.kube_api.store import DRY_RUN
 from kube_elevator.fakes.kube_api.tables import _table, _wants_table
 
 log = logging.getLogger(__name__)
@@ -42,6 +48,7 @@ log = logging.getLogger(__name__)
 # and one 2 s before the watch's timeout (cacheWatcher.nextBookmarkTime).
 BOOKMARK_FREQUENCY_SECONDS = 60.0
 YAML = "application/yaml"
+_WRITES = frozenset({"create", "update", "patch", "delete"})
 PRE_TIMEOUT_BOOKMARK_SECONDS = 2.0
 
 
@@ -174,7 +181,8 @@ class KubeHttp(KubeAccess):
             (route.name is None and verb == "create")
             or (route.name is not None and route.subresource is None and verb != "create")
             or (route.subresource == "eviction" and verb == "create")
-            or (route.subresource in ("scale", "status") and verb in ("update", "patch"))
+            or (route.subresource in ("scale", "status", "ephemeralcontainers")
+                and verb in ("update", "patch"))
         )
         if not allowed:
             raise ApiError(405, "MethodNotAllowed",
@@ -300,11 +308,15 @@ class KubeHttp(KubeAccess):
         try:
             return orjson.loads(raw)
         except orjson.JSONDecodeError as exc:
+            if verb in ("create", "update"):  # the decoder cannot read a kind: rest.go
+                raise BadRequest(unrecognized_body(rt, raw)) from None  # transformDecodeError
             raise BadRequest(f"the request body is not valid JSON: {exc}") from None
 
     async def _serve(self, request: Request, route: _Route, verb: str,
                      query: Mapping[str, str]) -> Response:
         await self._take_faults(verb, route)
+        # dryRun=All (store.DRY_RUN): this request's writes run every layer, store nothing.
+        DRY_RUN.set(query.get("dryRun") == "All" and verb in _WRITES)
         rt, name, sub = route.rt, route.name, route.subresource
         ns = route.namespace or ""
         if verb == "list":
@@ -326,6 +338,9 @@ class KubeHttp(KubeAccess):
         content_type = content_type.split(";")[0].strip().lower()
         body = await (_apply_body(request) if content_type == APPLY_PATCH
                       else self._body(request, rt, verb))
+        if rt.custom and verb in ("create", "update") and sub in (None, "status") \
+                and isinstance(body, dict) and self.crd_schema_layers:
+            check_type_meta(rt, body)  # crd_schema/type_meta.py
         if verb == "deletecollection":
             options = body if isinstance(body, dict) else {}
             return self._json(delete_collection(
@@ -333,7 +348,8 @@ class KubeHttp(KubeAccess):
                 query.get("fieldSelector", ""), options))
         # Field validation (field_validation.py): after decoding, before the store's
         # defaulting and validation; None when switched off or not a checked write.
-        fields = field_check(rt, verb, sub, query) if self.field_validation else None
+        fields = field_check(rt, verb, sub, query, self._crd_schema(rt)) \
+            if self.field_validation else None
         if fields is not None:
             request.state.field_warnings = fields.warnings
             raw = await request.body()

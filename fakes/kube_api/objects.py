@@ -260,22 +260,33 @@ def _raw_with_kind(rt: ResourceType, rec: _Rec) -> bytes:
 
 _KIND_PREFIX = {(rt.plural, rt.group, rt.version): _kind_prefix(rt) for rt in RESOURCES.values()}
 _CUSTOM_TYPES: dict[str, ResourceType] = {}
+_CUSTOM_OWNERS: dict[str, set[tuple[int, str]]] = {}  # plural -> (server id, group) serving it
 
 
-def _add_custom_tables(rt: ResourceType) -> None:
+def _add_custom_tables(rt: ResourceType, owner: int = 0) -> None:
     """Precompute the per-plural tables for a custom resource (hot paths key them by plural).
 
     The field tables are shared by every server in the process, so a plural may not name a
-    built-in, nor custom types of different scope (real clusters allow the same plural in
-    two groups; one server of this fake serves a plural in one group only).
+    built-in, nor custom types of different scope while both are served (real clusters allow
+    the same plural in two groups; one server of this fake serves a plural in one group only).
+    `owner` is the serving server's id: once no server serves the plural
+    (`_drop_custom_tables`), another scope may take it.
     """
     known = RESOURCES.get(rt.plural) or _CUSTOM_TYPES.get(rt.plural)
-    if known is not None and (not known.custom or known.fields != rt.fields):
+    if known is not None and (not known.custom or (
+            known.fields != rt.fields and _CUSTOM_OWNERS.get(rt.plural))):
         raise ValueError(f"resource plural {rt.plural!r} is already served as "
                          f"{known.kind} ({known.api_version})")
     _CUSTOM_TYPES[rt.plural] = rt
+    _CUSTOM_OWNERS.setdefault(rt.plural, set()).add((owner, rt.group))
     _FIELD_INDEX[rt.plural] = {f: i for i, f in enumerate(rt.fields)}
     _FIELD_PATHS[rt.plural] = tuple((tuple(f.split(".")), False) for f in rt.fields)
+
+
+def _drop_custom_tables(rt: ResourceType, owner: int = 0) -> None:
+    """The server `owner` no longer serves `rt` (its CRD was deleted). The tables stay (a
+    record may still be read through them); only the plural's owners are counted down."""
+    _CUSTOM_OWNERS.get(rt.plural, set()).discard((owner, rt.group))
 
 
 def _strip_kind(body: Obj) -> Obj:

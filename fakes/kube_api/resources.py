@@ -85,7 +85,8 @@ RESOURCES: dict[str, ResourceType] = {
     rt.plural: rt
     for rt in (
         ResourceType(
-            "pods", "pod", "Pod", "", "v1", True, ("po",), ("all",), ("eviction", "status"),
+            "pods", "pod", "Pod", "", "v1", True, ("po",), ("all",),
+            ("eviction", "status", "ephemeralcontainers"),
             (*_META_FIELDS, "spec.nodeName", "spec.restartPolicy", "spec.schedulerName",
              "spec.serviceAccountName", "spec.hostNetwork", "status.phase", "status.podIP",
              "status.nominatedNodeName"),
@@ -166,8 +167,10 @@ def custom_resource_type(group: str, version: str, plural: str, kind: str, *,
                          namespaced: bool = True, singular: str = "",
                          short_names: tuple[str, ...] = (), categories: tuple[str, ...] = (),
                          status: bool = True,
-                         scale: tuple[str, str, str] | None = None) -> ResourceType:
-    """The ResourceType a CustomResourceDefinition serves: metadata field selectors only,
+                         scale: tuple[str, str, str] | None = None,
+                         selectable: tuple[str, ...] = ()) -> ResourceType:
+    """The ResourceType a CustomResourceDefinition serves: metadata field selectors and the
+    version's `selectableFields` (`selectable`, JSON paths such as `.spec.color`),
     `metadata.generation` bumped on spec changes, optional `/status` and `/scale`
     subresources (`scale` holds specReplicasPath, statusReplicasPath, labelSelectorPath)."""
     if not group or "." not in group:
@@ -175,7 +178,8 @@ def custom_resource_type(group: str, version: str, plural: str, kind: str, *,
     subresources = (("status",) if status else ()) + (("scale",) if scale else ())
     return ResourceType(plural, singular or kind.lower(), kind, group, version, namespaced,
                         short_names, categories, subresources,
-                        _META_FIELDS if namespaced else ("metadata.name",), has_generation=True,
+                        (*(_META_FIELDS if namespaced else ("metadata.name",)),
+                         *(path.lstrip(".") for path in selectable)), has_generation=True,
                         custom=True, scale_paths=scale or ("", "", ""))
 
 

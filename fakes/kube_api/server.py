@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import threading
+from collections.abc import Iterable
 from pathlib import Path
 from types import TracebackType
 
@@ -12,6 +13,7 @@ import yaml
 from starlette.applications import Starlette
 from starlette.routing import Route
 
+from kube_elevator.fakes.kube_api.admission import PLUGINS as ADMISSION_PLUGINS
 from kube_elevator.fakes.kube_api.http import BOOKMARK_FREQUENCY_SECONDS, KubeHttp
 from kube_elevator.fakes.kube_api.objects import _Collection
 from kube_elevator.fakes.kube_api.policy import _VERBS, HELD, RecordedRequest, _Fault
@@ -49,7 +51,8 @@ class FakeKubeApi(KubeHttp):
                  history_size: int = 1000,
                  bookmark_interval: float = BOOKMARK_FREQUENCY_SECONDS,
                  field_validation: bool = True, validation: bool = True,
-                 defaulting: bool = True, admission_defaults: bool = True) -> None:
+                 defaulting: bool = True, admission_defaults: bool = True,
+                 disable_admission_plugins: Iterable[str] = ()) -> None:
         self.host = host
         # Unknown and duplicate fields of HTTP writes to built-in kinds, as the API server's
         # `fieldValidation` (fakes/kube_api/field_validation.py); False stores bodies as given.
@@ -60,8 +63,12 @@ class FakeKubeApi(KubeHttp):
         self.requests: list[RecordedRequest] = []
         # The write layers (docs/harness.md, Validation and defaulting): switches a test may
         # also flip later, e.g. `api.layers.admission_defaults = False`.
+        disabled = frozenset(disable_admission_plugins)
+        if unknown := sorted(disabled - set(ADMISSION_PLUGINS)):
+            raise ValueError(f"unknown admission plugin(s) {', '.join(unknown)}: the fake has "
+                             f"{', '.join(ADMISSION_PLUGINS)}")
         self.layers = WriteLayers(defaulting=defaulting, admission_defaults=admission_defaults,
-                                  validation=validation)
+                                  validation=validation, disabled_admission_plugins=disabled)
         self._lock = threading.RLock()
         self._changed = threading.Condition(self._lock)
         self._rv = 1

@@ -7,6 +7,7 @@ import logging
 import random
 import threading
 import uuid
+from contextvars import ContextVar
 from typing import Any
 
 import orjson
@@ -56,6 +57,10 @@ from kube_elevator.fakes.kube_api.resources import (
     Obj,
     ResourceType,
 )
+from kube_elevator.fakes.kube_api.validation.ephemeral import (
+    SUBRESOURCE as EPHEMERAL_CONTAINERS,
+)
+from kube_elevator.fakes.kube_api.validation.ephemeral import with_ephemeral_containers
 from kube_elevator.fakes.kube_api.validation.meta_update import (
     resource_invalid,
     unconditional_update_errors,
@@ -105,6 +110,11 @@ def _status_apart(rt: ResourceType, *, create: bool = False) -> bool:
 
 def _without(obj: Obj, *keys: str) -> Obj:
     return {k: v for k, v in obj.items() if k not in keys}
+
+
+# A request with `dryRun=All` (k8s.io/apiserver registry/generic/registry/dryrun.go): every
+# layer runs, nothing is stored. Per request task, so other requests and threads are not.
+DRY_RUN: ContextVar[bool] = ContextVar("dry_run", default=False)
 
 
 class KubeStore:
@@ -160,7 +170,7 @@ class KubeStore:
         return rec
 
     def _write(self, rt: ResourceType, key: Key, old: Obj | None, new: Obj, *,
-               in_process: bool = False) -> _Rec:
+               in_process: bool = False, subresource: str | None = None) -> _Rec:
         """Store `new` with a new resourceVersion and tell the watches.
 
         `old` is the parsed current object (None on create).  Only `new` itself and its
@@ -174,7 +184,8 @@ class KubeStore:
         if rt.custom:  # the CRD schema layers: prune, default, validate (crd_schema/)
             new = self._custom_admitted(rt, key[1], old, new)
         else:  # the built-in kinds' layers: defaults, admission, validation (write_path.py)
-            new = self.layers.apply(rt, old, new, in_process=in_process)
+            new = self.layers.apply(rt, old, new, in_process=in_process,
+                                    subresource=subresource)
         if rt.plural == "poddisruptionbudgets":
             _check_pdb(rt, key[1], new)
         elif rt.plural == "events":
@@ -210,6 +221,10 @@ class KubeStore:
             old_rec = coll.objects[key]
             if new == old:
                 return old_rec
+        if DRY_RUN.get():  # dryRun=All: the answer as the write would give it, nothing kept
+            if old_rec is None:  # DryRunnableStorage.Create answers the object as prepared
+                meta.pop("resourceVersion", None)
+            return _make_rec(rt, new)
         if rt.plural == "customresourcedefinitions":
             self._crd_written(new)
         self._rv += 1
@@ -256,7 +271,10 @@ class KubeStore:
             meta["namespace"] = ns
         else:
             meta.pop("namespace", None)
-        if meta.get("resourceVersion"):
+        # etcd3 store.go Create refuses a resourceVersion it can parse as a non-zero number
+        # (APIObjectVersioner.ObjectResourceVersion); one it cannot parse is dropped.
+        given_rv = str(meta.pop("resourceVersion", "") or "")
+        if given_rv.isdigit() and int(given_rv) != 0:
             raise ApiError(500, "InternalError", "Internal error occurred: resourceVersion "
                            "should not be set on objects to be created")
         if (ns, name) in coll.objects:
@@ -295,6 +313,8 @@ class KubeStore:
         custom resource with a status subresource a main write changes everything else."""
         if subresource == "status":
             return {**old, "status": new.get("status")}
+        if subresource == EPHEMERAL_CONTAINERS:
+            return with_ephemeral_containers(old, new)
         if _status_apart(rt) and not seeding:
             kept = _without(new, "status")
             if "status" in old:
@@ -333,7 +353,8 @@ class KubeStore:
             {k: v for k, v in meta.items() if k != "namespace"}
         new = self._kept_apart(rt, old, new, subresource, seeding)
         track_update(old, new, manager, rt.api_version, subresource or "", _now())
-        return self._write(rt, (ns, name), old, new, in_process=seeding), False
+        return self._write(rt, (ns, name), old, new, in_process=seeding,
+                           subresource=subresource), False
 
     def _patch(self, rt: ResourceType, ns: str, name: str, kind: str, patch: Any,
                subresource: str | None = None, manager: str = IN_PROCESS_MANAGER, *,
@@ -366,7 +387,8 @@ class KubeStore:
                              "the request")
         new = self._kept_apart(rt, old, _strip_kind(patched), subresource, seeding)
         track_update(old, new, manager, rt.api_version, subresource or "", _now())
-        return self._write(rt, (ns, name), old, new, in_process=seeding)
+        return self._write(rt, (ns, name), old, new, in_process=seeding,
+                           subresource=subresource)
 
     def _apply(self, rt: ResourceType, ns: str, name: str, config: Any, manager: str,
                force: bool, subresource: str | None = None) -> tuple[_Rec, bool]:
@@ -393,6 +415,9 @@ class KubeStore:
         wanted = meta.get("resourceVersion")
         if wanted and (old is None or wanted != _metadata(old).get("resourceVersion")):
             raise Conflict(rt, name)
+        if old is None and meta.get("uid"):  # patch.go applyPatcher: no create with a uid
+            raise Conflict(rt, name, f"uid mismatch: the provided object specified uid "
+                                     f"{meta['uid']}, and no existing object was found")
         try:
             merged = apply(old, config, manager, rt.api_version, force=force,
                            subresource=subresource or "",
@@ -429,6 +454,8 @@ class KubeStore:
                 raise Conflict(rt, name, (
                     f"Precondition failed: UID in precondition: {pre['uid']}, "
                     f"UID in object meta: {have.get('uid')}"))
+        if DRY_RUN.get():  # the object as it is, nothing deleted
+            return old_rec, not have.get("finalizers")
         if have.get("finalizers"):
             if have.get("deletionTimestamp"):
                 return old_rec, False

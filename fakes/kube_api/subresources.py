@@ -9,7 +9,12 @@ from typing import Any
 
 import orjson
 
-from kube_elevator.fakes.kube_api.decode_types import decode_error
+from kube_elevator.fakes.kube_api.decode_types import (
+    cannot_handle,
+    decode_error,
+    go_json,
+    patch_refusal,
+)
 from kube_elevator.fakes.kube_api.errors import ApiError, BadRequest, Conflict, Invalid
 from kube_elevator.fakes.kube_api.objects import _DUMP, RecList, _load, _metadata, _raw_with_kind, _Rec
 from kube_elevator.fakes.kube_api.patch import (
@@ -78,7 +83,7 @@ class KubeSubresources(KubeStore):
         old = _load(self._get(rt, ns, name))
         if (wrong_type := decode_error("autoscaling/v1", "Scale", scale)) is not None:
             # the body decodes as an autoscaling/v1 Scale first (decode_types.py)
-            raise BadRequest(f'Scale in version "v1" cannot be handled as a Scale: {wrong_type}')
+            raise BadRequest(cannot_handle("Scale", "v1", scale) + wrong_type)
         meta = _metadata(scale)
         if meta.get("name") not in (None, name):
             raise BadRequest(f"the name of the object ({meta.get('name')}) does not match "
@@ -106,10 +111,19 @@ class KubeSubresources(KubeStore):
             patched = json_merge_patch(current, patch)
         else:
             patched = strategic_merge_patch(current, patch)
+        # the patched Scale is decoded as a main resource's is (patch.go's patchers)
+        if (refusal := patch_refusal("autoscaling/v1", "Scale", kind, patch, patched)):
+            raise refusal
+        if kind == "strategic":  # converted into the struct: an integral float is an int
+            patched = orjson.loads(go_json(patched))
         return self._update_scale(rt, ns, name, patched)
 
     def _evict(self, ns: str, name: str, body: Obj) -> Obj:
         rt = RESOURCES["pods"]
+        # the body decodes as a policy/v1 Eviction first, as a create's does (create.go);
+        # policy/v1beta1's Eviction has the same fields
+        if (wrong_type := decode_error("policy/v1", "Eviction", body)) is not None:
+            raise BadRequest(cannot_handle("Eviction", "v1", body) + wrong_type)
         body_name = _metadata(body).get("name")
         if body_name and body_name != name:
             raise BadRequest("name in URL does not match name in Eviction object")

@@ -1,14 +1,15 @@
 """The layers a write to a built-in kind passes before it is stored, in the API server's order:
-its defaults (`defaulting.py`), the default admission plugins' (`admission.py`, on create),
+its defaults (`defaulting.py`), the default admission plugins' (`admission.py`),
 then value validation (`validation/`).  Each is a switch on `FakeKubeApi` (docs/harness.md,
 Validation and defaulting)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from kube_elevator.fakes.kube_api.admission import admitted
 from kube_elevator.fakes.kube_api.defaulting import api_defaulted, pod_qos_class
+from kube_elevator.fakes.kube_api.go_base64 import with_canonical_bytes
 from kube_elevator.fakes.kube_api.resources import Obj, ResourceType
 from kube_elevator.fakes.kube_api.validation import validate
 
@@ -23,26 +24,30 @@ class WriteLayers:
     defaulting: bool = True
     admission_defaults: bool = True
     validation: bool = True
+    # Admission plugins turned off by name (admission.PLUGINS), as kube-apiserver's
+    # --disable-admission-plugins; upstream's integration servers disable ServiceAccount.
+    disabled_admission_plugins: frozenset[str] = field(default_factory=frozenset)
 
-    def apply(self, rt: ResourceType, old: Obj | None, new: Obj, *, in_process: bool) -> Obj:
+    def apply(self, rt: ResourceType, old: Obj | None, new: Obj, *, in_process: bool,
+              subresource: str | None = None) -> Obj:
         """`new` as it is stored (raises the API error when it is refused)."""
         if rt.custom or rt.plural == "customresourcedefinitions":
             return new
         # The server decodes into Go structs: a JSON null is the zero value, which defaulting
         # then fills (`terminationMessagePolicy: null` is stored as "File"), and is not written
-        # back (omitempty).
-        decoded = _without_nulls(new)
+        # back (omitempty); a []byte is written back in canonical base64.
+        decoded = with_canonical_bytes(rt.plural, _without_nulls(new))
         stored = api_defaulted(rt.plural, decoded) if self.defaulting else new
-        if old is None:
-            if self.admission_defaults:
-                stored = admitted(rt.plural, stored)
-            if self.defaulting and rt.plural == "pods":
-                stored = _with_qos(stored)
+        if self.admission_defaults:  # on create, and (some plugins) on update
+            stored = admitted(rt.plural, stored, old, self.disabled_admission_plugins)
+        if old is None and self.defaulting and rt.plural == "pods":
+            stored = _with_qos(stored)
         if self.validation:
             checked = stored if self.defaulting else api_defaulted(rt.plural, decoded)
             before = None if old is None else (old if self.defaulting
                                                else api_defaulted(rt.plural, old))
-            validate(rt, checked, before, pod_update_rule=not in_process)
+            validate(rt, checked, before, pod_update_rule=not in_process,
+                     subresource=subresource)
         return stored
 
 

@@ -51,7 +51,7 @@ from kube_elevator.tasks.core.lease_state import DEFAULT_LEASE_NAMESPACE
 from kube_elevator.tasks.escalator.pending_bursts import PENDING_EVENT, RESOURCE_PREFIX
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Sequence
+    from collections.abc import Callable, Collection, Sequence
 
     from prefect.client.schemas.objects import ConcurrencyLimitConfig
     from prefect.deployments.runner import RunnerDeployment
@@ -63,6 +63,7 @@ if TYPE_CHECKING:
     from kube_elevator.flows.deployment_runs import DeploymentRuns
     from kube_elevator.flows.leader import LeaderElector
     from kube_elevator.flows.run_state import RunOutcome
+    from kube_elevator.flows.ticker import CacheFeed
     from kube_elevator.tasks.adapters.kube import KubeClient
     from kube_elevator.tasks.escalator.config import NodeGroupConfig
 
@@ -197,6 +198,15 @@ def serve(
 
     heartbeat_environment()  # before Prefect reads its settings: the runs it starts inherit it
     quiet_run_consoles()
+    in_process = ticks is ServeMode.in_process
+    feed = None
+    if in_process:
+        from kube_elevator.flows.ticker import start_cache
+
+        kube = _kube_client(kubeconfig)  # an unreadable kubeconfig fails before registering
+        # Listing the cluster while the Prefect server starts, the deployments register and
+        # abandoned runs end: the first tick (after a restart, too) does not wait for it.
+        feed = start_cache(kube.api, str(kubeconfig) if kubeconfig else None)
     from kube_elevator.tasks.adapters.prefect_server import use_local_server
 
     # Without PREFECT_API_URL: a server of its own that runs Prefect's scheduler, its URL in
@@ -213,18 +223,16 @@ def serve(
     register_block_types()  # the UI's Blocks page offers the cluster and credentials blocks
     runner = Runner(name="kube-elevator", query_seconds=poll_seconds, limit=None)
     served = LoopHealth(time.monotonic())  # --ticks runs: the runs the server saw end
-    in_process = ticks is ServeMode.in_process
     scheduled, manual = served_deployments(nodegroups, period, kubeconfig, lease_namespace,
                                            pushgateway, triggered=not in_process)
     here = None
     elector = None
     if in_process:
-        kube = _kube_client(kubeconfig)  # an unreadable kubeconfig fails before registering
         deployment_id = scheduled.apply()  # registered, its schedule on; runs go on here
         assert isinstance(deployment_id, UUID)  # `apply` is async-dispatched: sync here
         elector = elector_for(liveness, kube.api, lease_namespace, say_as("serve"))
         here = InProcessTicks(deployment_id, config.node_groups, kube, kubeconfig,
-                              poll_seconds, elector)
+                              poll_seconds, elector, feed)
         loop = here.loop
         pages = HealthPages(lambda: loop.health, lambda: loop.ready(), liveness.limits,
                             loop.clock, elector, ticks_ready=True)
@@ -253,11 +261,15 @@ def serve(
     stopping = StopDeadline("serve", grace_seconds + SHUTDOWN_SECONDS, prefect_api_url(),
                             say_as("serve"))
     console_logs_without_tracebacks()  # Prefect's handlers exist now: no traceback on stderr
-    with kept_alive(liveness, pages, elector, stopping):
-        asyncio.run(run_until_signal(runner, grace_seconds, in_process=here,
-                                     stopping=stopping, care=care,
-                                     care_seconds=max(poll_seconds, CARE_SECONDS),
-                                     mark_seconds=poll_seconds))
+    from kube_elevator.flows.cli.stopping import RunsShieldedFromCtrlC
+
+    # The runs' processes the Runner starts ignore a Ctrl-C to the group: serve ends them.
+    with kept_alive(liveness, pages, elector, stopping), \
+            asyncio.Runner(loop_factory=RunsShieldedFromCtrlC) as loop_runner:
+        loop_runner.run(run_until_signal(runner, grace_seconds, in_process=here,
+                                         stopping=stopping, care=care,
+                                         care_seconds=max(poll_seconds, CARE_SECONDS),
+                                         mark_seconds=poll_seconds))
     console.print("serve: stopped", highlight=False)
     stopping.doing = "exiting: Prefect's clients flushing their logs and events"
 
@@ -282,7 +294,8 @@ class InProcessTicks:
 
     def __init__(self, deployment_id: UUID, node_groups: Sequence[NodeGroupConfig],
                  kube: KubeClient, kubeconfig: Path | None, poll_seconds: float,
-                 elector: LeaderElector | None = None) -> None:
+                 elector: LeaderElector | None = None, feed: CacheFeed | None = None) -> None:
+        """`feed`: the watch cache, started already (`flows.ticker.start_cache`)."""
         from kube_elevator.flows.cli.watch import IN_PROCESS_SETTLE_SECONDS
         from kube_elevator.flows.ticker import TickLoop
         from kube_elevator.tasks.escalator.pending_bursts import (
@@ -301,6 +314,7 @@ class InProcessTicks:
         self.error: Exception | None = None
         self.elector = elector
         self.runs: DeploymentRuns | None = None
+        self.feed = feed
         self.loop = TickLoop(self._tick, poll_seconds,
                              may_act=elector.may_act if elector is not None else None,
                              warm_up=self._warm_up)
@@ -359,7 +373,7 @@ class InProcessTicks:
                 self.runs = DeploymentRuns(autoscale, self.deployment_id, client)
                 run_cached_ticks(self.kube.api, str(self.kubeconfig) if self.kubeconfig
                                  else None, self.events, self.loop, self.stop, say,
-                                 CACHE_START_SECONDS)
+                                 CACHE_START_SECONDS, self.feed)
         except Exception as error:  # reported; serve then stops with exit code 1
             self.error = error
             say(f"the ticks stopped: {type(error).__name__}: {error}")
@@ -425,8 +439,15 @@ async def run_until_signal(runner: Runner, grace_seconds: float = STOP_GRACE_SEC
     while processes is not None and processes.flow_run_ids() and loop.time() < deadline:
         await asyncio.sleep(0.1)
     if processes is not None and processes.flow_run_ids():
-        stopping.doing = "ending the runs' processes still in flight"
-        await end_processes(processes)
+        stopping.doing = "ending the runs still in flight"
+        from kube_elevator.flows.cli.serve_runs import cancel_runs
+
+        # Cancelled, saying why, before their processes are killed (`end_processes`).
+        cancelled = await asyncio.to_thread(
+            cancel_runs, list(processes.flow_run_ids()),
+            f"serve stopped: the run did not finish within the stop's grace (--stop-grace "
+            f"{grace_seconds:g}s)")
+        await end_processes(processes, cancelled=cancelled)
     stopping.doing = "stopping Prefect's Runner"
     await runner.astop()  # cancels what still runs
     with contextlib.suppress(asyncio.CancelledError):
@@ -435,34 +456,40 @@ async def run_until_signal(runner: Runner, grace_seconds: float = STOP_GRACE_SEC
         raise SystemExit(1)  # the ticks stopped by themselves (said why): exit non-zero
 
 
-async def end_processes(processes: Any, term_seconds: float = END_TERM_SECONDS) -> None:
+async def end_processes(processes: Any, term_seconds: float = END_TERM_SECONDS,
+                        cancelled: Collection[UUID] = ()) -> None:
     """The runs' processes still in flight after the grace: SIGTERM, then SIGKILL after
-    `term_seconds`. Prefect's Runner would cancel each with SIGTERM and wait up to 30 s for
-    it, past the stop's deadline; and a run's process that took the signal (Ctrl-C reaches
-    the whole group) may still be waiting for its tick's threads, blocked on a slow API, to
-    end: the stop would outlast the grace, and the process serve. The run, its process gone,
-    ends Crashed (the Runner, or the next serve's `flows.abandoned_runs`)."""
+    `term_seconds`; those of the runs `cancelled` already (`serve_runs.cancel_runs`), SIGKILL
+    at once. Prefect's engine takes a SIGTERM without its Runner's cancel for a crash and
+    forces its run Crashed over our Cancelled; killed, it cannot, and the Runner's own
+    Crashed is refused for a run already ended. Prefect's Runner would cancel each with
+    SIGTERM and wait up to 30 s for it, past the stop's deadline; and a run's process that
+    took the signal (a SIGTERM to the whole group) may still be waiting for its tick's
+    threads, blocked on a slow API, to end: the stop would outlast the grace, and the
+    process serve. A run not Cancelled ends Crashed (the Runner, or the next serve's
+    `flows.abandoned_runs`)."""
     import signal
 
-    def pids() -> list[int]:
+    def pids(killed_first: bool) -> list[int]:
         found = []
         for run_id in processes.flow_run_ids():
             pid = getattr(processes.get(run_id), "pid", None)
-            if isinstance(pid, int):
+            if isinstance(pid, int) and (run_id in cancelled) == killed_first:
                 found.append(pid)
         return found
 
-    def send(signum: signal.Signals) -> None:
-        for pid in pids():
+    def send(signum: signal.Signals, to: list[int]) -> None:
+        for pid in to:
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.kill(pid, signum)
 
     loop = asyncio.get_running_loop()
-    send(signal.SIGTERM)
+    send(signal.SIGKILL, pids(killed_first=True))
+    send(signal.SIGTERM, pids(killed_first=False))
     until = loop.time() + term_seconds
     while processes.flow_run_ids() and loop.time() < until:
         await asyncio.sleep(0.1)
-    send(signal.SIGKILL)
+    send(signal.SIGKILL, pids(killed_first=False) + pids(killed_first=True))
 
 
 def _kube_client(kubeconfig: Path | None) -> KubeClient:

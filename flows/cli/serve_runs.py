@@ -113,3 +113,32 @@ class RunCare:
                 if new:
                     await asyncio.to_thread(self.mark, new)
             marked = held
+
+
+def cancel_runs(run_ids: Collection[UUID], message: str) -> list[UUID]:
+    """End `run_ids` Cancelled with `message`, each unless it has ended already (a tick that
+    finished meanwhile keeps its Completed); the ids Cancelled. A server that does not answer
+    is a warning: the runs then end as their processes do."""
+    from prefect.client.orchestration import get_client
+    from prefect.exceptions import Abort
+    from prefect.states import Cancelled
+    from prefect.utilities.engine import propose_state_sync
+
+    cancelled = []
+    try:
+        with get_client(sync_client=True) as client:
+            for run_id in run_ids:
+                state = client.read_flow_run(run_id).state
+                if state is not None and state.is_final():
+                    continue
+                try:
+                    ended = propose_state_sync(client, Cancelled(message=message),
+                                               flow_run_id=run_id)
+                except Abort:  # ended meanwhile
+                    continue
+                if ended.is_cancelled():
+                    cancelled.append(run_id)
+    except Exception as error:  # the server is away: the stop goes on
+        log.warning("the runs in flight were not cancelled: %s: %s", type(error).__name__,
+                    error)
+    return cancelled

@@ -58,6 +58,10 @@ def fake_cluster(
         "a Node for each new instance after the ASG's boot_delay, drop the Nodes of "
         "terminated ones, and bind pending pods with the scheduler model; on the wall "
         "clock. Its workload (waves, trace) is not played.")] = None,
+    disable_admission_plugins: Annotated[str, typer.Option(
+        help="Admission plugins to turn off, comma-separated, as kube-apiserver's flag: "
+        "ServiceAccount, DefaultTolerationSeconds, Priority (Kubernetes' integration tests "
+        "run with ServiceAccount off).")] = "",
 ) -> None:
     """Start the fake Kubernetes API and moto on 127.0.0.1 until Ctrl-C or SIGTERM.
 
@@ -69,15 +73,21 @@ def fake_cluster(
     from kube_elevator.fakes.aws import FakeAws
     from kube_elevator.fakes.aws_faults import AwsFaultProxy
     from kube_elevator.fakes.harness.cluster import FakeCluster
+    from kube_elevator.fakes.kube_api.admission import PLUGINS
     from kube_elevator.fakes.kube_api.server import FakeKubeApi
     from kube_elevator.fakes.scenario import load_scenario
     from kube_elevator.tasks.scheduler.profiles import DEFAULT_PROFILE
 
+    disabled = [name.strip() for name in disable_admission_plugins.split(",") if name.strip()]
+    if unknown := [name for name in disabled if name not in PLUGINS]:
+        raise InputError([f"--disable-admission-plugins: unknown admission plugin "
+                          f"{unknown[0]!r}: the fake has {', '.join(PLUGINS)}"])
     loaded = load_scenario(scenario) if scenario is not None else None  # bad input: before
     stop = wait_for_stop_signal()                                       # anything starts
     profile, seed = ((loaded.scenario.scheduler.profile, loaded.scenario.seed)
                      if loaded is not None else (DEFAULT_PROFILE, 1))
-    with FakeKubeApi(port=kube_port) as kube, FakeAws(port=aws_port) as aws, \
+    with FakeKubeApi(port=kube_port, disable_admission_plugins=disabled) as kube, \
+            FakeAws(port=aws_port) as aws, \
             AwsFaultProxy(aws.endpoint_url) as proxy, \
             FakeCluster(kube=kube, aws=aws, scheduler_profile=profile, seed=seed) as cluster:
         if loaded is not None:

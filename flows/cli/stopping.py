@@ -14,12 +14,15 @@ command starts for itself stops when its command is gone (`prefect_server.stop_w
 
 from __future__ import annotations
 
+import asyncio
 import os
 import signal
 import sys
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from types import FrameType
+from typing import Any
 
 from kube_elevator.tasks.adapters.prefect_server import answers
 
@@ -148,3 +151,29 @@ def prefect_api_url() -> str | None:
 
     server = SubprocessASGIServer()
     return server.api_url if server.running else None
+
+
+@contextmanager
+def ctrl_c_blocked() -> Iterator[None]:
+    """SIGINT blocked in this thread while inside: a process forked here starts with it blocked
+    (the signal mask survives fork and exec; a Python child keeps it, its KeyboardInterrupt
+    never raised). A Ctrl-C meanwhile is not lost: another thread takes it, or it waits,
+    pending, until the block ends; Python runs the handler in the main thread either way."""
+    previous = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, previous)
+
+
+class RunsShieldedFromCtrlC(asyncio.SelectorEventLoop):
+    """The event loop of a command whose children run flow runs (`serve`'s Prefect Runner):
+    each process it starts has Ctrl-C blocked. A Ctrl-C in a terminal reaches the whole
+    process group; a run's process that took it would end its tick Crashed (Prefect's engine
+    treats a KeyboardInterrupt as a crash) while the command meant to let it finish within
+    its grace, or to end it Cancelled saying why. The command stops it itself
+    (`serve.end_processes`), with SIGTERM, which stays unblocked, as Prefect's own cancel."""
+
+    async def subprocess_exec(self, *args: Any, **kwargs: Any) -> Any:
+        with ctrl_c_blocked():  # the fork happens in this call, in this thread
+            return await super().subprocess_exec(*args, **kwargs)

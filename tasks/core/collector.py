@@ -10,6 +10,7 @@ list is decoded (`gc_paused`).
 
 from __future__ import annotations
 
+import atexit
 import gc
 import threading
 from collections.abc import Iterator
@@ -56,3 +57,25 @@ def gc_paused() -> Iterator[None]:
             _gc_pauses -= 1
             if _gc_pauses == 0 and _gc_was_on:
                 gc.enable()
+
+
+_exit_registered = False
+
+
+def no_collections_at_exit() -> None:
+    """At this process's end, freeze what is alive (`gc.freeze`) so Python's teardown does not
+    walk it again: after the exit handlers, finalizing the modules runs several full
+    collections over every object still tracked, ~1.2 s of CPU and ~2 s of wall in a process
+    that ran a fake cluster and a Prefect flow (benchmarks/RESULTS.md). Registered once; the
+    freeze comes after every exit handler registered later (Prefect's, which send a run's
+    last events and logs), and before those registered earlier, whose own garbage is still
+    collected. What freezing gives up: `__del__` of objects left in reference cycles at exit,
+    which Python does not promise to call ("It is not guaranteed that __del__() methods are
+    called for objects that still exist when the interpreter exits", the data model's
+    `object.__del__`); weakref.finalize's exit calls and the flushing of sys.stdout/stderr
+    do not depend on the collector."""
+    global _exit_registered
+    with _gc_lock:
+        if not _exit_registered:
+            atexit.register(gc.freeze)
+            _exit_registered = True

@@ -288,6 +288,56 @@ def test_server_side_apply_reports_every_type_error_as_its_typed_conversion(
         "&value.valueUnstructured{Value:5}"}
 
 
+@pytest.mark.parametrize(("body", "message"), [
+    pytest.param({**pod("restart-number"), "spec": {**pod("x")["spec"], "restartPolicy": 1}},
+                 POD + CANNOT + " number into Go struct field PodSpec.spec.restartPolicy of "
+                 "type v1.RestartPolicy", id="RestartPolicy"),
+    pytest.param(pod("pull-bool", imagePullPolicy=True),
+                 POD + CANNOT + " bool into Go struct field Container.spec.containers."
+                 "imagePullPolicy of type v1.PullPolicy", id="PullPolicy"),
+    pytest.param(pod("protocol-number", ports=[{"containerPort": 80, "protocol": 6}]),
+                 POD + CANNOT + " number into Go struct field ContainerPort.spec.containers."
+                 "ports.protocol of type v1.Protocol", id="Protocol"),
+    pytest.param(pod("caps-number", securityContext={"capabilities": {"add": [1]}}),
+                 POD + CANNOT + " number into Go struct field Capabilities.spec.containers."
+                 "securityContext.capabilities.add of type v1.Capability",
+                 id="slice-element-Capability"),
+    pytest.param(pod("caps-string", securityContext={"capabilities": {"add": "NET_ADMIN"}}),
+                 POD + CANNOT + " string into Go struct field Capabilities.spec.containers."
+                 "securityContext.capabilities.add of type []v1.Capability",
+                 id="slice-of-Capability"),
+    pytest.param({**pod("effect-number"), "spec": {**pod("x")["spec"],
+                                                   "tolerations": [{"effect": 1}]}},
+                 POD + CANNOT + " number into Go struct field Toleration.spec.tolerations."
+                 "effect of type v1.TaintEffect", id="TaintEffect"),
+    pytest.param({**pod("uid-number"), "metadata": {"name": "uid-number", "uid": 7}},
+                 POD + CANNOT + " number into Go struct field ObjectMeta.metadata.uid of type "
+                 "types.UID", id="types.UID"),
+    pytest.param(deployment("strategy-number", strategy={"type": 1}),
+                 DEPLOYMENT + CANNOT + " number into Go struct field DeploymentStrategy.spec."
+                 "strategy.type of type v1.DeploymentStrategyType", id="apps-named-type"),
+])
+def test_a_named_string_type_is_printed_by_its_go_name(dyn: dynamic.DynamicClient, body: Obj,
+                                                       message: str) -> None:
+    """encoding/json's UnmarshalTypeError prints the field's reflect.Type, which names a named
+    type (k8s.io/api core/v1/types.go `type RestartPolicy string`, `type Capability string`;
+    apimachinery pkg/types `type UID string`), as a real server answers `... PodSpec.spec.
+    restartPolicy of type v1.RestartPolicy`."""
+    assert refused_create(dyn, body)["message"] == message
+
+
+def test_a_strategic_merge_patch_names_the_named_type_it_cannot_convert_to(
+        http: httpx.Client, patched_pod: str) -> None:
+    """runtime/converter.go fromUnstructured: `cannot convert %s to %s` prints dt.String()
+    (`v1.DNSPolicy`); `unrecognized type: %v` prints dt.Kind() (`string`)."""
+    for body, detail in (
+            ({"spec": {"dnsPolicy": 1}}, "cannot convert int64 to v1.DNSPolicy"),
+            ({"spec": {"dnsPolicy": True}}, "unrecognized type: string")):
+        answer = _patch(http, patched_pod, body, "application/strategic-merge-patch+json")
+        assert answer.status_code == 422, answer.text
+        assert answer.json()["message"].endswith(": " + detail)
+
+
 def test_the_switch_stores_what_it_is_sent() -> None:
     """`field_validation=False` turns the decoder's checks off with the unknown fields'."""
     with FakeKubeApi(field_validation=False, validation=False) as bare, \

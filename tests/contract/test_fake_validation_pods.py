@@ -293,10 +293,10 @@ def test_pod_updates_that_touch_immutable_fields_are_refused(core: client.CoreV1
         client.ApiClient().sanitize_for_serialization(t) for t in tolerations]}})
     for patch, field_ in (
             ({"spec": {"containers": [{"name": "main", "resources": {"requests": {
-                "cpu": "2"}}}]}}, "resources"),
-            ({"spec": {"nodeName": "elsewhere"}}, "nodeName"),
+                "cpu": "2"}}}]}}, "Requests:"),  # the Go fields cmp.Diff names
+            ({"spec": {"nodeName": "elsewhere"}}, "NodeName:"),
             ({"spec": {"activeDeadlineSeconds": 500}}, None),
-            ({"spec": {"tolerations": []}}, "tolerations")):
+            ({"spec": {"tolerations": []}}, "Tolerations:")):
         with pytest.raises(ApiException) as err:
             core.patch_namespaced_pod("upd", NS, patch)
         assert err.value.status == 422

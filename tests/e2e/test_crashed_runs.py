@@ -125,17 +125,21 @@ def test_own_flows_are_the_projects_flows() -> None:
     assert set(OWN_FLOWS) == {autoscale.name, pod_autoscale.name, tune_flow.name}
 
 
-def start_sleeping_flow(flow_name: str, heartbeats: bool) -> tuple[subprocess.Popen[bytes],
-                                                                  FlowRun]:
-    """A subprocess running a flow of that name, and its flow run once the server has it
-    Running (and, with `heartbeats`, once its first heartbeat reached the server)."""
+def launch_sleeping_flow(flow_name: str, heartbeats: bool) -> subprocess.Popen[bytes]:
+    """A subprocess running a flow of that name (with `heartbeats`, every 30 s)."""
     env = {name: value for name, value in os.environ.items()
            if name != "PREFECT_FLOWS_HEARTBEAT_FREQUENCY"}
     env["PREFECT_API_URL"] = str(PREFECT_API_URL.value())
     if heartbeats:
         env["PREFECT_FLOWS_HEARTBEAT_FREQUENCY"] = "30"
-    process = subprocess.Popen([sys.executable, "-c", SLEEPING_FLOW, flow_name], env=env,
-                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    return subprocess.Popen([sys.executable, "-c", SLEEPING_FLOW, flow_name], env=env,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+
+def sleeping_flow_run(process: subprocess.Popen[bytes], flow_name: str,
+                      heartbeats: bool) -> FlowRun:
+    """The flow run of a `launch_sleeping_flow` process once the server has it Running (and,
+    with `heartbeats`, once its first heartbeat reached the server)."""
     found: list[FlowRun] = []
 
     def running() -> bool:
@@ -157,7 +161,7 @@ def start_sleeping_flow(flow_name: str, heartbeats: bool) -> tuple[subprocess.Po
     wait_for(f"a Running {flow_name} run", running, 90)
     if heartbeats:
         wait_for(f"the {flow_name} run's first heartbeat", heartbeat_recorded, 60)
-    return process, found[0]
+    return found[0]
 
 
 def state_types(run: FlowRun) -> list[str]:
@@ -174,15 +178,18 @@ def test_other_flows_runs_are_never_marked_crashed() -> None:
     assert ensure_crash_detection(GRACE)
     processes: list[subprocess.Popen[bytes]] = []
     try:
-        silent_process, silent = start_sleeping_flow("other-teams-flow", heartbeats=False)
-        processes.append(silent_process)
-        died_process, died = start_sleeping_flow("other-teams-heartbeat-flow",
-                                                 heartbeats=True)
-        processes.append(died_process)
+        # The two other teams' flows start at once (a process's start is what takes the time
+        # here); ours only once the one that died has: its heartbeats stopped first.
+        others = (("other-teams-flow", False), ("other-teams-heartbeat-flow", True))
+        processes.extend(launch_sleeping_flow(name, heartbeats) for name, heartbeats in others)
+        silent_process, died_process = processes
+        silent, died = (sleeping_flow_run(process, name, heartbeats)
+                        for process, (name, heartbeats) in zip(processes, others, strict=True))
         died_process.send_signal(signal.SIGKILL)
         died_process.wait(timeout=scaled(30))
-        own_process, own = start_sleeping_flow(OWN_FLOWS[0], heartbeats=True)
+        own_process = launch_sleeping_flow(OWN_FLOWS[0], heartbeats=True)
         processes.append(own_process)
+        own = sleeping_flow_run(own_process, OWN_FLOWS[0], heartbeats=True)
         own_process.send_signal(signal.SIGKILL)
         own_process.wait(timeout=scaled(30))
 

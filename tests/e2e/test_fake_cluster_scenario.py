@@ -119,3 +119,18 @@ def test_fake_cluster_writes_only_the_kubeconfig_asked_and_exports_it_absolutely
         server.send_signal(signal.SIGTERM)
         code = server.wait(timeout=scaled(30))
     assert code == 0, server.stderr.read() if server.stderr else ""
+
+
+def test_fake_cluster_refuses_an_admission_plugin_it_does_not_have(tmp_path: Path) -> None:
+    """`--disable-admission-plugins` takes the names kube-apiserver's flag does, of the
+    plugins the fake has; another is bad input: exit 2, the name and the ones there are."""
+    done = subprocess.run(
+        [sys.executable, "-m", "kube_elevator.flows.cli", "fake-cluster",
+         "--kubeconfig-out", str(tmp_path / "kubeconfig.yaml"),
+         "--disable-admission-plugins", "ServiceAccount,PodSecurity"],
+        capture_output=True, text=True, timeout=scaled(120), check=False)
+    assert done.returncode == 2, done.stderr
+    assert "Traceback" not in done.stderr and done.stdout == ""
+    assert "unknown admission plugin 'PodSecurity'" in done.stderr
+    assert "ServiceAccount, DefaultTolerationSeconds, Priority" in done.stderr
+    assert not (tmp_path / "kubeconfig.yaml").exists()

@@ -29,6 +29,7 @@ from uuid import UUID
 import psutil
 import pytest
 
+from benchmarks.deadlines import scaled
 from benchmarks.event_latency import (
     FREE_HEALTH_PORT,
     ROOT,
@@ -181,7 +182,7 @@ def test_a_pending_run_a_killed_serve_left_is_crashed_at_the_next_start(
             assert done.id != run_id
             assert "ended Crashed: its process" in serve.output()
             os.killpg(serve.process.pid, signal.SIGTERM)
-            assert serve.process.wait(timeout=60) == 0, serve.output()[-3000:]
+            assert serve.process.wait(timeout=scaled(60)) == 0, serve.output()[-3000:]
 
 
 def test_on_the_temporary_server_the_left_run_is_crashed_at_the_next_start(
@@ -206,7 +207,7 @@ def test_on_the_temporary_server_the_left_run_is_crashed_at_the_next_start(
         print(f"\ntemporary server: the next tick {time.monotonic() - crashed_at:.1f} s "
               "after the left run ended Crashed")
         os.killpg(serve.process.pid, signal.SIGTERM)
-        assert serve.process.wait(timeout=60) == 0, serve.output()[-3000:]
+        assert serve.process.wait(timeout=scaled(60)) == 0, serve.output()[-3000:]
     assert "cancelled" not in serve.output().lower(), serve.output()[-3000:]
 
 
@@ -268,7 +269,7 @@ def test_a_run_left_scheduled_past_its_time_is_ended_at_the_next_start(
                 *before, last = [s.type.value for s in client.read_flow_run_states(run_id)]
             assert set(before) == {"SCHEDULED"} and last == "CANCELLED", (before, last)
             os.killpg(serve.process.pid, signal.SIGTERM)
-            assert serve.process.wait(timeout=60) == 0, serve.output()[-3000:]
+            assert serve.process.wait(timeout=scaled(60)) == 0, serve.output()[-3000:]
 
 
 @pytest.mark.parametrize("ticks", ["in-process", "runs"])
@@ -283,7 +284,7 @@ def test_a_serve_killed_mid_tick_on_the_temporary_server_ticks_again_after_a_res
                              new_session=True)) as killed:
         killed.wait_for("Beginning flow run", SERVE_START_SECONDS)
         os.killpg(killed.process.pid, signal.SIGKILL)
-        killed.process.wait(timeout=30)
+        killed.process.wait(timeout=scaled(30))
     with group_stopped(Child(serve_command(cluster, ticks), env, tmp_path / "again.log",
                              new_session=True)) as again:
         again.wait_for("serving autoscale/autoscale", SERVE_START_SECONDS)
@@ -297,7 +298,7 @@ def test_a_serve_killed_mid_tick_on_the_temporary_server_ticks_again_after_a_res
               f"restarted serve served (--interval {INTERVAL_SECONDS:g}s; load "
               f"{os.getloadavg()[0]:.1f})")
         os.killpg(again.process.pid, signal.SIGTERM)
-        assert again.process.wait(timeout=60) == 0, again.output()[-3000:]
+        assert again.process.wait(timeout=scaled(60)) == 0, again.output()[-3000:]
 
 
 # --- while serving ------------------------------------------------------------------------------
@@ -337,7 +338,7 @@ def test_a_pending_run_left_while_serving_is_crashed_and_ticks_go_on(
         wait_until(lambda: fetch(f"{health_url(serve)}/ready") == (200, "ready\n"), 30,
                    "/ready once a tick completed")
         os.killpg(serve.process.pid, signal.SIGTERM)
-        assert serve.process.wait(timeout=60) == 0, serve.output()[-3000:]
+        assert serve.process.wait(timeout=scaled(60)) == 0, serve.output()[-3000:]
 
 
 # --- health: due ticks that never complete -----------------------------------------------------
@@ -379,7 +380,7 @@ def test_health_fails_when_ticks_are_due_but_every_run_is_cancelled(
             assert cancelled
             assert state_of(server, UUID(left["run"])).is_pending()  # its owner lives
             os.killpg(serve.process.pid, signal.SIGTERM)
-            assert serve.process.wait(timeout=60) == 0, serve.output()[-3000:]
+            assert serve.process.wait(timeout=scaled(60)) == 0, serve.output()[-3000:]
 
 
 # --- a signal to the group ----------------------------------------------------------------------

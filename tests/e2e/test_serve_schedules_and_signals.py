@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pytest
 
+from benchmarks.deadlines import scaled
 from benchmarks.event_latency import (
     FREE_HEALTH_PORT,
     ROOT,
@@ -227,7 +228,7 @@ def test_a_temporary_server_that_does_not_answer_in_time_is_one_line(
         elevator("serve", "--nodegroups", str(cluster.nodegroups), "--kubeconfig",
                  str(cluster.kubeconfig), *FREE_HEALTH_PORT),
         env=temporary_server_env(home, PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS="1"),
-        cwd=ROOT, capture_output=True, text=True, timeout=120, check=False)
+        cwd=ROOT, capture_output=True, text=True, timeout=scaled(120), check=False)
     assert done.returncode == 1, done.stdout + done.stderr
     assert "Traceback" not in done.stdout + done.stderr
     # Prefect's own lines say it starts and stops the server; ours says what to do.

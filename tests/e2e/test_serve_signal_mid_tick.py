@@ -63,15 +63,30 @@ def pod_list_in_flight(server: PrefectServer, deployment_id: UUID) -> bool:
                and task.state_type.value == "RUNNING" for task in tasks)
 
 
+def running(server: PrefectServer, deployment_id: UUID) -> list[UUID]:
+    return [run.id for run in runs_of(server, deployment_id)
+            if run.state_type is not None and run.state_type.value == "RUNNING"]
+
+
 def in_flight(server: PrefectServer, deployment_id: UUID) -> bool:
-    return any(run.state_type is not None and run.state_type.value == "RUNNING"
-               for run in runs_of(server, deployment_id))
+    return bool(running(server, deployment_id))
+
+
+def how_it_ended(server: PrefectServer, run_id: UUID) -> tuple[str, str]:
+    with on(server) as client:
+        state = client.read_flow_run(run_id).state
+    return state.type.value, state.message or ""
 
 
 
 @pytest.mark.parametrize(("ticks", "signum", "group", "grace", "delay"), [
-    pytest.param("runs", signal.SIGINT, True, GRACE_SECONDS, POD_LIST_DELAY_SECONDS,
+    # Ctrl-C reaches the whole group, but not the run's process (serve starts it with SIGINT
+    # blocked): it finishes its tick, as when only serve is signalled (below).
+    pytest.param("runs", signal.SIGINT, True, GRACE_SECONDS, SHORT_POD_LIST_SECONDS,
                  id="runs-ctrl-c-to-the-group"),
+    # Its tick outlasts the grace: serve ends it Cancelled, saying why (before: Crashed).
+    pytest.param("runs", signal.SIGINT, True, SHORT_GRACE_SECONDS, SLOW_POD_LIST_SECONDS,
+                 id="runs-ctrl-c-to-the-group-a-tick-past-the-grace"),
     pytest.param("runs", signal.SIGTERM, True, GRACE_SECONDS, POD_LIST_DELAY_SECONDS,
                  id="runs-sigterm-to-the-group"),
     # Not signalled, the run's process finishes its tick, then exits (flushing its logs):
@@ -108,6 +123,7 @@ def test_a_signal_mid_tick_stops_serve_within_the_grace_leaving_nothing(
         wait_until(lambda: (pod_list_in_flight if ticks == "runs" else in_flight)(
             server, deployment_ids[0]), 120, "a run's pod list in flight", interval=0.2)
         children = descendants(serve.process.pid)
+        flying = running(server, deployment_ids[0])
         signalled_at = datetime.now(UTC)
         started = time.monotonic()
         if group:
@@ -133,3 +149,14 @@ def test_a_signal_mid_tick_stops_serve_within_the_grace_leaving_nothing(
             output = output[output.index("serve: stopping within"):]
         # The stop is quiet: no traceback from the run it stopped.
         assert "Traceback" not in output, output[-4000:]
+        if ticks == "runs" and (signum == signal.SIGINT or not group):
+            # The run in flight finished, or serve ended it Cancelled saying why: never
+            # Crashed. (A SIGTERM to the group still reaches the run's process: Prefect's
+            # engine ends it Crashed; docs/deploying.md, "Stopping serve".)
+            ended = {run_id: how_it_ended(server, run_id) for run_id in flying}
+            assert ended and all(
+                kind == "COMPLETED" or (kind == "CANCELLED" and message.startswith(
+                    "serve stopped: the run did not finish within the stop's grace"))
+                for kind, message in ended.values()), ended
+            if delay > grace:
+                assert {kind for kind, _ in ended.values()} == {"CANCELLED"}, ended

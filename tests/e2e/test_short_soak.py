@@ -47,7 +47,10 @@ def comparable(pods: GroupPods) -> tuple[Any, ...]:
 def test_after_a_short_soak_the_cache_equals_a_fresh_list(
         fake_kube: FakeKubeApi, fake_aws: FakeAws, api_client: kubernetes.client.ApiClient,
         tmp_path: Path) -> None:
-    world, nodegroups, kubeconfig = make_world(fake_kube, fake_aws, tmp_path, T0)
+    # The session's moto is every test's (and moto's backends are the process's): ASG names of
+    # its own, as the fixture asks, so a scenario's `batch-asg` made earlier cannot collide.
+    world, nodegroups, kubeconfig = make_world(fake_kube, fake_aws, tmp_path, T0,
+                                               asg_suffix="-short-soak")
     groups = load_node_groups(nodegroups).node_groups
     adapters = make_adapters(str(kubeconfig), "kube-system", None)
     statuses: dict[str, int] = {}

@@ -27,12 +27,15 @@ from kube_elevator.tasks.core.process_owner import (
 NOW = datetime(2026, 11, 28, 12, 0, tzinfo=UTC)
 HOST = "here"
 BOUNDS = Bounds(lost_submit=timedelta(seconds=60), foreign_pending=timedelta(minutes=15),
-                foreign_running=timedelta(hours=1))
+                foreign_running=timedelta(minutes=12), heartbeat_grace=timedelta(seconds=90))
 
 
-def judged(state: str, age_seconds: float, owner: str | None, alive: bool = True) -> str | None:
+def judged(state: str, age_seconds: float, owner: str | None, alive: bool = True,
+           silent_seconds: float | None = None) -> str | None:
+    """`silent_seconds`: how long ago the run's last heartbeat was (None: it sent none)."""
+    beat = None if silent_seconds is None else NOW - timedelta(seconds=silent_seconds)
     return why_abandoned(state, NOW - timedelta(seconds=age_seconds), owner, NOW, HOST,
-                         lambda _mark: alive, BOUNDS)
+                         lambda _mark: alive, BOUNDS, beat)
 
 
 @pytest.mark.parametrize(("state", "age", "owner", "alive", "abandoned"), [
@@ -50,8 +53,12 @@ def judged(state: str, age_seconds: float, owner: str | None, alive: bool = True
     pytest.param("PENDING", 61, "there:42:7", False, False, id="pending-elsewhere-young"),
     pytest.param("PENDING", 901, "there:42:7", True, True, id="pending-elsewhere-old"),
     pytest.param("PENDING", 600, "uid:jobs:elevator-abc12", True, False, id="worker-job-young"),
-    pytest.param("RUNNING", 3_000, None, True, False, id="unmarked-running-young"),
-    pytest.param("RUNNING", 3_601, "there:42", True, True, id="running-elsewhere-old"),
+    # Running without a visible owner and no heartbeat: past the flow's timeout and slack
+    # (12 min), no live engine is behind it (before: an hour).
+    pytest.param("RUNNING", 719, None, True, False, id="unmarked-running-young"),
+    pytest.param("RUNNING", 721, None, True, True, id="unmarked-running-past-the-timeout"),
+    pytest.param("RUNNING", 721, "there:42", True, True, id="running-elsewhere-old"),
+    pytest.param("CANCELLING", 721, "uid:jobs:x", True, True, id="cancelling-foreign-old"),
 ])
 def test_which_run_is_abandoned(state: str, age: float, owner: str | None, alive: bool,
                                 abandoned: bool) -> None:
@@ -59,6 +66,50 @@ def test_which_run_is_abandoned(state: str, age: float, owner: str | None, alive
     assert (why is not None) == abandoned, why
     if why is not None and owner and owner.startswith("here:"):
         assert why.startswith("its process here:42 is gone")
+
+
+@pytest.mark.parametrize(("state", "age", "owner", "silent", "abandoned"), [
+    # A run that sent heartbeats: they decide, whatever its age (Prefect's zombie-flow recipe).
+    pytest.param("RUNNING", 120, None, 91, True, id="unmarked-silent-past-the-grace"),
+    pytest.param("RUNNING", 120, None, 89, False, id="unmarked-beating"),
+    pytest.param("RUNNING", 120, "there:42:7", 91, True, id="another-replica-silent"),
+    # Another replica (leader election): its live process beats, and a long tick is its own.
+    pytest.param("RUNNING", 86_400, "there:42:7", 10, False, id="another-replica-beating"),
+    pytest.param("CANCELLING", 300, None, 200, True, id="cancelling-silent"),
+    # This host's owner: its process decides; a heartbeat never keeps a dead one's run.
+    pytest.param("RUNNING", 120, "here:42:7", 1, True, id="owner-here-dead-though-beating"),
+    # A Pending run has no engine yet: heartbeats do not apply.
+    pytest.param("PENDING", 61, None, 1, True, id="pending-lost-mid-submit"),
+])
+def test_a_heartbeat_speaks_for_a_run_whose_owner_is_not_seen(
+        state: str, age: float, owner: str | None, silent: float, abandoned: bool) -> None:
+    why = judged(state, age, owner, alive=False, silent_seconds=silent)
+    assert (why is not None) == abandoned, why
+    if why is not None and not owner and state != "PENDING":
+        assert f"no heartbeat for {silent:g} s (over 90 s)" in why
+
+
+def test_the_heartbeat_is_read_only_where_it_decides() -> None:
+    from kube_elevator.flows.abandoned_runs import needs_heartbeat
+
+    assert needs_heartbeat("RUNNING", None, HOST)
+    assert needs_heartbeat("CANCELLING", "there:42:7", HOST)
+    assert needs_heartbeat("RUNNING", "uid:jobs:elevator-abc12", HOST)
+    assert not needs_heartbeat("RUNNING", "here:42:7", HOST)
+    assert not needs_heartbeat("PENDING", None, HOST)
+
+
+def test_the_default_running_bound_is_the_flows_timeout_and_its_slack() -> None:
+    """Shorter than the hour it was, never shorter than a live tick may run."""
+    from kube_elevator.flows.autoscale import autoscale
+    from kube_elevator.tasks.core.tick_timeout import TIMEOUT_SLACK_SECONDS
+
+    assert autoscale.timeout_seconds is not None
+    assert Bounds().foreign_running == timedelta(
+        seconds=autoscale.timeout_seconds + TIMEOUT_SLACK_SECONDS)
+    assert Bounds().foreign_running < timedelta(hours=1)
+    assert why_abandoned("RUNNING", NOW - Bounds().foreign_running, None, NOW, HOST,
+                         lambda _mark: True) is None
 
 
 def test_a_lost_submit_says_so() -> None:

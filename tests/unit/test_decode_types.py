@@ -35,8 +35,9 @@ def test_json_numbers_and_escapes_as_encoding_json() -> None:
 
 
 def test_go_types_from_the_descriptors() -> None:
-    ports = json_fields("core.Container")["ports"][-1]
-    assert ports.repeated and ports.type == "core.ContainerPort"
+    ports = json_fields("core.Container")["ports"]
+    assert ports.kind == "list" and ports.item is not None
+    assert ports.item.type == "core.ContainerPort"
     assert Slot("list", "core.ContainerPort", Slot("struct", "core.ContainerPort")).go == \
         "[]v1.ContainerPort"
     assert Slot("map", "string", Slot("leaf", "string")).go == "map[string]string"
@@ -52,3 +53,22 @@ def test_the_first_type_error_is_the_one_reported() -> None:
         "type int32")
     assert decode_error("apps/v1", "Deployment", {"spec": {"replicas": None}}) is None
     assert decode_error("example.com/v1", "Gadget", {"spec": 1}) is None
+
+
+@pytest.mark.parametrize(("message", "field", "go"), [
+    ("core.PodSpec", "restartPolicy", "v1.RestartPolicy"),
+    ("core.Toleration", "effect", "v1.TaintEffect"),
+    ("meta.ObjectMeta", "uid", "types.UID"),
+    ("core.PodSpec", "nodeName", "string"),
+])
+def test_a_named_string_type_prints_its_name(message: str, field: str, go: str) -> None:
+    """go_named_types.py: reflect prints `v1.RestartPolicy`, not its underlying `string`
+    (k8s.io/api core/v1/types.go `type RestartPolicy string`)."""
+    assert json_fields(message)[field].go == go
+
+
+def test_a_slice_of_a_named_type_prints_the_element_for_an_element() -> None:
+    add = json_fields("core.Capabilities")["add"]
+    assert (add.go, add.item.go if add.item else None) == ("[]v1.Capability", "v1.Capability")
+    # an inlined struct's named field is found through its parent (EphemeralContainerCommon)
+    assert json_fields("core.EphemeralContainer")["imagePullPolicy"].go == "v1.PullPolicy"

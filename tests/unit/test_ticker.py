@@ -89,6 +89,26 @@ def test_it_ticks_only_while_it_leads(stop: threading.Event) -> None:
     assert acting.may_act()  # no election installed once the ticks ended
 
 
+def test_it_knows_its_role_only_once_it_asked_the_election(stop: threading.Event) -> None:
+    """Until the loop has asked, its health reads as a follower's (not monitoring): a serve whose
+    cache synced before its loop started must not be ready on that (`run_cached_ticks` reads
+    `looked`; issue 40: /ready said 200 for a leader that had not ticked)."""
+    asked = threading.Event()
+
+    def may_act() -> bool:
+        asked.set()
+        return True
+
+    assert TickLoop(Ticks(), interval=3600.0).looked  # no election: it leads from the start
+    loop = TickLoop(Ticks(), interval=3600.0, may_act=may_act)
+    assert not loop.looked and not loop.health.state().monitoring
+    assert not loop.ready()  # the health pages' readiness, until something else says more
+    started(loop, stop)
+    wait_until(lambda: loop.looked, scaled(5), "the loop to ask the election")
+    assert loop.ready()
+    assert asked.is_set() and loop.health.state().monitoring
+
+
 def test_a_look_that_ran_nothing_is_no_tick_for_the_health_check(stop: threading.Event) -> None:
     """Issue 34 item 2: `serve` looks for due runs every --poll; a look that found none is no
     tick. Under --max-inactivity the probe fails once no tick finished for that long, however

@@ -19,6 +19,7 @@ messages.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
@@ -85,6 +86,9 @@ def rule_errors(schema: Any, path: str) -> list[FieldError]:
         except Exception as exc:  # celpy's parse errors share no base beyond Exception
             errs.append(FieldError(f"{rule_path}.rule", "FieldValueInvalid", rule,
                                    f"compilation failed: {str(exc).strip()}"))
+        else:
+            if rule_path.startswith(f"{path}.x-kubernetes-validations["):
+                errs += _root_metadata_errors(rule_path, rule)
         if message_expression is None:
             continue
         try:
@@ -93,8 +97,51 @@ def rule_errors(schema: Any, path: str) -> list[FieldError]:
             errs.append(FieldError(f"{rule_path}.messageExpression", "FieldValueInvalid",
                                    message_expression,
                                    f"messageExpression compilation failed: {str(exc).strip()}"))
+    errs += _uncorrelatable_errors(schema, path)
     if not errs:  # every rule compiles: what they would cost (cel_estimate.py)
         errs += cost_errors(schema, path, lambda text: _program(text).ast)
+    return errs
+
+
+# A root rule sees `self.metadata` with name and generateName only (apiextensions
+# pkg/apiserver/schema/cel/model: WithTypeAndObjectMeta); any other field fails the type check.
+_ROOT_METADATA = frozenset({"name", "generateName"})
+_METADATA_FIELD = re.compile(r"\bself\.metadata\.([A-Za-z_][A-Za-z0-9_]*)")
+
+
+def _root_metadata_errors(rule_path: str, rule: str) -> list[FieldError]:
+    for match in _METADATA_FIELD.finditer(rule):
+        if match.group(1) not in _ROOT_METADATA:
+            column = match.start(1)
+            return [FieldError(f"{rule_path}.rule", "FieldValueInvalid", rule,
+                               f"compilation failed: ERROR: <input>:1:{column}: undefined "
+                               f"field '{match.group(1)}'\n | {rule}\n | "
+                               f"{'.' * column}^")]
+    return []
+
+
+def _uncorrelatable_errors(schema: Any, path: str, correlatable: bool = True,
+                          ) -> list[FieldError]:
+    """A transition rule (one naming oldSelf) where an old value cannot be matched to the new:
+    under the items of a list that is not a map-list (apiextensions validation.go
+    validateCELTransitionRules / hasUncorrelatableOldSelf)."""
+    if not isinstance(schema, dict):
+        return []
+    errs: list[FieldError] = []
+    if not correlatable:
+        for i, rule in enumerate(schema.get("x-kubernetes-validations") or ()):
+            if isinstance(rule, dict) and "oldSelf" in str(rule.get("rule", "")):
+                errs.append(FieldError(
+                    f"{path}.x-kubernetes-validations[{i}].rule", "FieldValueInvalid",
+                    rule["rule"], f"oldSelf cannot be used on the uncorrelatable portion of "
+                    f"the schema within {path}"))
+    for name, prop in (schema.get("properties") or {}).items():
+        errs += _uncorrelatable_errors(prop, f"{path}.properties[{name}]", correlatable)
+    errs += _uncorrelatable_errors(schema.get("additionalProperties"),
+                                   f"{path}.additionalProperties", correlatable)
+    map_list = schema.get("x-kubernetes-list-type") == "map"
+    errs += _uncorrelatable_errors(schema.get("items"), f"{path}.items",
+                                   correlatable and map_list)
     return errs
 
 

@@ -16,7 +16,7 @@ from typing import Any
 from kube_elevator.fakes.kube_api.crd_schema.cel import cel_errors, has_rules, rule_errors
 from kube_elevator.fakes.kube_api.crd_schema.defaulting import defaulted, has_defaults
 from kube_elevator.fakes.kube_api.crd_schema.field_errors import FieldError, invalid
-from kube_elevator.fakes.kube_api.crd_schema.pruning import pruned
+from kube_elevator.fakes.kube_api.crd_schema.pruning import meta_pruned, pruned
 from kube_elevator.fakes.kube_api.crd_schema.structural import structural_errors
 from kube_elevator.fakes.kube_api.crd_schema.validate import validation_errors
 from kube_elevator.fakes.kube_api.errors import ApiError
@@ -49,10 +49,44 @@ def crd_refusal(crd: Obj) -> ApiError | None:
         errs += found
         if not found:
             errs += rule_errors(schema, path)
+        errs += _scale_path_errors(version, f"spec.versions[{i}].subresources.scale")
     if not errs:
         return None
     name = (crd.get("metadata") or {}).get("name") or ""
     return invalid("CustomResourceDefinition", "apiextensions.k8s.io", name, errs)
+
+
+_SIMPLE_PATH = re.compile(r"^(\.[a-zA-Z_][a-zA-Z0-9_-]*)+$")
+
+
+def _scale_path_errors(version: Obj, path: str) -> list[FieldError]:
+    """ValidateCustomResourceDefinitionSubresources: the scale subresource's paths are simple
+    JSON paths, the replicas under .spec and .status, the selector under either."""
+    scale = (version.get("subresources") or {}).get("scale") \
+        if isinstance(version.get("subresources"), dict) else None
+    if not isinstance(scale, dict):
+        return []
+    errs: list[FieldError] = []
+    for key, roots, words in (
+            ("specReplicasPath", (".spec.",), "should be a json path under .spec"),
+            ("statusReplicasPath", (".status.",), "should be a json path under .status"),
+            ("labelSelectorPath", (".spec.", ".status."),
+             "should be a json path under either .spec or .status")):
+        value = scale.get(key)
+        if value is None or (key == "labelSelectorPath" and value == ""):
+            if key != "labelSelectorPath":
+                errs.append(FieldError(f"{path}.{key}", "FieldValueRequired"))
+            continue
+        if not isinstance(value, str) or not _SIMPLE_PATH.match(value):
+            errs.append(invalid_value(f"{path}.{key}", value,
+                                      "must be a simple json path starting with ."))
+        elif not value.startswith(roots):
+            errs.append(invalid_value(f"{path}.{key}", value, words))
+    return errs
+
+
+def invalid_value(field: str, value: Any, detail: str) -> FieldError:
+    return FieldError(field, "FieldValueInvalid", value, detail)
 
 
 def version_schemas(crd: Obj) -> dict[str, VersionSchema]:
@@ -80,20 +114,35 @@ def _at(obj: Any, path: str) -> Any:
     return cur
 
 
+# Schema errors that keep the CEL rules from running: the object is too broken to evaluate.
+_BLOCKING = frozenset({"FieldValueNotSupported", "FieldValueRequired", "FieldValueTooLong",
+                       "FieldValueTooMany", "FieldValueTypeInvalid"})
+NOT_CHECKED = ("some validation rules were not checked because the object was invalid; "
+               "correct the existing errors to complete validation")
+
+
+def _ratcheted(errs: list[FieldError], out: Obj, old: Obj | None) -> list[FieldError]:
+    """Ratcheting: what an update did not change is not held against it."""
+    if old is None:
+        return errs
+    return [e for e in errs if _at(out, e.field) != _at(old, e.field)
+            or _at(old, e.field) is _ABSENT]
+
+
 def admitted(vs: VersionSchema, kind: str, group: str, name: str, obj: Obj,
              old: Obj | None) -> Obj:
     """`obj` as stored: pruned and defaulted; raises the 422 when it breaks its schema."""
-    out: Obj = pruned(obj, vs.schema, root=True)
+    out: Obj = meta_pruned(pruned(obj, vs.schema, root=True), vs.schema, root=True)
     # Defaults, and nulls the schema does not allow dropped (PruneNonNullableNullsWithoutDefaults
     # runs with the pruning in the decoder: a null is dropped, not refused).
     out = defaulted(out, vs.schema)
-    errs = validation_errors(vs.schema, out)
+    errs = _ratcheted(validation_errors(vs.schema, out), out, old)
     if vs.rules:
-        errs += cel_errors(vs.schema, out, old) if old is not None else \
-            cel_errors(vs.schema, out)
-    if old is not None:  # ratcheting: what the update did not change is not held against it
-        errs = [e for e in errs if _at(out, e.field) != _at(old, e.field)
-                or _at(old, e.field) is _ABSENT]
+        if any(e.reason in _BLOCKING for e in errs):  # hasBlockingErr (customresource/
+            errs.append(FieldError("<nil>", "FieldValueInvalid", None, NOT_CHECKED))  # strategy)
+        else:
+            errs += _ratcheted(cel_errors(vs.schema, out, old) if old is not None else
+                               cel_errors(vs.schema, out), out, old)
     if errs:
         raise invalid(kind, group, name, errs)
     return out

@@ -44,6 +44,42 @@ def _object(value: dict[str, Any], schema: Schema, resource: bool) -> dict[str, 
     return out
 
 
+# ObjectMeta's JSON fields (k8s.io/apimachinery pkg/apis/meta/v1 types.go): what the
+# objectmeta coercion keeps of a custom object's metadata, and of each embedded resource's.
+OBJECT_META_FIELDS = frozenset({
+    "name", "generateName", "namespace", "selfLink", "uid", "resourceVersion", "generation",
+    "creationTimestamp", "deletionTimestamp", "deletionGracePeriodSeconds", "labels",
+    "annotations", "ownerReferences", "finalizers", "managedFields"})
+
+
+def meta_pruned(value: Any, schema: Schema | None, *, root: bool = False) -> Any:
+    """`value` with the unknown fields of its metadata dropped, at the root and in every
+    embedded resource (apiextensions pkg/apiserver/schema/objectmeta coerce.go, with
+    dropInvalidFields, as the CR decoder runs it beside the pruning)."""
+    if schema is None:
+        return value
+    if isinstance(value, list):
+        items = schema.get("items")
+        return [meta_pruned(item, items) for item in value] if isinstance(items, dict) \
+            else value
+    if not isinstance(value, dict):
+        return value
+    props: Schema = schema.get("properties") or {}
+    extra = schema.get("additionalProperties")
+    out: dict[str, Any] = {}
+    resource = root or bool(schema.get("x-kubernetes-embedded-resource"))
+    for name, item in value.items():
+        if resource and name == "metadata" and isinstance(item, dict):
+            out[name] = {k: v for k, v in item.items() if k in OBJECT_META_FIELDS}
+        elif name in props and isinstance(props[name], dict):
+            out[name] = meta_pruned(item, props[name])
+        elif isinstance(extra, dict):
+            out[name] = meta_pruned(item, extra)
+        else:
+            out[name] = item
+    return out
+
+
 def unknown_field_paths(value: Any, schema: Schema | None, path: str = "",
                         root: bool = True) -> list[str]:
     """The paths `pruned` would drop (`spec.foo`, `spec.items[0].bar`): what a server lists
@@ -72,4 +108,4 @@ def unknown_field_paths(value: Any, schema: Schema | None, path: str = "",
     return found
 
 
-__all__ = ["pruned", "unknown_field_paths"]
+__all__ = ["OBJECT_META_FIELDS", "meta_pruned", "pruned", "unknown_field_paths"]

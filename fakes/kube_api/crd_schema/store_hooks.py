@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import orjson
 
+from kube_elevator.fakes.kube_api.crd_schema.field_errors import FieldError, invalid
 from kube_elevator.fakes.kube_api.crd_schema.layers import (
     VersionSchema,
     admitted,
@@ -17,6 +18,26 @@ from kube_elevator.fakes.kube_api.resources import RESOURCES, Obj, ResourceType
 from kube_elevator.fakes.kube_api.subresources import KubeSubresources
 
 _CRDS = RESOURCES["customresourcedefinitions"].plural
+
+
+_MAX_INT32 = 2**31 - 1
+
+
+def scale_spec_errors(rt: ResourceType, obj: Obj) -> list[FieldError]:
+    """ValidateScaleSpec (pkg/registry/customresource/validator.go): the replicas at the scale
+    subresource's specReplicasPath, when set, are an int32 that is not negative."""
+    path = rt.scale_paths[0]
+    value: object = obj
+    for part in path.strip(".").split("."):
+        value = value.get(part) if isinstance(value, dict) else None
+    if value is None or isinstance(value, bool) or not isinstance(value, int):
+        return []
+    if value < 0:
+        return [FieldError(path, "FieldValueInvalid", value, "should be a non-negative integer")]
+    if value > _MAX_INT32:
+        return [FieldError(path, "FieldValueInvalid", value,
+                           f"should be less than or equal to {_MAX_INT32}")]
+    return []
 
 
 class CrdSchemaLayers(KubeSubresources):
@@ -40,6 +61,15 @@ class CrdSchemaLayers(KubeSubresources):
             schemas = cache[rec.raw] = version_schemas(_load(rec))
         return schemas.get(rt.version) or next(iter(schemas.values()), None)
 
+    def _crd_schema(self, rt: ResourceType) -> Obj | None:
+        """A custom resource's `openAPIV3Schema` for field validation (None: a built-in kind,
+        no schema, or the layers switched off)."""
+        if not rt.custom or not self.crd_schema_layers:
+            return None
+        with self._lock:
+            vs = self._schema_of(rt)
+        return vs.schema if vs is not None else None
+
     def _crd_refused(self, crd: Obj) -> None:
         """Raise the 422 apiextensions answers a CRD whose schemas are not accepted."""
         if self.crd_schema_layers:
@@ -52,9 +82,10 @@ class CrdSchemaLayers(KubeSubresources):
         if not self.crd_schema_layers:
             return new
         vs = self._schema_of(rt)
-        if vs is None:
-            return new
-        return admitted(vs, rt.kind, rt.group, name, new, old)
+        stored = new if vs is None else admitted(vs, rt.kind, rt.group, name, new, old)
+        if "scale" in rt.subresources and (errs := scale_spec_errors(rt, stored)):
+            raise invalid(rt.kind, rt.group, name, errs)
+        return stored
 
     def _fresh(self, rt: ResourceType, recs: RecList) -> RecList:
         """Custom objects as read: defaulted by their schema as it is now."""

@@ -11,6 +11,13 @@ from collections.abc import Callable
 
 from kube_elevator.fakes.kube_api.errors import BadRequest
 from kube_elevator.fakes.kube_api.resources import Obj, ResourceType
+from kube_elevator.fakes.kube_api.validation.ephemeral import (
+    SUBRESOURCE as EPHEMERAL,
+)
+from kube_elevator.fakes.kube_api.validation.ephemeral import (
+    ephemeral_create_errors,
+    ephemeral_update_errors,
+)
 from kube_elevator.fakes.kube_api.validation.field import FieldError, InvalidObject
 from kube_elevator.fakes.kube_api.validation.kinds import (
     configmap_errors,
@@ -83,7 +90,8 @@ def _changed(old: Obj | None, new: Obj, meta_parts: tuple[str, ...] | None,
                if key != "metadata" and (status or key != "status"))
 
 
-def validate(rt: ResourceType, obj: Obj, old: Obj | None, *, pod_update_rule: bool) -> None:
+def validate(rt: ResourceType, obj: Obj, old: Obj | None, *, pod_update_rule: bool,
+             subresource: str | None = None) -> None:
     """Raise the API server's error for `obj` (defaulted), a create when `old` is None:
     `InvalidObject` (422) listing every cause, or `BadRequest` (400) for a body it cannot
     decode.  `pod_update_rule` off lets the in-process writers (the simulator's scheduler and
@@ -101,7 +109,11 @@ def validate(rt: ResourceType, obj: Obj, old: Obj | None, *, pod_update_rule: bo
         errors = meta_errors(rt, obj) if _changed(old, obj, _META_PARTS) else []
         if old is None or _changed(old, obj, None, rt.plural in _STATUS_CHECKED):
             errors += check(obj)
-        if old is not None and pod_update_rule:
+        if rt.plural == "pods" and old is None:
+            errors += ephemeral_create_errors(obj)
+        if rt.plural == "pods" and old is not None and subresource == EPHEMERAL:
+            errors += ephemeral_update_errors(old, obj)  # and not the pod update rule
+        elif old is not None and pod_update_rule:
             errors += meta_update_errors(old, obj)
             update_check = UPDATE_CHECKS.get(rt.plural)
             if update_check is not None:

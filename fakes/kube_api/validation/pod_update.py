@@ -1,16 +1,16 @@
 """What a Pod update may change: container and init container images, activeDeadlineSeconds
 (set, or lowered), tolerations (additions only), terminationGracePeriodSeconds (to 1 from a
-negative value); anything else is refused with the API server's words
+negative value); anything else is refused with the API server's words, the specs' cmp.Diff after them
 (pkg/apis/core/validation/validation.go ValidatePodUpdate, v1.32)."""
 
 from __future__ import annotations
 
 import copy
-import json
 from typing import Any
 
 from kube_elevator.fakes.kube_api.resources import Obj
 from kube_elevator.fakes.kube_api.validation.field import FieldError, forbidden, invalid
+from kube_elevator.fakes.kube_api.validation.go_cmp_diff import go_diff
 
 POD_UPDATE_FORBIDDEN = (
     "pod updates may not change fields other than `spec.containers[*].image`,"
@@ -32,18 +32,6 @@ def _tolerations_only_added(old: list[Any], new: list[Any]) -> bool:
             return False
         remaining.remove(bare(toleration))
     return True
-
-
-def _diff(old: dict[str, Any], new: dict[str, Any]) -> str:
-    """The changed spec fields, one `-`/`+` pair each (upstream prints a Go cmp.Diff)."""
-    lines = []
-    for key in sorted(set(old) | set(new)):
-        if old.get(key) != new.get(key):
-            if key in old:
-                lines.append(f"-  {key}: {json.dumps(old[key], sort_keys=True)}")
-            if key in new:
-                lines.append(f"+  {key}: {json.dumps(new[key], sort_keys=True)}")
-    return "\n".join(lines)
 
 
 def pod_update_errors(old: Obj, new: Obj) -> list[FieldError]:
@@ -81,7 +69,8 @@ def pod_update_errors(old: Obj, new: Obj) -> list[FieldError]:
             munged.get("terminationGracePeriodSeconds") == 1:
         _restore(munged, old_spec, "terminationGracePeriodSeconds")
     if munged != old_spec:
-        errors.append(forbidden("spec", POD_UPDATE_FORBIDDEN + "\n" + _diff(old_spec, munged)))
+        errors.append(forbidden("spec", POD_UPDATE_FORBIDDEN + "\n"
+                                + go_diff(old_spec, munged, "core.PodSpec")))
     return errors
 
 

@@ -28,6 +28,7 @@ from kube_elevator.fakes.kube_api.validation.field import (
     not_supported,
     required,
 )
+from kube_elevator.fakes.kube_api.validation.go_cmp_diff import go_diff
 from kube_elevator.fakes.kube_api.validation.kinds import label_selector_errors
 from kube_elevator.fakes.kube_api.validation.meta_update import IMMUTABLE
 from kube_elevator.fakes.kube_api.validation.pods import quantity_errors
@@ -132,11 +133,6 @@ def _sources(spec: dict[str, Any]) -> dict[str, Any]:
     return {k: spec[k] for k in VOLUME_SOURCES if spec.get(k) is not None}
 
 
-def _diff(old: Any, new: Any) -> str:
-    """A short account of what changed, where upstream prints cmp.Diff's."""
-    return f"- {json.dumps(old, sort_keys=True)}\n+ {json.dumps(new, sort_keys=True)}"
-
-
 def pv_update_errors(old: Obj, new: Obj) -> list[FieldError]:
     """ValidatePersistentVolumeUpdate: the source, the volume mode and a node affinity once
     set are immutable."""
@@ -144,8 +140,8 @@ def pv_update_errors(old: Obj, new: Obj) -> list[FieldError]:
     errors: list[FieldError] = []
     if _sources(before) != _sources(after):
         errors.append(forbidden("spec.persistentvolumesource", "spec.persistentvolumesource is "
-                                "immutable after creation\n" + _diff(_sources(before),
-                                                                     _sources(after))))
+                                "immutable after creation\n" + go_diff(
+                                    before, after, "core.PersistentVolumeSource")))
     if before.get("volumeMode") != after.get("volumeMode"):
         errors.append(invalid("volumeMode", after.get("volumeMode"), IMMUTABLE))
     if before.get("nodeAffinity") is not None and \
@@ -201,7 +197,8 @@ def pvc_update_errors(old: Obj, new: Obj) -> list[FieldError]:
     errors: list[FieldError] = []
     if {k: v for k, v in new_spec.items() if v is not None} != \
             {k: v for k, v in old_spec.items() if v is not None}:
-        errors.append(forbidden("spec", _PVC_IMMUTABLE + "\n" + _diff(old_spec, new_spec)))
+        errors.append(forbidden("spec", _PVC_IMMUTABLE + "\n" + go_diff(
+            old_spec, new_spec, "core.PersistentVolumeClaimSpec")))
     old_size = _storage(old_requests)
     new_size = _storage(_dict(_dict(after.get("resources")).get("requests")))
     recorded = _storage(_dict(_dict(old.get("status")).get("capacity"))) or Fraction(0)
