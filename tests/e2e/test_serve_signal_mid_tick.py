@@ -47,20 +47,22 @@ SHORT_GRACE_SECONDS = 2.0
 SLOW_POD_LIST_SECONDS = 30.0  # a tick far past the short grace
 
 
-def pod_list_in_flight(server: PrefectServer, deployment_id: UUID) -> bool:
-    """A run of the deployment is listing pods: its `collect-pods` task run is Running (the
-    fake API delays the answer)."""
+def pod_list_in_flight(server: PrefectServer, deployment_id: UUID) -> list[UUID]:
+    """The runs of the deployment listing pods: their `collect-pods` task run is Running (the
+    fake API delays the answer). Read in one look, so a short tick that ends before the next
+    read is still known as the one in flight."""
     from prefect.client.schemas.filters import FlowRunFilter, FlowRunFilterId
 
     running = [run.id for run in runs_of(server, deployment_id)
                if run.state_type is not None and run.state_type.value == "RUNNING"]
     if not running:
-        return False
+        return []
     with on(server) as client:
         tasks = client.read_task_runs(flow_run_filter=FlowRunFilter(
             id=FlowRunFilterId(any_=running)))
-    return any(task.name.startswith("collect-pods") and task.state_type is not None
-               and task.state_type.value == "RUNNING" for task in tasks)
+    return sorted({task.flow_run_id for task in tasks
+                   if task.name.startswith("collect-pods") and task.state_type is not None
+                   and task.state_type.value == "RUNNING" and task.flow_run_id is not None})
 
 
 def running(server: PrefectServer, deployment_id: UUID) -> list[UUID]:
@@ -68,8 +70,8 @@ def running(server: PrefectServer, deployment_id: UUID) -> list[UUID]:
             if run.state_type is not None and run.state_type.value == "RUNNING"]
 
 
-def in_flight(server: PrefectServer, deployment_id: UUID) -> bool:
-    return bool(running(server, deployment_id))
+def in_flight(server: PrefectServer, deployment_id: UUID) -> list[UUID]:
+    return running(server, deployment_id)
 
 
 def how_it_ended(server: PrefectServer, run_id: UUID) -> tuple[str, str]:
@@ -120,10 +122,10 @@ def test_a_signal_mid_tick_stops_serve_within_the_grace_leaving_nothing(
             deployment_ids = [client.read_deployment_by_name(f"autoscale/{name}").id
                               for name in ("autoscale", "plan")]
         # A run in flight, its pod list under way (in-process: from the cache).
-        wait_until(lambda: (pod_list_in_flight if ticks == "runs" else in_flight)(
-            server, deployment_ids[0]), 120, "a run's pod list in flight", interval=0.2)
+        flying: list[UUID] = wait_until(
+            lambda: (pod_list_in_flight if ticks == "runs" else in_flight)(
+                server, deployment_ids[0]), 120, "a run's pod list in flight", interval=0.2)
         children = descendants(serve.process.pid)
-        flying = running(server, deployment_ids[0])
         signalled_at = datetime.now(UTC)
         started = time.monotonic()
         if group:
