@@ -273,10 +273,7 @@ class FieldCheck:
         ftype = kind_type(self.rt.api_version, self.rt.kind)
         errors: list[str] = []
         if yaml_body:
-            duplicates = yaml_duplicates(raw) if self.strict_decoding else []
-            if duplicates:
-                errors.append(_yaml_error(duplicates))
-            parsed = _parse_yaml(raw)
+            parsed = self._yaml_body(raw, errors)
             ordered = False  # YAML becomes JSON through a map: its keys sorted
         elif self.strict_decoding:
             parsed = _parse_json(raw, pairs=True)
@@ -294,15 +291,19 @@ class FieldCheck:
         self._settle(errors, _decode_prefix(self.rt, parsed, raw))
         return pruned
 
+    def _yaml_body(self, raw: bytes, errors: list[str]) -> Any:
+        """A YAML body, parsed; its duplicate keys reported first where decoding is strict."""
+        duplicates = yaml_duplicates(raw) if self.strict_decoding else []
+        if duplicates:
+            errors.append(_yaml_error(duplicates))
+        return _parse_yaml(raw)
+
     def _custom_body(self, raw: bytes, yaml_body: bool) -> Any:
         """A custom object's body: its duplicates, then the fields its schema would prune,
         reported per the directive; returned as parsed (the schema layers prune it)."""
         errors: list[str] = []
         if yaml_body:
-            duplicates = yaml_duplicates(raw) if self.strict_decoding else []
-            if duplicates:
-                errors.append(_yaml_error(duplicates))
-            parsed = _parse_yaml(raw)
+            parsed = self._yaml_body(raw, errors)
         else:
             parsed = _parse_json(raw, pairs=self.strict_decoding)
             _key_duplicates(parsed, errors)
