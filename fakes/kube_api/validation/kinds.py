@@ -48,6 +48,24 @@ def _nonnegative(value: Any, path: str) -> list[FieldError]:
     return []
 
 
+def config_key_errors(path: str, key: str) -> list[FieldError]:
+    """IsConfigMapKey (apimachinery util/validation): a ConfigMap's or a Secret's data key."""
+    errors: list[FieldError] = []
+    if len(key.encode()) > 253:
+        errors.append(invalid(path, key, max_len_error(253)))
+    if not _CONFIG_KEY.fullmatch(key) or not key.isascii():
+        errors.append(invalid(path, key, regex_error(
+            "a valid config key must consist of alphanumeric characters, '-', '_' or "
+            "'.'", _CONFIG_KEY_FMT, "key.name", "KEY_NAME", "key-name")))
+    if key == ".":
+        errors.append(invalid(path, key, "must not be '.'"))
+    elif key == "..":
+        errors.append(invalid(path, key, "must not be '..'"))
+    elif key.startswith(".."):
+        errors.append(invalid(path, key, "must not start with '..'"))
+    return errors
+
+
 def configmap_errors(configmap: Obj) -> list[FieldError]:
     """ValidateConfigMap: keys are config keys (IsConfigMapKey), in one of the two maps."""
     errors: list[FieldError] = []
@@ -55,18 +73,7 @@ def configmap_errors(configmap: Obj) -> list[FieldError]:
     for bag, keys in (("data", data), ("binaryData", binary)):
         for key in keys:
             at = f"{bag}[{key}]"
-            if len(key.encode()) > 253:
-                errors.append(invalid(at, key, max_len_error(253)))
-            if not _CONFIG_KEY.fullmatch(key) or not key.isascii():
-                errors.append(invalid(at, key, regex_error(
-                    "a valid config key must consist of alphanumeric characters, '-', '_' or "
-                    "'.'", _CONFIG_KEY_FMT, "key.name", "KEY_NAME", "key-name")))
-            if key == ".":
-                errors.append(invalid(at, key, "must not be '.'"))
-            elif key == "..":
-                errors.append(invalid(at, key, "must not be '..'"))
-            elif key.startswith(".."):
-                errors.append(invalid(at, key, "must not start with '..'"))
+            errors += config_key_errors(at, key)
             if bag == "binaryData" and key in data:
                 errors.append(invalid(at, key, "duplicate of key present in data"))
     return errors
@@ -235,5 +242,6 @@ def workload_errors(kind: str, obj: Obj) -> list[FieldError]:
     return errors
 
 
-__all__ = ["configmap_errors", "events_v1_errors", "label_selector_errors", "lease_errors",
+__all__ = ["config_key_errors", "configmap_errors", "events_v1_errors", "label_selector_errors",
+           "lease_errors",
            "pdb_errors", "workload_errors"]
