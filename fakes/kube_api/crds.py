@@ -4,8 +4,9 @@ A CRD reaches the store by any road (`POST /apis/apiextensions.k8s.io/v1/
 customresourcedefinitions` from kubectl or a client, `install_crd`, `register_custom_resource`)
 and the write serves its resource: discovery, CRUD, list/watch, `/status`, `/scale`, as a
 real API server's apiextensions controllers would, at once (Established without delay).
-Names another CRD or a built-in already uses are not accepted (NamesAccepted False) and not
-served.  Deleting a CRD deletes its objects (their finalizers are not waited for) and ends
+Names another CRD of the same group already uses, or a built-in kind's plural, are not
+accepted (NamesAccepted False) and not served; one plural in two groups is two resources.
+Deleting a CRD deletes its objects (their finalizers are not waited for) and ends
 their watches.  Schemas are enforced by the layers of `crd_schema`.
 """
 
@@ -129,7 +130,8 @@ class CrdStore(CrdSchemaLayers):
         labelSelectorPath), discovery.
 
         Registering the same type again is a no-op; the in-process methods take its plural
-        (`create("watermarkpodautoscalers", ...)`).
+        (`create("watermarkpodautoscalers", ...)`), or `plural.group` when another group
+        serves the same plural.
         """
         rt = custom_resource_type(group, version, plural, kind, namespaced=namespaced,
                                   singular=singular, short_names=short_names,
