@@ -220,8 +220,8 @@ def test_at_most_one_mebibyte_of_data_in_all(core: client.CoreV1Api) -> None:
     status = invalid(lambda: core.create_namespaced_secret(NS, {
         "metadata": {"name": "over"}, "data": {"a": b64(b"\0" * (mebibyte // 2)),
                                                "b": b64(b"\0" * (mebibyte // 2 + 1))}}))
-    assert status["message"] == ('Secret "over" is invalid: data: Too long: must have at most '
-                                 "1048576 bytes")
+    assert status["message"] == ('Secret "over" is invalid: data: Too long: may not be more '
+                                 "than 1048576 bytes")  # field.TooLong's words in 1.32
     assert causes(status) == [("FieldValueTooLong", "data")]
 
 

@@ -6,13 +6,15 @@ Sources, re-expressed: kubernetes pkg/apis/coordination/validation/validation_te
 (TestValidateLeaseSpec), pkg/apis/policy/validation/validation_test.go
 (TestValidatePodDisruptionBudgetSpec, TestValidateUnhealthyPodEvictionPolicyDisruptionBudgetSpec),
 pkg/apis/apps/validation/validation_test.go (TestValidateDeployment,
-TestValidateStatefulSet), pkg/apis/core/validation/validation_test.go (TestValidateConfigMap),
+TestValidateStatefulSet), pkg/apis/core/validation/validation_test.go (TestValidateConfigMap,
+TestValidateConfigMapUpdate),
 pkg/apis/core/validation/events_test.go (TestValidateEventForCoreV1Events,
 TestValidateEventForNewV1EventsAPI); the registry strategies' PrepareForCreate and
 PrepareForUpdate for status (pkg/registry/core/pod/strategy.go, apps/deployment/strategy.go)."""
 
 from __future__ import annotations
 
+import base64
 import json
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -33,11 +35,17 @@ def api_client(api: FakeKubeApi) -> Iterator[client.ApiClient]:
         yield api_client
 
 
-def refused(call: Callable[[], Any]) -> list[tuple[str, str]]:
+def refused_body(call: Callable[[], Any]) -> str:
+    """The body of a write's 422."""
     with pytest.raises(ApiException) as err:
         call()
     assert err.value.status == 422, err.value.body
-    return [(c["reason"], c["field"]) for c in json.loads(err.value.body)["details"]["causes"]]
+    body: str = err.value.body
+    return body
+
+
+def refused(call: Callable[[], Any]) -> list[tuple[str, str]]:
+    return [(c["reason"], c["field"]) for c in json.loads(refused_body(call))["details"]["causes"]]
 
 
 @pytest.mark.parametrize(("spec", "expected"), [
@@ -128,6 +136,42 @@ def test_config_map_keys(api_client: client.ApiClient) -> None:
     assert refused(lambda: core.create_namespaced_config_map(NS, {
         "metadata": {"name": "cm-bad"}, "data": {"b*d": "", "..bad": ""}})) == [
         ("FieldValueInvalid", "data[b*d]"), ("FieldValueInvalid", "data[..bad]")]
+
+
+def test_config_map_duplicate_keys_and_size(api_client: client.ApiClient) -> None:
+    """ValidateConfigMap: a key in both maps is reported on `data`; 1 MiB of data and binary
+    data in all, reported on the path `field.NewPath("")` prints (`[]`)."""
+    core = client.CoreV1Api(api_client)
+    status = json.loads(refused_body(lambda: core.create_namespaced_config_map(NS, {
+        "metadata": {"name": "cm-dup"}, "data": {"k": "text"}, "binaryData": {"k": "AA=="}})))
+    assert status["details"]["causes"] == [{
+        "reason": "FieldValueInvalid", "field": "data[k]",
+        "message": 'Invalid value: "k": duplicate of key present in binaryData'}]
+    half = 512 * 1024
+    core.create_namespaced_config_map(NS, {"metadata": {"name": "cm-full"}, "data": {
+        "a": "x" * half}, "binaryData": {"b": base64.b64encode(b"\0" * half).decode()}})
+    status = json.loads(refused_body(lambda: core.create_namespaced_config_map(NS, {
+        "metadata": {"name": "cm-over"}, "data": {"a": "x" * half},
+        "binaryData": {"b": base64.b64encode(b"\0" * (half + 1)).decode()}})))
+    assert status["message"] == ('ConfigMap "cm-over" is invalid: []: Too long: may not be more '
+                                 "than 1048576 bytes")
+
+
+def test_an_immutable_config_map_keeps_its_data(api_client: client.ApiClient) -> None:
+    """ValidateConfigMapUpdate (validation_test.go TestValidateConfigMapUpdate's immutable
+    cases): data, binaryData and `immutable` itself are fixed once it is true; metadata is not."""
+    core = client.CoreV1Api(api_client)
+    core.create_namespaced_config_map(NS, {"metadata": {"name": "cm-frozen"}, "immutable": True,
+                                           "data": {"a": "1"}})
+    core.patch_namespaced_config_map("cm-frozen", NS, {"metadata": {"labels": {"may": "change"}}})
+    assert refused(lambda: core.patch_namespaced_config_map(
+        "cm-frozen", NS, {"data": {"a": "2"}, "binaryData": {"b": "AA=="}})) == [
+        ("FieldValueForbidden", "data"), ("FieldValueForbidden", "binaryData")]
+    status = json.loads(refused_body(lambda: core.patch_namespaced_config_map(
+        "cm-frozen", NS, {"immutable": False})))
+    assert status["message"] == ('ConfigMap "cm-frozen" is invalid: immutable: Forbidden: field '
+                                 "is immutable when `immutable` is set")
+    assert core.read_namespaced_config_map("cm-frozen", NS).data == {"a": "1"}
 
 
 def test_events_validation_depends_on_the_group(api_client: client.ApiClient) -> None:

@@ -21,6 +21,7 @@ from kube_elevator.fakes.kube_api.validation.ephemeral import (
 from kube_elevator.fakes.kube_api.validation.field import FieldError, InvalidObject
 from kube_elevator.fakes.kube_api.validation.kinds import (
     configmap_errors,
+    configmap_update_errors,
     events_v1_errors,
     lease_errors,
     pdb_errors,
@@ -69,6 +70,7 @@ UPDATE_CHECKS: dict[str, Callable[[Obj, Obj], list[FieldError]]] = {
     "persistentvolumes": pv_update_errors,
     "persistentvolumeclaims": pvc_update_errors,
     "secrets": secret_update_errors,
+    "configmaps": configmap_update_errors,
 }
 # The kinds whose status is validated too (ValidateNodeResources), so a status write is
 # checked again.

@@ -14,7 +14,6 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from kube_elevator.fakes.kube_api.go_base64 import Base64Error, go_base64_decode
 from kube_elevator.fakes.kube_api.resources import Obj
 from kube_elevator.fakes.kube_api.validation.field import (
     FieldError,
@@ -23,13 +22,17 @@ from kube_elevator.fakes.kube_api.validation.field import (
     required,
     too_long,
 )
-from kube_elevator.fakes.kube_api.validation.kinds import config_key_errors
+from kube_elevator.fakes.kube_api.validation.kinds import (
+    IMMUTABLE_WHEN_SET,
+    MAX_DATA_BYTES,
+    config_key_errors,
+    decoded_bytes,
+)
 from kube_elevator.fakes.kube_api.validation.meta_update import IMMUTABLE
 
-MAX_SECRET_SIZE_BYTES = 1024 * 1024  # core.MaxSecretSize
+MAX_SECRET_SIZE_BYTES = MAX_DATA_BYTES  # core.MaxSecretSize
 REDACTED = "<secret contents redacted>"
 SERVICE_ACCOUNT_NAME_KEY = "kubernetes.io/service-account.name"
-IMMUTABLE_WHEN_SET = "field is immutable when `immutable` is set"
 # pkg/apis/core/types.go: each built-in Secret type and the data keys it requires.
 SERVICE_ACCOUNT_TOKEN = "kubernetes.io/service-account-token"
 DOCKERCFG, DOCKERCFG_KEY = "kubernetes.io/dockercfg", ".dockercfg"
@@ -41,16 +44,6 @@ TLS, TLS_KEYS = "kubernetes.io/tls", ("tls.crt", "tls.key")
 
 def _dict(value: Any) -> dict[str, Any]:
     return value if isinstance(value, dict) else {}
-
-
-def _decoded(text: Any) -> bytes:
-    """A `data` value's bytes (one that does not decode was refused before validation)."""
-    if not isinstance(text, str):
-        return b""
-    try:
-        return go_base64_decode(text)
-    except Base64Error:
-        return text.encode()
 
 
 def go_json_object_error(raw: bytes) -> str | None:
@@ -91,7 +84,7 @@ def secret_errors(secret: Obj) -> list[FieldError]:
     total_bytes = 0
     for key, value in data.items():
         errors += config_key_errors(f"data[{key}]", key)
-        total_bytes += len(_decoded(value))
+        total_bytes += len(decoded_bytes(value))
     if total_bytes > MAX_SECRET_SIZE_BYTES:
         errors.append(too_long("data", MAX_SECRET_SIZE_BYTES))
     kind = secret.get("type") or ""
@@ -104,14 +97,14 @@ def secret_errors(secret: Obj) -> list[FieldError]:
         key = DOCKERCFG_KEY if kind == DOCKERCFG else DOCKER_CONFIG_JSON_KEY
         if key not in data:
             errors.append(required(f"data[{key}]"))
-        elif (why := go_json_object_error(_decoded(data[key]))) is not None:
+        elif (why := go_json_object_error(decoded_bytes(data[key]))) is not None:
             errors.append(invalid(f"data[{key}]", REDACTED, why))
     elif kind == BASIC_AUTH:
         # Either key may be empty, but one of them must be there.
         if not any(key in data for key in BASIC_AUTH_KEYS):
             errors += [required(f"data[{key}]") for key in BASIC_AUTH_KEYS]
     elif kind == SSH_AUTH:
-        if not _decoded(data.get(SSH_AUTH_KEY)):
+        if not decoded_bytes(data.get(SSH_AUTH_KEY)):
             errors.append(required(f"data[{SSH_AUTH_KEY}]"))
     elif kind == TLS:
         errors += [required(f"data[{key}]") for key in TLS_KEYS if key not in data]
