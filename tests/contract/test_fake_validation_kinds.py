@@ -6,7 +6,8 @@ Sources, re-expressed: kubernetes pkg/apis/coordination/validation/validation_te
 (TestValidateLeaseSpec), pkg/apis/policy/validation/validation_test.go
 (TestValidatePodDisruptionBudgetSpec, TestValidateUnhealthyPodEvictionPolicyDisruptionBudgetSpec),
 pkg/apis/apps/validation/validation_test.go (TestValidateDeployment,
-TestValidateStatefulSet), pkg/apis/core/validation/validation_test.go (TestValidateConfigMap,
+TestValidateStatefulSet, TestValidateStatefulSetUpdate), pkg/registry/apps/deployment/strategy.go
+(ValidateUpdate's selector rule), pkg/apis/core/validation/validation_test.go (TestValidateConfigMap,
 TestValidateConfigMapUpdate),
 pkg/apis/core/validation/events_test.go (TestValidateEventForCoreV1Events,
 TestValidateEventForNewV1EventsAPI); the registry strategies' PrepareForCreate and
@@ -126,6 +127,39 @@ def test_workloads(api_client: client.ApiClient) -> None:
     assert json.loads(err.value.body)["message"] == (
         'Deployment.apps "mismatch" is invalid: spec.template.metadata.labels: Invalid value: '
         'map[string]string{"app":"other"}: `selector` does not match template `labels`')
+
+
+def test_workload_updates(api_client: client.ApiClient) -> None:
+    """What an apps/v1 update may change: a Deployment's (and ReplicaSet's) selector never
+    (deployment/strategy.go ValidateUpdate, ValidateImmutableField; the message as `kubectl
+    apply` shows it after a chart renames a label), a StatefulSet's spec only in the fields
+    ValidateStatefulSetUpdate lists (TestValidateStatefulSetUpdate)."""
+    apps = client.AppsV1Api(api_client)
+    apps.create_namespaced_deployment(NS, workload("moving", {"app": "moving"}))
+    moved = workload("moving", {"app": "moving", "v": "2"})
+    moved["spec"]["selector"] = {"matchLabels": {"v": "2", "app": "moving"}}
+    with pytest.raises(ApiException) as err:
+        apps.replace_namespaced_deployment("moving", NS, moved)
+    assert err.value.status == 422
+    assert json.loads(err.value.body)["message"] == (
+        'Deployment.apps "moving" is invalid: spec.selector: Invalid value: '
+        'v1.LabelSelector{MatchLabels:map[string]string{"app":"moving", "v":"2"}, '
+        "MatchExpressions:[]v1.LabelSelectorRequirement(nil)}: field is immutable")
+    apps.patch_namespaced_deployment("moving", NS, {"spec": {"replicas": 3}})  # the rest may
+    apps.create_namespaced_replica_set(NS, workload("rs-moving", {"app": "rs-moving"}))
+    assert refused(lambda: apps.patch_namespaced_replica_set("rs-moving", NS, {"spec": {
+        "selector": {"matchExpressions": [{"key": "app", "operator": "Exists"}]}}})) == [
+        ("FieldValueInvalid", "spec.selector")]
+
+    apps.create_namespaced_stateful_set(NS, workload("db", {"app": "db"}))
+    apps.patch_namespaced_stateful_set("db", NS, {"spec": {"replicas": 2, "minReadySeconds": 5}})
+    with pytest.raises(ApiException) as err:
+        apps.patch_namespaced_stateful_set("db", NS, {"spec": {"serviceName": "other"}})
+    assert json.loads(err.value.body)["message"] == (
+        'StatefulSet.apps "db" is invalid: spec: Forbidden: updates to statefulset spec for '
+        "fields other than 'replicas', 'ordinals', 'template', 'updateStrategy', "
+        "'revisionHistoryLimit', 'persistentVolumeClaimRetentionPolicy' and 'minReadySeconds' "
+        "are forbidden")
 
 
 def test_config_map_keys(api_client: client.ApiClient) -> None:

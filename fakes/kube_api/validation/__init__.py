@@ -2,7 +2,8 @@
 (kubernetes pkg/apis/*/validation, apimachinery's object-meta and name checks).  One module per
 concern: `field` (the errors and the Status), `names` (the formats), `meta` (ObjectMeta),
 `meta_update` (what an update may do to metadata), `pods` (pod specs), `pod_update` (what a
-Pod update may change), `nodes`, `volumes` (PersistentVolumes and claims), `secrets`, `kinds` (the rest).
+Pod update may change), `nodes`, `volumes` (PersistentVolumes and claims), `secrets`,
+`workload_update` (what an apps/v1 update may change), `kinds` (the rest).
 Custom resources and CustomResourceDefinitions are apiextensions' (`fakes/kube_api/crds.py`)."""
 
 from __future__ import annotations
@@ -39,6 +40,10 @@ from kube_elevator.fakes.kube_api.validation.volumes import (
     pvc_errors,
     pvc_update_errors,
 )
+from kube_elevator.fakes.kube_api.validation.workload_update import (
+    selector_update_errors,
+    statefulset_update_errors,
+)
 
 
 def _none(_: Obj) -> list[FieldError]:
@@ -71,6 +76,9 @@ UPDATE_CHECKS: dict[str, Callable[[Obj, Obj], list[FieldError]]] = {
     "persistentvolumeclaims": pvc_update_errors,
     "secrets": secret_update_errors,
     "configmaps": configmap_update_errors,
+    "deployments": selector_update_errors,
+    "replicasets": selector_update_errors,
+    "statefulsets": statefulset_update_errors,
 }
 # The kinds whose status is validated too (ValidateNodeResources), so a status write is
 # checked again.
