@@ -82,7 +82,7 @@ class ResourceType:
         """`pods`, `deployments.apps`: how the API server names it in error messages."""
         return f"{self.plural}.{self.group}" if self.group else self.plural
 
-    @property
+    @cached_property
     def key(self) -> str:
         """Which collection of the store holds its objects: the plural for a built-in (an
         alias such as events.k8s.io's Events shares the core one), `plural.group` for a
