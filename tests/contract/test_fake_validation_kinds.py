@@ -122,6 +122,11 @@ def test_workloads(api_client: client.ApiClient) -> None:
     no_image["spec"]["template"]["spec"]["containers"] = [{"name": "c", "image": ""}]
     assert refused(lambda: apps.create_namespaced_deployment(NS, no_image)) == [
         ("FieldValueRequired", "spec.template.spec.containers[0].image")]
+    late = workload("late", {"app": "late"})
+    late["spec"].update(minReadySeconds=10, progressDeadlineSeconds=10)
+    assert json.loads(refused_body(lambda: apps.create_namespaced_deployment(NS, late)))[
+        "message"] == ('Deployment.apps "late" is invalid: spec.progressDeadlineSeconds: '
+                       "Invalid value: 10: must be greater than minReadySeconds")
     with pytest.raises(ApiException) as err:
         apps.create_namespaced_deployment(NS, workload("mismatch", {"app": "other"}))
     assert json.loads(err.value.body)["message"] == (

@@ -247,6 +247,12 @@ def workload_errors(kind: str, obj: Obj) -> list[FieldError]:
     errors.extend(_nonnegative(spec.get("minReadySeconds"), "spec.minReadySeconds"))
     errors.extend(_nonnegative(spec.get("revisionHistoryLimit"), "spec.revisionHistoryLimit"))
     if kind == "Deployment":
+        deadline, ready = spec.get("progressDeadlineSeconds"), spec.get("minReadySeconds") or 0
+        if isinstance(deadline, int) and not isinstance(deadline, bool):
+            errors.extend(_nonnegative(deadline, "spec.progressDeadlineSeconds"))
+            if isinstance(ready, int) and deadline <= ready:  # ValidateDeploymentSpec
+                errors.append(invalid("spec.progressDeadlineSeconds", deadline,
+                                      "must be greater than minReadySeconds"))
         strategy = _dict(spec.get("strategy"))
         kind_of = strategy.get("type")
         if kind_of not in ("Recreate", "RollingUpdate"):
