@@ -1,7 +1,6 @@
 """A `[]byte` field (ConfigMap `binaryData`) is base64 in JSON: the fake refuses a value that is
 not, in the decoder's words, and stores a valid one as a real server does, over HTTP with the
-`kubernetes` client. (The fake serves no Secrets; their `data` is decoded by the same rule,
-tests/unit/test_go_base64.py.)
+`kubernetes` client. (A Secret's `data` is decoded by the same rule: test_fake_secrets.py.)
 
 Sources, re-expressed: encoding/json decode.go literalStore (a []byte is decoded with
 base64.StdEncoding and its error saved as the decode's error), wrapped by k8s.io/apiserver's

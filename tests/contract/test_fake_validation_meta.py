@@ -182,7 +182,7 @@ def test_annotations_keys_and_total_size(core: client.CoreV1Api) -> None:
             "a": "x" * (256 * 1024)}))
     body = refusal(err.value)
     assert body["details"]["causes"] == [{"reason": "FieldValueTooLong",
-                                          "message": "Too long: must have at most 262144 bytes",
+                                          "message": "Too long: may not be more than 262144 bytes",
                                           "field": "metadata.annotations"}]
     with pytest.raises(ApiException) as err:
         core.create_namespaced_config_map(NS, config_map("bad-key", annotations={
