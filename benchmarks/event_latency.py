@@ -16,6 +16,7 @@ tests/e2e/test_deployments.py and tests/e2e/test_ui.py.
 from __future__ import annotations
 
 import argparse
+import atexit
 import itertools
 import os
 import re
@@ -172,6 +173,8 @@ class PrefectServer:
         self.ui = ui
         self.startup_timeout = startup_timeout
         self._child: Child | None = None
+        self._fresh = False  # its database new and not seeded: kept as the template once up
+        self._launched_as: tuple[object, ...] | None = None  # spare_key() at its launch
 
     @property
     def url(self) -> str:
@@ -189,7 +192,8 @@ class PrefectServer:
         env.update(extra)
         return env
 
-    def start(self) -> PrefectServer:
+    def server_env(self) -> dict[str, str]:
+        """Environment of the server process itself."""
         env = {key: value for key, value in os.environ.items() if not key.startswith("PREFECT_")}
         env.update(PREFECT_HOME=str(self.home), PREFECT_SERVER_ANALYTICS_ENABLED="false",
                    PREFECT_UI_ENABLED="true" if self.ui else "false",
@@ -197,11 +201,23 @@ class PrefectServer:
                    PREFECT_UI_API_URL=self.api_url, PREFECT_LOGGING_LEVEL="WARNING")
         env.update(self.settings)
         default_server_settings(env)  # as docs/deploying.md advises
+        return env
+
+    def launch(self) -> None:
+        """`prefect server start`, not waited for; on a database seeded from the template."""
         database = self.database()
-        fresh = database is not None and not self.seed()
+        self._fresh = database is not None and not self.seed()
+        self._launched_as = self.spare_key()
         self._child = Child([sys.executable, *self.launcher, "server", "start", "--host",
-                             "127.0.0.1", "--port", str(self.port)], env,
+                             "127.0.0.1", "--port", str(self.port)], self.server_env(),
                             self.home / "server.log")
+
+    def start(self) -> PrefectServer:
+        spare = _take_spare(self)
+        if spare is None:
+            self.launch()
+        else:
+            self._adopt(spare)
 
         def healthy() -> bool:
             if self._child is not None and self._child.process.poll() is not None:
@@ -217,9 +233,30 @@ class PrefectServer:
         except BaseException:
             self.stop()
             raise
-        if fresh and database is not None:
+        database = self.database()
+        if self._fresh and database is not None:
             keep_template(database)  # migrated, and nothing written yet: it seeds the next
+        _keep_a_spare_like(self)
         return self
+
+    def spare_key(self) -> tuple[object, ...] | None:
+        """What a spare must have been started with to stand in for this server: the same
+        command and environment but for its own port and home; None where no spare may (the
+        suite's setting is off, or a UI, another launcher or database, settings of its own)."""
+        if (os.environ.get(SPARE_VARIABLE) != "1" or self.ui or self.settings
+                or self.launcher != ("-m", "prefect")):
+            return None
+        env = self.server_env()
+        for own in ("PREFECT_HOME", "PREFECT_UI_API_URL"):
+            env.pop(own)
+        return (sys.executable, self.startup_timeout, tuple(sorted(env.items())))
+
+    def _adopt(self, spare: PrefectServer) -> None:
+        """Become `spare`: its port, homes and process (this one's empty homes go)."""
+        shutil.rmtree(self.home, ignore_errors=True)
+        shutil.rmtree(self.client_home, ignore_errors=True)
+        self.port, self.home, self.client_home = spare.port, spare.home, spare.client_home
+        self._child, self._fresh = spare._child, spare._fresh
 
     def database(self) -> Path | None:
         """The server's SQLite file in its new home; None on another database (PostgreSQL).
@@ -259,6 +296,49 @@ class PrefectServer:
     def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
                  tb: TracebackType | None) -> None:
         self.stop()
+
+
+# The test suite's servers start one ahead (tests/conftest.py sets this to "1"): as a test's
+# `prefect server start` answers, the next one starts in the background, on a new home and port,
+# and the next test that asks for a server like it takes it instead of waiting 10-45 s for its
+# own start. Nothing talks to a spare before a test takes it, so each test still has a server of
+# its own, new: the start's cost moves into the previous test's waits (most of an end-to-end
+# test waits on servers and subprocesses), it does not go away.
+SPARE_VARIABLE = "ELEVATOR_TEST_PREFECT_SPARE"
+_spares: list[PrefectServer] = []
+
+
+def _take_spare(server: PrefectServer) -> PrefectServer | None:
+    """The spare started like `server` and still running, taken; any other spare stopped."""
+    key = server.spare_key()
+    while _spares:
+        spare = _spares.pop()
+        child = spare._child
+        if key is not None and spare._launched_as == key and child is not None \
+                and child.process.poll() is None:
+            return spare
+        spare.stop()
+    return None
+
+
+def _keep_a_spare_like(server: PrefectServer) -> None:
+    if _spares or server.spare_key() is None:
+        return
+    if not _spares_registered:
+        atexit.register(stop_spares)
+        _spares_registered.append(True)
+    spare = PrefectServer(startup_timeout=server.startup_timeout)
+    spare.launch()
+    _spares.append(spare)
+
+
+_spares_registered: list[bool] = []
+
+
+def stop_spares() -> None:
+    """Stop the spare server, if one is running (at the session's end)."""
+    while _spares:
+        _spares.pop().stop()
 
 
 class BurstCluster:
