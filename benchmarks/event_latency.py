@@ -243,7 +243,7 @@ class PrefectServer:
         """What a spare must have been started with to stand in for this server: the same
         command and environment but for its own port and home; None where no spare may (the
         suite's setting is off, or a UI, another launcher or database, settings of its own)."""
-        if (os.environ.get(SPARE_VARIABLE) != "1" or self.ui or self.settings
+        if (os.environ.get(SPARE_VARIABLE) != str(os.getpid()) or self.ui or self.settings
                 or self.launcher != ("-m", "prefect")):
             return None
         env = self.server_env()
@@ -298,12 +298,13 @@ class PrefectServer:
         self.stop()
 
 
-# The test suite's servers start one ahead (tests/conftest.py sets this to "1"): as a test's
-# `prefect server start` answers, the next one starts in the background, on a new home and port,
-# and the next test that asks for a server like it takes it instead of waiting 10-45 s for its
-# own start. Nothing talks to a spare before a test takes it, so each test still has a server of
-# its own, new: the start's cost moves into the previous test's waits (most of an end-to-end
-# test waits on servers and subprocesses), it does not go away.
+# The test suite's servers start one ahead: as a test's `prefect server start` answers, the next
+# one starts in the background, on a new home and port, and the next test that asks for a server
+# like it takes it instead of waiting 10-45 s for its own start. Nothing talks to a spare before
+# a test takes it, so each test still has a server of its own, new: the start's cost moves into
+# the previous test's waits (most of an end-to-end test waits on servers and subprocesses), it
+# does not go away. On where SPARE_VARIABLE holds this process's pid (tests/conftest.py sets it
+# in each test process), so never in the processes the tests start.
 SPARE_VARIABLE = "ELEVATOR_TEST_PREFECT_SPARE"
 _spares: list[PrefectServer] = []
 

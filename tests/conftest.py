@@ -27,9 +27,6 @@ os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
 # The harness's `fake_cluster()` points Prefect at the shared local server of PREFECT_HOME when
 # Prefect is imported; the suite's tests choose their server (the `prefect_server` fixture).
 os.environ.setdefault("ELEVATOR_HARNESS_PREFECT_SERVER", "0")
-# The suite's `prefect server start`s (benchmarks/event_latency.py `PrefectServer`) start one
-# ahead: a test takes a new server that started while the previous one waited.
-os.environ.setdefault("ELEVATOR_TEST_PREFECT_SPARE", "1")
 
 from collections.abc import Iterator
 
@@ -85,6 +82,15 @@ PREFECT_MODULES = frozenset({
     "test_serve_schedules_and_signals.py", "test_serve_signal_mid_tick.py",
     "test_serve_stop_deadline.py", "test_serve_watch.py", "test_silent_watch_e2e.py",
 })
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """The suite's `prefect server start`s (benchmarks/event_latency.py `PrefectServer`) start
+    one ahead: a test takes a new server that started while the previous test waited. In this
+    process only (each xdist worker's own), not in the processes its tests start;
+    `ELEVATOR_TEST_PREFECT_SPARE=0` turns it off."""
+    if os.environ.get("ELEVATOR_TEST_PREFECT_SPARE") != "0":
+        os.environ["ELEVATOR_TEST_PREFECT_SPARE"] = str(os.getpid())
 
 
 def pytest_sessionfinish(session: pytest.Session) -> None:
