@@ -229,7 +229,14 @@ class PrefectServer:
                 return False
 
         try:
-            wait_until(healthy, self.startup_timeout, "prefect server start", interval=0.2)
+            try:
+                wait_until(healthy, self.startup_timeout, "prefect server start", interval=0.2)
+            except RuntimeError:
+                if spare is None:
+                    raise
+                self._renew()  # the spare exited before answering: a start of its own
+                self.launch()
+                wait_until(healthy, self.startup_timeout, "prefect server start", interval=0.2)
         except BaseException:
             self.stop()
             raise
@@ -250,6 +257,13 @@ class PrefectServer:
         for own in ("PREFECT_HOME", "PREFECT_UI_API_URL"):
             env.pop(own)
         return (sys.executable, self.startup_timeout, tuple(sorted(env.items())))
+
+    def _renew(self) -> None:
+        """Its process stopped, a new port and new homes, as a new server has."""
+        self.stop()
+        self.port = free_port()
+        self.home = Path(tempfile.mkdtemp(prefix="elevator-prefect-server-"))
+        self.client_home = Path(tempfile.mkdtemp(prefix="elevator-prefect-client-"))
 
     def _adopt(self, spare: PrefectServer) -> None:
         """Become `spare`: its port, homes and process (this one's empty homes go)."""

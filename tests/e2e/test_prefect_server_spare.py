@@ -60,13 +60,22 @@ def test_the_next_server_is_the_spare_and_has_nothing_of_the_previous_test() -> 
         assert "left-by-the-first" not in seen.pop("work pools"), seen
         assert seen == {"flows": [], "flow runs": [], "deployments": [], "variables": []}
     # A server of other settings never takes the spare: it is stopped, and the server starts
-    # its own.
+    # its own; nor does a server take a spare that has exited.
     assert len(event_latency._spares) == 1
     unusable = event_latency._spares[0]
     other = PrefectServer(settings={"PREFECT_SERVER_SERVICES_SCHEDULER_ENABLED": "false"})
+    like = PrefectServer()
     try:
         assert other.spare_key() is None
         assert event_latency._take_spare(other) is None
         assert not event_latency._spares and unusable._child is None
+        event_latency._spares.append(dead := PrefectServer())
+        dead.launch()
+        assert dead._child is not None
+        dead._child.process.kill()
+        dead._child.process.wait()
+        assert event_latency._take_spare(like) is None
+        assert not event_latency._spares and dead._child is None and not dead.home.exists()
     finally:
         other.stop()
+        like.stop()
