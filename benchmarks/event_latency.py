@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import atexit
+import contextlib
 import itertools
 import os
 import re
@@ -203,12 +204,15 @@ class PrefectServer:
         default_server_settings(env)  # as docs/deploying.md advises
         return env
 
-    def launch(self) -> None:
-        """`prefect server start`, not waited for; on a database seeded from the template."""
+    def launch(self, niced: bool = False) -> None:
+        """`prefect server start`, not waited for; on a database seeded from the template.
+        `niced`: at a low CPU priority (a spare's start takes only what the running tests leave)
+        where it can be given back (root: `renice` to 0 lowers the nice value)."""
         database = self.database()
         self._fresh = database is not None and not self.seed()
         self._launched_as = self.spare_key()
-        self._child = Child([sys.executable, *self.launcher, "server", "start", "--host",
+        nice = ["nice", "-n", "10"] if niced and os.geteuid() == 0 else []
+        self._child = Child([*nice, sys.executable, *self.launcher, "server", "start", "--host",
                              "127.0.0.1", "--port", str(self.port)], self.server_env(),
                             self.home / "server.log")
 
@@ -271,6 +275,14 @@ class PrefectServer:
         shutil.rmtree(self.client_home, ignore_errors=True)
         self.port, self.home, self.client_home = spare.port, spare.home, spare.client_home
         self._child, self._fresh = spare._child, spare._fresh
+        if self._child is not None:  # the test's server: at the usual priority again
+            import psutil
+
+            with contextlib.suppress(psutil.Error):
+                server = psutil.Process(self._child.process.pid)
+                for process in [server, *server.children(recursive=True)]:
+                    with contextlib.suppress(psutil.Error):
+                        process.nice(0)
 
     def database(self) -> Path | None:
         """The server's SQLite file in its new home; None on another database (PostgreSQL).
@@ -317,8 +329,9 @@ class PrefectServer:
 # like it takes it instead of waiting 10-45 s for its own start. Nothing talks to a spare before
 # a test takes it, so each test still has a server of its own, new: the start's cost moves into
 # the previous test's waits (most of an end-to-end test waits on servers and subprocesses), it
-# does not go away. On where SPARE_VARIABLE holds this process's pid (tests/conftest.py sets it
-# in each test process), so never in the processes the tests start.
+# does not go away; a spare starts at a low CPU priority, the test's again once taken. On where
+# SPARE_VARIABLE holds this process's pid (tests/conftest.py sets it in each test process), so
+# never in the processes the tests start.
 SPARE_VARIABLE = "ELEVATOR_TEST_PREFECT_SPARE"
 _spares: list[PrefectServer] = []
 
@@ -343,7 +356,7 @@ def _keep_a_spare_like(server: PrefectServer) -> None:
         atexit.register(stop_spares)
         _spares_registered.append(True)
     spare = PrefectServer(startup_timeout=server.startup_timeout)
-    spare.launch()
+    spare.launch(niced=True)
     _spares.append(spare)
 
 

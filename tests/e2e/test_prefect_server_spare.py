@@ -9,6 +9,8 @@ import os
 from collections.abc import Iterator
 from typing import Any
 
+import psutil
+
 from benchmarks import event_latency
 from benchmarks.event_latency import SPARE_VARIABLE, PrefectServer
 
@@ -47,6 +49,8 @@ def test_the_next_server_is_the_spare_and_has_nothing_of_the_previous_test() -> 
         spare = event_latency._spares[0]
         assert spare._child is not None
         spare_pid = spare._child.process.pid
+        if os.geteuid() == 0:  # it starts at a low priority, taking what the tests leave
+            assert psutil.Process(spare_pid).nice() == 10
         with client_of(first) as client:
             client.create_work_pool(WorkPoolCreate(name="left-by-the-first", type="process"))
             client.create_variable(VariableCreate(name="left_by_the_first", value="1"))
@@ -54,6 +58,7 @@ def test_the_next_server_is_the_spare_and_has_nothing_of_the_previous_test() -> 
         assert written(first)["flow runs"] == ["run-left-by-the-first"]
     with PrefectServer() as second:
         assert second._child is not None and second._child.process.pid == spare_pid
+        assert psutil.Process(spare_pid).nice() == 0  # the test's: the usual priority
         assert second.port != first.port and second.home != first.home
         assert second.client_home != first.client_home
         seen = written(second)
