@@ -84,6 +84,24 @@ PREFECT_MODULES = frozenset({
 })
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    """The suite's `prefect server start`s (benchmarks/event_latency.py `PrefectServer`) start
+    one ahead: a test takes a new server that started while the previous test waited. In this
+    process only (each xdist worker's own), not in the processes its tests start;
+    `ELEVATOR_TEST_PREFECT_SPARE=0` turns it off."""
+    if os.environ.get("ELEVATOR_TEST_PREFECT_SPARE") != "0":
+        os.environ["ELEVATOR_TEST_PREFECT_SPARE"] = str(os.getpid())
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    """No spare Prefect server left running after the session (benchmarks/event_latency.py)."""
+    import sys
+
+    event_latency = sys.modules.get("benchmarks.event_latency")
+    if event_latency is not None:
+        event_latency.stop_spares()
+
+
 def pytest_runtest_setup(item: pytest.Item) -> None:
     """Before a test of a module that uses hypothesis: no Prefect sender left running by an
     earlier test of this process, whose websocket pings draw from the global `random` while
