@@ -9,14 +9,14 @@ session, which the flows' other processes (Prefect workers, the CLI) can reach t
 from __future__ import annotations
 
 import os
-import tempfile
+
+from tests.prefect_home import process_prefect_home
 
 # Never the user's own Prefect home (~/.prefect): a command without PREFECT_API_URL runs the
 # local server on PREFECT_HOME's database, and a database that another Prefect release (CI's
 # matrix, another checkout) has migrated makes this release's server exit at its start. One
-# home per test process; `ELEVATOR_TEST_PREFECT_HOME` names one to keep.
-os.environ["PREFECT_HOME"] = os.environ.get("ELEVATOR_TEST_PREFECT_HOME") or tempfile.mkdtemp(
-    prefix="elevator-tests-prefect-home-")
+# home per test process, removed at its exit; `ELEVATOR_TEST_PREFECT_HOME` names one to keep.
+os.environ["PREFECT_HOME"] = process_prefect_home()
 
 # Before any step is built: retries without waiting, and a quiet, local Prefect.
 os.environ.setdefault("ELEVATOR_RETRY_DELAY_SECONDS", "0")
