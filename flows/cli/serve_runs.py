@@ -262,13 +262,17 @@ async def end_not_begun(runner: Any, processes: Any, deadline: float,
     (their claims in flight: `SubmissionGuard` ends them unstarted).
 
     The race with the run's process proposing Running as serve proposes Cancelled: Prefect's
-    server orders the two. Cancelled first: the engine's Running is aborted (Prefect's
-    orchestration refuses a Cancelled run's Running), and the kill ends the process. Running
-    first (within the two round trips between serve's read and its proposal): the Cancelled
-    is accepted all the same, from Running, and the tick is killed as it begins, while it
-    reads (its pod list comes before any change), and the next serve ticks again. Prefect's
-    API has no conditional proposal (Cancelled only if still Pending) to close that window.
-    The choice: a stop that never waits for an import, over a grace for a tick just begun."""
+    orchestration does not refuse a Cancelled run's Running (a terminal run may run again:
+    core_policy's HandleFlowTerminalStateTransitions refuses only Cancelling, Paused and
+    Crashed), and Prefect's API has no conditional proposal (Cancelled only if still
+    Pending). So serve freezes the process (SIGSTOP) before it looks: it cannot propose Running
+    from then on. It looks; Running (it began before the freeze): it goes on (SIGCONT) and
+    keeps its grace; Pending: Cancelled, then SIGKILL. Left: a Running sent just before the
+    freeze that the server answers only after serve's look. Before serve's Cancelled, the run
+    is Cancelled from Running and killed as it begins, while it reads (its pod list comes
+    before any change); after it, the run is Running again, and the kill ends it Crashed
+    (Prefect's Runner reports the exit). Either way no tick acts after the signal, and the
+    next serve ticks again: the choice of a stop that never waits for an import."""
     loop = asyncio.get_running_loop()
     looked: set[UUID] = set()
     while loop.time() < deadline:
@@ -277,20 +281,32 @@ async def end_not_begun(runner: Any, processes: Any, deadline: float,
             return
         new = flying - looked
         looked |= new
-        early = await asyncio.to_thread(not_begun, new) if new else []
-        if early:
-            stopping.doing = "ending the runs whose flows had not begun"
-            cancelled = await asyncio.to_thread(cancel_runs, early, NOT_BEGUN_MESSAGE)
-            kill_runs(processes, cancelled)
-            stopping.doing = "waiting for the run in flight"
+        if new:
+            await _end_if_not_begun(processes, new, stopping)
         await asyncio.sleep(0.1)
 
 
-def kill_runs(processes: Any, run_ids: Collection[UUID]) -> None:
-    """SIGKILL the processes of `run_ids` (Prefect's engine would force a SIGTERM's Crashed
-    over their Cancelled: `serve.end_processes`)."""
+async def _end_if_not_begun(processes: Any, run_ids: set[UUID],
+                            stopping: StopDeadline) -> None:
+    """Freeze the processes of `run_ids`, end (Cancelled, then killed) those whose runs are
+    Pending, and let the others go on (`end_not_begun`)."""
+    cancelled: list[UUID] = []
+    signal_runs(processes, run_ids, signal.SIGSTOP)
+    try:
+        early = await asyncio.to_thread(not_begun, run_ids)
+        if early:
+            stopping.doing = "ending the runs whose flows had not begun"
+            cancelled = await asyncio.to_thread(cancel_runs, early, NOT_BEGUN_MESSAGE)
+            signal_runs(processes, cancelled, signal.SIGKILL)
+    finally:  # whatever happened (the stop's deadline, too), no process is left frozen
+        signal_runs(processes, run_ids - set(cancelled), signal.SIGCONT)
+        stopping.doing = "waiting for the run in flight"
+
+
+def signal_runs(processes: Any, run_ids: Collection[UUID], signum: signal.Signals) -> None:
+    """`signum` to the processes of `run_ids` (by pid: a process that has exited is skipped)."""
     for run_id in run_ids:
         pid = getattr(processes.get(run_id), "pid", None)
         if isinstance(pid, int):
             with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.kill(pid, signal.SIGKILL)
+                os.kill(pid, signum)
