@@ -404,14 +404,22 @@ def descendants(pid: int) -> list[psutil.Process]:
 
 def claimed_after(server: PrefectServer, deployment_ids: list[UUID],
                   moment: datetime) -> list[str]:
-    """The runs of the deployments that went Pending after `moment`."""
+    """The runs of the deployments that went Pending after `moment`, but for those serve
+    ended unstarted (a claim in flight at the signal, which the server accepted after it:
+    Cancelled, never Running; `flows.cli.serve_runs.SubmissionGuard`)."""
     from prefect.client.schemas.filters import DeploymentFilter, DeploymentFilterId
+
+    from kube_elevator.flows.cli.serve_runs import NOT_BEGUN_MESSAGE
 
     found = []
     with on(server) as client:
         for run in client.read_flow_runs(deployment_filter=DeploymentFilter(
                 id=DeploymentFilterId(any_=deployment_ids))):
-            for state in client.read_flow_run_states(run.id):
+            states = client.read_flow_run_states(run.id)
+            if states and states[-1].message == NOT_BEGUN_MESSAGE and not any(
+                    state.is_running() for state in states):
+                continue
+            for state in states:
                 # The claim (Pending), not the Runner's Submitting after a claim made before.
                 if state.name == "Pending" and state.timestamp > moment:
                     found.append(f"{run.name} {state.name} at {state.timestamp}")
