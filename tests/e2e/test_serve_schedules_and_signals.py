@@ -246,7 +246,7 @@ def test_serve_ticks_on_its_schedule_and_stops_on_a_signal(
             assert "serve: stopped" in serve.output()
     assert fake_kube.get(*LEADER_LEASE)["spec"]["holderIdentity"] == ""  # released
     # The temporary server stopped with its command.
-    wait_until(lambda: not processes_of(home), 10, "the temporary server to stop")
+    wait_until(lambda: not processes_of(home), scaled(10), "the temporary server to stop")
 
 
 def recorded_run(name: str, for_second: float, started: float | None = None,
@@ -305,13 +305,14 @@ def test_a_signal_to_the_group_stops_the_command_and_its_temporary_server(
                   temporary_server_env(home, **fake_aws.env()), tmp_path / "command.log",
                   new_session=True)
     with group_stopped(child):
-        wait_until(lambda: len(TICK_LINE.findall(printed(child))) >= 2, 240, "two ticks")
+        wait_until(lambda: len(TICK_LINE.findall(printed(child))) >= 2, scaled(120),
+                   "two ticks")
         took = signalled(child, signum, group=True)
         print(f"\n{command[0]}: {signum.name} to the group: exit 0 in {took:.1f} s")
     assert "released the Lease kube-system/elevator-leader" in child.output()
     assert fake_kube.get(*LEADER_LEASE)["spec"]["holderIdentity"] == ""
     assert "Traceback" not in child.output(), child.output()[-3000:]
-    wait_until(lambda: not processes_of(home), 10, "the temporary server to stop")
+    wait_until(lambda: not processes_of(home), scaled(10), "the temporary server to stop")
 
 
 # --- a temporary server slow to start ---------------------------------------------------------
