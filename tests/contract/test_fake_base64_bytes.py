@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import base64
 import json
-from collections.abc import Iterator
 from typing import Any
 
 import httpx
@@ -23,22 +22,8 @@ import pytest
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
-from kube_elevator.fakes.kube_api.server import FakeKubeApi
-
 NS = "bytes"
 CONFIGMAP = 'ConfigMap in version "v1" cannot be handled as a ConfigMap: '
-
-
-@pytest.fixture(scope="module")
-def core(api: FakeKubeApi) -> Iterator[client.CoreV1Api]:
-    with api.api_client() as api_client:
-        yield client.CoreV1Api(api_client)
-
-
-@pytest.fixture(scope="module")
-def http(api: FakeKubeApi) -> Iterator[httpx.Client]:
-    with httpx.Client(base_url=api.url, timeout=30) as raw:
-        yield raw
 
 
 def refused(call: Any) -> str:

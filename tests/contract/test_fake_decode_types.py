@@ -52,12 +52,6 @@ def dyn(api: FakeKubeApi, tmp_path_factory: pytest.TempPathFactory,
             api_client, cache_file=str(tmp_path_factory.mktemp("discovery") / "cache.json"))
 
 
-@pytest.fixture(scope="module")
-def http(api: FakeKubeApi) -> Iterator[httpx.Client]:
-    with httpx.Client(base_url=api.url, timeout=30) as raw:
-        yield raw
-
-
 def pod(name: str, **container: Any) -> Obj:
     return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name},
             "spec": {"containers": [{"name": "c", "image": "i:1", **container}]}}

@@ -20,7 +20,7 @@ import base64
 import json
 import logging
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import httpx
@@ -39,18 +39,6 @@ SECRET_VALUE = "hunter2-do-not-print"
 
 def b64(text: str | bytes) -> str:
     return base64.b64encode(text.encode() if isinstance(text, str) else text).decode()
-
-
-@pytest.fixture(scope="module")
-def core(api: FakeKubeApi) -> Iterator[client.CoreV1Api]:
-    with api.api_client() as api_client:
-        yield client.CoreV1Api(api_client)
-
-
-@pytest.fixture(scope="module")
-def http(api: FakeKubeApi) -> Iterator[httpx.Client]:
-    with httpx.Client(base_url=api.url, timeout=30) as raw:
-        yield raw
 
 
 def secret(name: str, data: dict[str, str] | None = None, kind: str | None = None,
