@@ -23,6 +23,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from uuid import UUID
 
@@ -107,6 +108,22 @@ def slot_free(server: PrefectServer) -> bool:
         return propose_state_sync(client, Pending(), flow_run_id=run.id).is_pending()
 
 
+def stopped(serve: Child, stop: Callable[[], None], grace: float, what: str
+            ) -> tuple[int | None, float]:
+    """`stop` serve, then wait for its exit, past the grace up to the forced stop's deadline
+    to measure it: the exit code (None: still running) and the seconds from the stop, printed."""
+    started = time.monotonic()
+    stop()
+    try:
+        code: int | None = serve.process.wait(timeout=grace + 15)
+    except subprocess.TimeoutExpired:
+        code = None
+    took = time.monotonic() - started
+    print(f"\n{what}: exit {code} in {took:.1f} s (grace {grace:g} s; "
+          f"load {os.getloadavg()[0]:.1f})")
+    return code, took
+
+
 def test_a_claim_accepted_after_the_signal_starts_no_run(
         fake_kube: FakeKubeApi, fake_aws: FakeAws, tmp_path: Path) -> None:
     """Ctrl-C to the group while a claim awaits the server: the server accepts it after the
@@ -125,17 +142,14 @@ def test_a_claim_accepted_after_the_signal_starts_no_run(
         assert found is not None
         run_id = UUID(found.group(1))
         children = descendants(serve.process.pid)
-        started = time.monotonic()
-        os.killpg(serve.process.pid, signal.SIGINT)
-        serve.wait_for("serve: stopping within", GRACE_SECONDS)
-        release.touch()  # the server's answer reaches the Runner after the signal
-        try:
-            code: int | None = serve.process.wait(timeout=GRACE_SECONDS + 15)
-        except subprocess.TimeoutExpired:
-            code = None
-        took = time.monotonic() - started
-        print(f"\na claim in flight at Ctrl-C: exit {code} in {took:.1f} s (grace "
-              f"{GRACE_SECONDS:g} s; load {os.getloadavg()[0]:.1f})")
+
+        def ctrl_c_then_answer() -> None:
+            os.killpg(serve.process.pid, signal.SIGINT)
+            serve.wait_for("serve: stopping within", GRACE_SECONDS)
+            release.touch()  # the server's answer reaches the Runner after the signal
+
+        code, took = stopped(serve, ctrl_c_then_answer, GRACE_SECONDS,
+                             "a claim in flight at Ctrl-C")
         output = serve.output()
         assert code == 0, output[-4000:]
         assert took <= GRACE_SECONDS, output[-4000:]
@@ -179,15 +193,8 @@ def test_a_run_whose_process_is_importing_is_cancelled_at_once(
             assert state is not None and state.is_pending(), state  # its flow not begun
             children = descendants(serve.process.pid)
             assert children
-            started = time.monotonic()
-            serve.process.send_signal(signal.SIGTERM)
-            try:
-                code: int | None = serve.process.wait(timeout=LONG_GRACE_SECONDS + 15)
-            except subprocess.TimeoutExpired:
-                code = None
-            took = time.monotonic() - started
-            print(f"\na run's process importing at SIGTERM: exit {code} in {took:.1f} s "
-                  f"(grace {LONG_GRACE_SECONDS:g} s; load {os.getloadavg()[0]:.1f})")
+            code, took = stopped(serve, lambda: serve.process.send_signal(signal.SIGTERM),
+                                 LONG_GRACE_SECONDS, "a run's process importing at SIGTERM")
             output = serve.output()
             assert code == 0, output[-4000:]
             assert took <= LONG_GRACE_SECONDS / 2, output[-4000:]
