@@ -18,7 +18,7 @@ import os
 from collections.abc import Sequence
 from datetime import UTC, datetime
 from logging import getLogger as get_logger
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from prefect import flow, get_run_logger
 from prefect.client.schemas.objects import State
@@ -27,8 +27,8 @@ from kube_elevator.flows import prefect_compat
 from kube_elevator.flows.crash_detection import QUIET_CONSOLE_VARIABLE
 from kube_elevator.flows.run_state import Results, final_state, tag_run
 from kube_elevator.flows.tick import tick
+from kube_elevator.tasks.adapters import cache_registry
 from kube_elevator.tasks.adapters.blocks import AwsCredentialsBlock, ClusterBlock, block_name
-from kube_elevator.tasks.adapters.kube_cache import ClusterCache, process_cache
 from kube_elevator.tasks.cluster_autoscaler.config import ClusterAutoscalerConfig
 from kube_elevator.tasks.core.errors import InputError, redacted
 from kube_elevator.tasks.core.lease_state import DEFAULT_LEASE_NAMESPACE
@@ -46,12 +46,15 @@ from kube_elevator.tasks.steps.source import (
     cache_freshness,
 )
 
+if TYPE_CHECKING:
+    from kube_elevator.tasks.adapters.kube_cache import ClusterCache
+
 prefect_compat.install()  # Prefect's heartbeat join (3.8.8, 3.9.1) costs each flow run up to 1 s
 # `elevator serve`'s runs' own processes (`--ticks runs`) write to serve's console: the house
 # rule holds there too, a run that failed or was stopped (Ctrl-C reaches the whole process
 # group) is its error line, its traceback in the run's logs on the server (issue 40).
 if os.environ.get(QUIET_CONSOLE_VARIABLE) == "1":
-    from kube_elevator.flows.cli.common import console_logs_without_tracebacks
+    from kube_elevator.flows.console_logs import console_logs_without_tracebacks
 
     console_logs_without_tracebacks()
 CACHE_SYNC_SECONDS = 60.0  # how long a tick waits for a starting cache before listing itself
@@ -71,6 +74,16 @@ def tick_source(run: Runner, adapters: Adapters, groups: Sequence[NodeGroupConfi
     stale = cache.stale_kinds(cache.freshness())
     reading = (run if stale else run_plain)(cache_freshness, cache)
     return CachedSource(cache, adapters, tuple(groups), frozenset(reading.listed)), reading
+
+
+def _process_cache(kubeconfig: str | None) -> ClusterCache | None:
+    """The watch cache this process keeps of `kubeconfig`'s cluster, if any. A run's own
+    process keeps none, and learns it without importing the cache (issue 40: its start)."""
+    if cache_registry.installed(kubeconfig) is None:
+        return None
+    from kube_elevator.tasks.adapters.kube_cache import process_cache
+
+    return process_cache(kubeconfig)
 
 
 def live_tick(
@@ -203,7 +216,7 @@ def _tick(nodegroups: str, now: datetime | None, dry_run: bool, lease_namespace:
     moment = (now.replace(tzinfo=now.tzinfo or UTC) if now else datetime.now(UTC)).timestamp()
     adapters = make_adapters(kubeconfig, lease_namespace, aws_credentials_block, cluster_block)
     # The process's watch cache follows a kubeconfig: a tick of a cluster block lists.
-    cache = None if cluster_block else process_cache(kubeconfig)
+    cache = None if cluster_block else _process_cache(kubeconfig)
     source, reading = tick_source(run_as_task, adapters, config.node_groups, cache)
     results = live_tick(run_as_task, adapters, config.node_groups, moment, dry_run,
                         load_watcher_url, config.cluster_autoscaler, source=source)

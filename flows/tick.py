@@ -16,14 +16,8 @@ from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import replace
 from logging import getLogger as get_logger
-from typing import ParamSpec, TypeVar
+from typing import TYPE_CHECKING, ParamSpec, TypeVar
 
-from kube_elevator.flows.cluster_autoscaler import (
-    ClusterReads,
-    live_reads,
-    scale_down_unneeded,
-    scale_up_unschedulable,
-)
 from kube_elevator.flows.fleet import (
     earlier_fleet_in_flight,
     earlier_fleet_message,
@@ -34,8 +28,6 @@ from kube_elevator.flows.fleet import (
     tag_node_groups,
 )
 from kube_elevator.tasks.cluster_autoscaler.config import ClusterAutoscalerConfig
-from kube_elevator.tasks.cluster_autoscaler.drain import DrainPlan, RemovalInputs, pods_on_nodes, safe_plan
-from kube_elevator.tasks.cluster_autoscaler.unneeded import EscalatorTick
 from kube_elevator.tasks.core.errors import LeaseConflict
 from kube_elevator.tasks.core.lease_state import GroupState
 from kube_elevator.tasks.core.records import AutoScalingGroup, NodeRecord, PodRecord
@@ -47,7 +39,6 @@ from kube_elevator.tasks.escalator.decide_step import GroupInputs, decide
 from kube_elevator.tasks.escalator.filter_nodes import nodes_by_group, pod_matching_notes
 from kube_elevator.tasks.escalator.plan import ScalePlan
 from kube_elevator.tasks.escalator.utilization import GroupPods
-from kube_elevator.tasks.steps.drain import evict_pods
 from kube_elevator.tasks.steps.lease import write_lock
 from kube_elevator.tasks.steps.load_watcher import read_node_load
 from kube_elevator.tasks.steps.node_groups import (
@@ -72,6 +63,14 @@ from kube_elevator.tasks.steps.source import (
     pods_of_groups,
     read_locks,
 )
+
+if TYPE_CHECKING:
+    from kube_elevator.flows.cluster_autoscaler import ClusterReads
+    from kube_elevator.tasks.cluster_autoscaler.drain import DrainPlan, RemovalInputs
+
+# The Cluster Autoscaler's parts (its scale-up and scale-down, the drain) are imported where a
+# tick with `cluster_autoscaler.enabled` reaches them: an Escalator tick's run process (`serve
+# --ticks runs`, a worker's) does not load them (issue 40).
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -99,6 +98,9 @@ def tick_group(
     """
     if removal is None:
         return _tick_group(run, actuator, group, pods, nodes, asg, state, decision, now, None)
+    from kube_elevator.tasks.cluster_autoscaler.drain import safe_plan
+    from kube_elevator.tasks.steps.drain import evict_pods
+
     evictions: list[DrainPlan] = []
 
     def made_safe(plan: ScalePlan) -> ScalePlan:
@@ -260,6 +262,8 @@ def tick(
     group_nodes = nodes_by_group(nodes, groups)
     removal = None
     if ca is not None:
+        from kube_elevator.tasks.cluster_autoscaler.drain import RemovalInputs, pods_on_nodes
+
         budgets = read("poddisruptionbudgets")(collect_pdbs, source)
         removal = RemovalInputs(nodes, pods_on_nodes(pods), budgets, ca.scale_down.drain)
 
@@ -332,6 +336,8 @@ def _settled(one: Callable[[NodeGroupConfig], GroupResult],
 def _cluster_reads(run: Runner, source: TickSource, actuator: Adapters | None) -> ClusterReads:
     """The Cluster Autoscaler's reads: live when there is an API to read (a dry run reads it
     too), else the files' Leases (`elevator plan`)."""
+    from kube_elevator.flows.cluster_autoscaler import ClusterReads, live_reads
+
     adapters = actuator
     if adapters is None and isinstance(source, LiveSource | CachedSource):
         adapters = source.adapters
@@ -361,6 +367,9 @@ def _scale_down_unneeded(
 ) -> list[GroupResult]:
     """CA's scale-down once per tick, after the scale-up; its taints and notes go on the
     groups' result lines. Groups whose tick failed or lost a race are left out."""
+    from kube_elevator.flows.cluster_autoscaler import scale_down_unneeded
+    from kube_elevator.tasks.cluster_autoscaler.unneeded import EscalatorTick
+
     escalator = {
         result.plan.name: EscalatorTick(
             acted=result.plan.changes_anything or result.done != ActionsDone(),
@@ -413,6 +422,8 @@ def _scale_up_unschedulable(
 ) -> list[GroupResult]:
     """CA's scale-up once per tick, after the groups; its notes and actions go on the groups'
     result lines. A group's own Escalator scale-up this tick already serves that group's pods."""
+    from kube_elevator.flows.cluster_autoscaler import scale_up_unschedulable
+
     helped: dict[str, frozenset[str]] = {}
     desired: dict[str, int] = {}
     for result in results:

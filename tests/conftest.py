@@ -9,14 +9,14 @@ session, which the flows' other processes (Prefect workers, the CLI) can reach t
 from __future__ import annotations
 
 import os
-import tempfile
+
+from tests.prefect_home import process_prefect_home
 
 # Never the user's own Prefect home (~/.prefect): a command without PREFECT_API_URL runs the
 # local server on PREFECT_HOME's database, and a database that another Prefect release (CI's
 # matrix, another checkout) has migrated makes this release's server exit at its start. One
-# home per test process; `ELEVATOR_TEST_PREFECT_HOME` names one to keep.
-os.environ["PREFECT_HOME"] = os.environ.get("ELEVATOR_TEST_PREFECT_HOME") or tempfile.mkdtemp(
-    prefix="elevator-tests-prefect-home-")
+# home per test process, removed at its exit; `ELEVATOR_TEST_PREFECT_HOME` names one to keep.
+os.environ["PREFECT_HOME"] = process_prefect_home()
 
 # Before any step is built: retries without waiting, and a quiet, local Prefect.
 os.environ.setdefault("ELEVATOR_RETRY_DELAY_SECONDS", "0")
@@ -80,8 +80,27 @@ PREFECT_MODULES = frozenset({
     "test_cli_run.py", "test_deployments.py", "test_harness_stranger.py", "test_local_prefect_server.py",
     "test_pods_cli.py", "test_prefect_retention.py", "test_serve_abandoned_runs.py",
     "test_serve_schedules_and_signals.py", "test_serve_signal_mid_tick.py",
-    "test_serve_stop_deadline.py", "test_serve_watch.py", "test_silent_watch_e2e.py",
+    "test_serve_stop_before_begun.py", "test_serve_stop_deadline.py", "test_serve_watch.py",
+    "test_silent_watch_e2e.py",
 })
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """The suite's `prefect server start`s (benchmarks/event_latency.py `PrefectServer`) start
+    one ahead: a test takes a new server that started while the previous test waited. In this
+    process only (each xdist worker's own), not in the processes its tests start;
+    `ELEVATOR_TEST_PREFECT_SPARE=0` turns it off."""
+    if os.environ.get("ELEVATOR_TEST_PREFECT_SPARE") != "0":
+        os.environ["ELEVATOR_TEST_PREFECT_SPARE"] = str(os.getpid())
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    """No spare Prefect server left running after the session (benchmarks/event_latency.py)."""
+    import sys
+
+    event_latency = sys.modules.get("benchmarks.event_latency")
+    if event_latency is not None:
+        event_latency.stop_spares()
 
 
 def pytest_runtest_setup(item: pytest.Item) -> None:

@@ -23,6 +23,8 @@ MODULE_SECONDS = {
     "test_serve_silent_runs.py": 430,
     "test_serve_signal_mid_tick.py": 400,
     "test_crashed_runs.py": 155,
+    "test_serve_stop_before_begun.py": 150,
+    "test_prefect_server_spare.py": 100,
     "test_serve_schedules_and_signals.py": 250,
     "test_least_privilege.py": 100,
     "test_serve_watch.py": 80,

@@ -6,12 +6,14 @@ handling (paging, watches, conflicts, Status errors) without a cluster.  A simul
 the same process drives the same store through `FakeKubeApi.create/get/list/replace/patch/delete`,
 with the same semantics and resourceVersion bumps as HTTP writes, so watchers see its changes too.
 
-Served: core/v1 pods (+eviction, +status), nodes (+status), events, configmaps, namespaces;
+Served: core/v1 pods (+eviction, +status), nodes (+status), events, configmaps, secrets,
+namespaces;
 events.k8s.io/v1 events (the core ones under their other names); coordination.k8s.io/v1 leases;
 apps/v1 deployments, statefulsets and replicasets (+scale, +status); policy/v1
 poddisruptionbudgets (+status), which evictions honour; apiextensions.k8s.io/v1
 customresourcedefinitions, each CRD however stored (POSTed, `install_crd`,
-`register_custom_resource`) serving its resource (+status, +scale as declared) until deleted;
+`register_custom_resource`) serving its resource (+status, +scale as declared) until deleted,
+stored per group and resource (`ResourceType.key`: one plural may be served by two groups);
 the discovery documents kubectl needs.  Finalizers hold a deleted object (with a
 deletionTimestamp) until the last is removed; PATCH takes JSON, merge, strategic-merge (415 on
 custom resources) and server-side apply (`fakes/kube_api/apply.py`: field managers, conflicts,

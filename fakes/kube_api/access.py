@@ -18,11 +18,22 @@ class KubeAccess(CrdStore):
     """`create/get/list/replace/patch/delete` by plural, under the store's lock."""
 
     def _collection(self, resource: str) -> _Collection:
-        try:
-            return self._collections[resource]
-        except KeyError:
-            raise ValueError(f"unknown resource {resource!r}; "
-                             f"served: {sorted(self._collections)}") from None
+        """The collection `resource` names: a plural (`pods`, `widgets`) or, as kubectl
+        takes it, `plural.group` (`deployments.apps`, `widgets.a.example.com`), which is how
+        to name one of two custom resources that share a plural."""
+        coll = self._collections.get(resource)
+        if coll is not None:
+            return coll
+        found = [c for c in self._collections.values()
+                 if resource in (c.rt.plural, c.rt.qualified)]
+        if len(found) == 1:
+            return found[0]
+        if found:
+            raise ValueError(f"resource {resource!r} is ambiguous: served as "
+                             f"{', '.join(sorted(c.rt.qualified for c in found))}; "
+                             "name one as plural.group")
+        raise ValueError(f"unknown resource {resource!r}; "
+                         f"served: {sorted(self._collections)}")
 
     def _split(self, resource: str) -> tuple[ResourceType, str | None]:
         plural, _, sub = resource.partition("/")

@@ -4,8 +4,9 @@ A CRD reaches the store by any road (`POST /apis/apiextensions.k8s.io/v1/
 customresourcedefinitions` from kubectl or a client, `install_crd`, `register_custom_resource`)
 and the write serves its resource: discovery, CRUD, list/watch, `/status`, `/scale`, as a
 real API server's apiextensions controllers would, at once (Established without delay).
-Names another CRD or a built-in already uses are not accepted (NamesAccepted False) and not
-served.  Deleting a CRD deletes its objects (their finalizers are not waited for) and ends
+Names another CRD of the same group already uses, or a built-in kind's plural, are not
+accepted (NamesAccepted False) and not served; one plural in two groups is two resources.
+Deleting a CRD deletes its objects (their finalizers are not waited for) and ends
 their watches.  Schemas are enforced by the layers of `crd_schema`.
 """
 
@@ -22,9 +23,7 @@ from kube_elevator.fakes.kube_api.crd_schema.store_hooks import CrdSchemaLayers
 from kube_elevator.fakes.kube_api.errors import Invalid
 from kube_elevator.fakes.kube_api.objects import (
     _DUMP,
-    _add_custom_tables,
     _Collection,
-    _drop_custom_tables,
     _Event,
     _load,
     _metadata,
@@ -131,13 +130,14 @@ class CrdStore(CrdSchemaLayers):
         labelSelectorPath), discovery.
 
         Registering the same type again is a no-op; the in-process methods take its plural
-        (`create("watermarkpodautoscalers", ...)`).
+        (`create("watermarkpodautoscalers", ...)`), or `plural.group` when another group
+        serves the same plural.
         """
         rt = custom_resource_type(group, version, plural, kind, namespaced=namespaced,
                                   singular=singular, short_names=short_names,
                                   categories=categories, status=status, scale=scale)
         with self._lock:
-            if self._types.get(plural) == rt:
+            if self._types.get(rt.key) == rt:
                 return rt
             return self._install(_crd_document(rt))[0]
 
@@ -188,29 +188,42 @@ class CrdStore(CrdSchemaLayers):
         self._crd_refused(crd)  # a schema apiextensions does not accept (crd_schema/)
         storage = types[0] if types else None
         name = _metadata(crd).get("name") or ""
-        conflict = ""
-        if storage is not None:
-            known = self._types.get(storage.plural)
-            if known is not None and (not known.custom or known.group != storage.group):
-                conflict = (f"resource plural {storage.plural!r} is already served as "
-                            f"{known.kind} ({known.api_version})")
-            else:
-                try:
-                    for rt in types:
-                        _add_custom_tables(rt, id(self))
-                except ValueError as exc:
-                    conflict = str(exc)
+        reason, conflict = self._names_conflict(storage) if storage is not None else ("", "")
         if storage is not None and not conflict:
             self._serve_crd(storage, types)
-        crd["status"] = self._crd_status(name, crd, storage, conflict)
+        crd["status"] = self._crd_status(name, crd, storage, reason, conflict)
+
+    def _names_conflict(self, rt: ResourceType) -> tuple[str, str]:
+        """Why `rt`'s names are not accepted: (reason, message), ("", "") when they are.
+        apiextensions' naming controller (apiextensions-apiserver pkg/controller/status/
+        naming_controller.go `calculateNamesAndConditions`) compares a CRD's names with the
+        other CRDs *of its group* only: `widgets.a.example.com` and `widgets.b.example.com`
+        are both served. The fake also refuses a plural a built-in kind has (its per-kind
+        rules key on the plural); a real server would serve `pods.x.example.com` too."""
+        for known in self._types.values():
+            if not known.custom:
+                if known.plural == rt.plural:
+                    return "PluralConflict", (f"resource plural {rt.plural!r} is already "
+                                              f"served as {known.kind} ({known.api_version})")
+                continue
+            if known.group != rt.group or known.plural == rt.plural:
+                continue  # another group's, or this CRD's own (an update)
+            # The resource names; not yet kind and listKind (KindConflict, ListKindConflict).
+            resources = {known.plural, known.singular, *known.short_names}
+            for reason, requested in (
+                    ("PluralConflict", rt.plural), ("SingularConflict", rt.singular),
+                    *(("ShortNamesConflict", short) for short in rt.short_names)):
+                if requested in resources:  # equalToAcceptedOrFresh's words
+                    return reason, f'"{requested}" is already in use'
+        return "", ""
 
     def _serve_crd(self, storage: ResourceType, types: list[ResourceType]) -> None:
         """Route every served version of a CRD's resource to one collection."""
         self._unroute(storage.plural, storage.group)
-        self._types[storage.plural] = storage
-        coll = self._collections.get(storage.plural)
+        self._types[storage.key] = storage
+        coll = self._collections.get(storage.key)
         if coll is None:
-            self._collections[storage.plural] = _Collection(storage, self.history_size)
+            self._collections[storage.key] = _Collection(storage, self.history_size)
         else:
             coll.rt = storage
         for rt in types:
@@ -229,7 +242,7 @@ class CrdStore(CrdSchemaLayers):
                     self._group_versions.pop(key[0], None)
 
     def _crd_status(self, name: str, crd: Obj, storage: ResourceType | None,
-                    conflict: str) -> Obj:
+                    reason: str, conflict: str) -> Obj:
         spec = crd.get("spec") or {}
         names = dict(spec.get("names") or {})
         before = self._collections[CRDS.plural].objects.get(("", name))
@@ -246,7 +259,7 @@ class CrdStore(CrdSchemaLayers):
 
         accepted = not conflict
         conditions = [
-            condition("NamesAccepted", accepted, "NoConflicts" if accepted else "PluralConflict",
+            condition("NamesAccepted", accepted, "NoConflicts" if accepted else reason,
                       "no conflicts found" if accepted else conflict),
             condition("Established", accepted,
                       "InitialNamesAccepted" if accepted else "NotAccepted",
@@ -263,11 +276,10 @@ class CrdStore(CrdSchemaLayers):
         types = crd_types(crd)
         if not types:
             return
-        plural, group = types[0].plural, types[0].group
-        served = self._types.get(plural)
-        if served is None or not served.custom or served.group != group:
+        plural, group, store_key = types[0].plural, types[0].group, types[0].key
+        if store_key not in self._types:
             return  # a CRD that was never served (its names were not accepted)
-        coll = self._collections.pop(plural)
+        coll = self._collections.pop(store_key)
         for key in coll.sorted_keys():
             rec = coll.objects[key]
             self._rv += 1
@@ -278,7 +290,5 @@ class CrdStore(CrdSchemaLayers):
         for watcher in coll.watchers:
             watcher.closed = True
             watcher.wake()
-        del self._types[plural]
-        for rt in types:
-            _drop_custom_tables(rt, id(self))
+        del self._types[store_key]
         self._unroute(plural, group)

@@ -278,6 +278,11 @@ def _namespace(obj: Obj) -> Obj:
     return {**obj, "metadata": {**meta, "labels": labels}}
 
 
+def _secret(obj: Obj) -> Obj:
+    """SetDefaults_Secret (pkg/apis/core/v1/defaults.go): no `type` is `Opaque`."""
+    return obj if obj.get("type") else {**obj, "type": "Opaque"}
+
+
 def _node(obj: Obj) -> Obj:
     """SetDefaults_NodeStatus: allocatable is the capacity when not given."""
     status = obj.get("status")
@@ -315,6 +320,7 @@ _DEFAULTERS: dict[str, Callable[[Obj], Obj]] = {
     "statefulsets": _statefulset,
     "namespaces": _namespace,
     "nodes": _node,
+    "secrets": _secret,
     "persistentvolumes": _persistent_volume,
     "persistentvolumeclaims": _persistent_volume_claim,
 }

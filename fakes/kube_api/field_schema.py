@@ -28,6 +28,7 @@ KIND_MODELS: dict[tuple[str, str], str] = {
     ("v1", "Node"): "V1Node",
     ("v1", "Event"): "CoreV1Event",
     ("v1", "ConfigMap"): "V1ConfigMap",
+    ("v1", "Secret"): "V1Secret",
     ("v1", "Namespace"): "V1Namespace",
     ("v1", "PersistentVolume"): "V1PersistentVolume",
     ("v1", "PersistentVolumeClaim"): "V1PersistentVolumeClaim",

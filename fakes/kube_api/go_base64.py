@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import base64
 import contextlib
+import re
 from typing import Any
 
 _ALPHABET = {c: i for i, c in enumerate(
@@ -72,8 +73,16 @@ def _emit(digits: list[int], out: bytearray) -> None:
     out += value.to_bytes(3, "big")[:len(digits) - 1]
 
 
+# Padded standard base64 without newlines: Go and Python's C decoder agree on all of it (same
+# bytes, non-zero trailing bits dropped by both), so it skips the quantum-by-quantum walk that
+# finds Go's error offset (a 1 MiB Secret took seconds through it).
+_PLAIN = re.compile(r"[A-Za-z0-9+/]*={0,2}")
+
+
 def go_base64_decode(text: str) -> bytes:
     """base64.StdEncoding.DecodeString of `text` (its UTF-8 bytes); Base64Error if refused."""
+    if len(text) % 4 == 0 and _PLAIN.fullmatch(text):
+        return base64.b64decode(text)
     src, out, si = text.encode(), bytearray(), 0
     while si < len(src):
         si, done = _quantum(src, si, out)

@@ -38,7 +38,13 @@ from kube_elevator.fakes.kube_api.patch import APPLY_PATCH, _patch_types
 from kube_elevator.fakes.kube_api.policy import _FAULT_MESSAGES, _TRUE, RecordedRequest, _Route
 from kube_elevator.fakes.kube_api.protobuf_lists import encode_list, encode_watch_event
 from kube_elevator.fakes.kube_api.protobuf_wire import PROTOBUF, encode_watch_frame
-from kube_elevator.fakes.kube_api.resources import SERVER_VERSION, Obj, ObjList, ResourceType
+from kube_elevator.fakes.kube_api.resources import (
+    SERVER_VERSION,
+    Obj,
+    ObjList,
+    ResourceType,
+    discovery_order,
+)
 from kube_elevator.fakes.kube_api.store import DRY_RUN
 from kube_elevator.fakes.kube_api.tables import _table, _wants_table
 
@@ -232,11 +238,12 @@ class KubeHttp(KubeAccess):
         for gv, types in self._group_versions.items():
             if "/" in gv:
                 group, version = gv.split("/")
-                preferred = any(rt.custom and self._types.get(rt.plural) == rt for rt in types)
+                preferred = any(rt.custom and self._types.get(rt.key) == rt for rt in types)
                 listed = versions.setdefault(group, [])
                 listed.insert(0, version) if preferred else listed.append(version)
         groups: ObjList = []
-        for group in sorted(versions):
+        pairs = [(group, version) for group, listed in versions.items() for version in listed]
+        for group in discovery_order(pairs):  # the aggregator's order, kubectl's priority
             refs = [{"groupVersion": f"{group}/{v}", "version": v} for v in versions[group]]
             groups.append({"name": group, "versions": refs, "preferredVersion": refs[0]})
         return groups
@@ -472,7 +479,7 @@ class KubeHttp(KubeAccess):
                     ) -> Obj | None:
         """Queue the initial or replayed events and register the watch, atomically with
         respect to writes; returns a 410 Status instead when `since_rv` is too old."""
-        coll = self._collections[watcher.rt.plural]
+        coll = self._collections[watcher.rt.key]
         with self._lock:
             if since_rv == 0 or initial_events:
                 for key in coll.sorted_keys():
@@ -583,7 +590,7 @@ class KubeHttp(KubeAccess):
                                     and loop.time() >= next_bookmark)
         finally:
             with self._lock:
-                coll = self._collections.get(rt.plural)  # None: its CRD was deleted
+                coll = self._collections.get(rt.key)  # None: its CRD was deleted
                 if coll is not None:
                     coll.watchers.discard(watcher)
                 self._changed.notify_all()

@@ -16,7 +16,7 @@ from typing import Any, NamedTuple, cast
 import orjson
 
 from kube_elevator.fakes.kube_api.errors import BadRequest, Invalid
-from kube_elevator.fakes.kube_api.resources import _BOOL_FIELDS, RESOURCES, Key, Obj, ResourceType
+from kube_elevator.fakes.kube_api.resources import RESOURCES, Key, Obj, ResourceType
 from kube_elevator.tasks.core.selectors import (
     FieldSelector,
     LabelSelector,
@@ -26,22 +26,13 @@ log = logging.getLogger(__name__)
 
 
 _DUMP = orjson.OPT_NAIVE_UTC | orjson.OPT_UTC_Z
-_FIELD_INDEX: dict[str, dict[str, int]] = {
-    rt.plural: {f: i for i, f in enumerate(rt.fields)} for rt in RESOURCES.values()
-}
-# Field label -> (path through the object, is a bool field), precomputed for speed.
-_FIELD_PATHS: dict[str, tuple[tuple[tuple[str, ...], bool], ...]] = {
-    rt.plural: tuple((tuple(("source.component" if f == "source" else f).split(".")),
-                      f in _BOOL_FIELDS) for f in rt.fields)
-    for rt in RESOURCES.values()
-}
 
 
 def _field_values(rt: ResourceType, obj: Obj) -> tuple[str, ...]:
     """All field-label values of `obj` in `rt.fields` order, as the strings the real
     field-label functions produce: "" when unset, "true"/"false" for booleans."""
     values: list[str] = []
-    for path, is_bool in _FIELD_PATHS[rt.plural]:
+    for path, is_bool in rt.field_paths:
         cur: Any = obj
         for part in path:
             cur = cur.get(part) if cur.__class__ is dict else None
@@ -83,7 +74,7 @@ def _rec_matches(rt: ResourceType, rec: _Rec, labels: LabelSelector,
         return False
     if fields.empty:
         return True
-    index = _FIELD_INDEX[rt.plural]
+    index = rt.field_index
     return fields.matches(lambda f: rec.fields[index[f]])
 
 
@@ -252,41 +243,14 @@ def _kind_prefix(rt: ResourceType) -> bytes:
 
 def _raw_with_kind(rt: ResourceType, rec: _Rec) -> bytes:
     """`rec` as a single object on the wire, without a parse/serialise round trip."""
-    prefix = _KIND_PREFIX.get((rt.plural, rt.group, rt.version))
+    prefix = _KIND_PREFIX.get((rt.plural, rt.group, rt.version, rt.kind))
     if prefix is None:
-        prefix = _KIND_PREFIX[(rt.plural, rt.group, rt.version)] = _kind_prefix(rt)
+        prefix = _KIND_PREFIX[(rt.plural, rt.group, rt.version, rt.kind)] = _kind_prefix(rt)
     return prefix + rec.raw[1:]
 
 
-_KIND_PREFIX = {(rt.plural, rt.group, rt.version): _kind_prefix(rt) for rt in RESOURCES.values()}
-_CUSTOM_TYPES: dict[str, ResourceType] = {}
-_CUSTOM_OWNERS: dict[str, set[tuple[int, str]]] = {}  # plural -> (server id, group) serving it
-
-
-def _add_custom_tables(rt: ResourceType, owner: int = 0) -> None:
-    """Precompute the per-plural tables for a custom resource (hot paths key them by plural).
-
-    The field tables are shared by every server in the process, so a plural may not name a
-    built-in, nor custom types of different scope while both are served (real clusters allow
-    the same plural in two groups; one server of this fake serves a plural in one group only).
-    `owner` is the serving server's id: once no server serves the plural
-    (`_drop_custom_tables`), another scope may take it.
-    """
-    known = RESOURCES.get(rt.plural) or _CUSTOM_TYPES.get(rt.plural)
-    if known is not None and (not known.custom or (
-            known.fields != rt.fields and _CUSTOM_OWNERS.get(rt.plural))):
-        raise ValueError(f"resource plural {rt.plural!r} is already served as "
-                         f"{known.kind} ({known.api_version})")
-    _CUSTOM_TYPES[rt.plural] = rt
-    _CUSTOM_OWNERS.setdefault(rt.plural, set()).add((owner, rt.group))
-    _FIELD_INDEX[rt.plural] = {f: i for i, f in enumerate(rt.fields)}
-    _FIELD_PATHS[rt.plural] = tuple((tuple(f.split(".")), False) for f in rt.fields)
-
-
-def _drop_custom_tables(rt: ResourceType, owner: int = 0) -> None:
-    """The server `owner` no longer serves `rt` (its CRD was deleted). The tables stay (a
-    record may still be read through them); only the plural's owners are counted down."""
-    _CUSTOM_OWNERS.get(rt.plural, set()).discard((owner, rt.group))
+_KIND_PREFIX = {(rt.plural, rt.group, rt.version, rt.kind): _kind_prefix(rt)
+                for rt in RESOURCES.values()}
 
 
 def _strip_kind(body: Obj) -> Obj:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any
 
 log = logging.getLogger(__name__)
@@ -30,6 +31,7 @@ SERVER_VERSION: Obj = {
 # Resource types ----------------------------------------------------------------------
 
 _META_FIELDS = ("metadata.name", "metadata.namespace")
+_BOOL_FIELDS = frozenset({"spec.unschedulable", "spec.hostNetwork"})
 
 
 @dataclass(frozen=True)
@@ -80,6 +82,28 @@ class ResourceType:
         """`pods`, `deployments.apps`: how the API server names it in error messages."""
         return f"{self.plural}.{self.group}" if self.group else self.plural
 
+    @cached_property
+    def key(self) -> str:
+        """Which collection of the store holds its objects: the plural for a built-in (an
+        alias such as events.k8s.io's Events shares the core one), `plural.group` for a
+        custom resource, since two CRDs may serve one plural in two groups
+        (`widgets.a.example.com`, `widgets.b.example.com`) with objects of their own."""
+        return f"{self.plural}.{self.group}" if self.custom else self.plural
+
+    @cached_property
+    def field_index(self) -> dict[str, int]:
+        """Field label -> its position in `fields` (a record's field values)."""
+        return {f: i for i, f in enumerate(self.fields)}
+
+    @cached_property
+    def field_paths(self) -> tuple[tuple[tuple[str, ...], bool], ...]:
+        """Each field label's path through the object and whether it is a bool field,
+        computed once per type (the selectors' hot path)."""
+        if self.custom:  # a CRD's selectableFields: JSON paths as written
+            return tuple((tuple(f.split(".")), False) for f in self.fields)
+        return tuple((tuple(("source.component" if f == "source" else f).split(".")),
+                      f in _BOOL_FIELDS) for f in self.fields)
+
 
 RESOURCES: dict[str, ResourceType] = {
     rt.plural: rt
@@ -122,6 +146,10 @@ RESOURCES: dict[str, ResourceType] = {
             ("all",), ("scale", "status"), has_generation=True,
         ),
         ResourceType("configmaps", "configmap", "ConfigMap", "", "v1", True, ("cm",)),
+        # `type` is a Secret's one field label beyond metadata (pkg/registry/core/secret/
+        # strategy.go SelectableFields); rules in validation/secrets.py, secret_data.py.
+        ResourceType("secrets", "secret", "Secret", "", "v1", True, (), (), (),
+                     (*_META_FIELDS, "type")),
         # Plain objects: a namespace need not exist for objects to live in it, and deleting
         # one deletes nothing else (operators such as kopf list and watch them).
         ResourceType("namespaces", "namespace", "Namespace", "", "v1", False, ("ns",), (),
@@ -160,7 +188,27 @@ for _rt in (*RESOURCES.values(), *ALIASES):
 _BY_PATH: dict[tuple[str, str], ResourceType] = {
     (rt.api_version, rt.plural): rt for rt in (*RESOURCES.values(), *ALIASES)
 }
-_BOOL_FIELDS = frozenset({"spec.unschedulable", "spec.hostNetwork"})
+
+
+# Discovery's group order (`/apis`), which kubectl's RESTMapper takes as its priority when a
+# name matches resources of two groups (`kubectl get widgets` with widgets.a.example.com and
+# widgets.b.example.com served: the first group listed wins). The aggregator sorts APIServices
+# by GroupPriorityMinimum, highest first, then by name (`v1.a.example.com`): kube-aggregator
+# pkg/apis/apiregistration/v1/helper/helpers.go `ByGroupPriorityMinimum`, the built-in values
+# in kube-apiserver pkg/controlplane/apiserver/aggregator.go `APIVersionPriorities`, and 1000
+# for every CRD group (kube-aggregator's crdregistration_controller.go).
+GROUP_PRIORITY = {"apps": 17800, "events.k8s.io": 17750, "autoscaling": 17500,
+                  "policy": 17100, "apiextensions.k8s.io": 16700, "coordination.k8s.io": 16500}
+CRD_GROUP_PRIORITY = 1000
+
+
+def discovery_order(group_versions: list[tuple[str, str]]) -> list[str]:
+    """The groups of these (group, version) pairs in the order `/apis` lists them."""
+    first: dict[str, tuple[int, str]] = {}
+    for group, version in group_versions:
+        rank = (-GROUP_PRIORITY.get(group, CRD_GROUP_PRIORITY), f"{version}.{group}")
+        first[group] = min(first.get(group, rank), rank)
+    return sorted(first, key=first.__getitem__)
 
 
 def custom_resource_type(group: str, version: str, plural: str, kind: str, *,

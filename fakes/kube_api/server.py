@@ -207,7 +207,8 @@ class FakeKubeApi(KubeHttp):
         if verb not in _VERBS:
             raise ValueError(f"unknown verb {verb!r}; expected one of {sorted(_VERBS)}")
         plural, _, sub = resource.partition("/")
-        types = self._types
+        # A fault names a plural: it matches that plural in every group serving it.
+        types = {rt.plural: rt for rt in self._types.values()}
         if resource != "*" and (plural not in types
                                 or (sub and sub not in types[plural].subresources)):
             raise ValueError(f"unknown resource {resource!r}; served: {sorted(types)} "

@@ -164,7 +164,7 @@ class KubeStore:
             raise BadRequest(str(exc)) from None
 
     def _get(self, rt: ResourceType, ns: str, name: str) -> _Rec:
-        rec = self._collections[rt.plural].objects.get((ns, name))
+        rec = self._collections[rt.key].objects.get((ns, name))
         if rec is None:
             raise NotFound(rt, name)
         return rec
@@ -190,7 +190,7 @@ class KubeStore:
             _check_pdb(rt, key[1], new)
         elif rt.plural == "events":
             events_both_ways(rt, new)
-        coll = self._collections[rt.plural]
+        coll = self._collections[rt.key]
         meta = dict(_metadata(new))
         new["metadata"] = meta
         old_rec: _Rec | None = None
@@ -252,7 +252,7 @@ class KubeStore:
         meta = dict(_metadata(obj))
         obj["metadata"] = meta
         name = meta.get("name") or ""
-        coll = self._collections[rt.plural]
+        coll = self._collections[rt.key]
         if not name:
             prefix = meta.get("generateName") or ""
             if not prefix:
@@ -335,7 +335,7 @@ class KubeStore:
         if rt.namespaced and meta.get("namespace") not in (None, "", ns):
             raise BadRequest(f"the namespace of the object ({meta.get('namespace')}) does not "
                              f"match the namespace on the request ({ns})")
-        coll = self._collections[rt.plural]
+        coll = self._collections[rt.key]
         old_rec = coll.objects.get((ns, name))
         wanted = meta.get("resourceVersion")
         if old_rec is None:
@@ -410,7 +410,7 @@ class KubeStore:
                                              else "kind"):
                 raise BadRequest(f"{field_} must be set to {rt.api_version} {rt.kind} in an "
                                  "apply configuration")
-        rec = self._collections[rt.plural].objects.get((ns, name))
+        rec = self._collections[rt.key].objects.get((ns, name))
         old = _load(rec) if rec is not None else None
         wanted = meta.get("resourceVersion")
         if wanted and (old is None or wanted != _metadata(old).get("resourceVersion")):
@@ -438,7 +438,7 @@ class KubeStore:
     def _delete(self, rt: ResourceType, ns: str, name: str, options: Obj) -> tuple[_Rec, bool]:
         """Delete an object; returns its last record and whether it is gone (False: it has
         finalizers, so it only got a `deletionTimestamp` and stays until they are removed)."""
-        coll = self._collections[rt.plural]
+        coll = self._collections[rt.key]
         old_rec = self._get(rt, ns, name)
         gone = _load(old_rec)
         have = _metadata(gone)
@@ -480,7 +480,7 @@ class KubeStore:
               fields: FieldSelector, limit: int, token: str | None,
               ) -> tuple[RecList, int, str | None, int | None]:
         """One page: (records, list resourceVersion, continue token, remaining count)."""
-        coll = self._collections[rt.plural]
+        coll = self._collections[rt.key]
         keys = coll.sorted_keys()
         lo, hi = 0, len(keys)
         if ns is not None and rt.namespaced:

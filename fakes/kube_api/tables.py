@@ -31,6 +31,8 @@ _TABLE_COLUMNS: dict[str, list[_Column]] = {
                     ("Selector", "string", 1)],
     "leases": [("Name", "string", 0), ("Holder", "string", 0), ("Age", "string", 0)],
     "configmaps": [("Name", "string", 0), ("Data", "integer", 0), ("Age", "string", 0)],
+    "secrets": [("Name", "string", 0), ("Type", "string", 0), ("Data", "integer", 0),
+                ("Age", "string", 0)],
     "poddisruptionbudgets": [("Name", "string", 0), ("Min Available", "string", 0),
                              ("Max Unavailable", "string", 0),
                              ("Allowed Disruptions", "integer", 0), ("Age", "string", 0)],
@@ -136,6 +138,8 @@ def _table_cells(rt: ResourceType, obj: Obj, now: float) -> list[Any]:
     if rt.plural == "configmaps":
         return [meta.get("name"), len(obj.get("data") or {}) + len(obj.get("binaryData") or {}),
                 age]
+    if rt.plural == "secrets":  # printers.go printSecret
+        return [meta.get("name"), obj.get("type", ""), len(obj.get("data") or {}), age]
     if rt.plural == "poddisruptionbudgets":
         return [meta.get("name"), str(spec.get("minAvailable", "N/A")),
                 str(spec.get("maxUnavailable", "N/A")), status.get("disruptionsAllowed", 0), age]

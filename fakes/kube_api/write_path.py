@@ -11,6 +11,7 @@ from kube_elevator.fakes.kube_api.admission import admitted
 from kube_elevator.fakes.kube_api.defaulting import api_defaulted, pod_qos_class
 from kube_elevator.fakes.kube_api.go_base64 import with_canonical_bytes
 from kube_elevator.fakes.kube_api.resources import Obj, ResourceType
+from kube_elevator.fakes.kube_api.secret_data import with_string_data_merged
 from kube_elevator.fakes.kube_api.validation import validate
 
 
@@ -33,6 +34,8 @@ class WriteLayers:
         """`new` as it is stored (raises the API error when it is refused)."""
         if rt.custom or rt.plural == "customresourcedefinitions":
             return new
+        if rt.plural == "secrets":  # the v1 conversion, whichever layers are on
+            new = with_string_data_merged(new)
         # The server decodes into Go structs: a JSON null is the zero value, which defaulting
         # then fills (`terminationMessagePolicy: null` is stored as "File"), and is not written
         # back (omitempty); a []byte is written back in canonical base64.

@@ -5,7 +5,6 @@ from __future__ import annotations
 import functools
 import importlib
 import importlib.util
-import logging
 import signal
 import sys
 import threading
@@ -19,6 +18,9 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
+from kube_elevator.flows.console_logs import (
+    console_logs_without_tracebacks as console_logs_without_tracebacks,
+)
 from kube_elevator.tasks.adapters.prefect_server import TemporaryServerTimeout
 from kube_elevator.tasks.core.errors import InputError
 from kube_elevator.tasks.node_group_file import LoadedConfig
@@ -158,35 +160,6 @@ def describe_failure(error: BaseException) -> str:
         text = f"the Kubernetes API answered {error.status} {error.reason or ''}".rstrip()
         return f"{type(error).__name__}: {text}" + (f": {one_line(message)}" if message else "")
     return f"{type(error).__name__}: {one_line(str(error))}"
-
-
-class _WithoutTraceback(logging.Formatter):
-    """A console formatter that prints a log record's message but not its traceback."""
-
-    def __init__(self, inner: logging.Formatter | None) -> None:
-        super().__init__()
-        self.inner = inner or logging.Formatter()
-
-    def format(self, record: logging.LogRecord) -> str:
-        saved = record.exc_info, record.exc_text, record.stack_info
-        record.exc_info, record.exc_text, record.stack_info = None, None, None
-        try:
-            return self.inner.format(record)
-        finally:
-            record.exc_info, record.exc_text, record.stack_info = saved
-
-
-def console_logs_without_tracebacks() -> None:
-    """Prefect logs a failed task or flow run with its traceback; on the console the error
-    line says it all (house rule: no traceback), the Prefect server's run logs keep it."""
-    loggers = [logging.getLogger(), *(logger for logger in logging.root.manager.loggerDict
-                                      .values() if isinstance(logger, logging.Logger))]
-    consoles = (sys.stderr, sys.stdout, sys.__stderr__, sys.__stdout__)
-    for logger in loggers:
-        for handler in logger.handlers:
-            if isinstance(handler, logging.StreamHandler) and handler.stream in consoles \
-                    and not isinstance(handler.formatter, _WithoutTraceback):
-                handler.setFormatter(_WithoutTraceback(handler.formatter))
 
 
 def say_as(command: str) -> Callable[[str], None]:

@@ -58,7 +58,7 @@ if TYPE_CHECKING:
     from prefect.events.schemas.deployment_triggers import DeploymentEventTrigger
     from prefect.runner import Runner
 
-    from kube_elevator.flows.cli.serve_runs import RunCare
+    from kube_elevator.flows.cli.serve_runs import RunCare, SubmissionGuard
     from kube_elevator.flows.cli.stopping import StopDeadline
     from kube_elevator.flows.deployment_runs import DeploymentRuns
     from kube_elevator.flows.leader import LeaderElector
@@ -221,7 +221,11 @@ def serve(
     from kube_elevator.tasks.adapters.blocks import register_block_types
 
     register_block_types()  # the UI's Blocks page offers the cluster and credentials blocks
-    runner = Runner(name="kube-elevator", query_seconds=poll_seconds, limit=None)
+    from kube_elevator.flows.cli.serve_runs import SubmissionGuard
+
+    guard = SubmissionGuard(say_as("serve"))  # no run starts once stopping (issue 40)
+    runner = cast(Runner, guard.runner(name="kube-elevator", query_seconds=poll_seconds,
+                                       limit=None))
     served = LoopHealth(time.monotonic())  # --ticks runs: the runs the server saw end
     scheduled, manual = served_deployments(nodegroups, period, kubeconfig, lease_namespace,
                                            pushgateway, triggered=not in_process)
@@ -269,7 +273,7 @@ def serve(
         loop_runner.run(run_until_signal(runner, grace_seconds, in_process=here,
                                          stopping=stopping, care=care,
                                          care_seconds=max(poll_seconds, CARE_SECONDS),
-                                         mark_seconds=poll_seconds))
+                                         mark_seconds=poll_seconds, guard=guard))
     console.print("serve: stopped", highlight=False)
     stopping.doing = "exiting: Prefect's clients flushing their logs and events"
 
@@ -382,8 +386,8 @@ class InProcessTicks:
 async def run_until_signal(runner: Runner, grace_seconds: float = STOP_GRACE_SECONDS,
                            in_process: InProcessTicks | None = None,
                            stopping: StopDeadline | None = None, care: RunCare | None = None,
-                           care_seconds: float = 2.0, mark_seconds: float | None = None
-                           ) -> None:
+                           care_seconds: float = 2.0, mark_seconds: float | None = None,
+                           guard: SubmissionGuard | None = None) -> None:
     """Run `runner` until SIGTERM or SIGINT, then stop it gently.
 
     Prefect's own SIGTERM handler calls `sys.exit` inside the runner's event loop (3.8.8): the
@@ -391,22 +395,29 @@ async def run_until_signal(runner: Runner, grace_seconds: float = STOP_GRACE_SEC
     starts), give the run in flight `grace_seconds` to finish, cancel it if it has not (it
     ends Cancelled), and let the runner shut down (it pauses the schedules until the next
     start). `stopping` takes SIGTERM and SIGINT: its deadline bounds all of that. The signal
-    itself stops the Runner submitting: a run it had fetched but not yet claimed stays
-    Scheduled for the next serve. `care` looks after the served runs every `care_seconds`
-    until the signal, and marks the Runner's new runs every `mark_seconds`
-    (`flows.cli.serve_runs`).
+    itself stops the Runner submitting (`guard`, installed as the Runner started:
+    `serve_runs.SubmissionGuard`): a run it had fetched but not yet claimed stays Scheduled
+    for the next serve, one claimed meanwhile ends Cancelled, unstarted. A run whose process
+    started but whose flow has not begun (Pending: the process importing) is not waited for:
+    Cancelled and killed at once (`serve_runs.end_not_begun`). `care` looks after the served
+    runs every `care_seconds` until the signal, and marks the Runner's new runs every
+    `mark_seconds` (`flows.cli.serve_runs`).
     """
     from kube_elevator.flows.cli.common import say_as
+    from kube_elevator.flows.cli.serve_runs import SubmissionGuard
     from kube_elevator.flows.cli.stopping import SHUTDOWN_SECONDS, StopDeadline
 
     loop = asyncio.get_running_loop()
     if stopping is None:
         stopping = StopDeadline("serve", grace_seconds + SHUTDOWN_SECONDS, None, say_as("serve"))
+    if guard is None:  # a Runner not made by `SubmissionGuard.runner`: guarded at the signal
+        guard = SubmissionGuard(say_as("serve"))
     signalled = asyncio.Event()
     started = asyncio.ensure_future(runner.start())
     await asyncio.sleep(0)  # Runner.start installs Prefect's SIGTERM handler first: replace it
     def on_signal() -> None:
-        _refuse_new_runs(runner)  # at once, in the handler: not when the loop gets to it
+        assert guard is not None
+        _refuse_new_runs(runner, guard)  # at once, in the handler: not when the loop gets to it
         _call_soon(loop, signalled.set)
 
     stopping.install(on_signal)
@@ -425,7 +436,7 @@ async def run_until_signal(runner: Runner, grace_seconds: float = STOP_GRACE_SEC
     if started.done():
         await started  # the runner ended by itself: raise what it raised
         return
-    _refuse_new_runs(runner)
+    _refuse_new_runs(runner, guard)
     deadline = loop.time() + grace_seconds
     stopping.doing = "waiting for the run in flight"
     if in_process is not None:
@@ -436,8 +447,10 @@ async def run_until_signal(runner: Runner, grace_seconds: float = STOP_GRACE_SEC
             stopping.doing = "pausing the autoscale schedule"
             await asyncio.to_thread(_pause, in_process.deployment_id)
     processes = getattr(runner, "_process_manager", None)
-    while processes is not None and processes.flow_run_ids() and loop.time() < deadline:
-        await asyncio.sleep(0.1)
+    if processes is not None:
+        from kube_elevator.flows.cli.serve_runs import end_not_begun
+
+        await end_not_begun(runner, processes, deadline, stopping)
     if processes is not None and processes.flow_run_ids():
         stopping.doing = "ending the runs still in flight"
         from kube_elevator.flows.cli.serve_runs import cancel_runs
@@ -508,20 +521,12 @@ def _call_soon(loop: asyncio.AbstractEventLoop, callback: Callable[[], None]) ->
         loop.call_soon_threadsafe(callback)
 
 
-def _refuse_new_runs(runner: Runner) -> None:
-    """No run submitted from now on: the poller stops polling, and a run it fetched already is
-    not claimed (Prefect 3.8's Runner: its poller's `stopping` and its state proposer's
-    `propose_pending`, which answers False for "not submitted"). Safe from a signal handler:
-    two attribute assignments."""
-    poller = getattr(runner, "_scheduled_run_poller", None)
-    if poller is not None:
-        poller.stopping = True
-    proposer = getattr(runner, "_state_proposer", None)
-    if proposer is not None and hasattr(proposer, "propose_pending"):
-        async def refused(_flow_run: object) -> bool:
-            return False
-
-        proposer.propose_pending = refused
+def _refuse_new_runs(runner: Runner, guard: SubmissionGuard) -> None:
+    """No run submitted from now on: the poller stops polling, a run it fetched already is
+    not claimed, one whose claim is in flight is not started (`serve_runs.SubmissionGuard`;
+    Prefect 3.8 and 3.9's Runner). Safe from a signal handler: attribute assignments."""
+    guard.stop(runner)
+    guard.install(runner)  # guarded already as it started; this for a Runner made otherwise
 
 
 def _run_care(deployment_ids: list[UUID], served: LoopHealth | None,

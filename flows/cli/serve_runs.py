@@ -6,7 +6,10 @@ own, and, with `--ticks runs`, the ticks the server recorded counted for the hea
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
+import os
+import signal
 from collections.abc import Callable, Collection
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
@@ -15,6 +18,7 @@ from uuid import UUID
 from kube_elevator.tasks.core.process_owner import ProcessMark, mark_of
 
 if TYPE_CHECKING:
+    from kube_elevator.flows.cli.stopping import StopDeadline
     from kube_elevator.flows.served_ticks import ServedTicks
 
 log = logging.getLogger(__name__)
@@ -142,3 +146,167 @@ def cancel_runs(run_ids: Collection[UUID], message: str) -> list[UUID]:
         log.warning("the runs in flight were not cancelled: %s: %s", type(error).__name__,
                     error)
     return cancelled
+
+
+# The message of a run serve ended because it stopped before the run's flow began.
+NOT_BEGUN_MESSAGE = "serve stopped before the run began"
+
+
+class SubmissionGuard:
+    """No run of the Runner's starts once serve is stopping, even one whose claim was in flight.
+
+    Prefect's Runner (3.8 and 3.9: `ScheduledRunPoller._submit_run`, `FlowRunExecutor.submit`)
+    claims a run (`StateProposer.propose_pending`: Scheduled -> Pending), then proposes
+    Submitting (`propose_submitting`), then starts its process. A claim already awaiting the
+    server when the signal came is answered later (the concurrency slot freed by the run that
+    just finished): replacing the method at the signal does not reach that call, and the run
+    started after the signal, its process then killed at the grace (issue 40). So both
+    proposals are wrapped from the Runner's start (`runner`): once `stopping`, a claim is not
+    made (the run stays Scheduled for the next serve), and a proposal the server accepted
+    after the stop began ends its run Cancelled, through orchestration (not `force`: so the
+    deployment's concurrency slot is released), answering False: the Runner starts nothing.
+    """
+
+    def __init__(self, say: Callable[[str], None]) -> None:
+        self.say = say
+        self.stopping = False
+
+    def runner(self, **options: Any) -> Any:
+        """Prefect's `Runner(**options)`, guarded as it enters (its state proposer is made
+        in `Runner.__aenter__`, before its poller's first poll)."""
+        from prefect.runner import Runner
+
+        guard = self
+
+        class GuardedRunner(Runner):
+            async def __aenter__(self) -> Any:
+                entered = await super().__aenter__()
+                guard.install(self)
+                return entered
+
+        return GuardedRunner(**options)
+
+    def install(self, runner: Any) -> bool:
+        """Wrap the proposals of `runner`'s state proposer (once); False when it has none (a
+        Runner whose parts changed: the stop then refuses only the runs not yet claimed)."""
+        proposer = getattr(runner, "_state_proposer", None)
+        if proposer is None or getattr(proposer, "_kube_elevator_guarded", False):
+            return proposer is not None
+        for name, claimed in (("propose_pending", False), ("propose_submitting", True)):
+            original = getattr(proposer, name, None)
+            if original is not None:
+                setattr(proposer, name, self._guarded(original, claimed))
+        proposer._kube_elevator_guarded = True
+        return True
+
+    def stop(self, runner: Any) -> None:
+        """From now on no run is submitted; the poller stops polling. Safe from a signal
+        handler: attribute assignments."""
+        self.stopping = True
+        poller = getattr(runner, "_scheduled_run_poller", None)
+        if poller is not None:
+            poller.stopping = True
+
+    def _guarded(self, original: Callable[..., Any], claimed: bool
+                 ) -> Callable[..., Any]:
+        """`original` (True: go on with the run), refused once stopping. `claimed`: the run is
+        Pending already when it is called (Submitting), so a refusal ends it."""
+        async def guarded(flow_run: Any, *args: Any, **kwargs: Any) -> Any:
+            if self.stopping:
+                if claimed:  # Pending: it holds the slot until ended
+                    await asyncio.to_thread(self._end, flow_run)
+                return False  # not claimed: still Scheduled, for the next serve
+            accepted = await original(flow_run, *args, **kwargs)
+            if accepted and self.stopping:  # the stop began while the server answered
+                await asyncio.to_thread(self._end, flow_run)
+                return False
+            return accepted
+
+        return guarded
+
+    def _end(self, flow_run: Any) -> None:
+        if cancel_runs([flow_run.id], NOT_BEGUN_MESSAGE):
+            self.say(f"flow run '{flow_run.name}' ended Cancelled: {NOT_BEGUN_MESSAGE}")
+
+
+def submitting(runner: Any) -> set[UUID]:
+    """The runs the Runner's poller is submitting or running (Prefect 3.8, 3.9: its
+    `_submitting_flow_run_ids`, held until the run's process exits); none without it."""
+    poller = getattr(runner, "_scheduled_run_poller", None)
+    return set(getattr(poller, "_submitting_flow_run_ids", ()) or ())
+
+
+def not_begun(run_ids: Collection[UUID]) -> list[UUID]:
+    """Those of `run_ids` still Pending: their processes started, their flows not begun (the
+    process importing, 2-10 s on a busy machine). A server that does not answer: none."""
+    from prefect.client.orchestration import get_client
+
+    found = []
+    try:
+        with get_client(sync_client=True) as client:
+            for run_id in run_ids:
+                state = client.read_flow_run(run_id).state
+                if state is not None and state.is_pending():
+                    found.append(run_id)
+    except Exception as error:  # the server is away: they keep their grace
+        log.warning("the runs in flight were not read: %s: %s", type(error).__name__, error)
+    return found
+
+
+async def end_not_begun(runner: Any, processes: Any, deadline: float,
+                        stopping: StopDeadline) -> None:
+    """Until the runs in flight end (or `deadline`): each run's process, as it is seen, whose
+    run is still Pending (its flow not begun: the process importing, which takes 2-10 s on a
+    busy machine) is ended Cancelled, saying why, and killed at once rather than waited for
+    through the grace; a run Running keeps its grace. Also waits for the runs being submitted
+    (their claims in flight: `SubmissionGuard` ends them unstarted).
+
+    The race with the run's process proposing Running as serve proposes Cancelled: Prefect's
+    orchestration does not refuse a Cancelled run's Running (a terminal run may run again:
+    core_policy's HandleFlowTerminalStateTransitions refuses only Cancelling, Paused and
+    Crashed), and Prefect's API has no conditional proposal (Cancelled only if still
+    Pending). So serve freezes the process (SIGSTOP) before it looks: it cannot propose Running
+    from then on. It looks; Running (it began before the freeze): it goes on (SIGCONT) and
+    keeps its grace; Pending: Cancelled, then SIGKILL. Left: a Running sent just before the
+    freeze that the server answers only after serve's look. Before serve's Cancelled, the run
+    is Cancelled from Running and killed as it begins, while it reads (its pod list comes
+    before any change); after it, the run is Running again, and the kill ends it Crashed
+    (Prefect's Runner reports the exit). Either way no tick acts after the signal, and the
+    next serve ticks again: the choice of a stop that never waits for an import."""
+    loop = asyncio.get_running_loop()
+    looked: set[UUID] = set()
+    while loop.time() < deadline:
+        flying = set(processes.flow_run_ids())
+        if not flying and not submitting(runner):
+            return
+        new = flying - looked
+        looked |= new
+        if new:
+            await _end_if_not_begun(processes, new, stopping)
+        await asyncio.sleep(0.1)
+
+
+async def _end_if_not_begun(processes: Any, run_ids: set[UUID],
+                            stopping: StopDeadline) -> None:
+    """Freeze the processes of `run_ids`, end (Cancelled, then killed) those whose runs are
+    Pending, and let the others go on (`end_not_begun`)."""
+    cancelled: list[UUID] = []
+    signal_runs(processes, run_ids, signal.SIGSTOP)
+    try:
+        early = await asyncio.to_thread(not_begun, run_ids)
+        if early:
+            stopping.doing = "ending the runs whose flows had not begun"
+            cancelled = await asyncio.to_thread(cancel_runs, early, NOT_BEGUN_MESSAGE)
+            signal_runs(processes, cancelled, signal.SIGKILL)
+    finally:  # whatever happened (the stop's deadline, too), no process is left frozen
+        signal_runs(processes, run_ids - set(cancelled), signal.SIGCONT)
+        stopping.doing = "waiting for the run in flight"
+
+
+def signal_runs(processes: Any, run_ids: Collection[UUID], signum: signal.Signals) -> None:
+    """`signum` to the processes of `run_ids` (by pid: a process that has exited is skipped)."""
+    for run_id in run_ids:
+        pid = getattr(processes.get(run_id), "pid", None)
+        if isinstance(pid, int):
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, signum)

@@ -30,6 +30,7 @@ from typing import Any, Protocol
 
 import msgspec
 
+from kube_elevator.tasks.adapters import cache_registry
 from kube_elevator.tasks.adapters.kube_watch import ListWatch, PageDecoder
 from kube_elevator.tasks.core.api_objects import OBJECT_DECODER, RawList, RawObject
 from kube_elevator.tasks.core.collector import keep_out_of_collections
@@ -420,20 +421,15 @@ def _budget(item: msgspec.Raw) -> PodDisruptionBudget | None:
 
 
 # The cache this process keeps (`elevator watch`, `elevator serve`), and the kubeconfig it
-# watches: a tick against that cluster reads it instead of listing.
-_PROCESS_CACHE: tuple[str | None, ClusterCache] | None = None
-
-
+# watches: a tick against that cluster reads it instead of listing (held in `cache_registry`).
 def install_process_cache(cache: ClusterCache | None, kubeconfig: str | None = None) -> None:
-    global _PROCESS_CACHE
-    _PROCESS_CACHE = None if cache is None else (kubeconfig, cache)
+    cache_registry.install(cache, kubeconfig)
 
 
 def process_cache(kubeconfig: str | None = None) -> ClusterCache | None:
     """This process's cache of the cluster `kubeconfig` names, if it keeps one."""
-    if _PROCESS_CACHE is None or _PROCESS_CACHE[0] != kubeconfig:
-        return None
-    return _PROCESS_CACHE[1]
+    cache = cache_registry.installed(kubeconfig)
+    return cache if isinstance(cache, ClusterCache) else None
 
 
 __all__ = ["ClusterCache", "KindAge", "install_process_cache", "process_cache"]

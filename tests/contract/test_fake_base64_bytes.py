@@ -1,7 +1,6 @@
 """A `[]byte` field (ConfigMap `binaryData`) is base64 in JSON: the fake refuses a value that is
 not, in the decoder's words, and stores a valid one as a real server does, over HTTP with the
-`kubernetes` client. (The fake serves no Secrets; their `data` is decoded by the same rule,
-tests/unit/test_go_base64.py.)
+`kubernetes` client. (A Secret's `data` is decoded by the same rule: test_fake_secrets.py.)
 
 Sources, re-expressed: encoding/json decode.go literalStore (a []byte is decoded with
 base64.StdEncoding and its error saved as the decode's error), wrapped by k8s.io/apiserver's
@@ -16,7 +15,6 @@ from __future__ import annotations
 
 import base64
 import json
-from collections.abc import Iterator
 from typing import Any
 
 import httpx
@@ -24,22 +22,8 @@ import pytest
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
-from kube_elevator.fakes.kube_api.server import FakeKubeApi
-
 NS = "bytes"
 CONFIGMAP = 'ConfigMap in version "v1" cannot be handled as a ConfigMap: '
-
-
-@pytest.fixture(scope="module")
-def core(api: FakeKubeApi) -> Iterator[client.CoreV1Api]:
-    with api.api_client() as api_client:
-        yield client.CoreV1Api(api_client)
-
-
-@pytest.fixture(scope="module")
-def http(api: FakeKubeApi) -> Iterator[httpx.Client]:
-    with httpx.Client(base_url=api.url, timeout=30) as raw:
-        yield raw
 
 
 def refused(call: Any) -> str:

@@ -22,7 +22,7 @@ pytest.importorskip("celpy")
 
 Obj = dict[str, Any]
 GROUP = "cel.example.com"
-_PLURALS = (f"celthings{i}" for i in itertools.count())
+_PLURALS = (f"celthing{i}s" for i in itertools.count())  # singular: celthing{i}
 SCHEMA_PATH = "spec.versions[0].schema.openAPIV3Schema"
 
 

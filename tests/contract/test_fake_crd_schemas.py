@@ -29,7 +29,7 @@ from kube_elevator.fakes.kube_api.server import FakeKubeApi
 
 Obj = dict[str, Any]
 GROUP = "schema.example.com"
-_PLURALS = (f"things{i}" for i in itertools.count())
+_PLURALS = (f"thing{i}s" for i in itertools.count())  # singular: thing{i}
 
 
 @pytest.fixture(scope="module")

@@ -39,7 +39,10 @@ def crd(plural: str, schema: Any) -> Obj:
     return {"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
             "metadata": {"name": f"{plural}.{GROUP}"},
             "spec": {"group": GROUP, "scope": "Namespaced",
-                     "names": {"plural": plural, "kind": "Shape"}, "versions": [version]}}
+                     # a kind of its own: two CRDs of one group may not share one
+                     # (naming_controller.go KindConflict)
+                     "names": {"plural": plural, "kind": plural.capitalize()},
+                     "versions": [version]}}
 
 
 def _spec(schema: Obj) -> Obj:

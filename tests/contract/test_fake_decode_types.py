@@ -43,15 +43,13 @@ CANNOT = "json: cannot unmarshal"
 
 
 @pytest.fixture(scope="module")
-def dyn(api: FakeKubeApi) -> Iterator[dynamic.DynamicClient]:
+def dyn(api: FakeKubeApi, tmp_path_factory: pytest.TempPathFactory,
+        ) -> Iterator[dynamic.DynamicClient]:
     with api.api_client() as api_client:
-        yield dynamic.DynamicClient(api_client)
-
-
-@pytest.fixture(scope="module")
-def http(api: FakeKubeApi) -> Iterator[httpx.Client]:
-    with httpx.Client(base_url=api.url, timeout=30) as raw:
-        yield raw
+        # its discovery cache in the test's folder, not /tmp/osrcp-<hash>.json (a fake
+        # server's new port each time: one file a run left behind)
+        yield dynamic.DynamicClient(
+            api_client, cache_file=str(tmp_path_factory.mktemp("discovery") / "cache.json"))
 
 
 def pod(name: str, **container: Any) -> Obj:

@@ -258,9 +258,15 @@ def test_install_crd_and_register_custom_resource_store_the_crd(api: FakeKubeApi
                            "status": {"size": 1}}, "default")
     scale = api.get("gadgets/scale", "g", "default")
     assert (scale["spec"], scale["status"]["replicas"]) == ({"replicas": 3}, 1)
-    with pytest.raises(ValueError, match="already served"):
-        api.register_custom_resource("example.net", "v1", "gadgets", "Gadget")
+    # The same plural in another group is another resource (naming_controller.go compares
+    # names within a group): the bare plural is then ambiguous in-process, plural.group is not.
+    api.register_custom_resource("example.net", "v1", "gadgets", "Gadget")
+    with pytest.raises(ValueError, match="ambiguous"):
+        api.list("gadgets")
+    assert api.list("gadgets.example.net") == []
     api.delete("customresourcedefinitions", "gadgets.example.org")
+    assert api.list("gadgets") == []  # example.net's, the one left
+    api.delete("customresourcedefinitions", "gadgets.example.net")
     with pytest.raises(ValueError, match="unknown resource"):
         api.list("gadgets")
 

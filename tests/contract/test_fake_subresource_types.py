@@ -32,9 +32,13 @@ MERGE, JSON_PATCH, STRATEGIC = ("application/merge-patch+json", "application/jso
 
 
 @pytest.fixture(scope="module")
-def dyn(api: FakeKubeApi) -> Iterator[dynamic.DynamicClient]:
+def dyn(api: FakeKubeApi, tmp_path_factory: pytest.TempPathFactory,
+        ) -> Iterator[dynamic.DynamicClient]:
     with api.api_client() as api_client:
-        yield dynamic.DynamicClient(api_client)
+        # its discovery cache in the test's folder, not /tmp/osrcp-<hash>.json (a fake
+        # server's new port each time: one file a run left behind)
+        yield dynamic.DynamicClient(
+            api_client, cache_file=str(tmp_path_factory.mktemp("discovery") / "cache.json"))
 
 
 @pytest.fixture(scope="module")

@@ -19,24 +19,16 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
-from kube_elevator.fakes.kube_api.server import FakeKubeApi
 from kube_elevator.fakes.kube_api.validation.pod_update import POD_UPDATE_FORBIDDEN
 
 Obj = dict[str, Any]
 NS = "diffs"
-
-
-@pytest.fixture(scope="module")
-def core(api: FakeKubeApi) -> Iterator[client.CoreV1Api]:
-    with api.api_client() as api_client:
-        yield client.CoreV1Api(api_client)
 
 
 def refusal(call: Any) -> str:

@@ -6,13 +6,16 @@ Sources, re-expressed: kubernetes pkg/apis/coordination/validation/validation_te
 (TestValidateLeaseSpec), pkg/apis/policy/validation/validation_test.go
 (TestValidatePodDisruptionBudgetSpec, TestValidateUnhealthyPodEvictionPolicyDisruptionBudgetSpec),
 pkg/apis/apps/validation/validation_test.go (TestValidateDeployment,
-TestValidateStatefulSet), pkg/apis/core/validation/validation_test.go (TestValidateConfigMap),
+TestValidateStatefulSet, TestValidateStatefulSetUpdate), pkg/registry/apps/deployment/strategy.go
+(ValidateUpdate's selector rule), pkg/apis/core/validation/validation_test.go (TestValidateConfigMap,
+TestValidateConfigMapUpdate),
 pkg/apis/core/validation/events_test.go (TestValidateEventForCoreV1Events,
 TestValidateEventForNewV1EventsAPI); the registry strategies' PrepareForCreate and
 PrepareForUpdate for status (pkg/registry/core/pod/strategy.go, apps/deployment/strategy.go)."""
 
 from __future__ import annotations
 
+import base64
 import json
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -33,11 +36,17 @@ def api_client(api: FakeKubeApi) -> Iterator[client.ApiClient]:
         yield api_client
 
 
-def refused(call: Callable[[], Any]) -> list[tuple[str, str]]:
+def refused_body(call: Callable[[], Any]) -> str:
+    """The body of a write's 422."""
     with pytest.raises(ApiException) as err:
         call()
     assert err.value.status == 422, err.value.body
-    return [(c["reason"], c["field"]) for c in json.loads(err.value.body)["details"]["causes"]]
+    body: str = err.value.body
+    return body
+
+
+def refused(call: Callable[[], Any]) -> list[tuple[str, str]]:
+    return [(c["reason"], c["field"]) for c in json.loads(refused_body(call))["details"]["causes"]]
 
 
 @pytest.mark.parametrize(("spec", "expected"), [
@@ -113,11 +122,49 @@ def test_workloads(api_client: client.ApiClient) -> None:
     no_image["spec"]["template"]["spec"]["containers"] = [{"name": "c", "image": ""}]
     assert refused(lambda: apps.create_namespaced_deployment(NS, no_image)) == [
         ("FieldValueRequired", "spec.template.spec.containers[0].image")]
+    late = workload("late", {"app": "late"})
+    late["spec"].update(minReadySeconds=10, progressDeadlineSeconds=10)
+    assert json.loads(refused_body(lambda: apps.create_namespaced_deployment(NS, late)))[
+        "message"] == ('Deployment.apps "late" is invalid: spec.progressDeadlineSeconds: '
+                       "Invalid value: 10: must be greater than minReadySeconds")
     with pytest.raises(ApiException) as err:
         apps.create_namespaced_deployment(NS, workload("mismatch", {"app": "other"}))
     assert json.loads(err.value.body)["message"] == (
         'Deployment.apps "mismatch" is invalid: spec.template.metadata.labels: Invalid value: '
         'map[string]string{"app":"other"}: `selector` does not match template `labels`')
+
+
+def test_workload_updates(api_client: client.ApiClient) -> None:
+    """What an apps/v1 update may change: a Deployment's (and ReplicaSet's) selector never
+    (deployment/strategy.go ValidateUpdate, ValidateImmutableField; the message as `kubectl
+    apply` shows it after a chart renames a label), a StatefulSet's spec only in the fields
+    ValidateStatefulSetUpdate lists (TestValidateStatefulSetUpdate)."""
+    apps = client.AppsV1Api(api_client)
+    apps.create_namespaced_deployment(NS, workload("moving", {"app": "moving"}))
+    moved = workload("moving", {"app": "moving", "v": "2"})
+    moved["spec"]["selector"] = {"matchLabels": {"v": "2", "app": "moving"}}
+    with pytest.raises(ApiException) as err:
+        apps.replace_namespaced_deployment("moving", NS, moved)
+    assert err.value.status == 422
+    assert json.loads(err.value.body)["message"] == (
+        'Deployment.apps "moving" is invalid: spec.selector: Invalid value: '
+        'v1.LabelSelector{MatchLabels:map[string]string{"app":"moving", "v":"2"}, '
+        "MatchExpressions:[]v1.LabelSelectorRequirement(nil)}: field is immutable")
+    apps.patch_namespaced_deployment("moving", NS, {"spec": {"replicas": 3}})  # the rest may
+    apps.create_namespaced_replica_set(NS, workload("rs-moving", {"app": "rs-moving"}))
+    assert refused(lambda: apps.patch_namespaced_replica_set("rs-moving", NS, {"spec": {
+        "selector": {"matchExpressions": [{"key": "app", "operator": "Exists"}]}}})) == [
+        ("FieldValueInvalid", "spec.selector")]
+
+    apps.create_namespaced_stateful_set(NS, workload("db", {"app": "db"}))
+    apps.patch_namespaced_stateful_set("db", NS, {"spec": {"replicas": 2, "minReadySeconds": 5}})
+    with pytest.raises(ApiException) as err:
+        apps.patch_namespaced_stateful_set("db", NS, {"spec": {"serviceName": "other"}})
+    assert json.loads(err.value.body)["message"] == (
+        'StatefulSet.apps "db" is invalid: spec: Forbidden: updates to statefulset spec for '
+        "fields other than 'replicas', 'ordinals', 'template', 'updateStrategy', "
+        "'revisionHistoryLimit', 'persistentVolumeClaimRetentionPolicy' and 'minReadySeconds' "
+        "are forbidden")
 
 
 def test_config_map_keys(api_client: client.ApiClient) -> None:
@@ -128,6 +175,42 @@ def test_config_map_keys(api_client: client.ApiClient) -> None:
     assert refused(lambda: core.create_namespaced_config_map(NS, {
         "metadata": {"name": "cm-bad"}, "data": {"b*d": "", "..bad": ""}})) == [
         ("FieldValueInvalid", "data[b*d]"), ("FieldValueInvalid", "data[..bad]")]
+
+
+def test_config_map_duplicate_keys_and_size(api_client: client.ApiClient) -> None:
+    """ValidateConfigMap: a key in both maps is reported on `data`; 1 MiB of data and binary
+    data in all, reported on the path `field.NewPath("")` prints (`[]`)."""
+    core = client.CoreV1Api(api_client)
+    status = json.loads(refused_body(lambda: core.create_namespaced_config_map(NS, {
+        "metadata": {"name": "cm-dup"}, "data": {"k": "text"}, "binaryData": {"k": "AA=="}})))
+    assert status["details"]["causes"] == [{
+        "reason": "FieldValueInvalid", "field": "data[k]",
+        "message": 'Invalid value: "k": duplicate of key present in binaryData'}]
+    half = 512 * 1024
+    core.create_namespaced_config_map(NS, {"metadata": {"name": "cm-full"}, "data": {
+        "a": "x" * half}, "binaryData": {"b": base64.b64encode(b"\0" * half).decode()}})
+    status = json.loads(refused_body(lambda: core.create_namespaced_config_map(NS, {
+        "metadata": {"name": "cm-over"}, "data": {"a": "x" * half},
+        "binaryData": {"b": base64.b64encode(b"\0" * (half + 1)).decode()}})))
+    assert status["message"] == ('ConfigMap "cm-over" is invalid: []: Too long: may not be more '
+                                 "than 1048576 bytes")
+
+
+def test_an_immutable_config_map_keeps_its_data(api_client: client.ApiClient) -> None:
+    """ValidateConfigMapUpdate (validation_test.go TestValidateConfigMapUpdate's immutable
+    cases): data, binaryData and `immutable` itself are fixed once it is true; metadata is not."""
+    core = client.CoreV1Api(api_client)
+    core.create_namespaced_config_map(NS, {"metadata": {"name": "cm-frozen"}, "immutable": True,
+                                           "data": {"a": "1"}})
+    core.patch_namespaced_config_map("cm-frozen", NS, {"metadata": {"labels": {"may": "change"}}})
+    assert refused(lambda: core.patch_namespaced_config_map(
+        "cm-frozen", NS, {"data": {"a": "2"}, "binaryData": {"b": "AA=="}})) == [
+        ("FieldValueForbidden", "data"), ("FieldValueForbidden", "binaryData")]
+    status = json.loads(refused_body(lambda: core.patch_namespaced_config_map(
+        "cm-frozen", NS, {"immutable": False})))
+    assert status["message"] == ('ConfigMap "cm-frozen" is invalid: immutable: Forbidden: field '
+                                 "is immutable when `immutable` is set")
+    assert core.read_namespaced_config_map("cm-frozen", NS).data == {"a": "1"}
 
 
 def test_events_validation_depends_on_the_group(api_client: client.ApiClient) -> None:

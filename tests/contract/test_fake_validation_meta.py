@@ -10,7 +10,6 @@ staging/src/k8s.io/apimachinery/pkg/api/validation/objectmeta_test.go
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -48,12 +47,6 @@ LABEL_VALUE_BAD = ["nospecialchars%^=@", "Tama-nui-te-rā.is.Māori.sun", "\\bac
 PORT_NAME_GOOD = ["telnet", "re-mail-ck", "pop3", "a", "a-1", "1-a", "a-1-b-2-c", "1-a-2-b-3"]
 PORT_NAME_BAD = ["longerthan15characters", "", "a" * 16, "12345", "1-2-3-4", "-begin", "end-",
                  "two--hyphens", "whois++"]
-
-
-@pytest.fixture(scope="module")
-def core(api: FakeKubeApi) -> Iterator[client.CoreV1Api]:
-    with api.api_client() as api_client:
-        yield client.CoreV1Api(api_client)
 
 
 def config_map(name: str, **metadata: Any) -> Obj:
@@ -182,7 +175,7 @@ def test_annotations_keys_and_total_size(core: client.CoreV1Api) -> None:
             "a": "x" * (256 * 1024)}))
     body = refusal(err.value)
     assert body["details"]["causes"] == [{"reason": "FieldValueTooLong",
-                                          "message": "Too long: must have at most 262144 bytes",
+                                          "message": "Too long: may not be more than 262144 bytes",
                                           "field": "metadata.annotations"}]
     with pytest.raises(ApiException) as err:
         core.create_namespaced_config_map(NS, config_map("bad-key", annotations={

@@ -31,9 +31,13 @@ MERGE = "application/merge-patch+json"
 
 
 @pytest.fixture(scope="module")
-def dyn(api: FakeKubeApi) -> Iterator[dynamic.DynamicClient]:
+def dyn(api: FakeKubeApi, tmp_path_factory: pytest.TempPathFactory,
+        ) -> Iterator[dynamic.DynamicClient]:
     with api.api_client() as api_client:
-        yield dynamic.DynamicClient(api_client)
+        # its discovery cache in the test's folder, not /tmp/osrcp-<hash>.json (a fake
+        # server's new port each time: one file a run left behind)
+        yield dynamic.DynamicClient(
+            api_client, cache_file=str(tmp_path_factory.mktemp("discovery") / "cache.json"))
 
 
 def resource(dyn: dynamic.DynamicClient, kind: str) -> Any:
@@ -262,10 +266,10 @@ def test_persistent_volume_claim_update(dyn: dynamic.DynamicClient) -> None:
         "creation except resources.requests and volumeAttributesClassName for bound claims")
 
 
-def test_the_switch_stores_a_volume_without_a_source() -> None:
+def test_the_switch_stores_a_volume_without_a_source(tmp_path: Path) -> None:
     with FakeKubeApi(validation=False) as bare, bare.api_client() as api_client:
-        volumes = dynamic.DynamicClient(api_client).resources.get(api_version="v1",
-                                                                  kind="PersistentVolume")
+        dyn = dynamic.DynamicClient(api_client, cache_file=str(tmp_path / "discovery.json"))
+        volumes = dyn.resources.get(api_version="v1", kind="PersistentVolume")
         volumes.create(body={"metadata": {"name": "bare"}, "spec": {}})
 
 

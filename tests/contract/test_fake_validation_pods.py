@@ -9,7 +9,6 @@ and TestValidatePodUpdate); each case's id names the test it comes from."""
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -21,12 +20,6 @@ from kube_elevator.fakes.kube_api.validation.pod_update import POD_UPDATE_FORBID
 
 Obj = dict[str, Any]
 NS = "pods"
-
-
-@pytest.fixture(scope="module")
-def core(api: FakeKubeApi) -> Iterator[client.CoreV1Api]:
-    with api.api_client() as api_client:
-        yield client.CoreV1Api(api_client)
 
 
 def pod(name: str, containers: list[Obj] | None = None, **spec: Any) -> Obj:

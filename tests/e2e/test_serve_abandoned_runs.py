@@ -146,6 +146,39 @@ def crashed_saying_why(state: Any) -> bool:
         state.message or "")
 
 
+# --- the restart tests' setup (here and tests/e2e/test_serve_first_tick.py) --------------------
+
+
+def left_on(server: PrefectServer, cluster: BurstCluster, owner: str,
+            interval: float = INTERVAL_SECONDS, claim_seconds: float = 60) -> tuple[UUID, UUID]:
+    """`leave_a_pending_run` on `server`: the left run's and the deployment's ids."""
+    from prefect.settings import PREFECT_API_URL, temporary_settings
+
+    with temporary_settings({PREFECT_API_URL: server.api_url}):
+        left = leave_a_pending_run(str(cluster.nodegroups), str(cluster.kubeconfig), interval,
+                                   owner, claim_seconds)
+    return UUID(left["run"]), UUID(left["deployment"])
+
+
+def left_in_a_process(cluster: BurstCluster, env: dict[str, str], owner: str) -> dict[str, str]:
+    """`leave_a_pending_run` in a process of its own, on `env`'s server (none: PREFECT_HOME's
+    temporary one, as serve will find it): the left run's and the deployment's ids."""
+    left = subprocess.run(
+        [sys.executable, "-c", LEAVE_IN_A_PROCESS, str(cluster.nodegroups),
+         str(cluster.kubeconfig), str(INTERVAL_SECONDS), owner],
+        env=env, cwd=ROOT, capture_output=True, text=True,
+        timeout=scaled(SERVE_START_SECONDS), check=False)
+    assert left.returncode == 0, left.stdout + left.stderr
+    return dict(json.loads(left.stdout.strip().splitlines()[-1]))
+
+
+def restarted_serve(cluster: BurstCluster, ticks: str, env: dict[str, str], log: Path,
+                    *options: str) -> contextlib.AbstractContextManager[Child]:
+    """`elevator serve` started again (a session of its own), its group stopped at the end."""
+    return group_stopped(Child(serve_command(cluster, ticks, *options), env, log,
+                               new_session=True))
+
+
 # --- at the next start -------------------------------------------------------------------------
 
 
@@ -160,15 +193,10 @@ def test_a_pending_run_a_killed_serve_left_is_crashed_at_the_next_start(
     cluster = BurstCluster(fake_kube, fake_aws, tmp_path)
     with prefect_server(kind, request) as server:
         assert server is not None
-        from prefect.settings import PREFECT_API_URL, temporary_settings
-
-        with temporary_settings({PREFECT_API_URL: server.api_url}):
-            left = leave_a_pending_run(str(cluster.nodegroups), str(cluster.kubeconfig),
-                                       INTERVAL_SECONDS, dead_process_mark())
-        run_id, deployment_id = UUID(left["run"]), UUID(left["deployment"])
+        run_id, deployment_id = left_on(server, cluster, dead_process_mark())
         started = datetime.now(UTC)
-        with group_stopped(Child(serve_command(cluster, ticks), server.env(**fake_aws.env()),
-                                 tmp_path / "serve.log", new_session=True)) as serve:
+        with restarted_serve(cluster, ticks, server.env(**fake_aws.env()),
+                             tmp_path / "serve.log") as serve:
             serve.wait_for("serving autoscale/autoscale", SERVE_START_SECONDS)
             wait_until(lambda: crashed_saying_why(state_of(server, run_id)), 30,
                        "the left run to end Crashed")
@@ -191,16 +219,8 @@ def test_on_the_temporary_server_the_left_run_is_crashed_at_the_next_start(
     the next serve's temporary server has it, and ticks again."""
     cluster = BurstCluster(fake_kube, fake_aws, tmp_path)
     env = temporary_server_env(tmp_path / "prefect-home", **fake_aws.env())
-    left = subprocess.run(
-        [sys.executable, "-c", LEAVE_IN_A_PROCESS, str(cluster.nodegroups),
-         str(cluster.kubeconfig), str(INTERVAL_SECONDS), dead_process_mark()],
-        env=env, cwd=ROOT, capture_output=True, text=True, timeout=SERVE_START_SECONDS,
-        check=False)
-    assert left.returncode == 0, left.stdout + left.stderr
-    run_name_known = json.loads(left.stdout.strip().splitlines()[-1])["run"]
-    assert run_name_known
-    with group_stopped(Child(serve_command(cluster, "in-process"), env,
-                             tmp_path / "serve.log", new_session=True)) as serve:
+    assert left_in_a_process(cluster, env, dead_process_mark())["run"]
+    with restarted_serve(cluster, "in-process", env, tmp_path / "serve.log") as serve:
         serve.wait_for("ended Crashed: its process", SERVE_START_SECONDS)
         crashed_at = time.monotonic()
         serve.wait_for("tick (leading): batch: ", INTERVAL_SECONDS + RUN_START_SLACK_SECONDS)
@@ -318,12 +338,8 @@ def test_a_pending_run_left_while_serving_is_crashed_and_ticks_go_on(
                           f"{interval:g}s"),
             server.env(**fake_aws.env()), tmp_path / "serve.log", new_session=True)) as serve:
         serve.wait_for("serving autoscale/autoscale", SERVE_START_SECONDS)
-        from prefect.settings import PREFECT_API_URL, temporary_settings
-
-        with temporary_settings({PREFECT_API_URL: server.api_url}):
-            left = leave_a_pending_run(str(cluster.nodegroups), str(cluster.kubeconfig),
-                                       interval, dead_process_mark(), claim_seconds=180)
-        run_id, deployment_id = UUID(left["run"]), UUID(left["deployment"])
+        run_id, deployment_id = left_on(server, cluster, dead_process_mark(), interval,
+                                        claim_seconds=180)
         wait_until(lambda: crashed_saying_why(state_of(server, run_id)), 30,
                    "the left run to end Crashed")
         crashed = datetime.now(UTC)
@@ -354,15 +370,9 @@ def test_health_fails_when_ticks_are_due_but_every_run_is_cancelled(
 
     cluster = BurstCluster(fake_kube, fake_aws, tmp_path)
     with PrefectServer() as server:
-        from prefect.settings import PREFECT_API_URL, temporary_settings
-
-        with temporary_settings({PREFECT_API_URL: server.api_url}):
-            left = leave_a_pending_run(str(cluster.nodegroups), str(cluster.kubeconfig),
-                                       INTERVAL_SECONDS, str(mark_of()))
-        deployment_id = UUID(left["deployment"])
-        with group_stopped(Child(serve_command(cluster, ticks, "--max-inactivity", "15s"),
-                                 server.env(**fake_aws.env()), tmp_path / "serve.log",
-                                 new_session=True)) as serve:
+        run_id, deployment_id = left_on(server, cluster, str(mark_of()))
+        with restarted_serve(cluster, ticks, server.env(**fake_aws.env()),
+                             tmp_path / "serve.log", "--max-inactivity", "15s") as serve:
             url = f"{health_url(serve)}/health-check"
             serve.wait_for("serving autoscale/autoscale", SERVE_START_SECONDS)
             cancelled = wait_until(lambda: [
@@ -378,7 +388,7 @@ def test_health_fails_when_ticks_are_due_but_every_run_is_cancelled(
             assert "no tick finished" in body, body
             assert fetch(ready) == (503, "not ready: no tick has completed since the start\n")
             assert cancelled
-            assert state_of(server, UUID(left["run"])).is_pending()  # its owner lives
+            assert state_of(server, run_id).is_pending()  # its owner lives
             os.killpg(serve.process.pid, signal.SIGTERM)
             assert serve.process.wait(timeout=scaled(60)) == 0, serve.output()[-3000:]
 
@@ -394,14 +404,22 @@ def descendants(pid: int) -> list[psutil.Process]:
 
 def claimed_after(server: PrefectServer, deployment_ids: list[UUID],
                   moment: datetime) -> list[str]:
-    """The runs of the deployments that went Pending after `moment`."""
+    """The runs of the deployments that went Pending after `moment`, but for those serve
+    ended unstarted (a claim in flight at the signal, which the server accepted after it:
+    Cancelled, never Running; `flows.cli.serve_runs.SubmissionGuard`)."""
     from prefect.client.schemas.filters import DeploymentFilter, DeploymentFilterId
+
+    from kube_elevator.flows.cli.serve_runs import NOT_BEGUN_MESSAGE
 
     found = []
     with on(server) as client:
         for run in client.read_flow_runs(deployment_filter=DeploymentFilter(
                 id=DeploymentFilterId(any_=deployment_ids))):
-            for state in client.read_flow_run_states(run.id):
+            states = client.read_flow_run_states(run.id)
+            if states and states[-1].message == NOT_BEGUN_MESSAGE and not any(
+                    state.is_running() for state in states):
+                continue
+            for state in states:
                 # The claim (Pending), not the Runner's Submitting after a claim made before.
                 if state.name == "Pending" and state.timestamp > moment:
                     found.append(f"{run.name} {state.name} at {state.timestamp}")

@@ -13,8 +13,6 @@ from __future__ import annotations
 
 import os
 import signal
-import subprocess
-import sys
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -23,17 +21,18 @@ from uuid import UUID
 import pytest
 
 from benchmarks.deadlines import scaled
-from benchmarks.event_latency import ROOT, BurstCluster, Child, fetch, health_url, wait_until
+from benchmarks.event_latency import BurstCluster, Child, fetch, health_url, wait_until
 from kube_elevator.fakes.aws import FakeAws
 from kube_elevator.fakes.kube_api.server import FakeKubeApi
 from tests.e2e.test_serve_abandoned_runs import (
     INTERVAL_SECONDS,
-    LEAVE_IN_A_PROCESS,
     SERVE_START_SECONDS,
     crashed_saying_why,
     dead_process_mark,
-    leave_a_pending_run,
+    left_in_a_process,
+    left_on,
     on,
+    restarted_serve,
     serve_command,
     state_of,
 )
@@ -84,14 +83,9 @@ def test_the_first_tick_after_a_restart_that_ended_a_left_run_is_within_an_inter
     cluster = BurstCluster(fake_kube, fake_aws, tmp_path)
     with prefect_server(kind, request) as server:
         assert server is not None
-        from prefect.settings import PREFECT_API_URL, temporary_settings
-
-        with temporary_settings({PREFECT_API_URL: server.api_url}):
-            left = leave_a_pending_run(str(cluster.nodegroups), str(cluster.kubeconfig),
-                                       INTERVAL_SECONDS, dead_process_mark())
-        run_id, deployment_id = UUID(left["run"]), UUID(left["deployment"])
-        with group_stopped(Child(serve_command(cluster, ticks), server.env(**fake_aws.env()),
-                                 tmp_path / "serve.log", new_session=True)) as serve:
+        run_id, deployment_id = left_on(server, cluster, dead_process_mark())
+        with restarted_serve(cluster, ticks, server.env(**fake_aws.env()),
+                             tmp_path / "serve.log") as serve:
             serve.wait_for("serving autoscale/autoscale", scaled(SERVE_START_SECONDS))
             ended = wait_until(lambda: crashed_saying_why(state := state_of(server, run_id))
                                and state, scaled(30), "the left run to end Crashed")
@@ -139,21 +133,12 @@ def test_health_fails_when_ticks_are_due_and_none_completes_on_every_server_kind
     with prefect_server(kind, request) as server:
         if server is None:  # PREFECT_HOME's database, left by another process, as serve finds it
             env = temporary_server_env(tmp_path / "prefect-home", **fake_aws.env())
-            left_by = subprocess.run(
-                [sys.executable, "-c", LEAVE_IN_A_PROCESS, str(cluster.nodegroups),
-                 str(cluster.kubeconfig), str(INTERVAL_SECONDS), str(mark_of())],
-                env=env, cwd=ROOT, capture_output=True, text=True,
-                timeout=scaled(SERVE_START_SECONDS), check=False)
-            assert left_by.returncode == 0, left_by.stdout + left_by.stderr
+            left_in_a_process(cluster, env, str(mark_of()))
         else:
             env = server.env(**fake_aws.env())
-            from prefect.settings import PREFECT_API_URL, temporary_settings
-
-            with temporary_settings({PREFECT_API_URL: server.api_url}):
-                left = leave_a_pending_run(str(cluster.nodegroups), str(cluster.kubeconfig),
-                                           INTERVAL_SECONDS, str(mark_of()))
-        with group_stopped(Child(serve_command(cluster, ticks, "--max-inactivity", "15s"),
-                                 env, tmp_path / "serve.log", new_session=True)) as serve:
+            run_id, _ = left_on(server, cluster, str(mark_of()))
+        with restarted_serve(cluster, ticks, env, tmp_path / "serve.log",
+                             "--max-inactivity", "15s") as serve:
             serve.wait_for("serving autoscale/autoscale", scaled(SERVE_START_SECONDS))
             url = health_url(serve)
             not_ready = (503, "not ready: no tick has completed since the start\n")
@@ -163,7 +148,7 @@ def test_health_fails_when_ticks_are_due_and_none_completes_on_every_server_kind
             assert fetch(f"{url}/ready") == not_ready
             assert "ended Crashed" not in serve.output()  # its owner lives
             if server is not None:
-                assert state_of(server, UUID(left["run"])).is_pending()
+                assert state_of(server, run_id).is_pending()
             os.killpg(serve.process.pid, signal.SIGTERM)
             assert serve.process.wait(timeout=scaled(60)) == 0, serve.output()[-3000:]
 

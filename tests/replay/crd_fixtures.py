@@ -41,9 +41,9 @@ def noxu_crd(versions: list[Obj], group: str = NOXU_GROUP) -> Obj:
     return body
 
 
-# The groups the table's CRDs use. Upstream gives two groups CRDs of one plural; the fake keys
-# custom resources by plural alone (one case of its own, a strict xfail), so a case first
-# deletes the CRDs of its plural in every group.
+# The groups the table's CRDs use. Upstream gives two groups CRDs of one plural (the fake serves
+# both, as TestFieldValidation/setupCRD twice checks); a case first deletes the CRDs of its
+# plural in every group, so it starts from upstream's state whatever ran before it.
 GROUPS = ("mygroup.example.com", "schema.example.com", "schemaless.example.com",
           "tests.example.com", "first.example.com", "second.example.com")
 

@@ -2,7 +2,8 @@
 (kubernetes pkg/apis/*/validation, apimachinery's object-meta and name checks).  One module per
 concern: `field` (the errors and the Status), `names` (the formats), `meta` (ObjectMeta),
 `meta_update` (what an update may do to metadata), `pods` (pod specs), `pod_update` (what a
-Pod update may change), `nodes`, `volumes` (PersistentVolumes and claims), `kinds` (the rest).
+Pod update may change), `nodes`, `volumes` (PersistentVolumes and claims), `secrets`,
+`workload_update` (what an apps/v1 update may change), `kinds` (the rest).
 Custom resources and CustomResourceDefinitions are apiextensions' (`fakes/kube_api/crds.py`)."""
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from kube_elevator.fakes.kube_api.validation.ephemeral import (
 from kube_elevator.fakes.kube_api.validation.field import FieldError, InvalidObject
 from kube_elevator.fakes.kube_api.validation.kinds import (
     configmap_errors,
+    configmap_update_errors,
     events_v1_errors,
     lease_errors,
     pdb_errors,
@@ -31,11 +33,16 @@ from kube_elevator.fakes.kube_api.validation.meta_update import meta_update_erro
 from kube_elevator.fakes.kube_api.validation.nodes import node_errors, node_update_errors
 from kube_elevator.fakes.kube_api.validation.pod_update import pod_update_errors
 from kube_elevator.fakes.kube_api.validation.pods import MalformedQuantity, pod_spec_errors
+from kube_elevator.fakes.kube_api.validation.secrets import secret_errors, secret_update_errors
 from kube_elevator.fakes.kube_api.validation.volumes import (
     pv_errors,
     pv_update_errors,
     pvc_errors,
     pvc_update_errors,
+)
+from kube_elevator.fakes.kube_api.validation.workload_update import (
+    selector_update_errors,
+    statefulset_update_errors,
 )
 
 
@@ -53,6 +60,7 @@ SPEC_CHECKS: dict[str, Callable[[Obj], list[FieldError]]] = {
     "replicasets": lambda obj: workload_errors("ReplicaSet", obj),
     "statefulsets": lambda obj: workload_errors("StatefulSet", obj),
     "configmaps": configmap_errors,
+    "secrets": secret_errors,
     "namespaces": _none,
     "persistentvolumes": pv_errors,
     "persistentvolumeclaims": pvc_errors,
@@ -66,6 +74,11 @@ UPDATE_CHECKS: dict[str, Callable[[Obj, Obj], list[FieldError]]] = {
     "nodes": node_update_errors,
     "persistentvolumes": pv_update_errors,
     "persistentvolumeclaims": pvc_update_errors,
+    "secrets": secret_update_errors,
+    "configmaps": configmap_update_errors,
+    "deployments": selector_update_errors,
+    "replicasets": selector_update_errors,
+    "statefulsets": statefulset_update_errors,
 }
 # The kinds whose status is validated too (ValidateNodeResources), so a status write is
 # checked again.

@@ -88,7 +88,9 @@ def forbidden(path: str, detail: str) -> FieldError:
 
 
 def too_long(path: str, max_bytes: int) -> FieldError:
-    return FieldError("FieldValueTooLong", path, "", f"must have at most {max_bytes} bytes")
+    """field.TooLong as apimachinery v0.32 (Kubernetes 1.32, the version the fake reports) words
+    it; 1.31 said `must have at most N bytes`."""
+    return FieldError("FieldValueTooLong", path, "", f"may not be more than {max_bytes} bytes")
 
 
 def aggregate_message(errors: list[FieldError]) -> str:

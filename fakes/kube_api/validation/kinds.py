@@ -9,6 +9,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from kube_elevator.fakes.kube_api.go_base64 import Base64Error, go_base64_decode
 from kube_elevator.fakes.kube_api.resources import Obj
 from kube_elevator.fakes.kube_api.validation.field import (
     FieldError,
@@ -17,6 +18,7 @@ from kube_elevator.fakes.kube_api.validation.field import (
     invalid,
     not_supported,
     required,
+    too_long,
 )
 from kube_elevator.fakes.kube_api.validation.meta import labels_errors
 from kube_elevator.fakes.kube_api.validation.pods import (
@@ -36,6 +38,8 @@ _UNHEALTHY_POLICIES = ("AlwaysAllow", "IfHealthyBudget")
 _SELECTOR_OPERATORS = ("In", "NotIn", "Exists", "DoesNotExist")
 _CONFIG_KEY_FMT = "[-._a-zA-Z0-9]+"
 _CONFIG_KEY = re.compile(_CONFIG_KEY_FMT)
+MAX_DATA_BYTES = 1024 * 1024  # core.MaxSecretSize, a ConfigMap's limit too
+IMMUTABLE_WHEN_SET = "field is immutable when `immutable` is set"
 
 
 def _dict(value: Any) -> dict[str, Any]:
@@ -48,28 +52,66 @@ def _nonnegative(value: Any, path: str) -> list[FieldError]:
     return []
 
 
+def config_key_errors(path: str, key: str) -> list[FieldError]:
+    """IsConfigMapKey (apimachinery util/validation): a ConfigMap's or a Secret's data key."""
+    errors: list[FieldError] = []
+    if len(key.encode()) > 253:
+        errors.append(invalid(path, key, max_len_error(253)))
+    if not _CONFIG_KEY.fullmatch(key) or not key.isascii():
+        errors.append(invalid(path, key, regex_error(
+            "a valid config key must consist of alphanumeric characters, '-', '_' or "
+            "'.'", _CONFIG_KEY_FMT, "key.name", "KEY_NAME", "key-name")))
+    if key == ".":
+        errors.append(invalid(path, key, "must not be '.'"))
+    elif key == "..":
+        errors.append(invalid(path, key, "must not be '..'"))
+    elif key.startswith(".."):
+        errors.append(invalid(path, key, "must not start with '..'"))
+    return errors
+
+
 def configmap_errors(configmap: Obj) -> list[FieldError]:
-    """ValidateConfigMap: keys are config keys (IsConfigMapKey), in one of the two maps."""
+    """ValidateConfigMap: keys are config keys (IsConfigMapKey), a key of `data` not also in
+    `binaryData` (reported on `data`), and 1 MiB in all (core.MaxSecretSize; the error's
+    field is `field.NewPath("")`, which prints as `[]`)."""
     errors: list[FieldError] = []
     data, binary = _dict(configmap.get("data")), _dict(configmap.get("binaryData"))
-    for bag, keys in (("data", data), ("binaryData", binary)):
-        for key in keys:
-            at = f"{bag}[{key}]"
-            if len(key.encode()) > 253:
-                errors.append(invalid(at, key, max_len_error(253)))
-            if not _CONFIG_KEY.fullmatch(key) or not key.isascii():
-                errors.append(invalid(at, key, regex_error(
-                    "a valid config key must consist of alphanumeric characters, '-', '_' or "
-                    "'.'", _CONFIG_KEY_FMT, "key.name", "KEY_NAME", "key-name")))
-            if key == ".":
-                errors.append(invalid(at, key, "must not be '.'"))
-            elif key == "..":
-                errors.append(invalid(at, key, "must not be '..'"))
-            elif key.startswith(".."):
-                errors.append(invalid(at, key, "must not start with '..'"))
-            if bag == "binaryData" and key in data:
-                errors.append(invalid(at, key, "duplicate of key present in data"))
+    total_bytes = 0
+    for key, value in data.items():
+        errors += config_key_errors(f"data[{key}]", key)
+        if key in binary:
+            errors.append(invalid(f"data[{key}]", key, "duplicate of key present in binaryData"))
+        total_bytes += len(value.encode()) if isinstance(value, str) else 0
+    for key, value in binary.items():
+        errors += config_key_errors(f"binaryData[{key}]", key)
+        total_bytes += len(decoded_bytes(value))
+    if total_bytes > MAX_DATA_BYTES:
+        errors.append(too_long("[]", MAX_DATA_BYTES))
     return errors
+
+
+def configmap_update_errors(old: Obj, new: Obj) -> list[FieldError]:
+    """ValidateConfigMapUpdate: once `immutable: true`, `immutable`, `data` and `binaryData`
+    stay as they are."""
+    if old.get("immutable") is not True:
+        return []
+    errors: list[FieldError] = []
+    if new.get("immutable") is not True:
+        errors.append(forbidden("immutable", IMMUTABLE_WHEN_SET))
+    for bag in ("data", "binaryData"):
+        if _dict(new.get(bag)) != _dict(old.get(bag)):
+            errors.append(forbidden(bag, IMMUTABLE_WHEN_SET))
+    return errors
+
+
+def decoded_bytes(text: Any) -> bytes:
+    """A `[]byte` value's bytes (one that does not decode was refused before validation)."""
+    if not isinstance(text, str):
+        return b""
+    try:
+        return go_base64_decode(text)
+    except Base64Error:
+        return text.encode()
 
 
 def events_v1_errors(event: Obj) -> list[FieldError]:
@@ -205,6 +247,12 @@ def workload_errors(kind: str, obj: Obj) -> list[FieldError]:
     errors.extend(_nonnegative(spec.get("minReadySeconds"), "spec.minReadySeconds"))
     errors.extend(_nonnegative(spec.get("revisionHistoryLimit"), "spec.revisionHistoryLimit"))
     if kind == "Deployment":
+        deadline, ready = spec.get("progressDeadlineSeconds"), spec.get("minReadySeconds") or 0
+        if isinstance(deadline, int) and not isinstance(deadline, bool):
+            errors.extend(_nonnegative(deadline, "spec.progressDeadlineSeconds"))
+            if isinstance(ready, int) and deadline <= ready:  # ValidateDeploymentSpec
+                errors.append(invalid("spec.progressDeadlineSeconds", deadline,
+                                      "must be greater than minReadySeconds"))
         strategy = _dict(spec.get("strategy"))
         kind_of = strategy.get("type")
         if kind_of not in ("Recreate", "RollingUpdate"):
@@ -235,5 +283,7 @@ def workload_errors(kind: str, obj: Obj) -> list[FieldError]:
     return errors
 
 
-__all__ = ["configmap_errors", "events_v1_errors", "label_selector_errors", "lease_errors",
+__all__ = ["MAX_DATA_BYTES", "config_key_errors", "configmap_errors", "configmap_update_errors",
+           "decoded_bytes", "events_v1_errors", "label_selector_errors",
+           "lease_errors",
            "pdb_errors", "workload_errors"]

@@ -1,0 +1,210 @@
+"""Issue 40, "no run submitted after the signal, exit within the grace", for the two runs CI's
+Prefect-floor matrix caught between a claim and a flow: `elevator serve --ticks runs` stopped
+while
+
+- a run's claim (Prefect's Runner proposing Pending) awaited the server: the server accepted it
+  after the signal (the run in flight had just freed the deployment's one slot), the Runner
+  started its process, and the stop waited the whole grace for it, still importing, then
+  killed it (`test_serve_signal_mid_tick.py[runs-ctrl-c-to-the-group]`: 10.76 s over 10 s);
+- a run's process was importing (its run Pending, its flow not begun): the stop waited the
+  grace for it.
+
+Both are made deterministic by wrapping Prefect's code, not ours: the claim is held between
+the server's answer and the Runner (Prefect's `StateProposer.propose_pending`, wrapped in the
+serve process), and the run's process holds its start (a `sitecustomize` on its PYTHONPATH,
+as a slow import would). The grace is the issue's budget and is not scaled.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from uuid import UUID
+
+import psutil
+
+from benchmarks.event_latency import FREE_HEALTH_PORT, BurstCluster, Child, PrefectServer, wait_until
+from kube_elevator.fakes.aws import FakeAws
+from kube_elevator.fakes.kube_api.server import FakeKubeApi
+from kube_elevator.flows.cli.serve_runs import NOT_BEGUN_MESSAGE
+from tests.e2e.test_serve_abandoned_runs import (
+    RUN_START_SLACK_SECONDS,
+    SERVE_START_SECONDS,
+    descendants,
+    on,
+)
+from tests.e2e.test_serve_schedules_and_signals import group_stopped, processes_of
+
+GRACE_SECONDS = 10.0
+# A run whose process has not begun its flow is not waited for: the stop takes a few round
+# trips to the server, far under a long grace (before: the whole grace, then the kill).
+LONG_GRACE_SECONDS = 30.0
+
+# `elevator serve`, with Prefect's claim (`StateProposer.propose_pending`) of the first run the
+# server accepts held until a file exists: the claim in flight when the signal comes.
+HOLD_A_CLAIM = """\
+import asyncio, runpy, sys
+from pathlib import Path
+from prefect.runner._state_proposer import StateProposer
+
+release = Path(sys.argv.pop(1))
+original = StateProposer.propose_pending
+held = []
+
+async def propose_pending(self, flow_run):
+    accepted = await original(self, flow_run)
+    if accepted and not held:
+        held.append(flow_run.id)
+        print(f"test: holding the accepted claim of {flow_run.id}", flush=True)
+        while not release.exists():
+            await asyncio.sleep(0.05)
+    return accepted
+
+StateProposer.propose_pending = propose_pending
+runpy.run_module("kube_elevator.flows.cli", run_name="__main__")
+"""
+
+# In a run's process (Prefect's Runner sets PREFECT__FLOW_RUN_ID), before anything is imported:
+# say so, then wait for a file that never comes, as an import on a busy machine takes seconds.
+SLOW_START = """\
+import os, time
+from pathlib import Path
+
+if os.environ.get("PREFECT__FLOW_RUN_ID") and os.environ.get("TEST_RUN_START_HOLD"):
+    hold = Path(os.environ["TEST_RUN_START_HOLD"])
+    hold.with_suffix(".started").write_text(os.environ["PREFECT__FLOW_RUN_ID"])
+    while not hold.exists():
+        time.sleep(0.05)
+"""
+
+
+def serve_runs(cluster: BurstCluster, grace: float) -> list[str]:
+    return ["serve", "--nodegroups", str(cluster.nodegroups), "--kubeconfig",
+            str(cluster.kubeconfig), "--interval", "5s", "--poll", "1s", "--ticks", "runs",
+            "--stop-grace", f"{grace:g}s", *FREE_HEALTH_PORT]
+
+
+def ended_unstarted(server: PrefectServer, run_id: UUID) -> tuple[list[str], str]:
+    """The run's state types in order, and its last state's message."""
+    with on(server) as client:
+        states = client.read_flow_run_states(run_id)
+    return [state.type.value for state in states], states[-1].message or ""
+
+
+def slot_free(server: PrefectServer) -> bool:
+    """A new run of the `autoscale` deployment (concurrency 1, cancel-new) can be claimed."""
+    from prefect.states import Pending
+    from prefect.utilities.engine import propose_state_sync
+
+    with on(server) as client:
+        deployment = client.read_deployment_by_name("autoscale/autoscale")
+        run = client.create_flow_run_from_deployment(deployment.id)
+        return propose_state_sync(client, Pending(), flow_run_id=run.id).is_pending()
+
+
+def stopped(serve: Child, stop: Callable[[], None], grace: float, what: str
+            ) -> tuple[int | None, float]:
+    """`stop` serve, then wait for its exit, past the grace up to the forced stop's deadline
+    to measure it: the exit code (None: still running) and the seconds from the stop, printed."""
+    started = time.monotonic()
+    stop()
+    try:
+        code: int | None = serve.process.wait(timeout=grace + 15)
+    except subprocess.TimeoutExpired:
+        code = None
+    took = time.monotonic() - started
+    print(f"\n{what}: exit {code} in {took:.1f} s (grace {grace:g} s; "
+          f"load {os.getloadavg()[0]:.1f})")
+    return code, took
+
+
+def test_a_claim_accepted_after_the_signal_starts_no_run(
+        fake_kube: FakeKubeApi, fake_aws: FakeAws, tmp_path: Path) -> None:
+    """Ctrl-C to the group while a claim awaits the server: the server accepts it after the
+    signal, and serve ends that run Cancelled, saying why, without starting its process (no
+    Running), frees its slot, and exits 0 at once. (Before: the Runner started the run
+    after the signal, and the stop waited for it.)"""
+    cluster = BurstCluster(fake_kube, fake_aws, tmp_path)
+    release = tmp_path / "release-the-claim"
+    with PrefectServer() as server, group_stopped(Child(
+            [sys.executable, "-c", HOLD_A_CLAIM, str(release),
+             *serve_runs(cluster, GRACE_SECONDS)],
+            server.env(**fake_aws.env()), tmp_path / "serve.log", new_session=True)) as serve:
+        serve.wait_for("test: holding the accepted claim of ",
+                       SERVE_START_SECONDS + RUN_START_SLACK_SECONDS)
+        found = re.search(r"test: holding the accepted claim of (\S+)", serve.output())
+        assert found is not None
+        run_id = UUID(found.group(1))
+        children = descendants(serve.process.pid)
+
+        def ctrl_c_then_answer() -> None:
+            os.killpg(serve.process.pid, signal.SIGINT)
+            serve.wait_for("serve: stopping within", GRACE_SECONDS)
+            release.touch()  # the server's answer reaches the Runner after the signal
+
+        code, took = stopped(serve, ctrl_c_then_answer, GRACE_SECONDS,
+                             "a claim in flight at Ctrl-C")
+        output = serve.output()
+        assert code == 0, output[-4000:]
+        assert took <= GRACE_SECONDS, output[-4000:]
+        kinds, message = ended_unstarted(server, run_id)
+        assert kinds[-1] == "CANCELLED" and message == NOT_BEGUN_MESSAGE, (kinds, message,
+                                                                          output[-4000:])
+        assert "RUNNING" not in kinds, kinds
+        assert f"ended Cancelled: {NOT_BEGUN_MESSAGE}" in output, output[-4000:]
+        assert "Beginning flow run" not in output[output.index("serve: stopping within"):]
+        _, alive = psutil.wait_procs(children, timeout=5)
+        assert not alive, [process.cmdline() for process in alive]
+        assert not processes_of(server.client_home)  # nor one started after the signal
+        assert slot_free(server)
+
+
+def test_a_run_whose_process_is_importing_is_cancelled_at_once(
+        fake_kube: FakeKubeApi, fake_aws: FakeAws, tmp_path: Path) -> None:
+    """SIGTERM (Kubernetes') while a run's process is still starting, its run Pending: serve
+    ends the run Cancelled, saying why, kills the process, and exits 0 well within the grace
+    (before: it waited the whole grace for the process, then killed it)."""
+    cluster = BurstCluster(fake_kube, fake_aws, tmp_path)
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / "sitecustomize.py").write_text(SLOW_START)
+    hold = tmp_path / "run-start-hold"
+    paths = [str(site), *filter(None, [os.environ.get("PYTHONPATH")])]
+    env_extra = {**fake_aws.env(), "PYTHONPATH": os.pathsep.join(paths),
+                 "TEST_RUN_START_HOLD": str(hold)}
+    try:
+        with PrefectServer() as server, group_stopped(Child(
+                [sys.executable, "-m", "kube_elevator.flows.cli",
+                 *serve_runs(cluster, LONG_GRACE_SECONDS)],
+                server.env(**env_extra), tmp_path / "serve.log", new_session=True)) as serve:
+            marker = hold.with_suffix(".started")
+            wait_until(lambda: marker.exists() and marker.read_text(),
+                       SERVE_START_SECONDS + RUN_START_SLACK_SECONDS,
+                       "a run's process to start", interval=0.2)
+            run_id = UUID(marker.read_text())
+            with on(server) as client:
+                state = client.read_flow_run(run_id).state
+            assert state is not None and state.is_pending(), state  # its flow not begun
+            children = descendants(serve.process.pid)
+            assert children
+            code, took = stopped(serve, lambda: serve.process.send_signal(signal.SIGTERM),
+                                 LONG_GRACE_SECONDS, "a run's process importing at SIGTERM")
+            output = serve.output()
+            assert code == 0, output[-4000:]
+            assert took <= LONG_GRACE_SECONDS / 2, output[-4000:]
+            kinds, message = ended_unstarted(server, run_id)
+            assert kinds[-1] == "CANCELLED" and message == NOT_BEGUN_MESSAGE, (
+                kinds, message, output[-4000:])
+            assert "RUNNING" not in kinds, kinds
+            _, alive = psutil.wait_procs(children, timeout=5)
+            assert not alive, [process.cmdline() for process in alive]
+            assert not processes_of(server.client_home)
+            assert slot_free(server)
+    finally:
+        hold.touch()  # a process a failed test left goes on, and ends
