@@ -4,13 +4,12 @@ Everything real but the cluster: `prefect server start`, `elevator serve` (the `
 deployment with its pending-pods trigger) and `elevator watch`, each its own process, against
 the fake Kubernetes API and moto run in this process. A burst is `--pods` pending pods created
 at once; its latency ends when DescribeAutoScalingGroups shows the raised desired capacity
-(polled every 20 ms). Between bursts the pods are deleted and the tick has ended, so each burst
-starts from the same cluster (a 1 s cool-down releases the scale lock in time).
+(polled every 20 ms). Between bursts the pods are deleted and the tick has ended: each starts
+from the same cluster (a 1 s cool-down releases the scale lock in time).
 
     .venv/bin/python -m benchmarks.event_latency --bursts 10
 
-`PrefectServer`, `Child` and `BurstCluster` are also the test rig of tests/e2e/test_serve_watch.py,
-tests/e2e/test_deployments.py and tests/e2e/test_ui.py.
+`PrefectServer`, `Child` and `BurstCluster` are also the rig of the end-to-end tests (tests/e2e/).
 """
 
 from __future__ import annotations
@@ -207,14 +206,17 @@ class PrefectServer:
     def launch(self, niced: bool = False) -> None:
         """`prefect server start`, not waited for; on a database seeded from the template.
         `niced`: at a low CPU priority (a spare's start takes only what the running tests leave)
-        where it can be given back (root: `renice` to 0 lowers the nice value)."""
+        where it can be given back (root); set on the process, not by a `nice` command in
+        front, which runs at priority 0 until it execs the server."""
         database = self.database()
         self._fresh = database is not None and not self.seed()
         self._launched_as = self.spare_key()
-        nice = ["nice", "-n", "10"] if niced and os.geteuid() == 0 else []
-        self._child = Child([*nice, sys.executable, *self.launcher, "server", "start", "--host",
+        self._child = Child([sys.executable, *self.launcher, "server", "start", "--host",
                              "127.0.0.1", "--port", str(self.port)], self.server_env(),
                             self.home / "server.log")
+        if niced and os.geteuid() == 0:
+            with contextlib.suppress(OSError):  # gone already: the start's wait says why
+                os.setpriority(os.PRIO_PROCESS, self._child.process.pid, 10)
 
     def start(self) -> PrefectServer:
         spare = _take_spare(self)
@@ -334,6 +336,7 @@ class PrefectServer:
 # never in the processes the tests start.
 SPARE_VARIABLE = "ELEVATOR_TEST_PREFECT_SPARE"
 _spares: list[PrefectServer] = []
+_spares_registered: list[bool] = []
 
 
 def _take_spare(server: PrefectServer) -> PrefectServer | None:
@@ -358,9 +361,6 @@ def _keep_a_spare_like(server: PrefectServer) -> None:
     spare = PrefectServer(startup_timeout=server.startup_timeout)
     spare.launch(niced=True)
     _spares.append(spare)
-
-
-_spares_registered: list[bool] = []
 
 
 def stop_spares() -> None:
