@@ -483,26 +483,16 @@ async def end_processes(processes: Any, term_seconds: float = END_TERM_SECONDS,
     `flows.abandoned_runs`)."""
     import signal
 
-    def pids(killed_first: bool) -> list[int]:
-        found = []
-        for run_id in processes.flow_run_ids():
-            pid = getattr(processes.get(run_id), "pid", None)
-            if isinstance(pid, int) and (run_id in cancelled) == killed_first:
-                found.append(pid)
-        return found
-
-    def send(signum: signal.Signals, to: list[int]) -> None:
-        for pid in to:
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.kill(pid, signum)
+    from kube_elevator.flows.cli.serve_runs import signal_runs
 
     loop = asyncio.get_running_loop()
-    send(signal.SIGKILL, pids(killed_first=True))
-    send(signal.SIGTERM, pids(killed_first=False))
+    flying = set(processes.flow_run_ids())
+    signal_runs(processes, flying & set(cancelled), signal.SIGKILL)
+    signal_runs(processes, flying - set(cancelled), signal.SIGTERM)
     until = loop.time() + term_seconds
     while processes.flow_run_ids() and loop.time() < until:
         await asyncio.sleep(0.1)
-    send(signal.SIGKILL, pids(killed_first=False) + pids(killed_first=True))
+    signal_runs(processes, set(processes.flow_run_ids()), signal.SIGKILL)
 
 
 def _kube_client(kubeconfig: Path | None) -> KubeClient:
