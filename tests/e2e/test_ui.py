@@ -272,7 +272,15 @@ def test_the_approval_flow_asks_in_the_ui_and_a_person_approves_there(
             sync_api.expect(dialog.get_by_role("switch").first).to_be_checked()
             shot = tmp_path / "approval-form.png"
             page.screenshot(path=str(shot))
-            dialog.get_by_role("button", name="Submit").click()
+            # The page stays open until the server has the answer: closed at once after the
+            # click, a busy browser may not have sent it yet, and the run stays paused.
+            with page.expect_response(
+                    lambda response: response.request.method == "POST"
+                    and response.url.endswith(f"/flow_runs/{run.id}/resume"),
+                    timeout=scaled(60_000)) as resumed:
+                dialog.get_by_role("button", name="Submit").click()
+            assert resumed.value.ok, resumed.value.text()
+            assert resumed.value.json()["status"] == "ACCEPT", resumed.value.text()
         finally:
             page.close()
         out, err = child.communicate(timeout=scaled(180))
