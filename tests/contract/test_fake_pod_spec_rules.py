@@ -249,6 +249,19 @@ REFUSED = [
     pytest.param(None, {"hostname": "Web_1"},
                  [("FieldValueInvalid", "spec.hostname", f'Invalid value: "Web_1": {DNS_LABEL}')],
                  id="TestValidatePodSpec-bad-hostname"),
+    # 10. the priority class: its name's format (ValidatePodSpec, ValidatePriorityClassName)
+    pytest.param(None, {"priorityClassName": "High_Priority"},
+                 [("FieldValueInvalid", "spec.priorityClassName",
+                   'Invalid value: "High_Priority": a lowercase RFC 1123 subdomain must '
+                   "consist of lower case alphanumeric characters, '-' or '.', and must start "
+                   "and end with an alphanumeric character (e.g. 'example.com', regex used for "
+                   "validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*"
+                   "[a-z0-9])?)*')")],
+                 id="TestValidatePodSpec-bad-priorityClassName"),
+    pytest.param(None, {"preemptionPolicy": "Sometimes"},
+                 [("FieldValueNotSupported", "spec.preemptionPolicy", 'Unsupported value: '
+                   '"Sometimes": supported values: "PreemptLowerPriority", "Never"')],
+                 id="TestValidatePodSpec-bad-preemptionPolicy"),
     pytest.param(None, {"subdomain": "a.b"},
                  [("FieldValueInvalid", "spec.subdomain",
                    'Invalid value: "a.b": must not contain dots')],
@@ -305,6 +318,8 @@ ACCEPTED = [
                  {"securityContext": {"runAsUser": 1000, "runAsGroup": 0, "fsGroup": 2000}},
                  id="security-context-ids-in-range"),
     pytest.param(None, {"hostname": "web-0", "subdomain": "svc"}, id="hostname-and-subdomain"),
+    pytest.param(None, {"priorityClassName": "system-cluster-critical",
+                        "preemptionPolicy": "Never"}, id="priority-class-and-policy"),
 ]
 
 

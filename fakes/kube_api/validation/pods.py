@@ -42,6 +42,7 @@ from kube_elevator.tasks.core.quantity import canonical_quantity, parse_quantity
 RESTART_POLICIES = ("Always", "OnFailure", "Never")  # validateRestartPolicy's order
 DNS_POLICIES = ("ClusterFirst", "ClusterFirstWithHostNet", "Default", "None")  # sets.List
 PULL_POLICIES = ("Always", "IfNotPresent", "Never")
+PREEMPTION_POLICIES = ("PreemptLowerPriority", "Never")
 PROTOCOLS = ("SCTP", "TCP", "UDP")
 TERMINATION_MESSAGE_POLICIES = ("File", "FallbackToLogsOnError")
 TAINT_EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
@@ -291,6 +292,13 @@ def pod_spec_errors(spec: Any, path: str) -> list[FieldError]:
             errors.extend(invalid(f"{path}.{dns_name}", value, msg)
                           for msg in dns1123_label(str(value)))
     errors.extend(toleration_errors(spec.get("tolerations"), f"{path}.tolerations"))
+    priority_class = spec.get("priorityClassName") or ""
+    if priority_class:  # ValidatePriorityClassName: a DNS subdomain
+        errors.extend(invalid(f"{path}.priorityClassName", priority_class, msg)
+                      for msg in dns1123_subdomain(str(priority_class)))
+    preemption = spec.get("preemptionPolicy")
+    if preemption is not None:  # ValidatePreemptionPolicy
+        errors.extend(one_of(preemption, f"{path}.preemptionPolicy", PREEMPTION_POLICIES))
     return errors
 
 
