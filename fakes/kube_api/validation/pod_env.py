@@ -11,6 +11,7 @@ is not.  Not modelled: a resourceFieldRef's divisor, the config-key format of a 
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from kube_elevator.fakes.kube_api.validation.field import (
@@ -49,11 +50,12 @@ def _dict(value: Any) -> dict[str, Any]:
     return value if isinstance(value, dict) else {}
 
 
+_RELAXED_NAME = re.compile("[ -<>-~]*")  # printable ASCII (0x20-0x7e) but '=' (0x3d)
+
+
 def relaxed_env_name(name: str) -> tuple[str, ...]:
     """IsRelaxedEnvVarName (an empty name is refused before, as Required)."""
-    if all(" " <= ch <= "~" and ch != "=" for ch in name):
-        return ()
-    return (RELAXED_ENV_NAME,)
+    return () if _RELAXED_NAME.fullmatch(name) else (RELAXED_ENV_NAME,)
 
 
 def _subscripted(path: str) -> tuple[str, str] | None:
@@ -141,8 +143,12 @@ def env_errors(env: Any, path: str) -> list[FieldError]:
         return []
     errors: list[FieldError] = []
     for index, item in enumerate(env):
-        at, item = f"{path}[{index}]", _dict(item)
+        item = _dict(item)
         name = item.get("name") or ""
+        if item.get("valueFrom") is None and isinstance(name, str) and name and \
+                _RELAXED_NAME.fullmatch(name):
+            continue  # the common case: a plain name and value, nothing to report
+        at = f"{path}[{index}]"
         if not name:
             errors.append(required(f"{at}.name"))
         else:
