@@ -271,8 +271,9 @@ def pod_spec_errors(spec: Any, path: str) -> list[FieldError]:
     errors.extend(one_of(spec.get("restartPolicy"), f"{path}.restartPolicy", RESTART_POLICIES))
     errors.extend(one_of(spec.get("dnsPolicy"), f"{path}.dnsPolicy", DNS_POLICIES))
     errors.extend(labels_errors(spec.get("nodeSelector"), f"{path}.nodeSelector"))
-    errors.extend(pod_security_context_errors(spec.get("securityContext"),
-                                              f"{path}.securityContext"))
+    if spec.get("securityContext"):
+        errors.extend(pod_security_context_errors(spec["securityContext"],
+                                                  f"{path}.securityContext"))
     if spec.get("affinity"):
         errors.extend(node_affinity_errors(spec["affinity"], f"{path}.affinity"))
     if spec.get("topologySpreadConstraints"):

@@ -32,6 +32,7 @@ _NONNEGATIVE = "must be greater than or equal to 0"
 _PROBE_COUNTS = ("initialDelaySeconds", "timeoutSeconds", "periodSeconds", "successThreshold",
                  "failureThreshold")
 NOT_FOR_INIT = "may not be set for init containers without restartPolicy=Always"
+_HOOK_KEYS = ("restartPolicy", "lifecycle", *PROBES)
 
 
 def _dict(value: Any) -> dict[str, Any]:
@@ -114,6 +115,8 @@ def container_hook_errors(container: dict[str, Any], at: str, init: bool) -> lis
     """A container's lifecycle and probes, and its restartPolicy: a regular container may not
     set one; an init container's is `Always` (a sidecar) or absent, and only a sidecar may have
     hooks and probes (validateContainers, validateInitContainers)."""
+    if not any(key in container for key in _HOOK_KEYS):
+        return []  # the common case: a container with none of them
     errors: list[FieldError] = []
     restart = container.get("restartPolicy")
     if init and restart is not None and restart != "Always":
