@@ -380,3 +380,31 @@ def test_pod_templates_follow_the_same_rules(api: FakeKubeApi) -> None:
         ("FieldValueInvalid", "spec.template.spec.topologySpreadConstraints[0].maxSkew"),
     ]
     assert json.dumps(status).count("must specify a handler type") == 2  # cause and message
+
+
+def test_a_stateful_set_mounts_its_claim_templates(api: FakeKubeApi) -> None:
+    """A StatefulSet's template is not a PodSpec upstream validates (apps validation.go
+    ValidatePodTemplateSpecForStatefulSet leaves it out: its containers mount the
+    volumeClaimTemplates, which are not in `volumes`), so the mount of `data` is taken;
+    restartPolicy and activeDeadlineSeconds are still ValidateStatefulSetSpec's."""
+    def stateful_set(name: str, **pod_spec: Any) -> Obj:
+        return {"apiVersion": "apps/v1", "kind": "StatefulSet", "metadata": {"name": name},
+                "spec": {"serviceName": name, "selector": {"matchLabels": {"app": name}},
+                         "volumeClaimTemplates": [{"metadata": {"name": "data"}, "spec": {
+                             "accessModes": ["ReadWriteOnce"],
+                             "resources": {"requests": {"storage": "1Gi"}}}}],
+                         "template": {"metadata": {"labels": {"app": name}}, "spec": {
+                             "containers": main(volumeMounts=[{"name": "data",
+                                                               "mountPath": "/data"}]),
+                             **pod_spec}}}}
+    with api.api_client() as api_client:
+        apps = client.AppsV1Api(api_client)
+        made = apps.create_namespaced_stateful_set(NS, stateful_set("db"))
+        assert made.spec.template.spec.containers[0].volume_mounts[0].name == "data"
+        code, status = post(client.CoreV1Api(api_client),
+                            f"/apis/apps/v1/namespaces/{NS}/statefulsets",
+                            stateful_set("late", activeDeadlineSeconds=5))
+    assert code == 422, status
+    assert status["message"] == ('StatefulSet.apps "late" is invalid: spec.template.spec.'
+                                 "activeDeadlineSeconds: Forbidden: activeDeadlineSeconds in "
+                                 "StatefulSet is not Supported")

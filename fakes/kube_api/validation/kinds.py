@@ -182,7 +182,11 @@ def pdb_errors(pdb: Obj) -> list[FieldError]:
 
 def _template_errors(spec: dict[str, Any], kind: str) -> list[FieldError]:
     """ValidatePodTemplateSpecForReplicaSet: the selector matches the template's labels, the
-    pod spec is valid, restartPolicy Always, no activeDeadlineSeconds."""
+    pod spec is valid, restartPolicy Always, no activeDeadlineSeconds.  A StatefulSet's
+    template (ValidatePodTemplateSpecForStatefulSet) has its labels checked but not its pod
+    spec: upstream leaves that out ("currently this will check volumes, which we know will
+    fail": the containers mount the volumeClaimTemplates, which are not in `volumes`), and
+    ValidateStatefulSetSpec adds the restartPolicy and activeDeadlineSeconds rules."""
     template = spec.get("template")
     if not isinstance(template, dict):
         return [required("spec.template")]
@@ -194,14 +198,18 @@ def _template_errors(spec: dict[str, Any], kind: str) -> list[FieldError]:
                               "`selector` does not match template `labels`"))
     errors.extend(labels_errors(labels, "spec.template.metadata.labels"))
     pod_spec = template.get("spec")
-    errors.extend(pod_spec_errors(pod_spec, "spec.template.spec"))
+    stateful = kind == "StatefulSet"
+    if not stateful:
+        errors.extend(pod_spec_errors(pod_spec, "spec.template.spec"))
     restart = _dict(pod_spec).get("restartPolicy")
-    if restart and restart in RESTART_POLICIES and restart != "Always":
-        errors.append(not_supported("spec.template.spec.restartPolicy", restart, ("Always",)))
+    if restart != "Always" and (stateful or restart in RESTART_POLICIES):
+        errors.append(not_supported("spec.template.spec.restartPolicy", restart or "",
+                                    ("Always",)))
     deadline = _dict(pod_spec).get("activeDeadlineSeconds")
     if deadline is not None:
-        errors.append(invalid("spec.template.spec.activeDeadlineSeconds", deadline,
-                              f"activeDeadlineSeconds in {kind} is not Supported"))
+        path, detail = ("spec.template.spec.activeDeadlineSeconds",
+                        f"activeDeadlineSeconds in {kind} is not Supported")
+        errors.append(forbidden(path, detail) if stateful else invalid(path, deadline, detail))
     return errors
 
 
