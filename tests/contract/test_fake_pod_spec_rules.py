@@ -219,6 +219,13 @@ REFUSED = [
                  [("FieldValueInvalid", f"{TS}.minDomains",
                    "Invalid value: 0: must be greater than zero")],
                  id="TestValidateTopologySpreadConstraints-minDomains-0"),
+    pytest.param(None, {"topologySpreadConstraints": spread({
+        "whenUnsatisfiable": "ScheduleAnyway", "minDomains": 1, "nodeAffinityPolicy": "Always"})},
+                 [("FieldValueInvalid", f"{TS}.minDomains", "Invalid value: 1: can only use "
+                   "minDomains if whenUnsatisfiable=DoNotSchedule, not ScheduleAnyway"),
+                  ("FieldValueNotSupported", f"{TS}.nodeAffinityPolicy", 'Unsupported value: '
+                   '"Always": supported values: "Honor", "Ignore"')],
+                 id="TestValidateTopologySpreadConstraints-minDomains-with-ScheduleAnyway"),
     # 9. security contexts
     pytest.param(None, {"securityContext": {"runAsUser": -1}},
                  [("FieldValueInvalid", "spec.securityContext.runAsUser",
