@@ -199,6 +199,27 @@ REFUSED = [
                    "preferredDuringSchedulingIgnoredDuringExecution[0].weight",
                    "Invalid value: 0: must be in the range 1-100")],
                  id="TestValidatePod-node-affinity-preferred-weight-0"),
+    pytest.param(None, {"affinity": {"podAntiAffinity": {
+        "requiredDuringSchedulingIgnoredDuringExecution": [{"labelSelector": {
+            "matchLabels": {"app": "web"}}}],
+        "preferredDuringSchedulingIgnoredDuringExecution": [{"weight": 101, "podAffinityTerm": {
+            "topologyKey": "zone"}}]}}},
+                 [("FieldValueRequired", "spec.affinity.podAntiAffinity."
+                   "requiredDuringSchedulingIgnoredDuringExecution[0].topologyKey",
+                   "Required value: can not be empty"),
+                  ("FieldValueInvalid", "spec.affinity.podAntiAffinity."
+                   "requiredDuringSchedulingIgnoredDuringExecution[0].topologyKey",
+                   'Invalid value: "": name part must be non-empty'),
+                  ("FieldValueInvalid", "spec.affinity.podAntiAffinity."
+                   "requiredDuringSchedulingIgnoredDuringExecution[0].topologyKey",
+                   'Invalid value: "": name part must consist of alphanumeric characters, '
+                   "'-', '_' or '.', and must start and end with an alphanumeric character "
+                   "(e.g. 'MyName',  or 'my.name',  or '123-abc', regex used for validation "
+                   "is '([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]')"),
+                  ("FieldValueInvalid", "spec.affinity.podAntiAffinity."
+                   "preferredDuringSchedulingIgnoredDuringExecution[0].weight",
+                   "Invalid value: 101: must be in the range 1-100")],
+                 id="TestValidateAffinity-pod-anti-affinity-no-topologyKey-and-weight-101"),
     # 8. topology spread
     pytest.param(None, {"topologySpreadConstraints": spread({"maxSkew": 0})},
                  [("FieldValueInvalid", f"{TS}.maxSkew",
@@ -317,6 +338,12 @@ ACCEPTED = [
         "preferredDuringSchedulingIgnoredDuringExecution": [{"weight": 100, "preference": {
             "matchExpressions": [{"key": "zone", "operator": "NotIn", "values": ["b"]}]}}]}}},
                  id="node-affinity-valid-operators"),
+    pytest.param(None, {"affinity": {"podAffinity": {
+        "requiredDuringSchedulingIgnoredDuringExecution": [{
+            "labelSelector": {"matchLabels": {"app": "db"}}, "topologyKey": "zone",
+            "namespaces": ["data"]}],
+        "preferredDuringSchedulingIgnoredDuringExecution": [{"weight": 1, "podAffinityTerm": {
+            "topologyKey": "kubernetes.io/hostname"}}]}}}, id="pod-affinity-valid"),
     pytest.param(None, {"topologySpreadConstraints": spread(
         {"minDomains": 2, "labelSelector": {"matchLabels": {"app": "web"}}},
         {"whenUnsatisfiable": "ScheduleAnyway", "nodeTaintsPolicy": "Honor"})},

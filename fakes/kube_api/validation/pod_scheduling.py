@@ -7,8 +7,9 @@ ValidateTopologyKey, ValidateWhenUnsatisfiable, ValidateSpreadConstraintNotRepea
 validateMinDomains, validateNodeInclusionPolicy).
 
 Gt and Lt take exactly one value; upstream's validation does not parse it as an integer (the
-scheduler does), so neither does the fake.  Not modelled: pod (anti-)affinity terms,
-topology spread matchLabelKeys."""
+scheduler does), so neither does the fake.  Pod (anti-)affinity terms: validatePodAffinity,
+validatePodAntiAffinity, validatePodAffinityTerm, validateWeightedPodAffinityTerms.  Not
+modelled: matchLabelKeys and mismatchLabelKeys (of terms and of spread constraints)."""
 
 from __future__ import annotations
 
@@ -23,7 +24,11 @@ from kube_elevator.fakes.kube_api.validation.field import (
     required,
 )
 from kube_elevator.fakes.kube_api.validation.meta import label_selector_errors
-from kube_elevator.tasks.core.name_formats import dns1123_subdomain, qualified_name
+from kube_elevator.tasks.core.name_formats import (
+    dns1123_label,
+    dns1123_subdomain,
+    qualified_name,
+)
 
 NOT_AN_OPERATOR = "not a valid selector operator"
 WHEN_UNSATISFIABLE = ("DoNotSchedule", "ScheduleAnyway")  # sets.List order
@@ -121,6 +126,53 @@ def node_affinity_errors(affinity: Any, path: str) -> list[FieldError]:
     return errors
 
 
+def _pod_term_errors(term: dict[str, Any], path: str) -> list[FieldError]:
+    """validatePodAffinityTerm (a bad namespace is reported on `namespace`, unindexed, as
+    upstream does)."""
+    errors: list[FieldError] = []
+    for selector in ("labelSelector", "namespaceSelector"):
+        if term.get(selector) is not None:
+            errors.extend(label_selector_errors(term[selector], f"{path}.{selector}"))
+    for namespace in _list(term.get("namespaces")):
+        errors.extend(invalid(f"{path}.namespace", namespace, msg)
+                      for msg in dns1123_label(str(namespace)))
+    key = str(term.get("topologyKey") or "")
+    if not key:
+        errors.append(required(f"{path}.topologyKey", "can not be empty"))
+    errors.extend(invalid(f"{path}.topologyKey", key, msg) for msg in qualified_name(key))
+    return errors
+
+
+def _pod_affinity_errors(affinity: dict[str, Any], path: str) -> list[FieldError]:
+    """validatePodAffinity / validatePodAntiAffinity: required terms, weighted terms."""
+    errors: list[FieldError] = []
+    required_at = f"{path}.requiredDuringSchedulingIgnoredDuringExecution"
+    for index, term in enumerate(_list(affinity.get(
+            "requiredDuringSchedulingIgnoredDuringExecution"))):
+        errors.extend(_pod_term_errors(_dict(term), f"{required_at}[{index}]"))
+    preferred_at = f"{path}.preferredDuringSchedulingIgnoredDuringExecution"
+    for index, weighted in enumerate(_list(affinity.get(
+            "preferredDuringSchedulingIgnoredDuringExecution"))):
+        weighted = _dict(weighted)
+        weight = weighted.get("weight") or 0
+        if isinstance(weight, int) and not 1 <= weight <= 100:
+            errors.append(invalid(f"{preferred_at}[{index}].weight", weight,
+                                  "must be in the range 1-100"))
+        errors.extend(_pod_term_errors(_dict(weighted.get("podAffinityTerm")),
+                                       f"{preferred_at}[{index}].podAffinityTerm"))
+    return errors
+
+
+def affinity_errors(affinity: Any, path: str) -> list[FieldError]:
+    """validateAffinity: node affinity, then pod affinity and anti-affinity."""
+    errors = node_affinity_errors(affinity, path)
+    for kind in ("podAffinity", "podAntiAffinity"):
+        part = _dict(affinity).get(kind)
+        if isinstance(part, dict):
+            errors.extend(_pod_affinity_errors(part, f"{path}.{kind}"))
+    return errors
+
+
 def topology_spread_errors(constraints: Any, path: str) -> list[FieldError]:
     """validateTopologySpreadConstraints."""
     constraints = _list(constraints)
@@ -159,4 +211,4 @@ def topology_spread_errors(constraints: Any, path: str) -> list[FieldError]:
 
 
 __all__ = ["NODE_INCLUSION_POLICIES", "NOT_AN_OPERATOR", "WHEN_UNSATISFIABLE",
-           "node_affinity_errors", "topology_spread_errors"]
+           "affinity_errors", "node_affinity_errors", "topology_spread_errors"]

@@ -20,7 +20,7 @@ from kube_elevator.fakes.kube_api.validation.field import (
 from kube_elevator.fakes.kube_api.validation.meta import labels_errors
 from kube_elevator.fakes.kube_api.validation.pod_env import env_errors, env_from_errors
 from kube_elevator.fakes.kube_api.validation.pod_scheduling import (
-    node_affinity_errors,
+    affinity_errors,
     topology_spread_errors,
 )
 from kube_elevator.fakes.kube_api.validation.pod_volumes import volume_errors, volume_mount_errors
@@ -275,7 +275,7 @@ def pod_spec_errors(spec: Any, path: str) -> list[FieldError]:
         errors.extend(pod_security_context_errors(spec["securityContext"],
                                                   f"{path}.securityContext"))
     if spec.get("affinity"):
-        errors.extend(node_affinity_errors(spec["affinity"], f"{path}.affinity"))
+        errors.extend(affinity_errors(spec["affinity"], f"{path}.affinity"))
     if spec.get("topologySpreadConstraints"):
         errors.extend(topology_spread_errors(spec["topologySpreadConstraints"],
                                              f"{path}.topologySpreadConstraints"))
