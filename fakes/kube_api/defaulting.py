@@ -23,6 +23,8 @@ Obj = dict[str, Any]
 _DEFAULTED_CONTAINER_LISTS = ("containers", "initContainers")
 _ALL_CONTAINER_LISTS = ("initContainers", "containers", "ephemeralContainers")
 _PROBES = ("livenessProbe", "readinessProbe", "startupProbe")
+_PROBE_DEFAULTS = {"timeoutSeconds": 1, "periodSeconds": 10, "successThreshold": 1,
+                   "failureThreshold": 3}
 _VOLUME_SOURCES_WITH_MODE = ("configMap", "secret", "downwardAPI", "projected")
 _VOLUME_MODE_DEFAULT = 0o644  # 420, DefaultMode of configMap, secret, downwardAPI, projected
 _NOT_SOURCES = frozenset({"name"})
@@ -68,19 +70,26 @@ def image_pull_policy(image: str) -> str:
     return "Always" if tag == "latest" else "IfNotPresent"
 
 
+def _zero_filled(obj: dict[str, Any], defaults: dict[str, Any]) -> dict[str, Any]:
+    """`obj` with each of `defaults` set where it is absent or Go's zero value (0, "", null),
+    as the SetDefaults_ functions test `== 0` / `== ""`."""
+    return {**obj, **{key: value for key, value in defaults.items()
+                      if obj.get(key) in (None, 0, "") and obj.get(key) is not False}}
+
+
 def _handler_defaulted(handler: Any) -> Any:
     """SetDefaults_HTTPGetAction: an httpGet's path `/` and scheme HTTP."""
     if not isinstance(handler, dict) or not isinstance(handler.get("httpGet"), dict):
         return handler
-    return {**handler, "httpGet": {"path": "/", "scheme": "HTTP", **handler["httpGet"]}}
+    return {**handler, "httpGet": _zero_filled(handler["httpGet"],
+                                               {"path": "/", "scheme": "HTTP"})}
 
 
 def _probe_defaulted(probe: Any) -> Any:
     """SetDefaults_Probe."""
     if not isinstance(probe, dict):
         return probe
-    return _handler_defaulted({"timeoutSeconds": 1, "periodSeconds": 10, "successThreshold": 1,
-                               "failureThreshold": 3, **probe})
+    return _handler_defaulted(_zero_filled(probe, _PROBE_DEFAULTS))
 
 
 def _lifecycle_defaulted(lifecycle: Any) -> Any:
@@ -159,8 +168,9 @@ def _volume_defaulted(volume: Any) -> Any:
     """SetDefaults_Volume (no source: an emptyDir) and the sources' defaultMode 0644."""
     if not isinstance(volume, dict):
         return volume
-    if not set(volume) - _NOT_SOURCES:
-        return {**volume, "emptyDir": {}}
+    if all(value is None for key, value in volume.items() if key not in _NOT_SOURCES):
+        # util.AllPtrFieldsNil: a source given as null is no source
+        return {**{k: v for k, v in volume.items() if k in _NOT_SOURCES}, "emptyDir": {}}
     volume = dict(volume)
     for source in _VOLUME_SOURCES_WITH_MODE:
         if isinstance(volume.get(source), dict):

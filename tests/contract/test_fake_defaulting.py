@@ -104,7 +104,9 @@ def test_pod_defaults_as_test_pod_defaults_lists_them(api_client: client.ApiClie
     client.CoreV1Api(api_client).create_namespaced_pod(NS, {
         "metadata": {"name": "full"},
         "spec": {"containers": [full_container("main")], "initContainers": [
-            full_container("init")], "volumes": VOLUMES}})
+            # a sidecar: only an init container with restartPolicy Always may have hooks and
+            # probes (validateInitContainers), and TestPodDefaults' init container has them
+            {**full_container("init"), "restartPolicy": "Always"}], "volumes": VOLUMES}})
     stored = read(api_client, "pods", "full")
     assert {path: at(stored, path) for path in POD_DEFAULTS} == POD_DEFAULTS
     assert stored["status"]["qosClass"] == "Burstable"

@@ -1,8 +1,9 @@
 """Value validation of the built-in kinds the fake serves, with the API server's 422 answers
 (kubernetes pkg/apis/*/validation, apimachinery's object-meta and name checks).  One module per
 concern: `field` (the errors and the Status), `names` (the formats), `meta` (ObjectMeta),
-`meta_update` (what an update may do to metadata), `pods` (pod specs), `pod_update` (what a
-Pod update may change), `nodes`, `volumes` (PersistentVolumes and claims), `secrets`,
+`meta_update` (what an update may do to metadata), `pods` (pod specs) with `pod_env`,
+`pod_volumes`, `probes`, `pod_scheduling` and `security_context` (its parts), `pod_update`
+(what a Pod update may change), `nodes`, `volumes` (PersistentVolumes and claims), `secrets`,
 `workload_update` (what an apps/v1 update may change), `kinds` (the rest).
 Custom resources and CustomResourceDefinitions are apiextensions' (`fakes/kube_api/crds.py`)."""
 

@@ -19,6 +19,7 @@ _TYPE_WORDS = {
     "FieldValueNotSupported": "Unsupported value",
     "FieldValueForbidden": "Forbidden",
     "FieldValueTooLong": "Too long",
+    "FieldValueNotFound": "Not found",
 }
 # The types whose body leaves the bad value out (ErrorBody's first cases).
 _VALUE_OMITTED = frozenset({"FieldValueRequired", "FieldValueForbidden", "FieldValueTooLong"})
@@ -83,6 +84,11 @@ def duplicate(path: str, value: Any, detail: str = "") -> FieldError:
     return FieldError("FieldValueDuplicate", path, value, detail)
 
 
+def not_found(path: str, value: Any) -> FieldError:
+    """field.NotFound: the value names something the object does not have."""
+    return FieldError("FieldValueNotFound", path, value)
+
+
 def forbidden(path: str, detail: str) -> FieldError:
     return FieldError("FieldValueForbidden", path, "", detail)
 
@@ -132,6 +138,7 @@ __all__ = [
     "forbidden",
     "go_value",
     "invalid",
+    "not_found",
     "not_supported",
     "required",
     "too_long",

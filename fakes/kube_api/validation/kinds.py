@@ -20,7 +20,7 @@ from kube_elevator.fakes.kube_api.validation.field import (
     required,
     too_long,
 )
-from kube_elevator.fakes.kube_api.validation.meta import labels_errors
+from kube_elevator.fakes.kube_api.validation.meta import label_selector_errors, labels_errors
 from kube_elevator.fakes.kube_api.validation.pods import (
     RESTART_POLICIES,
     pod_spec_errors,
@@ -35,7 +35,6 @@ from kube_elevator.tasks.core.selectors import selector_from_api
 
 _NONNEGATIVE = "must be greater than or equal to 0"
 _UNHEALTHY_POLICIES = ("AlwaysAllow", "IfHealthyBudget")
-_SELECTOR_OPERATORS = ("In", "NotIn", "Exists", "DoesNotExist")
 _CONFIG_KEY_FMT = "[-._a-zA-Z0-9]+"
 _CONFIG_KEY = re.compile(_CONFIG_KEY_FMT)
 MAX_DATA_BYTES = 1024 * 1024  # core.MaxSecretSize, a ConfigMap's limit too
@@ -161,27 +160,6 @@ def _int_or_percent(value: Any, path: str) -> list[FieldError]:
     return _nonnegative(value, path)
 
 
-def label_selector_errors(selector: Any, path: str) -> list[FieldError]:
-    """ValidateLabelSelector: matchLabels as labels, matchExpressions' operators and values."""
-    selector = _dict(selector)
-    errors = labels_errors(selector.get("matchLabels"), f"{path}.matchLabels")
-    expressions = selector.get("matchExpressions")
-    for index, expression in enumerate(expressions if isinstance(expressions, list) else []):
-        at, expression = f"{path}.matchExpressions[{index}]", _dict(expression)
-        operator, values = expression.get("operator") or "", expression.get("values") or []
-        if operator in ("In", "NotIn") and not values:
-            errors.append(required(f"{at}.values",
-                                   "must be specified when `operator` is 'In' or 'NotIn'"))
-        elif operator in ("Exists", "DoesNotExist") and values:
-            errors.append(forbidden(f"{at}.values", "may not be specified when `operator` is "
-                                    "'Exists' or 'DoesNotExist'"))
-        elif operator not in _SELECTOR_OPERATORS:
-            errors.append(invalid(f"{at}.operator", operator, "not a valid selector operator"))
-        key = str(expression.get("key") or "")
-        errors.extend(invalid(f"{at}.key", key, msg) for msg in qualified_name(key))
-    return errors
-
-
 def pdb_errors(pdb: Obj) -> list[FieldError]:
     """ValidatePodDisruptionBudgetSpec."""
     spec = _dict(pdb.get("spec"))
@@ -204,7 +182,11 @@ def pdb_errors(pdb: Obj) -> list[FieldError]:
 
 def _template_errors(spec: dict[str, Any], kind: str) -> list[FieldError]:
     """ValidatePodTemplateSpecForReplicaSet: the selector matches the template's labels, the
-    pod spec is valid, restartPolicy Always, no activeDeadlineSeconds."""
+    pod spec is valid, restartPolicy Always, no activeDeadlineSeconds.  A StatefulSet's
+    template (ValidatePodTemplateSpecForStatefulSet) has its labels checked but not its pod
+    spec: upstream leaves that out ("currently this will check volumes, which we know will
+    fail": the containers mount the volumeClaimTemplates, which are not in `volumes`), and
+    ValidateStatefulSetSpec adds the restartPolicy and activeDeadlineSeconds rules."""
     template = spec.get("template")
     if not isinstance(template, dict):
         return [required("spec.template")]
@@ -216,14 +198,18 @@ def _template_errors(spec: dict[str, Any], kind: str) -> list[FieldError]:
                               "`selector` does not match template `labels`"))
     errors.extend(labels_errors(labels, "spec.template.metadata.labels"))
     pod_spec = template.get("spec")
-    errors.extend(pod_spec_errors(pod_spec, "spec.template.spec"))
+    stateful = kind == "StatefulSet"
+    if not stateful:
+        errors.extend(pod_spec_errors(pod_spec, "spec.template.spec"))
     restart = _dict(pod_spec).get("restartPolicy")
-    if restart and restart in RESTART_POLICIES and restart != "Always":
-        errors.append(not_supported("spec.template.spec.restartPolicy", restart, ("Always",)))
+    if restart != "Always" and (stateful or restart in RESTART_POLICIES):
+        errors.append(not_supported("spec.template.spec.restartPolicy", restart or "",
+                                    ("Always",)))
     deadline = _dict(pod_spec).get("activeDeadlineSeconds")
     if deadline is not None:
-        errors.append(invalid("spec.template.spec.activeDeadlineSeconds", deadline,
-                              f"activeDeadlineSeconds in {kind} is not Supported"))
+        path, detail = ("spec.template.spec.activeDeadlineSeconds",
+                        f"activeDeadlineSeconds in {kind} is not Supported")
+        errors.append(forbidden(path, detail) if stateful else invalid(path, deadline, detail))
     return errors
 
 

@@ -26,6 +26,7 @@ from kube_elevator.tasks.core.name_formats import (
 
 NameCheck = Callable[[str, bool], tuple[str, ...]]
 TOTAL_ANNOTATION_SIZE_BYTES = 256 * (1 << 10)  # TotalAnnotationSizeLimitB
+_SELECTOR_OPERATORS = ("In", "NotIn", "Exists", "DoesNotExist")
 # ValidateXName per kind: Namespace names are DNS labels (ValidateNamespaceName); the other
 # kinds served take a DNS subdomain (ValidatePodName, ValidateNodeName, ValidateConfigMapName,
 # ValidateDeploymentName, ValidateLeaseName, ValidatePodDisruptionBudgetName, ...).
@@ -34,6 +35,10 @@ _NAME_CHECKS: dict[str, NameCheck] = {"namespaces": name_is_dns_label}
 
 def name_check(rt: ResourceType) -> NameCheck:
     return _NAME_CHECKS.get(rt.plural, name_is_dns_subdomain)
+
+
+def _dict(value: Any) -> dict[str, Any]:
+    return value if isinstance(value, dict) else {}
 
 
 def labels_errors(labels: Any, path: str) -> list[FieldError]:
@@ -46,6 +51,27 @@ def labels_errors(labels: Any, path: str) -> list[FieldError]:
         errors.extend(invalid(path, key, msg) for msg in qualified_name(str(key)))
         if isinstance(value, str):
             errors.extend(invalid(path, value, msg) for msg in label_value(value))
+    return errors
+
+
+def label_selector_errors(selector: Any, path: str) -> list[FieldError]:
+    """ValidateLabelSelector: matchLabels as labels, matchExpressions' operators and values."""
+    selector = _dict(selector)
+    errors = labels_errors(selector.get("matchLabels"), f"{path}.matchLabels")
+    expressions = selector.get("matchExpressions")
+    for index, expression in enumerate(expressions if isinstance(expressions, list) else []):
+        at, expression = f"{path}.matchExpressions[{index}]", _dict(expression)
+        operator, values = expression.get("operator") or "", expression.get("values") or []
+        if operator in ("In", "NotIn") and not values:
+            errors.append(required(f"{at}.values",
+                                   "must be specified when `operator` is 'In' or 'NotIn'"))
+        elif operator in ("Exists", "DoesNotExist") and values:
+            errors.append(forbidden(f"{at}.values", "may not be specified when `operator` is "
+                                    "'Exists' or 'DoesNotExist'"))
+        elif operator not in _SELECTOR_OPERATORS:
+            errors.append(invalid(f"{at}.operator", operator, "not a valid selector operator"))
+        key = str(expression.get("key") or "")
+        errors.extend(invalid(f"{at}.key", key, msg) for msg in qualified_name(key))
     return errors
 
 
@@ -98,5 +124,5 @@ def meta_errors(rt: ResourceType, obj: Obj) -> list[FieldError]:
     return errors
 
 
-__all__ = ["TOTAL_ANNOTATION_SIZE_BYTES", "annotations_errors", "labels_errors", "meta_errors",
-           "name_check"]
+__all__ = ["TOTAL_ANNOTATION_SIZE_BYTES", "annotations_errors", "label_selector_errors",
+           "labels_errors", "meta_errors", "name_check"]

@@ -1,7 +1,9 @@
 """A pod spec as the API server checks it (kubernetes pkg/apis/core/validation/validation.go,
-v1.32: ValidatePodSpec, validateContainers, validateContainerPorts,
+v1.32: ValidatePodSpec, validateContainers, validateContainerCommon, validateContainerPorts,
 ValidateResourceRequirements, validateRestartPolicy, validateDNSPolicy, ValidateTolerations,
-validatePullPolicy).  The checks run on the defaulted object, as upstream's do."""
+validatePullPolicy; the hostname and subdomain DNS labels).  Volumes and mounts, env, probes,
+node affinity and topology spread, and security contexts are their own modules'.  The checks
+run on the defaulted object, as upstream's do."""
 
 from __future__ import annotations
 
@@ -16,6 +18,17 @@ from kube_elevator.fakes.kube_api.validation.field import (
     required,
 )
 from kube_elevator.fakes.kube_api.validation.meta import labels_errors
+from kube_elevator.fakes.kube_api.validation.pod_env import env_errors, env_from_errors
+from kube_elevator.fakes.kube_api.validation.pod_scheduling import (
+    affinity_errors,
+    topology_spread_errors,
+)
+from kube_elevator.fakes.kube_api.validation.pod_volumes import volume_errors, volume_mount_errors
+from kube_elevator.fakes.kube_api.validation.probes import container_hook_errors
+from kube_elevator.fakes.kube_api.validation.security_context import (
+    container_security_context_errors,
+    pod_security_context_errors,
+)
 from kube_elevator.tasks.core.name_formats import (
     dns1123_label,
     dns1123_subdomain,
@@ -29,6 +42,7 @@ from kube_elevator.tasks.core.quantity import canonical_quantity, parse_quantity
 RESTART_POLICIES = ("Always", "OnFailure", "Never")  # validateRestartPolicy's order
 DNS_POLICIES = ("ClusterFirst", "ClusterFirstWithHostNet", "Default", "None")  # sets.List
 PULL_POLICIES = ("Always", "IfNotPresent", "Never")
+PREEMPTION_POLICIES = ("PreemptLowerPriority", "Never")
 PROTOCOLS = ("SCTP", "TCP", "UDP")
 TERMINATION_MESSAGE_POLICIES = ("File", "FallbackToLogsOnError")
 TAINT_EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
@@ -199,9 +213,10 @@ def resource_errors(resources: Any, path: str) -> list[FieldError]:
     return errors
 
 
-def container_errors(containers: Any, path: str, names: set[str],
-                     require_image: bool = True) -> list[FieldError]:
-    """validateContainers / validateInitContainers' common part."""
+def container_errors(containers: Any, path: str, names: set[str], volumes: set[str],
+                     init: bool = False) -> list[FieldError]:
+    """validateContainers / validateInitContainers: validateContainerCommon's checks (`volumes`
+    the names a mount may use), then the hooks and probes."""
     errors: list[FieldError] = []
     for index, container in enumerate(_list(containers)):
         at, container = f"{path}[{index}]", _dict(container)
@@ -213,14 +228,25 @@ def container_errors(containers: Any, path: str, names: set[str],
             if name in names:
                 errors.append(duplicate(f"{at}.name", name))
             names.add(name)
-        if require_image and not container.get("image"):
+        if not container.get("image"):
             errors.append(required(f"{at}.image"))
         errors.extend(one_of(container.get("terminationMessagePolicy"),
                              f"{at}.terminationMessagePolicy", TERMINATION_MESSAGE_POLICIES))
         errors.extend(port_errors(container.get("ports"), f"{at}.ports"))
+        if container.get("env"):
+            errors.extend(env_errors(container["env"], f"{at}.env"))
+        if container.get("envFrom"):
+            errors.extend(env_from_errors(container["envFrom"], f"{at}.envFrom"))
+        if container.get("volumeMounts"):
+            errors.extend(volume_mount_errors(container["volumeMounts"], volumes,
+                                              f"{at}.volumeMounts"))
         errors.extend(one_of(container.get("imagePullPolicy"), f"{at}.imagePullPolicy",
                              PULL_POLICIES))
         errors.extend(resource_errors(container.get("resources"), f"{at}.resources"))
+        if container.get("securityContext"):
+            errors.extend(container_security_context_errors(container["securityContext"],
+                                                            f"{at}.securityContext"))
+        errors.extend(container_hook_errors(container, at, init))
     return errors
 
 
@@ -235,15 +261,24 @@ def pod_spec_errors(spec: Any, path: str) -> list[FieldError]:
     """ValidatePodSpec's checks the fake makes."""
     if not isinstance(spec, dict):
         return [required(path)]
-    errors: list[FieldError] = []
+    volumes, errors = volume_errors(spec.get("volumes"), f"{path}.volumes")
     names: set[str] = set()
-    errors.extend(container_errors(spec.get("initContainers"), f"{path}.initContainers", names))
+    errors.extend(container_errors(spec.get("initContainers"), f"{path}.initContainers", names,
+                                   volumes, init=True))
     if not _list(spec.get("containers")):
         errors.append(required(f"{path}.containers"))
-    errors.extend(container_errors(spec.get("containers"), f"{path}.containers", names))
+    errors.extend(container_errors(spec.get("containers"), f"{path}.containers", names, volumes))
     errors.extend(one_of(spec.get("restartPolicy"), f"{path}.restartPolicy", RESTART_POLICIES))
     errors.extend(one_of(spec.get("dnsPolicy"), f"{path}.dnsPolicy", DNS_POLICIES))
     errors.extend(labels_errors(spec.get("nodeSelector"), f"{path}.nodeSelector"))
+    if spec.get("securityContext"):
+        errors.extend(pod_security_context_errors(spec["securityContext"],
+                                                  f"{path}.securityContext"))
+    if spec.get("affinity"):
+        errors.extend(affinity_errors(spec["affinity"], f"{path}.affinity"))
+    if spec.get("topologySpreadConstraints"):
+        errors.extend(topology_spread_errors(spec["topologySpreadConstraints"],
+                                             f"{path}.topologySpreadConstraints"))
     node_name = spec.get("nodeName") or ""
     if node_name:
         errors.extend(invalid(f"{path}.nodeName", node_name, msg)
@@ -252,7 +287,19 @@ def pod_spec_errors(spec: Any, path: str) -> list[FieldError]:
     if isinstance(deadline, int) and not 1 <= deadline <= 2**31 - 1:
         errors.append(invalid(f"{path}.activeDeadlineSeconds", deadline,
                               "must be between 1 and 2147483647, inclusive"))
+    for dns_name in ("hostname", "subdomain"):  # both DNS labels (ValidateDNS1123Label)
+        value = spec.get(dns_name) or ""
+        if value:
+            errors.extend(invalid(f"{path}.{dns_name}", value, msg)
+                          for msg in dns1123_label(str(value)))
     errors.extend(toleration_errors(spec.get("tolerations"), f"{path}.tolerations"))
+    priority_class = spec.get("priorityClassName") or ""
+    if priority_class:  # ValidatePriorityClassName: a DNS subdomain
+        errors.extend(invalid(f"{path}.priorityClassName", priority_class, msg)
+                      for msg in dns1123_subdomain(str(priority_class)))
+    preemption = spec.get("preemptionPolicy")
+    if preemption is not None:  # ValidatePreemptionPolicy
+        errors.extend(one_of(preemption, f"{path}.preemptionPolicy", PREEMPTION_POLICIES))
     return errors
 
 
