@@ -108,6 +108,26 @@ def group_stopped(child: Child) -> Iterator[Child]:
         child.stop()
 
 
+@contextlib.contextmanager
+def a_fresh_serve_on(server: PrefectServer) -> Iterator[PrefectServer]:
+    """`server`, shared by a module's tests, as new to this test's `serve`: at the end every
+    flow is deleted, and with it (the database cascades) its deployments and runs, so the next
+    test's `serve` registers new deployments, with new ids and free concurrency slots, and
+    finds no run of this one. A `prefect server start` costs ~9.5 s of CPU; the checks are
+    about the signal, not the server."""
+    try:
+        yield server
+    finally:
+        from prefect.client.orchestration import get_client
+        from prefect.settings import PREFECT_API_URL, temporary_settings
+
+        with temporary_settings({PREFECT_API_URL: server.api_url}), \
+                get_client(sync_client=True) as client:
+            for flow in client.read_flows():
+                client.delete_flow(flow.id)
+            assert not client.read_flow_runs(), "a run outlived its flow"
+
+
 def printed(child: Child) -> str:
     """The child's output so far; an error once it has exited."""
     if child.process.poll() is not None:

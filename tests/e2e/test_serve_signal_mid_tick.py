@@ -14,6 +14,7 @@ import os
 import signal
 import subprocess
 import time
+from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from uuid import UUID
@@ -38,13 +39,32 @@ from tests.e2e.test_serve_abandoned_runs import (
     on,
     runs_of,
 )
-from tests.e2e.test_serve_schedules_and_signals import elevator, group_stopped, processes_of
+from tests.e2e.test_serve_schedules_and_signals import (
+    a_fresh_serve_on,
+    elevator,
+    group_stopped,
+    processes_of,
+)
 
 GRACE_SECONDS = 10.0  # --stop-grace, and the budget for the exit: not scaled
 POD_LIST_DELAY_SECONDS = 3.0
 SHORT_POD_LIST_SECONDS = 1.0
 SHORT_GRACE_SECONDS = 2.0
 SLOW_POD_LIST_SECONDS = 30.0  # a tick far past the short grace
+
+
+@pytest.fixture(scope="module")
+def shared_server() -> Iterator[PrefectServer]:
+    """One `prefect server start` for the module: the variants are about the signal."""
+    with PrefectServer() as running:
+        yield running
+
+
+@pytest.fixture
+def server(shared_server: PrefectServer) -> Iterator[PrefectServer]:
+    """The module's server, its flows, deployments and runs deleted after each test."""
+    with a_fresh_serve_on(shared_server) as fresh:
+        yield fresh
 
 
 def pod_list_in_flight(server: PrefectServer, deployment_id: UUID) -> list[UUID]:
@@ -104,14 +124,15 @@ def how_it_ended(server: PrefectServer, run_id: UUID) -> tuple[str, str]:
 ])
 def test_a_signal_mid_tick_stops_serve_within_the_grace_leaving_nothing(
         ticks: str, signum: signal.Signals, group: bool, grace: float, delay: float,
-        fake_kube: FakeKubeApi, fake_aws: FakeAws, tmp_path: Path) -> None:
+        server: PrefectServer, fake_kube: FakeKubeApi, fake_aws: FakeAws,
+        tmp_path: Path) -> None:
     """Exit 0 within the grace (a run in flight that outlasts it: within the stop's deadline,
     `SHUTDOWN_SECONDS` later, ended rather than waited for), no process left, no run
     claimed after the signal, no traceback."""
     cluster = BurstCluster(fake_kube, fake_aws, tmp_path)
     fake_kube.faults.add("delay", count=None, method="GET", path="/api/v1/pods",
                          delay_seconds=delay)
-    with PrefectServer() as server, group_stopped(Child(
+    with group_stopped(Child(
             elevator("serve", "--nodegroups", str(cluster.nodegroups), "--kubeconfig",
                      str(cluster.kubeconfig), "--interval", "1s", "--poll", "0.5s",
                      "--ticks", ticks, "--stop-grace", f"{grace:g}s",

@@ -23,11 +23,12 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from uuid import UUID
 
 import psutil
+import pytest
 
 from benchmarks.event_latency import FREE_HEALTH_PORT, BurstCluster, Child, PrefectServer, wait_until
 from kube_elevator.fakes.aws import FakeAws
@@ -39,7 +40,11 @@ from tests.e2e.test_serve_abandoned_runs import (
     descendants,
     on,
 )
-from tests.e2e.test_serve_schedules_and_signals import group_stopped, processes_of
+from tests.e2e.test_serve_schedules_and_signals import (
+    a_fresh_serve_on,
+    group_stopped,
+    processes_of,
+)
 
 GRACE_SECONDS = 10.0
 # A run whose process has not begun its flow is not waited for: the stop takes a few round
@@ -84,6 +89,21 @@ if os.environ.get("PREFECT__FLOW_RUN_ID") and os.environ.get("TEST_RUN_START_HOL
 """
 
 
+@pytest.fixture(scope="module")
+def shared_server() -> Iterator[PrefectServer]:
+    """One `prefect server start` for the module: each test is about serve's stop."""
+    with PrefectServer() as running:
+        yield running
+
+
+@pytest.fixture
+def server(shared_server: PrefectServer) -> Iterator[PrefectServer]:
+    """The module's server, its flows, deployments and runs (`slot_free`'s Pending one
+    too) deleted after each test."""
+    with a_fresh_serve_on(shared_server) as fresh:
+        yield fresh
+
+
 def serve_runs(cluster: BurstCluster, grace: float) -> list[str]:
     return ["serve", "--nodegroups", str(cluster.nodegroups), "--kubeconfig",
             str(cluster.kubeconfig), "--interval", "5s", "--poll", "1s", "--ticks", "runs",
@@ -125,14 +145,14 @@ def stopped(serve: Child, stop: Callable[[], None], grace: float, what: str
 
 
 def test_a_claim_accepted_after_the_signal_starts_no_run(
-        fake_kube: FakeKubeApi, fake_aws: FakeAws, tmp_path: Path) -> None:
+        server: PrefectServer, fake_kube: FakeKubeApi, fake_aws: FakeAws, tmp_path: Path) -> None:
     """Ctrl-C to the group while a claim awaits the server: the server accepts it after the
     signal, and serve ends that run Cancelled, saying why, without starting its process (no
     Running), frees its slot, and exits 0 at once. (Before: the Runner started the run
     after the signal, and the stop waited for it.)"""
     cluster = BurstCluster(fake_kube, fake_aws, tmp_path)
     release = tmp_path / "release-the-claim"
-    with PrefectServer() as server, group_stopped(Child(
+    with group_stopped(Child(
             [sys.executable, "-c", HOLD_A_CLAIM, str(release),
              *serve_runs(cluster, GRACE_SECONDS)],
             server.env(**fake_aws.env()), tmp_path / "serve.log", new_session=True)) as serve:
@@ -166,7 +186,7 @@ def test_a_claim_accepted_after_the_signal_starts_no_run(
 
 
 def test_a_run_whose_process_is_importing_is_cancelled_at_once(
-        fake_kube: FakeKubeApi, fake_aws: FakeAws, tmp_path: Path) -> None:
+        server: PrefectServer, fake_kube: FakeKubeApi, fake_aws: FakeAws, tmp_path: Path) -> None:
     """SIGTERM (Kubernetes') while a run's process is still starting, its run Pending: serve
     ends the run Cancelled, saying why, kills the process, and exits 0 well within the grace
     (before: it waited the whole grace for the process, then killed it)."""
@@ -179,7 +199,7 @@ def test_a_run_whose_process_is_importing_is_cancelled_at_once(
     env_extra = {**fake_aws.env(), "PYTHONPATH": os.pathsep.join(paths),
                  "TEST_RUN_START_HOLD": str(hold)}
     try:
-        with PrefectServer() as server, group_stopped(Child(
+        with group_stopped(Child(
                 [sys.executable, "-m", "kube_elevator.flows.cli",
                  *serve_runs(cluster, LONG_GRACE_SECONDS)],
                 server.env(**env_extra), tmp_path / "serve.log", new_session=True)) as serve:
