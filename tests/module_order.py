@@ -26,7 +26,7 @@ MODULE_SECONDS = {
     "test_serve_stop_before_begun.py": 150,
     "test_prefect_server_spare.py": 100,
     "test_serve_schedules_and_signals.py": 250,
-    "test_least_privilege.py": 100,
+    "test_least_privilege.py": 65,
     "test_serve_watch.py": 80,
     "test_faults.py": 60,
     "test_replay_upstream.py": 60,

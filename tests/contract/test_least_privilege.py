@@ -29,14 +29,15 @@ IAM_POLICY = recording.ROOT / "deployments" / "aws" / "iam-policy.json"
 # The end-to-end tests whose requests use every node-autoscaler grant between them.
 NODE_AUTOSCALER_WORKLOAD = (
     "tests/e2e/test_cluster_autoscaler_live.py",  # priorities ConfigMap, evictions, budgets, leases
-    # taints (get, patch), deletes, scale-from-zero templates: three of the module's tests send
+    # taints (get, patch), deletes, scale-from-zero templates: two of the module's tests send
     # every kind of request (verb, resource, namespace; AWS action) its eight do (measured:
-    # 16 Kubernetes and 10 AWS kinds either way), in a third of the time
+    # 16 Kubernetes and 10 AWS kinds either way), in a third of the time. The shipped example
+    # scenario (45 s of this workload's 210 on a loaded machine) sends 10 Kubernetes and 5 AWS
+    # kinds, every one of them also sent by the rest of this list (measured, issue 49)
     "tests/e2e/test_ca_scale_down_e2e.py::"
     "test_an_underused_node_is_drained_and_removed_after_the_unneeded_time",
     "tests/e2e/test_ca_scale_down_e2e.py::"
     "test_unneeded_timers_live_in_the_lease_so_a_new_worker_keeps_counting",
-    "tests/e2e/test_ca_scale_down_e2e.py::test_the_shipped_example_scenario_shows_both_directions",
     "tests/e2e/test_fault_ticks.py::test_scale_down_under_a_fault_then_a_clean_tick"
     "[terminate-answer-lost]",  # the retry that checks EC2 for an instance already gone
     "tests/e2e/test_serve_watch.py::test_the_watch_resumes_from_the_last_resource_version",  # watch
