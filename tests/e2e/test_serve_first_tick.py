@@ -25,6 +25,7 @@ from benchmarks.event_latency import BurstCluster, Child, fetch, health_url, wai
 from kube_elevator.fakes.aws import FakeAws
 from kube_elevator.fakes.kube_api.server import FakeKubeApi
 from tests.e2e.test_serve_abandoned_runs import (
+    HEALTH_INACTIVITY,
     INTERVAL_SECONDS,
     RUN_START_SLACK_SECONDS,
     SERVE_START_SECONDS,
@@ -145,7 +146,7 @@ def test_health_fails_when_ticks_are_due_and_none_completes_on_every_server_kind
             run_id, _ = left_on(server, cluster, str(mark_of()))
         for ticks in ("in-process", "runs"):
             with restarted_serve(cluster, ticks, env, tmp_path / f"serve-{ticks}.log",
-                                 "--max-inactivity", "15s") as serve:
+                                 "--max-inactivity", HEALTH_INACTIVITY) as serve:
                 health_fails(serve, ticks)
                 if server is not None:
                     assert state_of(server, run_id).is_pending(), ticks
