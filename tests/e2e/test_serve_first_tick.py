@@ -2,7 +2,8 @@
 left, the next tick is claimed within one interval of the left run's end (the slot freed),
 not 10-28 s later; and `/health-check` fails when ticks are due and none completes, on the
 temporary server and on PostgreSQL too (the shared SQLite server's case is
-tests/e2e/test_serve_abandoned_runs.py's).
+tests/e2e/test_serve_abandoned_runs.py's). The restart test also checks what that module's
+restart check did on the same setup: the tick completes and serve says why it ended the run.
 
 Times are the server's own (the states' timestamps), so the test process's load does not
 enter the figure; the slack is a poll and a server round trip on a loaded machine, scaled
