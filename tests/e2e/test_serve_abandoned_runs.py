@@ -47,7 +47,6 @@ from tests.e2e.test_serve_schedules_and_signals import (
     elevator,
     group_stopped,
     postgres_url,  # noqa: F401 (a fixture, used by name)
-    prefect_server,
     processes_of,
     temporary_server_env,
 )
@@ -57,6 +56,9 @@ INTERVAL_SECONDS = 5.0
 # flow engine), which took up to 40 s here under load 6.
 RUN_START_SLACK_SECONDS = 60.0
 SERVE_START_SECONDS = 240.0  # a temporary server's first start under load, and the cache
+# The health tests' --max-inactivity: over the interval (and a poll), so a tick was due and
+# none finished when /health-check fails; no longer, as the tests wait it out each time.
+HEALTH_INACTIVITY = f"{INTERVAL_SECONDS + 3:g}s"
 
 
 def dead_process_mark() -> str:
@@ -182,35 +184,10 @@ def restarted_serve(cluster: BurstCluster, ticks: str, env: dict[str, str], log:
 # --- at the next start -------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize(("kind", "ticks"), [
-    pytest.param("sqlite", "in-process", id="sqlite-in-process"),
-    pytest.param("sqlite", "runs", id="sqlite-runs"),
-    pytest.param("postgres", "in-process", id="postgres-in-process"),
-])
-def test_a_pending_run_a_killed_serve_left_is_crashed_at_the_next_start(
-        kind: str, ticks: str, fake_kube: FakeKubeApi, fake_aws: FakeAws, tmp_path: Path,
-        request: pytest.FixtureRequest) -> None:
-    cluster = BurstCluster(fake_kube, fake_aws, tmp_path)
-    with prefect_server(kind, request) as server:
-        assert server is not None
-        run_id, deployment_id = left_on(server, cluster, dead_process_mark())
-        started = datetime.now(UTC)
-        with restarted_serve(cluster, ticks, server.env(**fake_aws.env()),
-                             tmp_path / "serve.log") as serve:
-            serve.wait_for("serving autoscale/autoscale", SERVE_START_SECONDS)
-            wait_until(lambda: crashed_saying_why(state_of(server, run_id)), 30,
-                       "the left run to end Crashed")
-            crashed_at = time.monotonic()
-            done = wait_until(lambda: completed_after(server, deployment_id, started),
-                              INTERVAL_SECONDS + RUN_START_SLACK_SECONDS,
-                              "a tick to complete after the left run ended")
-            took = time.monotonic() - crashed_at
-            print(f"\n{kind}, --ticks {ticks}: the next tick completed {took:.1f} s after "
-                  f"the left run ended Crashed (--interval {INTERVAL_SECONDS:g}s)")
-            assert done.id != run_id
-            assert "ended Crashed: its process" in serve.output()
-            os.killpg(serve.process.pid, signal.SIGTERM)
-            assert serve.process.wait(timeout=scaled(60)) == 0, serve.output()[-3000:]
+# On a shared SQLite and a PostgreSQL server, both --ticks modes: the left run ends Crashed at
+# the start, serve says why, and the next tick completes within an interval;
+# tests/e2e/test_serve_first_tick.py's test_the_first_tick_after_a_restart_..., which times
+# the same setup (one server and one serve for both checks, not two).
 
 
 def test_on_the_temporary_server_the_left_run_is_crashed_at_the_next_start(
@@ -252,44 +229,53 @@ def leave_a_late_run(nodegroups: str, kubeconfig: str, interval: float,
     return {"run": str(run.id), "deployment": str(deployment_id)}
 
 
-@pytest.mark.parametrize("ticks", ["in-process", "runs"])
 def test_a_run_left_scheduled_past_its_time_is_ended_at_the_next_start(
-        ticks: str, fake_kube: FakeKubeApi, fake_aws: FakeAws, tmp_path: Path) -> None:
+        fake_kube: FakeKubeApi, fake_aws: FakeAws, tmp_path: Path) -> None:
     """A run left Scheduled ten minutes late: the next serve ends it Cancelled saying why
     (before: in-process ran it as a tick, the Runner claimed it with every other late run
     and the limit cancelled them, saying only that the limit was reached), and the next tick
-    completes within an interval."""
+    completes within an interval. Each --ticks mode in turn, a run left late for each, on the
+    one server."""
     cluster = BurstCluster(fake_kube, fake_aws, tmp_path)
     with PrefectServer() as server:
-        from prefect.settings import PREFECT_API_URL, temporary_settings
+        for ticks in ("in-process", "runs"):
+            late_run_ended_at_the_start(server, cluster, ticks, server.env(**fake_aws.env()),
+                                        tmp_path / f"serve-{ticks}.log")
 
-        with temporary_settings({PREFECT_API_URL: server.api_url}):
-            left = leave_a_late_run(str(cluster.nodegroups), str(cluster.kubeconfig),
-                                    INTERVAL_SECONDS, late_seconds=600)
-        run_id, deployment_id = UUID(left["run"]), UUID(left["deployment"])
-        started = datetime.now(UTC)
-        with group_stopped(Child(serve_command(cluster, ticks), server.env(**fake_aws.env()),
-                                 tmp_path / "serve.log", new_session=True)) as serve:
-            serve.wait_for("serving autoscale/autoscale", SERVE_START_SECONDS)
-            state = state_of(server, run_id)
-            assert state.is_cancelled(), (state, serve.output()[-3000:])
-            assert (state.message or "").startswith("abandoned: Scheduled for "), state.message
-            late = re.search(r" (\d+) s late \(over (\d+) s\)", state.message)
-            assert late is not None and int(late.group(1)) >= 600, state.message
-            assert int(late.group(2)) == INTERVAL_SECONDS + LATE_SLACK.total_seconds()
-            ended_at = time.monotonic()
-            done = wait_until(lambda: completed_after(server, deployment_id, started),
-                              INTERVAL_SECONDS + RUN_START_SLACK_SECONDS,
-                              "a tick to complete after the late run ended")
-            print(f"\n--ticks {ticks}: the next tick completed "
-                  f"{time.monotonic() - ended_at:.1f} s after the late run ended Cancelled "
-                  f"(--interval {INTERVAL_SECONDS:g}s)")
-            assert done.id != run_id
-            with on(server) as client:  # it never ran: Scheduled (and Late), then Cancelled
-                *before, last = [s.type.value for s in client.read_flow_run_states(run_id)]
-            assert set(before) == {"SCHEDULED"} and last == "CANCELLED", (before, last)
-            os.killpg(serve.process.pid, signal.SIGTERM)
-            assert serve.process.wait(timeout=scaled(60)) == 0, serve.output()[-3000:]
+
+def late_run_ended_at_the_start(server: PrefectServer, cluster: BurstCluster, ticks: str,
+                                env: dict[str, str], log: Path) -> None:
+    """A run left late on `server`; a serve started: the run ends Cancelled saying why, a tick
+    completes after; then SIGTERM, exit 0."""
+    from prefect.settings import PREFECT_API_URL, temporary_settings
+
+    with temporary_settings({PREFECT_API_URL: server.api_url}):
+        left = leave_a_late_run(str(cluster.nodegroups), str(cluster.kubeconfig),
+                                INTERVAL_SECONDS, late_seconds=600)
+    run_id, deployment_id = UUID(left["run"]), UUID(left["deployment"])
+    started = datetime.now(UTC)
+    with group_stopped(Child(serve_command(cluster, ticks), env, log,
+                             new_session=True)) as serve:
+        serve.wait_for("serving autoscale/autoscale", SERVE_START_SECONDS)
+        state = state_of(server, run_id)
+        assert state.is_cancelled(), (ticks, state, serve.output()[-3000:])
+        assert (state.message or "").startswith("abandoned: Scheduled for "), state.message
+        late = re.search(r" (\d+) s late \(over (\d+) s\)", state.message)
+        assert late is not None and int(late.group(1)) >= 600, state.message
+        assert int(late.group(2)) == INTERVAL_SECONDS + LATE_SLACK.total_seconds()
+        ended_at = time.monotonic()
+        done = wait_until(lambda: completed_after(server, deployment_id, started),
+                          INTERVAL_SECONDS + RUN_START_SLACK_SECONDS,
+                          "a tick to complete after the late run ended")
+        print(f"\n--ticks {ticks}: the next tick completed "
+              f"{time.monotonic() - ended_at:.1f} s after the late run ended Cancelled "
+              f"(--interval {INTERVAL_SECONDS:g}s)")
+        assert done.id != run_id
+        with on(server) as client:  # it never ran: Scheduled (and Late), then Cancelled
+            *before, last = [s.type.value for s in client.read_flow_run_states(run_id)]
+        assert set(before) == {"SCHEDULED"} and last == "CANCELLED", (ticks, before, last)
+        os.killpg(serve.process.pid, signal.SIGTERM)
+        assert serve.process.wait(timeout=scaled(60)) == 0, serve.output()[-3000:]
 
 
 @pytest.mark.parametrize("ticks", ["in-process", "runs"])
@@ -324,73 +310,95 @@ def test_a_serve_killed_mid_tick_on_the_temporary_server_ticks_again_after_a_res
 # --- while serving ------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("ticks", ["in-process", "runs"])
 def test_a_pending_run_left_while_serving_is_crashed_and_ticks_go_on(
-        ticks: str, fake_kube: FakeKubeApi, fake_aws: FakeAws, tmp_path: Path) -> None:
+        fake_kube: FakeKubeApi, fake_aws: FakeAws, tmp_path: Path) -> None:
     """Another serve on this host, sharing the server, was killed holding the slot while this
     one served: this one ends the run at its next poll, and its next tick completes within
-    an interval; its health check, counting completed ticks, stays 200."""
+    an interval; its health check, counting completed ticks, stays 200. Each --ticks mode in
+    turn, a serve of its own, on the one server."""
     cluster = BurstCluster(fake_kube, fake_aws, tmp_path)
     # Ticks far enough apart that the slot is free between them, for the test to take it.
     interval = 4 * INTERVAL_SECONDS
-    with PrefectServer() as server, group_stopped(Child(
-            serve_command(cluster, ticks, "--max-inactivity", "5m", "--interval",
-                          f"{interval:g}s"),
-            server.env(**fake_aws.env()), tmp_path / "serve.log", new_session=True)) as serve:
-        serve.wait_for("serving autoscale/autoscale", SERVE_START_SECONDS)
-        run_id, deployment_id = left_on(server, cluster, dead_process_mark(), interval,
-                                        claim_seconds=180)
-        wait_until(lambda: crashed_saying_why(state_of(server, run_id)), 30,
-                   "the left run to end Crashed")
-        crashed = datetime.now(UTC)
-        crashed_at = time.monotonic()
-        wait_until(lambda: completed_after(server, deployment_id, crashed),
-                   interval + RUN_START_SLACK_SECONDS,
-                   "a tick to complete after the left run ended")
-        print(f"\n--ticks {ticks}: the next tick completed "
-              f"{time.monotonic() - crashed_at:.1f} s after the left run ended Crashed")
-        assert fetch(f"{health_url(serve)}/health-check")[0] == 200
-        # Ready: ticks complete (--ticks runs learns of it at its next pass).
-        wait_until(lambda: fetch(f"{health_url(serve)}/ready") == (200, "ready\n"), 30,
-                   "/ready once a tick completed")
-        os.killpg(serve.process.pid, signal.SIGTERM)
-        assert serve.process.wait(timeout=scaled(60)) == 0, serve.output()[-3000:]
+    with PrefectServer() as server:
+        for ticks in ("in-process", "runs"):
+            with group_stopped(Child(
+                    serve_command(cluster, ticks, "--max-inactivity", "5m", "--interval",
+                                  f"{interval:g}s"),
+                    server.env(**fake_aws.env()), tmp_path / f"serve-{ticks}.log",
+                    new_session=True)) as serve:
+                left_while_serving(server, cluster, serve, ticks, interval)
+
+
+def left_while_serving(server: PrefectServer, cluster: BurstCluster, serve: Child, ticks: str,
+                       interval: float) -> None:
+    """A run left Pending while `serve` serves: it ends Crashed, a tick completes after, and
+    `serve` stays healthy and is ready; then SIGTERM, exit 0."""
+    serve.wait_for("serving autoscale/autoscale", SERVE_START_SECONDS)
+    run_id, deployment_id = left_on(server, cluster, dead_process_mark(), interval,
+                                    claim_seconds=180)
+    wait_until(lambda: crashed_saying_why(state_of(server, run_id)), 30,
+               "the left run to end Crashed")
+    crashed = datetime.now(UTC)
+    crashed_at = time.monotonic()
+    wait_until(lambda: completed_after(server, deployment_id, crashed),
+               interval + RUN_START_SLACK_SECONDS,
+               "a tick to complete after the left run ended")
+    print(f"\n--ticks {ticks}: the next tick completed "
+          f"{time.monotonic() - crashed_at:.1f} s after the left run ended Crashed")
+    assert fetch(f"{health_url(serve)}/health-check")[0] == 200, ticks
+    # Ready: ticks complete (--ticks runs learns of it at its next pass).
+    wait_until(lambda: fetch(f"{health_url(serve)}/ready") == (200, "ready\n"), 30,
+               "/ready once a tick completed")
+    os.killpg(serve.process.pid, signal.SIGTERM)
+    assert serve.process.wait(timeout=scaled(60)) == 0, serve.output()[-3000:]
 
 
 # --- health: due ticks that never complete -----------------------------------------------------
 
 
-@pytest.mark.parametrize("ticks", ["runs", "in-process"])
 def test_health_fails_when_ticks_are_due_but_every_run_is_cancelled(
-        ticks: str, fake_kube: FakeKubeApi, fake_aws: FakeAws, tmp_path: Path) -> None:
+        fake_kube: FakeKubeApi, fake_aws: FakeAws, tmp_path: Path) -> None:
     """The slot is held by a run of a live process (this test's: not abandoned), so every run
     of the schedule is cancelled by the limit: no tick, and `/health-check` fails once
-    --max-inactivity has passed, saying so. (Before: 200 `serving` all along.)"""
+    --max-inactivity has passed, saying so. (Before: 200 `serving` all along.) Each --ticks
+    mode in turn, a serve of its own, on the one server and the one left run."""
     from kube_elevator.tasks.core.process_owner import mark_of
 
     cluster = BurstCluster(fake_kube, fake_aws, tmp_path)
     with PrefectServer() as server:
         run_id, deployment_id = left_on(server, cluster, str(mark_of()))
-        with restarted_serve(cluster, ticks, server.env(**fake_aws.env()),
-                             tmp_path / "serve.log", "--max-inactivity", "15s") as serve:
-            url = f"{health_url(serve)}/health-check"
-            serve.wait_for("serving autoscale/autoscale", SERVE_START_SECONDS)
-            cancelled = wait_until(lambda: [
-                run for run in runs_of(server, deployment_id)
-                if run.state_type is not None and run.state_type.value == "CANCELLED"], 90,
-                "a run cancelled by the concurrency limit")
-            # No tick can run: not ready, from the start (before: ready once the cache had
-            # synced, or at once with --ticks runs).
-            ready = f"{health_url(serve)}/ready"
-            assert fetch(ready) == (503, "not ready: no tick has completed since the start\n")
-            _, body = wait_until(lambda: (answer := fetch(url))[0] == 500 and answer,
-                                      60, "/health-check to fail")
-            assert "no tick finished" in body, body
-            assert fetch(ready) == (503, "not ready: no tick has completed since the start\n")
-            assert cancelled
-            assert state_of(server, run_id).is_pending()  # its owner lives
-            os.killpg(serve.process.pid, signal.SIGTERM)
-            assert serve.process.wait(timeout=scaled(60)) == 0, serve.output()[-3000:]
+        for ticks in ("runs", "in-process"):
+            begun = datetime.now(UTC)
+            with restarted_serve(cluster, ticks, server.env(**fake_aws.env()),
+                                 tmp_path / f"serve-{ticks}.log", "--max-inactivity",
+                                 HEALTH_INACTIVITY) as serve:
+                every_run_cancelled(server, deployment_id, serve, begun, ticks)
+                assert state_of(server, run_id).is_pending(), ticks  # its owner lives
+                os.killpg(serve.process.pid, signal.SIGTERM)
+                assert serve.process.wait(timeout=scaled(60)) == 0, serve.output()[-3000:]
+
+
+def every_run_cancelled(server: PrefectServer, deployment_id: UUID, serve: Child,
+                        begun: datetime, ticks: str) -> None:
+    """Once `serve` (started at `begun`) serves: a run of it cancelled by the limit, never
+    ready, and `/health-check` fails, saying why."""
+    url = f"{health_url(serve)}/health-check"
+    serve.wait_for("serving autoscale/autoscale", SERVE_START_SECONDS)
+    cancelled = wait_until(lambda: [
+        run for run in runs_of(server, deployment_id)
+        if run.state is not None and run.state.type.value == "CANCELLED"
+        and run.state.timestamp > begun], 90,  # not a run an earlier serve's limit cancelled
+        "a run cancelled by the concurrency limit")
+    # No tick can run: not ready, from the start (before: ready once the cache had
+    # synced, or at once with --ticks runs).
+    ready = f"{health_url(serve)}/ready"
+    not_ready = (503, "not ready: no tick has completed since the start\n")
+    assert fetch(ready) == not_ready, ticks
+    _, body = wait_until(lambda: (answer := fetch(url))[0] == 500 and answer, 60,
+                         "/health-check to fail")
+    assert "no tick finished" in body, (ticks, body)
+    assert fetch(ready) == not_ready, ticks
+    assert cancelled
 
 
 # --- a signal to the group ----------------------------------------------------------------------

@@ -2,7 +2,8 @@
 left, the next tick is claimed within one interval of the left run's end (the slot freed),
 not 10-28 s later; and `/health-check` fails when ticks are due and none completes, on the
 temporary server and on PostgreSQL too (the shared SQLite server's case is
-tests/e2e/test_serve_abandoned_runs.py's).
+tests/e2e/test_serve_abandoned_runs.py's). The restart test also checks what that module's
+restart check did on the same setup: the tick completes and serve says why it ended the run.
 
 Times are the server's own (the states' timestamps), so the test process's load does not
 enter the figure; the slack is a poll and a server round trip on a loaded machine, scaled
@@ -25,8 +26,11 @@ from benchmarks.event_latency import BurstCluster, Child, fetch, health_url, wai
 from kube_elevator.fakes.aws import FakeAws
 from kube_elevator.fakes.kube_api.server import FakeKubeApi
 from tests.e2e.test_serve_abandoned_runs import (
+    HEALTH_INACTIVITY,
     INTERVAL_SECONDS,
+    RUN_START_SLACK_SECONDS,
     SERVE_START_SECONDS,
+    completed_after,
     crashed_saying_why,
     dead_process_mark,
     left_in_a_process,
@@ -108,6 +112,13 @@ def test_the_first_tick_after_a_restart_that_ended_a_left_run_is_within_an_inter
             assert claim_seconds <= INTERVAL_SECONDS + scaled(CLAIM_SLACK_SECONDS), claimed
             assert start_seconds <= INTERVAL_SECONDS + scaled(
                 CLAIM_SLACK_SECONDS + START_SLACK_SECONDS[ticks]), running
+            # And that tick completes, and serve said why it ended the left run
+            # (tests/e2e/test_serve_abandoned_runs.py's restart check, on this setup).
+            done = wait_until(lambda: completed_after(server, deployment_id, ended.timestamp),
+                              INTERVAL_SECONDS + RUN_START_SLACK_SECONDS,
+                              "a tick to complete after the left run ended")
+            assert done.id != run_id
+            assert "ended Crashed: its process" in serve.output(), serve.output()[-3000:]
             os.killpg(serve.process.pid, signal.SIGTERM)
             assert serve.process.wait(timeout=scaled(60)) == 0, serve.output()[-3000:]
 
@@ -115,18 +126,15 @@ def test_the_first_tick_after_a_restart_that_ended_a_left_run_is_within_an_inter
 # --- health on the other kinds of server -------------------------------------------------------
 
 
-@pytest.mark.parametrize(("kind", "ticks"), [
-    pytest.param("temporary", "in-process", id="temporary-in-process"),
-    pytest.param("temporary", "runs", id="temporary-runs"),
-    pytest.param("postgres", "in-process", id="postgres-in-process"),
-    pytest.param("postgres", "runs", id="postgres-runs"),
-])
+@pytest.mark.parametrize("kind", ["temporary", "postgres"])
 def test_health_fails_when_ticks_are_due_and_none_completes_on_every_server_kind(
-        kind: str, ticks: str, fake_kube: FakeKubeApi, fake_aws: FakeAws, tmp_path: Path,
+        kind: str, fake_kube: FakeKubeApi, fake_aws: FakeAws, tmp_path: Path,
         request: pytest.FixtureRequest) -> None:
     """The slot is held by a run of a live process (this test's: not abandoned), so every due
     tick is cancelled by the limit: `/health-check` fails once --max-inactivity has passed
-    and `/ready` never says ready; the run of the live process is left alone."""
+    and `/ready` never says ready; the run of the live process is left alone. Each --ticks
+    mode in turn, a serve of its own, on the one server and the one left run (the setup, a
+    server and a run left, is the same for both)."""
     from kube_elevator.tasks.core.process_owner import mark_of
 
     cluster = BurstCluster(fake_kube, fake_aws, tmp_path)
@@ -137,20 +145,27 @@ def test_health_fails_when_ticks_are_due_and_none_completes_on_every_server_kind
         else:
             env = server.env(**fake_aws.env())
             run_id, _ = left_on(server, cluster, str(mark_of()))
-        with restarted_serve(cluster, ticks, env, tmp_path / "serve.log",
-                             "--max-inactivity", "15s") as serve:
-            serve.wait_for("serving autoscale/autoscale", scaled(SERVE_START_SECONDS))
-            url = health_url(serve)
-            not_ready = (503, "not ready: no tick has completed since the start\n")
-            _, body = wait_until(lambda: (answer := fetch(f"{url}/health-check"))[0] == 500
-                                 and answer, scaled(60), "/health-check to fail")
-            assert "no tick finished" in body, body
-            assert fetch(f"{url}/ready") == not_ready
-            assert "ended Crashed" not in serve.output()  # its owner lives
-            if server is not None:
-                assert state_of(server, run_id).is_pending()
-            os.killpg(serve.process.pid, signal.SIGTERM)
-            assert serve.process.wait(timeout=scaled(60)) == 0, serve.output()[-3000:]
+        for ticks in ("in-process", "runs"):
+            with restarted_serve(cluster, ticks, env, tmp_path / f"serve-{ticks}.log",
+                                 "--max-inactivity", HEALTH_INACTIVITY) as serve:
+                health_fails(serve, ticks)
+                if server is not None:
+                    assert state_of(server, run_id).is_pending(), ticks
+                os.killpg(serve.process.pid, signal.SIGTERM)
+                assert serve.process.wait(timeout=scaled(60)) == 0, serve.output()[-3000:]
+
+
+def health_fails(serve: Child, ticks: str) -> None:
+    """Once `serve` serves: `/health-check` fails, saying why, `/ready` says not ready, and the
+    live process's run was not ended."""
+    serve.wait_for("serving autoscale/autoscale", scaled(SERVE_START_SECONDS))
+    url = health_url(serve)
+    not_ready = (503, "not ready: no tick has completed since the start\n")
+    _, body = wait_until(lambda: (answer := fetch(f"{url}/health-check"))[0] == 500
+                         and answer, scaled(60), "/health-check to fail")
+    assert "no tick finished" in body, (ticks, body)
+    assert fetch(f"{url}/ready") == not_ready, ticks
+    assert "ended Crashed" not in serve.output(), ticks  # its owner lives
 
 
 # --- the watch cache lists while the Prefect server is awaited ---------------------------------
