@@ -205,7 +205,12 @@ def test_on_the_temporary_server_the_left_run_is_crashed_at_the_next_start(
               "after the left run ended Crashed")
         os.killpg(serve.process.pid, signal.SIGTERM)
         assert serve.process.wait(timeout=scaled(60)) == 0, serve.output()[-3000:]
-    assert "cancelled" not in serve.output().lower(), serve.output()[-3000:]
+    # No run cancelled by the deployment's limit (the left run's slot was freed). Runs the
+    # left serve had scheduled that came due before this one started (a busy machine's slow
+    # start) are ended Cancelled by the sweep, saying so: a missed tick is not made up.
+    cancelled = [line for line in serve.output().lower().splitlines() if "cancelled" in line
+                 and "past their time ended cancelled (abandoned" not in line]
+    assert not cancelled, serve.output()[-3000:]
 
 
 def leave_a_late_run(nodegroups: str, kubeconfig: str, interval: float,
