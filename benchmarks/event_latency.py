@@ -26,6 +26,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -339,28 +340,34 @@ _spares: list[PrefectServer] = []
 _spares_registered: list[bool] = []
 
 
+# Held while the spare is taken or made: a test may start servers side by side, in threads.
+_spares_lock = threading.Lock()
+
+
 def _take_spare(server: PrefectServer) -> PrefectServer | None:
     """The spare started like `server` and still running, taken; any other spare stopped."""
     key = server.spare_key()
-    while _spares:
-        spare = _spares.pop()
-        child = spare._child
-        if key is not None and spare._launched_as == key and child is not None \
-                and child.process.poll() is None:
-            return spare
-        spare.stop()
+    with _spares_lock:
+        while _spares:
+            spare = _spares.pop()
+            child = spare._child
+            if key is not None and spare._launched_as == key and child is not None \
+                    and child.process.poll() is None:
+                return spare
+            spare.stop()
     return None
 
 
 def _keep_a_spare_like(server: PrefectServer) -> None:
-    if _spares or server.spare_key() is None:
-        return
-    if not _spares_registered:
-        atexit.register(stop_spares)
-        _spares_registered.append(True)
-    spare = PrefectServer(startup_timeout=server.startup_timeout)
-    spare.launch(niced=True)
-    _spares.append(spare)
+    with _spares_lock:
+        if _spares or server.spare_key() is None:
+            return
+        if not _spares_registered:
+            atexit.register(stop_spares)
+            _spares_registered.append(True)
+        spare = PrefectServer(startup_timeout=server.startup_timeout)
+        spare.launch(niced=True)
+        _spares.append(spare)
 
 
 def stop_spares() -> None:

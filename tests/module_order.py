@@ -20,9 +20,9 @@ import pytest
 MODULE_SECONDS = {
     "test_serve_abandoned_runs.py": 940,
     "test_serve_first_tick.py": 570,
-    "test_serve_silent_runs.py": 430,
     "test_serve_signal_mid_tick.py": 245,
-    "test_crashed_runs.py": 155,
+    "test_serve_silent_runs.py": 150,
+    "test_crashed_runs.py": 90,
     "test_serve_stop_before_begun.py": 150,
     "test_prefect_server_spare.py": 100,
     "test_serve_schedules_and_signals.py": 250,

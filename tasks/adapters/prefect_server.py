@@ -336,7 +336,9 @@ def keep_template(database: Path) -> None:
 
     with contextlib.suppress(OSError, sqlite3.Error):
         template.parent.mkdir(parents=True, exist_ok=True)
-        partial = template.with_name(f"{template.name}.{os.getpid()}")
+        # The process's and the thread's: a test starts servers side by side, in threads.
+        partial = template.with_name(
+            f"{template.name}.{os.getpid()}.{threading.get_native_id()}")
         source = sqlite3.connect(database, timeout=30)
         target = sqlite3.connect(partial)
         try:

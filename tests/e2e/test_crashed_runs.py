@@ -64,46 +64,6 @@ def crash_detection_removed_after() -> Iterator[None]:
             client.delete_automation(automation.id)
 
 
-@pytest.mark.usefixtures("crash_detection_removed_after")
-def test_a_killed_tick_ends_crashed(fake_aws: FakeAws, fake_kube: FakeKubeApi,
-                                    kubeconfig: Path, tmp_path: Path) -> None:
-    # The automation `elevator run` would create, with the shortest grace to keep this quick;
-    # `run` finds it by name and leaves it as it is.
-    assert ensure_crash_detection(GRACE)
-    nodegroups = two_groups(fake_aws, fake_kube, tmp_path, "killed")
-    hang = fake_kube.faults.add("hang", method="GET", path="/api/v1/pods", count=None)
-    before = {run.id for run in autoscale_runs()}
-    env = {**os.environ, **fake_aws.env(), "PREFECT_API_URL": str(PREFECT_API_URL.value()),
-           "ELEVATOR_READ_TIMEOUT_SECONDS": "600", "ELEVATOR_RETRY_DELAY_SECONDS": "0"}
-    process = subprocess.Popen(
-        [sys.executable, "-m", "kube_elevator.flows.cli", "run", "--nodegroups", str(nodegroups),
-         "--kubeconfig", str(kubeconfig), "--once"],
-        env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    try:
-        assert fake_kube.faults.wait_fired(hang, timeout=scaled(120)), "the tick never listed pods"
-        [run] = [run for run in autoscale_runs() if run.id not in before]
-        assert run.state is not None and run.state.is_running()
-        process.send_signal(signal.SIGKILL)
-        process.wait(timeout=scaled(30))
-    finally:
-        if process.poll() is None:
-            process.kill()
-    fake_kube.faults.clear()
-
-    def crashed() -> bool:
-        with get_client(sync_client=True) as client:
-            state = client.read_flow_run(run.id).state
-        return state is not None and state.is_crashed()
-
-    wait_for("the killed tick's run to be marked Crashed", crashed,
-             GRACE.total_seconds() + 60)
-    with get_client(sync_client=True) as client:
-        state = client.read_flow_run(run.id).state
-        automations = client.read_automations_by_name(AUTOMATION_NAME)
-    assert state is not None and "No heartbeat" in (state.message or "")
-    assert len(automations) == 1  # `run` found it by name: not created twice
-
-
 # A flow run that sleeps until it is killed, of the flow named by its first argument.
 SLEEPING_FLOW = """
 import sys, time
@@ -169,17 +129,45 @@ def state_types(run: FlowRun) -> list[str]:
         return [state.type.value for state in client.read_flow_run_states(run.id)]
 
 
+def start_a_tick_that_hangs(fake_aws: FakeAws, fake_kube: FakeKubeApi, kubeconfig: Path,
+                            nodegroups: Path, processes: list[subprocess.Popen[bytes]]
+                            ) -> tuple[subprocess.Popen[bytes], FlowRun]:
+    """`elevator run --once` on the fake cluster, whose pods list never answers: its process
+    (added to `processes` as it starts), and its run, Running, stuck in its collect step."""
+    hang = fake_kube.faults.add("hang", method="GET", path="/api/v1/pods", count=None)
+    before = {run.id for run in autoscale_runs()}
+    env = {**os.environ, **fake_aws.env(), "PREFECT_API_URL": str(PREFECT_API_URL.value()),
+           "ELEVATOR_READ_TIMEOUT_SECONDS": "600", "ELEVATOR_RETRY_DELAY_SECONDS": "0"}
+    process = subprocess.Popen(
+        [sys.executable, "-m", "kube_elevator.flows.cli", "run", "--nodegroups", str(nodegroups),
+         "--kubeconfig", str(kubeconfig), "--once"],
+        env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    processes.append(process)
+    assert fake_kube.faults.wait_fired(hang, timeout=scaled(120)), "the tick never listed pods"
+    [run] = [run for run in autoscale_runs() if run.id not in before]
+    assert run.state is not None and run.state.is_running()
+    return process, run
+
+
 @pytest.mark.usefixtures("crash_detection_removed_after")
-def test_other_flows_runs_are_never_marked_crashed() -> None:
-    """Another team's runs on the same server: one that sends no heartbeats (a worker without
+def test_a_killed_tick_ends_crashed_and_other_flows_runs_never_do(
+        fake_aws: FakeAws, fake_kube: FakeKubeApi, kubeconfig: Path, tmp_path: Path) -> None:
+    """A tick killed with SIGKILL ends Crashed, said so by the automation `elevator run`
+    would create (here with the shortest grace, to keep this quick; `run` finds it by name and
+    leaves it as it is).
+
+    Another team's runs on the same server: one that sends no heartbeats (a worker without
     PREFECT_FLOWS_HEARTBEAT_FREQUENCY) and is still running, and one whose process died after
-    a heartbeat. Neither is the automation's business. A run of a kube-elevator flow killed
-    last (the control) is marked Crashed: by then both others had been silent for longer."""
+    a heartbeat. Neither is the automation's business: the killed tick, killed last, is their
+    control; by the time it is marked Crashed both others had been silent for longer.
+
+    (Two tests until now, each waiting out the grace; one wait serves both.)"""
     assert ensure_crash_detection(GRACE)
+    nodegroups = two_groups(fake_aws, fake_kube, tmp_path, "killed")
     processes: list[subprocess.Popen[bytes]] = []
     try:
         # The two other teams' flows start at once (a process's start is what takes the time
-        # here); ours only once the one that died has: its heartbeats stopped first.
+        # here); the tick only once the one that died has: its heartbeats stopped first.
         others = (("other-teams-flow", False), ("other-teams-heartbeat-flow", True))
         processes.extend(launch_sleeping_flow(name, heartbeats) for name, heartbeats in others)
         silent_process, died_process = processes
@@ -187,14 +175,20 @@ def test_other_flows_runs_are_never_marked_crashed() -> None:
                         for process, (name, heartbeats) in zip(processes, others, strict=True))
         died_process.send_signal(signal.SIGKILL)
         died_process.wait(timeout=scaled(30))
-        own_process = launch_sleeping_flow(OWN_FLOWS[0], heartbeats=True)
-        processes.append(own_process)
-        own = sleeping_flow_run(own_process, OWN_FLOWS[0], heartbeats=True)
-        own_process.send_signal(signal.SIGKILL)
-        own_process.wait(timeout=scaled(30))
+        tick_process, tick = start_a_tick_that_hangs(fake_aws, fake_kube, kubeconfig,
+                                                     nodegroups, processes)
+        tick_process.send_signal(signal.SIGKILL)
+        tick_process.wait(timeout=scaled(30))
+        fake_kube.faults.clear()
 
-        wait_for("the killed kube-elevator run to be marked Crashed",
-                 lambda: "CRASHED" in state_types(own), GRACE.total_seconds() + 60)
+        wait_for("the killed tick's run to be marked Crashed",
+                 lambda: "CRASHED" in state_types(tick), GRACE.total_seconds() + 60)
+        with get_client(sync_client=True) as client:
+            state = client.read_flow_run(tick.id).state
+            automations = client.read_automations_by_name(AUTOMATION_NAME)
+        assert state is not None and state.is_crashed(), state
+        assert "No heartbeat" in (state.message or "")
+        assert len(automations) == 1  # `run` found it by name: not created twice
         time.sleep(5)  # the automation's later evaluations, should one be due for the others
         assert "CRASHED" not in state_types(silent), "a run without heartbeats was crashed"
         assert "CRASHED" not in state_types(died), "another flow's run was crashed"
