@@ -117,13 +117,18 @@ def node_affinity_errors(affinity: Any, path: str) -> list[FieldError]:
     preferred_at = f"{at}.preferredDuringSchedulingIgnoredDuringExecution"
     for index, term in enumerate(_list(node.get("preferredDuringSchedulingIgnoredDuringExecution"))):
         term = _dict(term)
-        weight = term.get("weight") or 0
-        if isinstance(weight, int) and not 1 <= weight <= 100:
-            errors.append(invalid(f"{preferred_at}[{index}].weight", weight,
-                                  "must be in the range 1-100"))
+        errors.extend(_weight_errors(term, f"{preferred_at}[{index}]"))
         errors.extend(_term_errors(_dict(term.get("preference")),
                                    f"{preferred_at}[{index}].preference"))
     return errors
+
+
+def _weight_errors(term: dict[str, Any], path: str) -> list[FieldError]:
+    """A preferred (weighted) term's weight: 1-100, node and pod affinity alike."""
+    weight = term.get("weight") or 0
+    if isinstance(weight, int) and not 1 <= weight <= 100:
+        return [invalid(f"{path}.weight", weight, "must be in the range 1-100")]
+    return []
 
 
 def _pod_term_errors(term: dict[str, Any], path: str) -> list[FieldError]:
@@ -154,10 +159,7 @@ def _pod_affinity_errors(affinity: dict[str, Any], path: str) -> list[FieldError
     for index, weighted in enumerate(_list(affinity.get(
             "preferredDuringSchedulingIgnoredDuringExecution"))):
         weighted = _dict(weighted)
-        weight = weighted.get("weight") or 0
-        if isinstance(weight, int) and not 1 <= weight <= 100:
-            errors.append(invalid(f"{preferred_at}[{index}].weight", weight,
-                                  "must be in the range 1-100"))
+        errors.extend(_weight_errors(weighted, f"{preferred_at}[{index}]"))
         errors.extend(_pod_term_errors(_dict(weighted.get("podAffinityTerm")),
                                        f"{preferred_at}[{index}].podAffinityTerm"))
     return errors
