@@ -1,12 +1,16 @@
-"""Fixtures the end-to-end modules share: the image's build context and its wheel, made once."""
+"""Fixtures the end-to-end modules share: the image's build context and its wheel, made once;
+a module's one `prefect server start`, new to each test's serve."""
 
 from __future__ import annotations
 
 import shutil
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from benchmarks.event_latency import PrefectServer
+from tests.e2e.test_serve_schedules_and_signals import a_fresh_serve_on
 from tests.locks import REQUIREMENTS
 
 
@@ -43,3 +47,18 @@ def stranger_venv(tmp_path_factory: pytest.TempPathFactory, build_context: Path,
     done = run_install(build_context, [script, str(venv), "requirements/runtime.txt"], wheel_dir)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     return venv
+
+
+@pytest.fixture(scope="module")
+def shared_server() -> Iterator[PrefectServer]:
+    """One `prefect server start` for a module whose tests are about serve's stop, not the
+    server (~9.5 s of CPU a start). A module with servers of its own defines `server`."""
+    with PrefectServer() as running:
+        yield running
+
+
+@pytest.fixture
+def server(shared_server: PrefectServer) -> Iterator[PrefectServer]:
+    """The module's server, its flows, deployments and runs deleted after each test."""
+    with a_fresh_serve_on(shared_server) as fresh:
+        yield fresh

@@ -14,7 +14,6 @@ import os
 import signal
 import subprocess
 import time
-from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from uuid import UUID
@@ -30,6 +29,7 @@ from benchmarks.event_latency import (
     wait_until,
 )
 from kube_elevator.fakes.aws import FakeAws
+from kube_elevator.fakes.faults import Fault, FaultInjector
 from kube_elevator.fakes.kube_api.server import FakeKubeApi
 from kube_elevator.flows.cli.stopping import SHUTDOWN_SECONDS
 from tests.e2e.test_serve_abandoned_runs import (
@@ -40,7 +40,6 @@ from tests.e2e.test_serve_abandoned_runs import (
     runs_of,
 )
 from tests.e2e.test_serve_schedules_and_signals import (
-    a_fresh_serve_on,
     elevator,
     group_stopped,
     processes_of,
@@ -53,36 +52,18 @@ SHORT_GRACE_SECONDS = 2.0
 SLOW_POD_LIST_SECONDS = 30.0  # a tick far past the short grace
 
 
-@pytest.fixture(scope="module")
-def shared_server() -> Iterator[PrefectServer]:
-    """One `prefect server start` for the module: the variants are about the signal."""
-    with PrefectServer() as running:
-        yield running
-
-
-@pytest.fixture
-def server(shared_server: PrefectServer) -> Iterator[PrefectServer]:
-    """The module's server, its flows, deployments and runs deleted after each test."""
-    with a_fresh_serve_on(shared_server) as fresh:
-        yield fresh
-
-
-def pod_list_in_flight(server: PrefectServer, deployment_id: UUID) -> list[UUID]:
-    """The runs of the deployment listing pods: their `collect-pods` task run is Running (the
-    fake API delays the answer). Read in one look, so a short tick that ends before the next
-    read is still known as the one in flight."""
-    from prefect.client.schemas.filters import FlowRunFilter, FlowRunFilterId
-
-    running = [run.id for run in runs_of(server, deployment_id)
-               if run.state_type is not None and run.state_type.value == "RUNNING"]
-    if not running:
+def pod_list_in_flight(server: PrefectServer, deployment_id: UUID, faults: FaultInjector,
+                       pod_lists: Fault) -> list[UUID]:
+    """The deployment's run whose pod list the fake API holds: the next list to arrive (the
+    delay rule fires; in runs mode only the ticks list pods, one at a time under the
+    deployment's concurrency limit), then the run Running at once. Not its `collect-pods` task
+    run's state: the server records task-run states from the engine's events
+    (`emit_task_run_state_change_event`), which on a busy machine arrive late (at load 20, a
+    look every 0.2 s saw none Running in 240 s). Empty when no list arrives within a second,
+    or its run ended before the look."""
+    if not faults.wait_fired(pod_lists, pod_lists.fired + 1, timeout=1.0):
         return []
-    with on(server) as client:
-        tasks = client.read_task_runs(flow_run_filter=FlowRunFilter(
-            id=FlowRunFilterId(any_=running)))
-    return sorted({task.flow_run_id for task in tasks
-                   if task.name.startswith("collect-pods") and task.state_type is not None
-                   and task.state_type.value == "RUNNING" and task.flow_run_id is not None})
+    return running(server, deployment_id)
 
 
 def running(server: PrefectServer, deployment_id: UUID) -> list[UUID]:
@@ -130,8 +111,8 @@ def test_a_signal_mid_tick_stops_serve_within_the_grace_leaving_nothing(
     `SHUTDOWN_SECONDS` later, ended rather than waited for), no process left, no run
     claimed after the signal, no traceback."""
     cluster = BurstCluster(fake_kube, fake_aws, tmp_path)
-    fake_kube.faults.add("delay", count=None, method="GET", path="/api/v1/pods",
-                         delay_seconds=delay)
+    pod_lists = fake_kube.faults.add("delay", count=None, method="GET", path="/api/v1/pods",
+                                     delay_seconds=delay)
     with group_stopped(Child(
             elevator("serve", "--nodegroups", str(cluster.nodegroups), "--kubeconfig",
                      str(cluster.kubeconfig), "--interval", "1s", "--poll", "0.5s",
@@ -144,8 +125,9 @@ def test_a_signal_mid_tick_stops_serve_within_the_grace_leaving_nothing(
                               for name in ("autoscale", "plan")]
         # A run in flight, its pod list under way (in-process: from the cache).
         flying: list[UUID] = wait_until(
-            lambda: (pod_list_in_flight if ticks == "runs" else in_flight)(
-                server, deployment_ids[0]), 120, "a run's pod list in flight", interval=0.2)
+            lambda: pod_list_in_flight(server, deployment_ids[0], fake_kube.faults, pod_lists)
+            if ticks == "runs" else in_flight(server, deployment_ids[0]),
+            120, "a run's pod list in flight", interval=0.2)
         children = descendants(serve.process.pid)
         signalled_at = datetime.now(UTC)
         started = time.monotonic()

@@ -23,12 +23,11 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from uuid import UUID
 
 import psutil
-import pytest
 
 from benchmarks.event_latency import FREE_HEALTH_PORT, BurstCluster, Child, PrefectServer, wait_until
 from kube_elevator.fakes.aws import FakeAws
@@ -41,7 +40,6 @@ from tests.e2e.test_serve_abandoned_runs import (
     on,
 )
 from tests.e2e.test_serve_schedules_and_signals import (
-    a_fresh_serve_on,
     group_stopped,
     processes_of,
 )
@@ -87,21 +85,6 @@ if os.environ.get("PREFECT__FLOW_RUN_ID") and os.environ.get("TEST_RUN_START_HOL
     while not hold.exists():
         time.sleep(0.05)
 """
-
-
-@pytest.fixture(scope="module")
-def shared_server() -> Iterator[PrefectServer]:
-    """One `prefect server start` for the module: each test is about serve's stop."""
-    with PrefectServer() as running:
-        yield running
-
-
-@pytest.fixture
-def server(shared_server: PrefectServer) -> Iterator[PrefectServer]:
-    """The module's server, its flows, deployments and runs (`slot_free`'s Pending one
-    too) deleted after each test."""
-    with a_fresh_serve_on(shared_server) as fresh:
-        yield fresh
 
 
 def serve_runs(cluster: BurstCluster, grace: float) -> list[str]:

@@ -239,6 +239,9 @@ def test_the_flow_run_shows_the_front_as_a_table_and_as_a_picture() -> None:
 @pytest.mark.parametrize(("parameter", "value"), [
     ("parallel", 0), ("seeds", 0), ("held_out_seeds", 0), ("batch", 0), ("trials", -5),
     ("trials", 10**12), ("seed", 2**32)])  # Optuna's seed: 0 .. 2**32 - 1
+# The session's server, as its neighbours: without one, each run started Prefect's own
+# ephemeral server, whose 20 s start timed out at load 8.
+@pytest.mark.usefixtures("prefect_server")
 def test_the_tune_deployment_refuses_what_the_command_refuses(parameter: str,
                                                               value: int) -> None:
     """Started from the run form: `parallel=0` spun forever and `seeds=0` divided by zero
