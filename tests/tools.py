@@ -16,6 +16,10 @@ import pytest
 # PostgreSQL's initdb and pg_ctl live under a versioned directory).
 CHROMIUM = Path("/usr/bin/chromium")
 POSTGRESQL_ROOT = Path("/usr/lib/postgresql")
+# Debian's package of each program, as .ci/run installs it and README's "Two commands" names it.
+KUBECTL, PROMETHEUS, PUSHGATEWAY = "kubernetes-client", "prometheus", "prometheus-pushgateway"
+POSTGRESQL, CHROMIUM_PACKAGE = "postgresql", "chromium"
+PACKAGES = (PROMETHEUS, PUSHGATEWAY, POSTGRESQL, CHROMIUM_PACKAGE, KUBECTL)
 
 
 def _reason(what: str, package: str) -> str:
@@ -35,7 +39,13 @@ def missing(commands: tuple[str, ...], package: str, path: str | None = None) ->
 
 def kubectl_missing(path: str | None = None) -> str | None:
     """Why the tests that run kubectl against the fake skip here (None: kubectl is there)."""
-    return missing(("kubectl",), "kubernetes-client", path)
+    return missing(("kubectl",), KUBECTL, path)
+
+
+def prometheus_missing(commands: tuple[str, ...] = ("prometheus",),
+                       path: str | None = None) -> str | None:
+    """Why the tests that scrape or query a real Prometheus skip here (promtool comes with it)."""
+    return missing(commands, PROMETHEUS, path)
 
 
 def pushgateway(path: str | None = None) -> str | None:
@@ -48,7 +58,7 @@ def pushgateway_missing(path: str | None = None) -> str | None:
     if pushgateway(path) is not None:
         return None
     return _reason("prometheus-pushgateway (or pushgateway) is not on PATH",
-                   "prometheus-pushgateway")
+                   PUSHGATEWAY)
 
 
 def chromium_missing(binary: Path = CHROMIUM) -> str | None:
@@ -56,7 +66,7 @@ def chromium_missing(binary: Path = CHROMIUM) -> str | None:
     own is downloaded)."""
     if binary.is_file():
         return None
-    return _reason(f"Chromium is not installed ({binary} is missing)", "chromium")
+    return _reason(f"Chromium is not installed ({binary} is missing)", CHROMIUM_PACKAGE)
 
 
 def postgresql_missing(root: Path = POSTGRESQL_ROOT) -> str | None:
@@ -64,7 +74,7 @@ def postgresql_missing(root: Path = POSTGRESQL_ROOT) -> str | None:
     starts one from ROOT's newest version)."""
     if any(root.glob("*/bin/initdb")):
         return None
-    return _reason(f"PostgreSQL is not installed (no {root}/*/bin/initdb)", "postgresql")
+    return _reason(f"PostgreSQL is not installed (no {root}/*/bin/initdb)", POSTGRESQL)
 
 
 _KUBECTL_MISSING = kubectl_missing()

@@ -27,7 +27,7 @@ import yaml
 from benchmarks.deadlines import scaled
 from kube_elevator.fakes.scenario import DaemonSetSpec, load_scenario
 from tests.builders import GiB, MiB, group_dict
-from tests.tools import missing
+from tests.tools import prometheus_missing
 
 HOUR = 3600
 START = (int(time.time()) // HOUR - 9) * HOUR  # nine hours ago, on the hour
@@ -203,7 +203,7 @@ def free_port() -> int:
 
 @pytest.fixture(scope="module")
 def prometheus(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    problem = missing(("prometheus", "promtool"), "prometheus")
+    problem = prometheus_missing(("prometheus", "promtool"))
     if problem is not None:
         pytest.skip(problem)
     binary, promtool = shutil.which("prometheus"), shutil.which("promtool")

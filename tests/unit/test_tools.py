@@ -4,13 +4,17 @@ commands") skips those tests with a reason that names the program and the Debian
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
+from tests.locks import ROOT
 from tests.tools import (
+    PACKAGES,
     chromium_missing,
     kubectl_missing,
     missing,
     postgresql_missing,
+    prometheus_missing,
     pushgateway,
     pushgateway_missing,
 )
@@ -37,7 +41,9 @@ def test_kubectl_missing_from_the_path_names_debians_package(tmp_path: Path) -> 
 def test_every_command_a_test_needs_is_looked_for_and_the_absent_ones_named(
         tmp_path: Path) -> None:
     both = ("prometheus", "promtool")
-    assert missing(both, "prometheus", path=str(tmp_path)) == (
+    assert prometheus_missing(path=str(tmp_path)) == (
+        "prometheus is not on PATH (Debian: apt-get install prometheus; .ci/run installs it)")
+    assert prometheus_missing(both, path=str(tmp_path)) == (
         "prometheus and promtool are not on PATH (Debian: apt-get install prometheus; "
         ".ci/run installs it)")
     program(tmp_path, "prometheus")
@@ -74,3 +80,15 @@ def test_chromium_and_postgresql_are_looked_for_where_debian_installs_them(
     assert postgresql_missing(root) == reason
     program(root / "15" / "bin", "initdb")
     assert postgresql_missing(root) is None
+
+
+def test_the_readme_and_ci_name_every_package_a_skip_asks_for() -> None:
+    """README's "Two commands" tells a newcomer the one apt-get line; .ci/run installs the same
+    packages, so CI skips none of these tests."""
+    readme = (ROOT / "README.md").read_text()
+    [line] = re.findall(r"apt-get install\s+([a-z\s-]+)`", readme)
+    assert set(line.split()) == set(PACKAGES)
+    ci = (ROOT / ".ci" / "run").read_text()
+    [always] = re.findall(r"^packages=\(([^)]*)\)", ci, re.MULTILINE)
+    where_missing = re.findall(r"\|\| missing\+=\(([a-z-]+)\)", ci)  # kubectl: any on PATH
+    assert sorted([*always.split(), *where_missing]) == sorted(PACKAGES)
