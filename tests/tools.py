@@ -11,11 +11,11 @@ from pathlib import Path
 
 import pytest
 
-# Where the UI test's browser and the PostgreSQL benchmark's server are looked for: Debian's
-# packages `chromium` and `postgresql` install them there (neither is on the PATH by name:
-# PostgreSQL's initdb and pg_ctl live under a versioned directory).
+from benchmarks.prefect_overhead import POSTGRESQL_ROOT, postgresql_bin
+
+# Where the UI test's browser is looked for: Debian's `chromium` installs it there (PostgreSQL's
+# initdb and pg_ctl, under a versioned directory, are found by benchmarks.prefect_overhead).
 CHROMIUM = Path("/usr/bin/chromium")
-POSTGRESQL_ROOT = Path("/usr/lib/postgresql")
 # Debian's package of each program, as .ci/run installs it and README's "Two commands" names it.
 KUBECTL, PROMETHEUS, PUSHGATEWAY = "kubernetes-client", "prometheus", "prometheus-pushgateway"
 POSTGRESQL, CHROMIUM_PACKAGE = "postgresql", "chromium"
@@ -72,7 +72,7 @@ def chromium_missing(binary: Path = CHROMIUM) -> str | None:
 def postgresql_missing(root: Path = POSTGRESQL_ROOT) -> str | None:
     """Why the PostgreSQL-backed server's test skips (benchmarks.prefect_overhead.postgres
     starts one from ROOT's newest version)."""
-    if any(root.glob("*/bin/initdb")):
+    if postgresql_bin(root) is not None:
         return None
     return _reason(f"PostgreSQL is not installed (no {root}/*/bin/initdb)", POSTGRESQL)
 

@@ -92,3 +92,15 @@ def test_the_readme_and_ci_name_every_package_a_skip_asks_for() -> None:
     [always] = re.findall(r"^packages=\(([^)]*)\)", ci, re.MULTILINE)
     where_missing = re.findall(r"\|\| missing\+=\(([a-z-]+)\)", ci)  # kubectl: any on PATH
     assert sorted([*always.split(), *where_missing]) == sorted(PACKAGES)
+
+
+def test_make_bench_says_first_that_postgresql_is_missing(tmp_path: Path) -> None:
+    """`make bench` on a machine without PostgreSQL: one line before any figure, not a
+    traceback from its Postgres-backed figures minutes in."""
+    from benchmarks.__main__ import preflight
+
+    assert preflight(tmp_path) == ("error: make bench measures a PostgreSQL-backed Prefect "
+                                   "server: PostgreSQL is not installed (Debian: apt-get install "
+                                   "postgresql)")
+    program(tmp_path / "15" / "bin", "initdb")
+    assert preflight(tmp_path) is None
