@@ -86,7 +86,7 @@ def test_the_readme_and_ci_name_every_package_a_skip_asks_for() -> None:
     """README's "Two commands" tells a newcomer the one apt-get line; .ci/run installs the same
     packages, so CI skips none of these tests."""
     readme = (ROOT / "README.md").read_text()
-    [line] = re.findall(r"apt-get install\s+([a-z\s-]+)`", readme)
+    [line] = re.findall(r"apt-get\s+install\s+([a-z\s-]+)`", readme)
     assert set(line.split()) == set(PACKAGES)
     ci = (ROOT / ".ci" / "run").read_text()
     [always] = re.findall(r"^packages=\(([^)]*)\)", ci, re.MULTILINE)
