@@ -331,8 +331,22 @@ def write_results(figures: list[Figure]) -> None:
     RESULTS.write_text("\n".join(lines) + "\n" + ("\n" + notes if notes else ""))
 
 
+def preflight(postgresql_root: Path | None = None) -> str | None:
+    """What `make bench` needs that this machine lacks, said before any figure is measured
+    (the Postgres-backed figures come minutes in): None when nothing is missing."""
+    from benchmarks.prefect_overhead import NO_POSTGRESQL, POSTGRESQL_ROOT, postgresql_bin
+
+    if postgresql_bin(postgresql_root or POSTGRESQL_ROOT) is None:
+        return f"error: make bench measures a PostgreSQL-backed Prefect server: {NO_POSTGRESQL}"
+    return None
+
+
 def main() -> int:
     console = Console(width=160)
+    problem = preflight()
+    if problem is not None:
+        print(problem, file=sys.stderr)
+        return 2
     figures = (plan_figures() + scaling_figures() + collection_figures()
                + protobuf_listing_figures() + prefect_figures()
                + quality_figures() + placement_figures() + fast_simulation_figures()

@@ -103,13 +103,23 @@ def _wait_http(url: str, seconds: float) -> None:
             time.sleep(0.25)  # the server is starting: poll with a deadline
 
 
+# Where Debian's `postgresql` installs its server's programs: a directory per major version.
+POSTGRESQL_ROOT = Path("/usr/lib/postgresql")
+NO_POSTGRESQL = "PostgreSQL is not installed (Debian: apt-get install postgresql)"
+
+
+def postgresql_bin(root: Path = POSTGRESQL_ROOT) -> Path | None:
+    """The bin directory (initdb, pg_ctl) of the newest PostgreSQL under ROOT, if any."""
+    found = sorted(root.glob("*/bin/initdb"))
+    return found[-1].parent if found else None
+
+
 @contextmanager
 def postgres() -> Iterator[str]:
     """A throwaway PostgreSQL on 127.0.0.1 (Debian's package); yields a SQLAlchemy URL."""
-    binaries = sorted(Path("/usr/lib/postgresql").glob("*/bin"))
-    if not binaries:
-        raise RuntimeError("PostgreSQL is not installed (apt-get install postgresql)")
-    bin_dir = binaries[-1]
+    bin_dir = postgresql_bin()
+    if bin_dir is None:
+        raise RuntimeError(NO_POSTGRESQL)
     data = Path(tempfile.mkdtemp(prefix="elevator-pg-"))
     port = _free_port()
     as_postgres = ["runuser", "-u", "postgres", "--"] if os.geteuid() == 0 else []

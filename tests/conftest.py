@@ -39,6 +39,9 @@ from tests.module_order import longest_first
 
 default_server_settings(os.environ)  # the session's Prefect server, as docs/deploying.md advises
 
+# `make test` ends with its skips counted by reason (what to install for them).
+pytest_plugins = ["tests.skip_summary"]
+
 
 @pytest.fixture(scope="session", autouse=True)
 def record_adapter_requests() -> Iterator[None]:

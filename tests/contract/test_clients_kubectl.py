@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import re
-import shutil
 import subprocess
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -16,8 +15,9 @@ import yaml
 from benchmarks.deadlines import scaled
 from kube_elevator.fakes.kube_api.server import FakeKubeApi
 from tests.builders import crd_manifest
+from tests.tools import needs_kubectl
 
-pytestmark = pytest.mark.skipif(shutil.which("kubectl") is None, reason="kubectl is not installed")
+pytestmark = needs_kubectl
 
 Obj = dict[str, Any]
 CRD = crd_manifest("stable.example.com", "crontabs", "CronTab", short_names=("ct",))

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import itertools
 import json
-import shutil
 import subprocess
 from collections.abc import Iterator
 from typing import Any
@@ -26,6 +25,7 @@ from kubernetes.client.exceptions import ApiException
 
 from benchmarks.deadlines import scaled
 from kube_elevator.fakes.kube_api.server import FakeKubeApi
+from tests.tools import needs_kubectl
 
 Obj = dict[str, Any]
 GROUP = "schema.example.com"
@@ -493,7 +493,7 @@ def test_a_crd_with_cel_rules_is_refused_without_a_cel_library(
 
 # kubectl ----------------------------------------------------------------------------------------
 
-@pytest.mark.skipif(shutil.which("kubectl") is None, reason="kubectl is not installed")
+@needs_kubectl
 def test_kubectl_sees_the_servers_refusal(api: FakeKubeApi, api_client: client.ApiClient,
                                           tmp_path: Any) -> None:
     plural = install(api_client, {"type": "object", "required": ["replicas"], "properties": {

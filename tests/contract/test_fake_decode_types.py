@@ -21,7 +21,6 @@ invalid scalars) and kubernetes issue 94275's `expected string, got
 from __future__ import annotations
 
 import json
-import shutil
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
@@ -34,6 +33,7 @@ from kubernetes import dynamic
 from kubernetes.dynamic.exceptions import DynamicApiError
 
 from kube_elevator.fakes.kube_api.server import FakeKubeApi
+from tests.tools import needs_kubectl
 
 Obj = dict[str, Any]
 NS = "decode"
@@ -346,7 +346,7 @@ def test_the_switch_stores_what_it_is_sent() -> None:
         assert answer.json()["data"] == {"n": 1}
 
 
-@pytest.mark.skipif(shutil.which("kubectl") is None, reason="kubectl is not installed")
+@needs_kubectl
 def test_kubectl_prints_the_decoders_refusal(api: FakeKubeApi, tmp_path: Path) -> None:
     kubeconfig = api.write_kubeconfig(tmp_path / "kubeconfig")
     manifest = tmp_path / "rc.yaml"

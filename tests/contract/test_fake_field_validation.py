@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
@@ -24,6 +23,7 @@ import pytest
 from benchmarks.deadlines import scaled
 from kube_elevator.fakes.harness.cluster import FakeCluster
 from kube_elevator.fakes.kube_api import FakeKubeApi
+from tests.tools import needs_kubectl
 
 DEPLOYMENTS = "/apis/apps/v1/namespaces/default/deployments"
 
@@ -395,7 +395,7 @@ def node_yaml(tmp_path: Path) -> Path:
     return path
 
 
-@pytest.mark.skipif(shutil.which("kubectl") is None, reason="kubectl is not installed")
+@needs_kubectl
 @pytest.mark.parametrize("command", [["create"], ["apply"]])
 def test_kubectl_is_refused_what_a_real_server_refuses(
         api: FakeKubeApi, tmp_path: Path, node_yaml: Path, command: list[str]) -> None:
@@ -413,7 +413,7 @@ def test_kubectl_is_refused_what_a_real_server_refuses(
         api.get("nodes", "by-hand")
 
 
-@pytest.mark.skipif(shutil.which("kubectl") is None, reason="kubectl is not installed")
+@needs_kubectl
 def test_kubectl_validate_warn_prints_each_warning_and_stores_without_them(
         api: FakeKubeApi, tmp_path: Path, node_yaml: Path) -> None:
     kubeconfig = api.write_kubeconfig(tmp_path / "kubeconfig")
@@ -453,7 +453,7 @@ def test_openapi_v2_and_v3_serve_the_fields_field_validation_accepts(api: FakeKu
     assert response.status_code == 201, response.text
 
 
-@pytest.mark.skipif(shutil.which("kubectl") is None, reason="kubectl is not installed")
+@needs_kubectl
 def test_kubectl_explain_shows_every_field(api: FakeKubeApi, tmp_path: Path) -> None:
     kubeconfig = api.write_kubeconfig(tmp_path / "kubeconfig")
     done = subprocess.run(["kubectl", "--kubeconfig", str(kubeconfig), "explain", "node.spec"],

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import re
-import shutil
 import socket
 import subprocess
 import threading
@@ -27,6 +26,7 @@ from kube_elevator.fakes.kube_api.errors import Conflict, NotFound
 from kube_elevator.fakes.kube_api.server import FakeKubeApi
 from kube_elevator.fakes.kube_api.tables import human_duration
 from kube_elevator.tasks.core.selectors import SelectorError, parse_field_selector, parse_label_selector
+from tests.tools import needs_kubectl
 
 Obj = dict[str, Any]
 RFC3339 = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ$")
@@ -897,7 +897,7 @@ def test_in_process_api(api: FakeKubeApi, core: client.CoreV1Api, ns: str) -> No
 # kubectl -------------------------------------------------------------------------------
 
 
-@pytest.mark.skipif(shutil.which("kubectl") is None, reason="kubectl is not installed")
+@needs_kubectl
 def test_kubectl_get_taint_describe(api: FakeKubeApi, tmp_path: Path) -> None:
     api.create("nodes", {"metadata": {"name": "kn1", "labels": {"role": "worker"}},
                          "status": {"capacity": {"cpu": "4", "memory": "8Gi", "pods": "110"},

@@ -3,7 +3,6 @@ item 7: it failed with `failed to download openapi` unless `--validate=false`)."
 
 from __future__ import annotations
 
-import shutil
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
@@ -14,6 +13,7 @@ import pytest
 from benchmarks.deadlines import scaled
 from kube_elevator.fakes.kube_api import FakeKubeApi
 from kube_elevator.fakes.kube_api.protobuf_wire import iter_fields
+from tests.tools import needs_kubectl
 
 V2_PROTOBUF = "application/com.github.proto-openapi.spec.v2@v1.0+protobuf"  # client-go's Accept
 
@@ -63,7 +63,7 @@ def test_v2_is_json_for_json_and_gnostic_protobuf_for_client_go(api: FakeKubeApi
     assert any(b"fieldValidation" in value for number, _, value in patch if number == 8)
 
 
-@pytest.mark.skipif(shutil.which("kubectl") is None, reason="kubectl is not installed")
+@needs_kubectl
 @pytest.mark.parametrize("v3", [True, False], ids=["openapi-v3", "v3-missing-v2-protobuf"])
 def test_kubectl_create_validates_without_validate_false(api: FakeKubeApi, tmp_path: Path,
                                                          v3: bool) -> None:

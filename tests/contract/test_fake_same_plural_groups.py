@@ -13,7 +13,6 @@ which kubectl's RESTMapper takes as its priority for a name two groups serve.
 from __future__ import annotations
 
 import json
-import shutil
 import subprocess
 import threading
 import uuid
@@ -27,6 +26,7 @@ from kubernetes.client.exceptions import ApiException
 
 from benchmarks.deadlines import scaled
 from kube_elevator.fakes.kube_api.server import FakeKubeApi
+from tests.tools import needs_kubectl
 
 Obj = dict[str, Any]
 A, B, VERSION, PLURAL, NS = "a.example.com", "b.example.com", "v1", "widgets", "default"
@@ -220,10 +220,6 @@ def test_names_still_conflict_within_a_group(api_client: client.ApiClient) -> No
 
 
 # kubectl --------------------------------------------------------------------------------------
-
-needs_kubectl = pytest.mark.skipif(shutil.which("kubectl") is None,
-                                   reason="kubectl is not installed")
-
 
 def kubectl(api: FakeKubeApi, tmp: Path, *args: str) -> str:
     """kubectl with a fresh discovery cache (the groups change between calls)."""

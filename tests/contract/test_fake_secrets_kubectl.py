@@ -8,7 +8,6 @@ from __future__ import annotations
 import base64
 import datetime
 import json
-import shutil
 import subprocess
 from collections.abc import Callable
 from pathlib import Path
@@ -18,8 +17,9 @@ import pytest
 
 from benchmarks.deadlines import scaled
 from kube_elevator.fakes.kube_api.server import FakeKubeApi
+from tests.tools import needs_kubectl
 
-pytestmark = pytest.mark.skipif(shutil.which("kubectl") is None, reason="kubectl is not installed")
+pytestmark = needs_kubectl
 
 Obj = dict[str, Any]
 NS = "kubectl-secrets"

@@ -4,7 +4,6 @@ A representative subset of the cases test_fake_validation_*.py run through the c
 
 from __future__ import annotations
 
-import shutil
 import subprocess
 from collections.abc import Callable
 from typing import Any
@@ -14,8 +13,9 @@ import yaml
 
 from benchmarks.deadlines import scaled
 from kube_elevator.fakes.kube_api.server import FakeKubeApi
+from tests.tools import needs_kubectl
 
-pytestmark = pytest.mark.skipif(shutil.which("kubectl") is None, reason="kubectl is not installed")
+pytestmark = needs_kubectl
 
 Obj = dict[str, Any]
 Kubectl = Callable[..., subprocess.CompletedProcess[str]]

@@ -14,7 +14,6 @@ staging/src/k8s.io/apiserver/pkg/registry/generic/registry/store.go Update."""
 from __future__ import annotations
 
 import json
-import shutil
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
@@ -26,6 +25,7 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from kube_elevator.fakes.kube_api.server import FakeKubeApi
+from tests.tools import needs_kubectl
 
 Obj = dict[str, Any]
 NS = "metaupdate"
@@ -218,7 +218,7 @@ def test_the_switch_lets_an_update_send_another_uid() -> None:
                                          {"metadata": {"uid": "another"}})
 
 
-@pytest.mark.skipif(shutil.which("kubectl") is None, reason="kubectl is not installed")
+@needs_kubectl
 def test_kubectl_prints_the_immutable_uid(api: FakeKubeApi, core: client.CoreV1Api,
                                           tmp_path: Path) -> None:
     stored = created(core, "kubectl-uid")

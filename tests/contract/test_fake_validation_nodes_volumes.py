@@ -12,7 +12,6 @@ ValidatePersistentVolumeClaimSpec, ValidatePersistentVolumeClaimUpdate)."""
 from __future__ import annotations
 
 import json
-import shutil
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
@@ -24,6 +23,7 @@ from kubernetes import dynamic
 from kubernetes.dynamic.exceptions import DynamicApiError
 
 from kube_elevator.fakes.kube_api.server import FakeKubeApi
+from tests.tools import needs_kubectl
 
 Obj = dict[str, Any]
 NS = "volumes"
@@ -273,7 +273,7 @@ def test_the_switch_stores_a_volume_without_a_source(tmp_path: Path) -> None:
         volumes.create(body={"metadata": {"name": "bare"}, "spec": {}})
 
 
-@pytest.mark.skipif(shutil.which("kubectl") is None, reason="kubectl is not installed")
+@needs_kubectl
 def test_kubectl_prints_a_claim_without_a_storage_request(api: FakeKubeApi,
                                                           tmp_path: Path) -> None:
     manifest = tmp_path / "pvc.yaml"

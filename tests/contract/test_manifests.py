@@ -25,6 +25,7 @@ from benchmarks.deadlines import scaled
 from kube_elevator.tasks.node_group_file import parse_node_groups
 from tests import recording
 from tests.contract.test_least_privilege import NODE_RBAC, POD_RBAC
+from tests.tools import kubectl_missing
 
 ROOT = recording.ROOT
 KUBERNETES = ROOT / "deployments" / "kubernetes"
@@ -37,9 +38,8 @@ Document = dict[str, Any]
 
 
 def kustomize_problem() -> str | None:
-    if shutil.which("kubectl") is None:
-        return "kubectl is not installed (.ci/run installs Debian's kubernetes-client)"
-    return None
+    """Why the overlays cannot be rendered here: kubectl (its built-in kustomize) is missing."""
+    return kubectl_missing()
 
 
 def kustomize_is_v2() -> bool:

@@ -12,8 +12,9 @@ from pathlib import Path
 import pytest
 
 from tests.replay.cluster import RunningCluster, fake_cluster_process
-from tests.replay.model import LAYERS, Case
+from tests.replay.model import KUBECTL, LAYERS, Case
 from tests.replay.table import CASES, THRESHOLD_PERCENT
+from tests.tools import kubectl_missing
 
 
 @pytest.fixture(scope="module")
@@ -22,9 +23,16 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningCluster
         yield running
 
 
+def _marks(case: Case, no_kubectl: str | None) -> list[pytest.MarkDecorator]:
+    """A case that runs kubectl skips where it is missing (NO_KUBECTL says why), as every
+    kubectl test does; a case the fake still answers otherwise is a strict xfail."""
+    if no_kubectl is not None and any(step.kubectl for step in case.steps):
+        return [pytest.mark.skip(reason=no_kubectl)]
+    return [pytest.mark.xfail(strict=True, reason=case.disagrees)] if case.disagrees else []
+
+
 def _param(case: Case) -> object:
-    marks = [pytest.mark.xfail(strict=True, reason=case.disagrees)] if case.disagrees else []
-    return pytest.param(case, id=case.id, marks=marks)
+    return pytest.param(case, id=case.id, marks=_marks(case, kubectl_missing()))
 
 
 @pytest.mark.parametrize("case", [_param(case) for case in CASES])
@@ -49,3 +57,26 @@ def test_each_case_names_its_upstream_source_and_a_unique_id() -> None:
     for case in CASES:
         assert case.source.endswith(("_test.go", ".sh")) and case.test, case.id
         assert case.layer in LAYERS, case.id
+
+
+def test_a_kubectl_case_skips_saying_what_to_install_where_kubectl_is_missing(
+        tmp_path: Path) -> None:
+    """On a machine with only Python and make (README, "Two commands") the kubectl cases skip,
+    naming the package; the HTTP cases run; with kubectl on the PATH nothing skips."""
+    kubectl_cases = [case for case in CASES if case.layer == KUBECTL]
+    http_case = next(case for case in CASES if case.layer != KUBECTL and not case.disagrees)
+    assert kubectl_cases and all(any(step.kubectl for step in case.steps)
+                                 for case in kubectl_cases)
+    no_kubectl = kubectl_missing(path=str(tmp_path))
+    assert no_kubectl is not None and "apt-get install kubernetes-client" in no_kubectl
+    for case in kubectl_cases:
+        (mark,) = _marks(case, no_kubectl)
+        assert mark.name == "skip" and mark.kwargs["reason"] == no_kubectl
+    assert _marks(http_case, no_kubectl) == []
+    program = tmp_path / "kubectl"
+    program.write_text("#!/bin/sh\n")
+    program.chmod(0o755)
+    assert kubectl_missing(path=str(tmp_path)) is None
+    for case in kubectl_cases:
+        kept = [mark.name for mark in _marks(case, kubectl_missing(path=str(tmp_path)))]
+        assert kept == (["xfail"] if case.disagrees else []), case.id

@@ -43,6 +43,7 @@ from kube_elevator.fakes.kube_api.policy import RecordedRequest
 from kube_elevator.fakes.kube_api.server import FakeKubeApi
 from kube_elevator.flows.cli import watch as watch_module
 from tests.builders import group_dict
+from tests.tools import prometheus_missing
 
 LEASES = "/apis/coordination.k8s.io/v1/namespaces/kube-system/leases"
 LEADER_LEASE = f"{LEASES}/elevator-leader"
@@ -117,8 +118,7 @@ def test_the_health_check_fails_while_the_api_hangs_and_passes_again_after(
 def prometheus_binary() -> str:
     binary = shutil.which("prometheus")
     if binary is None:
-        pytest.skip("the `prometheus` binary is not on PATH (Debian: apt-get install prometheus; "
-                    ".ci/run does)")
+        pytest.skip(prometheus_missing() or "")
     return binary
 
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import re
-import shutil
 import socket
 import subprocess
 import time
@@ -18,6 +17,7 @@ from benchmarks.deadlines import scaled
 from kube_elevator.tasks.escalator.metrics import EscalatorMetrics
 from kube_elevator.tasks.steps.node_groups import ActionsDone, GroupResult
 from kube_elevator.tasks.steps.report import events_for
+from tests import tools
 from tests.builders import make_asg, make_group, make_node, make_pod
 from tests.e2e.test_autoscale_flow import T0, Cluster
 
@@ -70,10 +70,9 @@ def test_events_say_what_happened() -> None:
 
 @pytest.fixture(scope="module")
 def pushgateway() -> Iterator[str]:
-    binary = shutil.which("prometheus-pushgateway") or shutil.which("pushgateway")
+    binary = tools.pushgateway()
     if binary is None:
-        pytest.skip("prometheus-pushgateway is not installed (apt-get install "
-                    "prometheus-pushgateway; .ci/run does)")
+        pytest.skip(tools.pushgateway_missing() or "")
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]

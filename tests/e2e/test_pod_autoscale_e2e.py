@@ -30,6 +30,7 @@ from kube_elevator.tasks.adapters.kube import KubeClient
 from kube_elevator.tasks.adapters.prometheus import PrometheusMetrics
 from kube_elevator.tasks.core.step import run_plain
 from kube_elevator.tasks.core.timefmt import parse_time, rfc3339
+from tests.tools import prometheus_missing
 
 REPO = Path(__file__).resolve().parents[2]
 T0 = 1_795_262_400.0  # the autoscalers' clock: 2026-11-21T12:00:00Z
@@ -65,7 +66,7 @@ def prometheus_url(pod_metrics: PodMetricsServer, tmp_path_factory: pytest.TempP
                    ) -> Iterator[str]:
     binary = shutil.which("prometheus")
     if binary is None:
-        pytest.skip("the `prometheus` binary is not on PATH (Debian: apt-get install prometheus)")
+        pytest.skip(prometheus_missing() or "")
     home = tmp_path_factory.mktemp("prometheus")
     config = home / "prometheus.yml"
     config.write_text(

@@ -27,6 +27,7 @@ import yaml
 from benchmarks.deadlines import scaled
 from kube_elevator.fakes.scenario import DaemonSetSpec, load_scenario
 from tests.builders import GiB, MiB, group_dict
+from tests.tools import prometheus_missing
 
 HOUR = 3600
 START = (int(time.time()) // HOUR - 9) * HOUR  # nine hours ago, on the hour
@@ -202,9 +203,11 @@ def free_port() -> int:
 
 @pytest.fixture(scope="module")
 def prometheus(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    problem = prometheus_missing(("prometheus", "promtool"))
+    if problem is not None:
+        pytest.skip(problem)
     binary, promtool = shutil.which("prometheus"), shutil.which("promtool")
-    if binary is None or promtool is None:
-        pytest.skip("prometheus and promtool are not on PATH (Debian: apt-get install prometheus)")
+    assert binary is not None and promtool is not None
     home = tmp_path_factory.mktemp("prometheus-ksm")
     (home / "series.om").write_text(recorded())
     subprocess.run([promtool, "tsdb", "create-blocks-from", "openmetrics",

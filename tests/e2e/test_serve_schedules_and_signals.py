@@ -35,6 +35,7 @@ from benchmarks.event_latency import (
 )
 from kube_elevator.fakes.aws import FakeAws
 from kube_elevator.fakes.kube_api.server import FakeKubeApi
+from tests.tools import postgresql_missing
 
 INTERVAL_SECONDS = 3.0
 INTERVALS = 3  # scheduled ticks counted, one interval apart
@@ -200,9 +201,9 @@ def schedule_broken(runs: list[Any], interval: float, slack: float) -> list[str]
 
 @pytest.fixture
 def postgres_url() -> Iterator[str]:
-    if not list(Path("/usr/lib/postgresql").glob("*/bin/initdb")):
-        pytest.skip("PostgreSQL is not installed (Debian: apt-get install postgresql; "
-                    ".ci/run does)")
+    problem = postgresql_missing()
+    if problem is not None:
+        pytest.skip(problem)
     from benchmarks.prefect_overhead import postgres
 
     with postgres() as url:

@@ -18,7 +18,6 @@ from typing import Any
 import orjson
 import pytest
 import yaml
-from kubernetes import client
 from typer.testing import CliRunner
 
 from benchmarks.deadlines import scaled
@@ -32,7 +31,8 @@ from kube_elevator.tasks.adapters.kube import KubeClient
 from kube_elevator.tasks.core.step import run_plain
 from kube_elevator.tasks.node_group_file import load_node_groups
 from kube_elevator.tasks.steps.node_groups import Adapters
-from tests.builders import api_pod, group_dict
+from tests.builders import api_node, api_pod, group_dict
+from tests.tools import needs_kubectl
 
 T0 = 1_800_000_000.0
 MiB = 2**20
@@ -68,7 +68,7 @@ def batch_cluster(fake_aws: FakeAws, fake_kube: FakeKubeApi, tmp_path: Path) -> 
 
 def _kubectl_dump(kube: FakeKubeApi, tmp_path: Path) -> bytes:
     """`kubectl get nodes,pods,leases -A -o json`: kubectl itself when installed, else the same
-    List built from the API's answers (kubectl adds each item's kind and apiVersion)."""
+    List built from the API's answers (a machine with only Python and make)."""
     kubeconfig = kube.write_kubeconfig(tmp_path / "dump-kubeconfig")
     if shutil.which("kubectl"):
         done = subprocess.run(
@@ -76,17 +76,61 @@ def _kubectl_dump(kube: FakeKubeApi, tmp_path: Path) -> bytes:
              "get", "nodes,pods,leases", "-A", "-o", "json"],
             capture_output=True, timeout=scaled(60), check=True)
         return done.stdout
-    api = client.ApiClient(KubeClient.from_config(kubeconfig).core.api_client.configuration)
+    return _client_dump(kubeconfig)
+
+
+def _client_dump(kubeconfig: Path) -> bytes:
+    """The List kubectl prints, from the official client's raw answers: kubectl adds each item's
+    kind and apiVersion. Sent as kubernetes 37's generated methods send a request
+    (`param_serialize`, then `call_api`: tasks/adapters/kube_calls.py)."""
+    api = KubeClient.from_config(kubeconfig).core.api_client
     items = []
     for path, kind, api_version in (("/api/v1/nodes", "Node", "v1"),
                                     ("/api/v1/pods", "Pod", "v1"),
                                     ("/apis/coordination.k8s.io/v1/leases", "Lease",
                                      "coordination.k8s.io/v1")):
-        answer = api.call_api(path, "GET", auth_settings=["BearerToken"],
-                              _preload_content=False)[0]
+        request = api.param_serialize(method="GET", resource_path=path,
+                                      header_params={"Accept": "application/json"},
+                                      auth_settings=["BearerToken"])
+        answer = api.call_api(*request)
+        answer.read()
+        assert answer.status == 200, (path, answer.data)
         items += [{"kind": kind, "apiVersion": api_version, **item}
                   for item in orjson.loads(answer.data)["items"]]
     return orjson.dumps({"apiVersion": "v1", "kind": "List", "items": items})
+
+
+@needs_kubectl
+def test_the_dump_without_kubectl_lists_what_kubectl_lists(fake_kube: FakeKubeApi,
+                                                           tmp_path: Path) -> None:
+    """The fallback of a machine without kubectl (README, "Two commands") dumps the objects
+    kubectl dumps, so the test above proves the same thing there."""
+    for index in range(4):
+        fake_kube.create("nodes", api_node(f"n{index}", labels={"customer": "batch"}))
+        fake_kube.create("pods", _pod(f"web-{index}", "1", f"n{index}", "Running"),
+                         namespace="jobs")
+    fake_kube.create("pods", _pod("waiting", "1", None, "Pending"), namespace="jobs")
+    fake_kube.create("pods", _pod("done", "64", "n0", "Succeeded", "Job"), namespace="jobs")
+    fake_kube.create("leases", {"metadata": {"name": "elevator-batch"},
+                                "spec": {"holderIdentity": "elevator"}},
+                     namespace="kube-system")
+    dumped = json.loads(_kubectl_dump(fake_kube, tmp_path))
+    built = json.loads(_client_dump(fake_kube.write_kubeconfig(tmp_path / "client-kubeconfig")))
+
+    def by_name(dump: dict[str, Any]) -> dict[tuple[str, str, str], Any]:
+        """Each item by kind, namespace and name; managedFields aside (kubectl hides them)."""
+        return {(item["kind"], item["metadata"].get("namespace", ""), item["metadata"]["name"]):
+                {**item, "metadata": {key: value for key, value in item["metadata"].items()
+                                      if key != "managedFields"}}
+                for item in dump["items"]}
+
+    made = {*(("Node", "", f"n{index}") for index in range(4)),
+            *(("Pod", "jobs", name) for name in ("web-0", "web-3", "waiting", "done")),
+            ("Lease", "kube-system", "elevator-batch")}
+    assert made <= set(by_name(dumped))
+    assert by_name(built) == by_name(dumped)
+    assert {key: value for key, value in built.items() if key != "items"} == {
+        key: value for key, value in dumped.items() if key not in ("items", "metadata")}
 
 
 def test_plan_on_the_dump_decides_as_the_live_tick(batch_cluster: Path, fake_aws: FakeAws,

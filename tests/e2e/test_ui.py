@@ -24,8 +24,8 @@ from benchmarks.event_latency import ROOT, BurstCluster, Child, PrefectServer, w
 from kube_elevator.fakes.aws import FakeAws
 from kube_elevator.fakes.kube_api.server import FakeKubeApi
 from tests.e2e.test_deployments import api, deployed, worker  # noqa: F401  (module fixtures)
+from tests.tools import CHROMIUM, chromium_missing
 
-CHROMIUM = Path("/usr/bin/chromium")
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
                  "--no-first-run", "--disable-background-networking",
                  "--disable-component-update", "--disable-sync"]
@@ -35,8 +35,7 @@ SHOWN_NODEGROUPS = "/etc/elevator/nodegroups.yaml"
 SHOWN_KUBECONFIG = "/etc/elevator/kubeconfig"
 
 pytestmark = [
-    pytest.mark.skipif(not CHROMIUM.exists(),
-                       reason="Debian's chromium is not installed (apt-get install chromium)"),
+    pytest.mark.skipif(chromium_missing() is not None, reason=chromium_missing() or ""),
 ]
 sync_api = pytest.importorskip("playwright.sync_api",
                                reason="Playwright's Python package is not installed "

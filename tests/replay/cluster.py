@@ -19,6 +19,7 @@ from urllib.parse import urlencode
 from kubernetes import client, config
 
 from tests.replay.model import Answer, Case, Request, differences, parse_body, with_resource_version
+from tests.tools import kubectl_missing
 
 _WARNING = re.compile(r'^\d{3} \S+ "(?P<text>(?:[^"\\]|\\.)*)"')
 
@@ -59,7 +60,7 @@ class RunningCluster:
 
     def _kubectl(self, request: Request) -> Answer:
         kubectl = shutil.which("kubectl")
-        assert kubectl is not None, "kubectl is not installed"
+        assert kubectl is not None, kubectl_missing()  # the case skips where it is missing
         done = subprocess.run([kubectl, *request.kubectl], input=request.stdin, text=True,
                               capture_output=True, timeout=60, check=False,
                               env={**os.environ, "KUBECONFIG": str(self.kubeconfig)})
