@@ -368,7 +368,7 @@ class InProcessTicks:
         # Running in the UI for good.
         run = client.create_flow_run(autoscale, parameters=dry)
         client.update_flow_run(run.id, infrastructure_pid=str(mark_of()))
-        run_flow(autoscale, flow_run=client.read_flow_run(run.id),  # type: ignore[arg-type]
+        run_flow(autoscale, flow_run=client.read_flow_run(run.id),
                  parameters=dry, return_type="state")
         say_as("serve")(f"warmed up for a takeover by a dry run "
                         f"({time.monotonic() - started:.1f}s)")
