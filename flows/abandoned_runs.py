@@ -41,6 +41,11 @@ later than `late_after` (the interval, and `LATE_SLACK` for a poll and a busy ma
 tick a live serve is about to run: Escalator does not make up a missed tick, the next one is
 due within an interval.
 
+A run of the `autoscale` flow outside the deployments (a follower's warm-up dry run, `serve`'s
+`_warm_up`) holds no slot but stays Running in the UI for good once its serve is killed. Such
+a run is ended only when it carries a mark of this host whose process is gone (`why_stray`):
+one without a mark, or another host's, may be anyone's own call of the flow, and is left be.
+
 Under leader election only the Lease holder ticks, so a run of the replica that lost the Lease
 is another host's: it ends by its own process (its heartbeats stop when that process is gone)
 or by age, never cut short by the new leader while that process beats.
@@ -159,6 +164,16 @@ def last_heartbeat(client: SyncPrefectClient, run_id: UUID, since: datetime,
     return occurred
 
 
+def why_stray(owner: str | None, host: str, alive: Callable[[ProcessMark], bool]) -> str | None:
+    """Why a run of the flow outside the deployments, owned by `owner`, is abandoned: only its
+    own mark on this host, of a process that is gone, says so (the module docstring)."""
+    mark = parse_mark(owner)
+    if mark is None or mark.host != host or alive(mark):
+        return None
+    return (f"its process {mark.host}:{mark.pid} is gone (the serve that ran it stopped or "
+            "was killed)")
+
+
 def why_late(scheduled_at: datetime, now: datetime, late_after: timedelta) -> str | None:
     """Why a run still Scheduled for `scheduled_at` is abandoned (no serve will run it); None
     while one may still claim it. The rule is the module docstring's."""
@@ -210,6 +225,28 @@ def active_runs(client: SyncPrefectClient, deployment_ids: Collection[UUID]) -> 
             any_=[StateType(name) for name in ACTIVE_STATES])))))
 
 
+def stray_runs(client: SyncPrefectClient, flow_names: Collection[str]) -> list[FlowRun]:
+    """The flows' runs of no deployment that are Pending, Running or Cancelling."""
+    from prefect.client.schemas.filters import (
+        FlowFilter,
+        FlowFilterName,
+        FlowRunFilter,
+        FlowRunFilterDeploymentId,
+        FlowRunFilterState,
+        FlowRunFilterStateType,
+    )
+    from prefect.client.schemas.objects import StateType
+
+    if not flow_names:
+        return []
+    return list(client.read_flow_runs(
+        flow_filter=FlowFilter(name=FlowFilterName(any_=list(flow_names))),
+        flow_run_filter=FlowRunFilter(
+            deployment_id=FlowRunFilterDeploymentId(is_null_=True),
+            state=FlowRunFilterState(type=FlowRunFilterStateType(
+                any_=[StateType(name) for name in ACTIVE_STATES])))))
+
+
 def utc_now() -> datetime:
     return datetime.now(UTC)
 
@@ -221,9 +258,11 @@ class AbandonedRuns:
                  say: Callable[[str], None], clock: Callable[[], datetime] = utc_now,
                  bounds: Bounds = Bounds(),
                  alive: Callable[[ProcessMark], bool] = lives,
-                 late: Collection[UUID] = (), late_after: timedelta | None = None) -> None:
+                 late: Collection[UUID] = (), late_after: timedelta | None = None,
+                 stray_flows: Collection[str] = ()) -> None:
         """`late`: the deployments whose runs left Scheduled past `late_after` are ended too
-        (the ticking one; a manual run someone asked for waits for a serve)."""
+        (the ticking one; a manual run someone asked for waits for a serve). `stray_flows`:
+        the flows whose runs outside a deployment are ended when `why_stray` says so."""
         self.client = client
         self.deployment_ids = list(deployment_ids)
         self.say = say
@@ -233,6 +272,7 @@ class AbandonedRuns:
         self.host = host_name()
         self.late = list(late)
         self.late_after = late_after
+        self.stray_flows = list(stray_flows)
 
     def mark(self, flow_run_id: UUID, owner: ProcessMark) -> None:
         """Record `owner` as the run's process (`infrastructure_pid`)."""
@@ -274,7 +314,30 @@ class AbandonedRuns:
             if answer.is_crashed():
                 self.say(f"run {run.name} ({state.name}) ended Crashed: {why}")
                 ended.append(run.id)
-        return ended + self.sweep_late()
+        return ended + self.sweep_stray() + self.sweep_late()
+
+    def sweep_stray(self) -> list[UUID]:
+        """End, Crashed, the `stray_flows`' runs outside a deployment that `why_stray` says no
+        process will finish; their ids."""
+        from prefect.exceptions import Abort
+        from prefect.states import Crashed
+        from prefect.utilities.engine import propose_state_sync
+
+        ended = []
+        for run in stray_runs(self.client, self.stray_flows):
+            why = why_stray(run.infrastructure_pid, self.host, self.alive)
+            if why is None or run.state is None:
+                continue
+            try:
+                answer = propose_state_sync(self.client, Crashed(message=f"abandoned: {why}"),
+                                            flow_run_id=run.id)
+            except Abort:  # it moved meanwhile
+                continue
+            if answer.is_crashed():
+                self.say(f"run {run.name} ({run.state.name}, outside the deployments) ended "
+                         f"Crashed: {why}")
+                ended.append(run.id)
+        return ended
 
     def sweep_late(self) -> list[UUID]:
         """End, Cancelled, the `late` deployments' runs Scheduled past `late_after`; their

@@ -83,7 +83,8 @@ PREFECT_MODULES = frozenset({
     "test_cli_run.py", "test_deployments.py", "test_harness_stranger.py", "test_local_prefect_server.py",
     "test_pods_cli.py", "test_prefect_retention.py", "test_serve_abandoned_runs.py",
     "test_serve_schedules_and_signals.py", "test_serve_signal_mid_tick.py",
-    "test_serve_stop_before_begun.py", "test_serve_stop_deadline.py", "test_serve_watch.py",
+    "test_serve_stop_before_begun.py", "test_serve_stop_deadline.py", "test_serve_stray_runs.py",
+    "test_serve_watch.py",
     "test_silent_watch_e2e.py",
 })
 

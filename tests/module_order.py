@@ -22,6 +22,7 @@ MODULE_SECONDS = {
     "test_serve_first_tick.py": 570,
     "test_serve_signal_mid_tick.py": 245,
     "test_serve_silent_runs.py": 150,
+    "test_serve_stray_runs.py": 120,
     "test_crashed_runs.py": 90,
     "test_serve_stop_before_begun.py": 150,
     "test_prefect_server_spare.py": 100,

@@ -352,13 +352,24 @@ class InProcessTicks:
     def _warm_up(self) -> None:
         """A follower's dry run of the flow (not of the deployment: it claims no run and
         changes nothing), so its takeover run is not this process's first."""
+        from prefect.flow_engine import run_flow
+
         from kube_elevator.flows.autoscale import autoscale
         from kube_elevator.flows.cli.common import say_as
+        from kube_elevator.tasks.core.process_owner import mark_of
 
         assert self.runs is not None
-        parameters = self.runs.client.read_deployment(self.deployment_id).parameters
+        client = self.runs.client
+        dry = {**client.read_deployment(self.deployment_id).parameters, "dry_run": True,
+               "pushgateway": None}
         started = time.monotonic()
-        autoscale(**{**parameters, "dry_run": True, "pushgateway": None}, return_state=True)
+        # Made and marked as this process's before it runs: a serve killed during it leaves
+        # a run the next serve's sweep ends (`flows.abandoned_runs.why_stray`), not one
+        # Running in the UI for good.
+        run = client.create_flow_run(autoscale, parameters=dry)
+        client.update_flow_run(run.id, infrastructure_pid=str(mark_of()))
+        run_flow(autoscale, flow_run=client.read_flow_run(run.id),
+                 parameters=dry, return_type="state")
         say_as("serve")(f"warmed up for a takeover by a dry run "
                         f"({time.monotonic() - started:.1f}s)")
 
@@ -534,8 +545,11 @@ def _run_care(deployment_ids: list[UUID], served: LoopHealth | None,
         from datetime import UTC, datetime
 
         ticks = ServedTicks(served, deployment_ids[-1], datetime.now(UTC), time.monotonic)
+    from kube_elevator.flows.autoscale import autoscale
+
     return RunCare(deployment_ids, say_as("serve"), ticks, late=deployment_ids[-1:],
-                   late_after=timedelta(seconds=interval_seconds) + LATE_SLACK)
+                   late_after=timedelta(seconds=interval_seconds) + LATE_SLACK,
+                   stray_flows=[autoscale.name])
 
 
 async def _ended(thread: threading.Thread) -> None:

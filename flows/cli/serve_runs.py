@@ -49,14 +49,17 @@ class RunCare:
 
     def __init__(self, deployment_ids: Collection[UUID], say: Callable[[str], None],
                  ticks: ServedTicks | None = None, late: Collection[UUID] = (),
-                 late_after: timedelta | None = None) -> None:
+                 late_after: timedelta | None = None, stray_flows: Collection[str] = ()) -> None:
         """`late`, `late_after`: the deployments whose runs left Scheduled past their time
-        are ended (`flows.abandoned_runs.why_late`)."""
+        are ended (`flows.abandoned_runs.why_late`); `stray_flows`: the flows whose runs
+        outside a deployment, marked with a process of this host that is gone, are ended
+        (`flows.abandoned_runs.why_stray`: a killed follower's warm-up run)."""
         self.deployment_ids = list(deployment_ids)
         self.say = say
         self.ticks = ticks
         self.late = list(late)
         self.late_after = late_after
+        self.stray_flows = list(stray_flows)
 
     def sweep(self, owned: dict[UUID, ProcessMark] | None = None) -> list[UUID]:
         """End the abandoned runs (marking `owned` first) and read the ticks that ended; the
@@ -69,7 +72,8 @@ class RunCare:
         try:
             with get_client(sync_client=True) as client:
                 ended = AbandonedRuns(client, self.deployment_ids, self.say,
-                                      late=self.late, late_after=self.late_after).sweep(
+                                      late=self.late, late_after=self.late_after,
+                                      stray_flows=self.stray_flows).sweep(
                     lambda: held)
                 if self.ticks is not None:
                     self.ticks.read(client)

@@ -12,7 +12,7 @@ from uuid import uuid4
 
 import pytest
 
-from kube_elevator.flows.abandoned_runs import Bounds, why_abandoned
+from kube_elevator.flows.abandoned_runs import Bounds, why_abandoned, why_stray
 from kube_elevator.flows.served_ticks import ServedTicks, tick_outcome
 from kube_elevator.tasks.core.health import LoopHealth
 from kube_elevator.tasks.core.process_owner import (
@@ -188,3 +188,20 @@ def test_which_scheduled_run_is_abandoned_as_late(late_seconds: float, abandoned
     assert (why is not None) == abandoned, why
     if why is not None:
         assert f"{late_seconds} s late (over 35 s)" in why and "no serve took it" in why
+
+
+@pytest.mark.parametrize(("owner", "alive", "abandoned"), [
+    pytest.param(f"{HOST}:41:7", False, True, id="this-hosts-process-gone"),
+    pytest.param(f"{HOST}:41:7", True, False, id="this-hosts-process-lives"),
+    pytest.param("elsewhere:41:7", False, False, id="another-hosts"),
+    pytest.param(None, False, False, id="no-mark-anyones-own-call"),
+    pytest.param("not a mark", False, False, id="a-workers-own-id"),
+])
+def test_which_run_outside_the_deployments_is_abandoned(owner: str | None, alive: bool,
+                                                        abandoned: bool) -> None:
+    """A run of the flow of no deployment (a killed follower's warm-up) is ended only on its
+    own mark: a process of this host that is gone."""
+    why = why_stray(owner, HOST, lambda _mark: alive)
+    assert (why is not None) == abandoned, why
+    if abandoned:
+        assert why == f"its process {HOST}:41 is gone (the serve that ran it stopped or was killed)"
