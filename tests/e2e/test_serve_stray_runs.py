@@ -77,11 +77,11 @@ def test_a_killed_serves_run_outside_the_deployments_is_ended_and_a_warm_up_is_m
         with group_stopped(Child(serve_command(cluster, "in-process"),
                                  server.env(**fake_aws.env()), tmp_path / "serve.log",
                                  new_session=True)) as serve:
-            serve.wait_for("serving autoscale/autoscale", scaled(SERVE_START_SECONDS))
-            serve.wait_for("warmed up for a takeover by a dry run", scaled(120))
+            serve.wait_for("serving autoscale/autoscale", SERVE_START_SECONDS)
+            serve.wait_for("warmed up for a takeover by a dry run", 120)
             with on(server) as client:
                 state = wait_until(lambda: (s := client.read_flow_run(left).state)
-                                   and s.is_crashed() and s, scaled(30),
+                                   and s.is_crashed() and s, 30,
                                    "the left run outside the deployments to end Crashed")
                 assert "abandoned: its process" in (state.message or ""), state
                 # a run of the flow with no mark may be anyone's: left as it is
