@@ -75,17 +75,22 @@ def fake_aws() -> Iterator[FakeAws]:
 _KINDS = ("unit", "contract", "e2e")
 # The modules whose tests reach Prefect without the session's `prefect_server` fixture: the CLI
 # in a subprocess (run, serve, watch, pods run start a local server or use one), the local
-# server's adapter, the deployments, the wheel's installs that run flows (a stranger's project,
-# the harness's), serve's abandoned runs and a signal mid-tick (on Prefect 3.8.4 their `--ticks
-# runs` cases waited minutes for a run in flight: its server stalled, hence the floor 3.8.6,
-# docs/deploying.md "Prefect releases").
+# server's adapter and its template database, the deployments, the UI, the wheel's installs that
+# run flows (a stranger's project, the harness's), serve's abandoned runs, first tick, silent
+# runs and a signal mid-tick (on Prefect 3.8.4 their `--ticks runs` cases waited minutes for a
+# run in flight: its server stalled, hence the floor 3.8.6, docs/deploying.md "Prefect
+# releases"), and what prefect_compat detects in the installed engine.
+# tests/unit/test_prefect_marker.py holds every module that starts Prefect to this list.
 PREFECT_MODULES = frozenset({
-    "test_cli_run.py", "test_deployments.py", "test_harness_stranger.py", "test_local_prefect_server.py",
-    "test_pods_cli.py", "test_prefect_retention.py", "test_serve_abandoned_runs.py",
+    "test_cli_run.py", "test_command_imports.py", "test_deployments.py",
+    "test_harness_start_cost.py", "test_harness_stranger.py", "test_local_prefect_server.py",
+    "test_plugin_docs.py", "test_pods_cli.py", "test_prefect_compat_detection.py",
+    "test_prefect_database_template.py", "test_prefect_retention.py",
+    "test_prefect_server_seeded.py", "test_serve_abandoned_runs.py", "test_serve_first_tick.py",
     "test_serve_schedules_and_signals.py", "test_serve_signal_mid_tick.py",
-    "test_serve_stop_before_begun.py", "test_serve_stop_deadline.py", "test_serve_stray_runs.py",
-    "test_serve_watch.py",
-    "test_silent_watch_e2e.py",
+    "test_serve_silent_runs.py", "test_serve_stop_before_begun.py",
+    "test_serve_stop_deadline.py", "test_serve_stray_runs.py", "test_serve_watch.py",
+    "test_silent_watch_e2e.py", "test_ui.py",
 })
 
 
