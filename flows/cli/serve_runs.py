@@ -15,6 +15,7 @@ from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 from uuid import UUID
 
+from kube_elevator.flows.console_logs import said_on_console
 from kube_elevator.tasks.core.process_owner import ProcessMark, mark_of
 
 if TYPE_CHECKING:
@@ -301,6 +302,9 @@ async def _end_if_not_begun(processes: Any, run_ids: set[UUID],
         if early:
             stopping.doing = "ending the runs whose flows had not begun"
             cancelled = await asyncio.to_thread(cancel_runs, early, NOT_BEGUN_MESSAGE)
+            for run_id in cancelled:
+                stopping.say(f"flow run {run_id} ended Cancelled: {NOT_BEGUN_MESSAGE}")
+            said_on_console(cancelled)  # not Prefect's "SIGKILL ... memory limits" after it
             signal_runs(processes, cancelled, signal.SIGKILL)
     finally:  # whatever happened (the stop's deadline, too), no process is left frozen
         signal_runs(processes, run_ids - set(cancelled), signal.SIGCONT)

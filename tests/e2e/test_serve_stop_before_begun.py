@@ -205,6 +205,10 @@ def test_a_run_whose_process_is_importing_is_cancelled_at_once(
             assert kinds[-1] == "CANCELLED" and message == NOT_BEGUN_MESSAGE, (
                 kinds, message, output[-4000:])
             assert "RUNNING" not in kinds, kinds
+            # serve says how the run ended, and Prefect's Runner does not contradict it on the
+            # console ("SIGKILL ... exceeding memory limits": the walkthrough's Ctrl-C).
+            assert f"flow run {run_id} ended Cancelled: {NOT_BEGUN_MESSAGE}" in output, output
+            assert "SIGKILL" not in output and "memory" not in output.lower(), output[-4000:]
             _, alive = psutil.wait_procs(children, timeout=5)
             assert not alive, [process.cmdline() for process in alive]
             assert not processes_of(server.client_home)
