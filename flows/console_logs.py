@@ -34,9 +34,9 @@ class _WithoutTraceback(logging.Formatter):
 # The flow runs whose end the command has said itself (serve: Cancelled before the flow began,
 # then the process killed). Prefect's Runner then says of the killed process "SIGKILL ...
 # Typically caused by the operating system terminating the process for exceeding memory
-# limits" and "Check whether the flow run exceeded its memory allocation" (3.9), or "status
-# code: -9; ... high memory usage" (3.8): wrong on the console beside serve's line, kept in the
-# server's run logs.
+# limits" and "Check whether the flow run exceeded its memory allocation" (3.8.6 to 3.9.1,
+# prefect/_internal/infrastructure_exit_codes.py): wrong on the console beside serve's line,
+# kept in the server's run logs.
 _SAID_RUNS: set[str] = set()
 
 
