@@ -213,8 +213,8 @@ APPROVAL_SCREENSHOT = ROOT / "docs" / "approval-form.png"
 
 # Prefect's server answers 503 while its SQLite database is locked by another writer, an answer
 # its clients retry (prefect/server/api/server.py `is_client_retryable_exception`); its UI does
-# not retry the form's resume, the form stays open, and a person submits again (3.8.6 on a
-# loaded machine: "Service Unavailable" once).
+# not retry the form's resume, the form stays open, and a person submits again (3.8.6 and
+# 3.9.1 on a loaded machine: "Service Unavailable" once each).
 SUBMIT_TRIES = 3
 APPROVE_IN_A_PROCESS = """
 import importlib.util, sys
