@@ -256,9 +256,9 @@ def test_serve_ticks_on_its_schedule_and_stops_on_a_signal(
             runs = scheduled_runs(api_url)
             assert sum(run.state is not None and run.state.is_completed()
                        for run in runs) >= INTERVALS + 1, runs
-            assert not schedule_broken(runs, INTERVAL_SECONDS, scaled(START_SLACK_SECONDS)), (
-                schedule_broken(runs, INTERVAL_SECONDS, scaled(START_SLACK_SECONDS)),
-                [(run.name, run.state_type, run.start_time) for run in runs], serve.output())
+            broken = schedule_broken(runs, INTERVAL_SECONDS, scaled(START_SLACK_SECONDS))
+            assert not broken, (broken, [(run.name, run.state_type, run.start_time)
+                                         for run in runs], serve.output())
             # Leading, and alive by the liveness clock of the ticks that finished.
             assert fetch(f"{health_url(serve)}/health-check") == (200, "leading\n")
             took = signalled(serve, signum, group)
