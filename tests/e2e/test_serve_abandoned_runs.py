@@ -31,6 +31,7 @@ import pytest
 
 from benchmarks.deadlines import scaled
 from benchmarks.event_latency import (
+    API_POLL_SECONDS,
     FREE_HEALTH_PORT,
     ROOT,
     BurstCluster,
@@ -271,7 +272,7 @@ def late_run_ended_at_the_start(server: PrefectServer, cluster: BurstCluster, ti
         ended_at = time.monotonic()
         done = wait_until(lambda: completed_after(server, deployment_id, started),
                           INTERVAL_SECONDS + RUN_START_SLACK_SECONDS,
-                          "a tick to complete after the late run ended")
+                          "a tick to complete after the late run ended", API_POLL_SECONDS)
         print(f"\n--ticks {ticks}: the next tick completed "
               f"{time.monotonic() - ended_at:.1f} s after the late run ended Cancelled "
               f"(--interval {INTERVAL_SECONDS:g}s)")
@@ -341,13 +342,13 @@ def left_while_serving(server: PrefectServer, cluster: BurstCluster, serve: Chil
     serve.wait_for("serving autoscale/autoscale", SERVE_START_SECONDS)
     run_id, deployment_id = left_on(server, cluster, dead_process_mark(), interval,
                                     claim_seconds=180)
-    wait_until(lambda: crashed_saying_why(state_of(server, run_id)), 30,
-               "the left run to end Crashed")
-    crashed = datetime.now(UTC)
+    ended = wait_until(lambda: crashed_saying_why(state := state_of(server, run_id)) and state,
+                       30, "the left run to end Crashed", API_POLL_SECONDS)
     crashed_at = time.monotonic()
-    wait_until(lambda: completed_after(server, deployment_id, crashed),
+    # From the state's own time, not when a poll saw it: a tick started in between counts.
+    wait_until(lambda: completed_after(server, deployment_id, ended.timestamp),
                interval + RUN_START_SLACK_SECONDS,
-               "a tick to complete after the left run ended")
+               "a tick to complete after the left run ended", API_POLL_SECONDS)
     print(f"\n--ticks {ticks}: the next tick completed "
           f"{time.monotonic() - crashed_at:.1f} s after the left run ended Crashed")
     assert fetch(f"{health_url(serve)}/health-check")[0] == 200, ticks
@@ -393,7 +394,7 @@ def every_run_cancelled(server: PrefectServer, deployment_id: UUID, serve: Child
         run for run in runs_of(server, deployment_id)
         if run.state is not None and run.state.type.value == "CANCELLED"
         and run.state.timestamp > begun], 90,  # not a run an earlier serve's limit cancelled
-        "a run cancelled by the concurrency limit")
+        "a run cancelled by the concurrency limit", API_POLL_SECONDS)
     # No tick can run: not ready, from the start (before: ready once the cache had
     # synced, or at once with --ticks runs).
     ready = f"{health_url(serve)}/ready"
@@ -461,7 +462,7 @@ def test_a_signal_to_the_group_in_ticks_runs_leaves_no_child_and_claims_no_run(
         wait_until(lambda: [run for run in runs_of(server, deployment_ids[0])
                             if run.state_type is not None
                             and run.state_type.value == "RUNNING"], 120,
-                   "a run in flight")
+                   "a run in flight", API_POLL_SECONDS)
         children = descendants(serve.process.pid)
         assert children, "a run in flight is a child process"
         signalled_at = datetime.now(UTC)

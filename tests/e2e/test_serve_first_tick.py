@@ -22,7 +22,14 @@ from uuid import UUID
 import pytest
 
 from benchmarks.deadlines import scaled
-from benchmarks.event_latency import BurstCluster, Child, fetch, health_url, wait_until
+from benchmarks.event_latency import (
+    API_POLL_SECONDS,
+    BurstCluster,
+    Child,
+    fetch,
+    health_url,
+    wait_until,
+)
 from kube_elevator.fakes.aws import FakeAws
 from kube_elevator.fakes.kube_api.server import FakeKubeApi
 from tests.e2e.test_serve_abandoned_runs import (
@@ -92,16 +99,16 @@ def test_the_first_tick_after_a_restart_that_ended_a_left_run_is_within_an_inter
                              tmp_path / "serve.log") as serve:
             serve.wait_for("serving autoscale/autoscale", scaled(SERVE_START_SECONDS))
             ended = wait_until(lambda: crashed_saying_why(state := state_of(server, run_id))
-                               and state, scaled(30), "the left run to end Crashed")
+                               and state, scaled(30), "the left run to end Crashed", API_POLL_SECONDS)
             claimed = wait_until(lambda: first_state_after(server, deployment_id, "Pending",
                                                            ended.timestamp, run_id),
                                  scaled(INTERVAL_SECONDS + CLAIM_SLACK_SECONDS),
-                                 "the next run claimed")
+                                 "the next run claimed", API_POLL_SECONDS)
             running = wait_until(lambda: first_state_after(server, deployment_id, "Running",
                                                            ended.timestamp, run_id),
                                  scaled(INTERVAL_SECONDS + CLAIM_SLACK_SECONDS
                                         + START_SLACK_SECONDS[ticks]),
-                                 "the next run to start")
+                                 "the next run to start", API_POLL_SECONDS)
             claim_seconds = (claimed[1] - ended.timestamp).total_seconds()
             start_seconds = (running[1] - ended.timestamp).total_seconds()
             print(f"\n{kind}, --ticks {ticks}: after the left run ended, the next run "
@@ -116,7 +123,7 @@ def test_the_first_tick_after_a_restart_that_ended_a_left_run_is_within_an_inter
             # (tests/e2e/test_serve_abandoned_runs.py's restart check, on this setup).
             done = wait_until(lambda: completed_after(server, deployment_id, ended.timestamp),
                               INTERVAL_SECONDS + RUN_START_SLACK_SECONDS,
-                              "a tick to complete after the left run ended")
+                              "a tick to complete after the left run ended", API_POLL_SECONDS)
             assert done.id != run_id
             assert "ended Crashed: its process" in serve.output(), serve.output()[-3000:]
             os.killpg(serve.process.pid, signal.SIGTERM)

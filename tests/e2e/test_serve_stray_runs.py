@@ -20,7 +20,7 @@ from typing import Any
 from uuid import UUID
 
 from benchmarks.deadlines import scaled
-from benchmarks.event_latency import BurstCluster, Child, PrefectServer, wait_until
+from benchmarks.event_latency import API_POLL_SECONDS, BurstCluster, Child, PrefectServer, wait_until
 from kube_elevator.fakes.aws import FakeAws
 from kube_elevator.fakes.kube_api.server import FakeKubeApi
 from tests.e2e.test_serve_abandoned_runs import (
@@ -82,7 +82,7 @@ def test_a_killed_serves_run_outside_the_deployments_is_ended_and_a_warm_up_is_m
             with on(server) as client:
                 state = wait_until(lambda: (s := client.read_flow_run(left).state)
                                    and s.is_crashed() and s, 30,
-                                   "the left run outside the deployments to end Crashed")
+                                   "the left run outside the deployments to end Crashed", API_POLL_SECONDS)
                 assert "abandoned: its process" in (state.message or ""), state
                 # a run of the flow with no mark may be anyone's: left as it is
                 own = client.read_flow_run(users_own).state

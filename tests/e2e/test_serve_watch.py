@@ -19,6 +19,7 @@ from typer.testing import CliRunner
 
 from benchmarks.deadlines import scaled
 from benchmarks.event_latency import (
+    API_POLL_SECONDS,
     FREE_HEALTH_PORT,
     BurstCluster,
     Child,
@@ -410,7 +411,8 @@ def test_serve_runs_the_autoscale_deployment_in_process_from_its_cache(
         with temporary_settings({PREFECT_API_URL: server.api_url}):
             from_ui = run_deployment("autoscale/autoscale", timeout=0)
         done = wait_until(lambda: read_run(server, from_ui.id).state_type.value in (
-            "COMPLETED", "FAILED", "CRASHED", "CANCELLED"), 90, "the run from the UI to end")
+            "COMPLETED", "FAILED", "CRASHED", "CANCELLED"), 90, "the run from the UI to end",
+            API_POLL_SECONDS)
         assert done, rig.serve.output()[-3000:]
         assert pod_lists_served(fake_kube) == pod_lists  # every tick read the cache
         # Its health endpoint: it leads (an election of one), and /metrics has its ticks.

@@ -20,7 +20,14 @@ from typing import Any
 import pytest
 
 from benchmarks.deadlines import scaled
-from benchmarks.event_latency import ROOT, BurstCluster, Child, PrefectServer, wait_until
+from benchmarks.event_latency import (
+    API_POLL_SECONDS,
+    ROOT,
+    BurstCluster,
+    Child,
+    PrefectServer,
+    wait_until,
+)
 from kube_elevator.fakes.aws import FakeAws
 from kube_elevator.fakes.kube_api.server import FakeKubeApi
 from tests.e2e.test_deployments import api, deployed, worker  # noqa: F401  (module fixtures)
@@ -97,7 +104,7 @@ def submit(page: Any, server: PrefectServer, name: str, attempts: int = 3) -> An
             run = run_named(server, name)
         else:
             return wait_until(lambda: run_named(server, name), 90,
-                              "the run submitted from the form")
+                              "the run submitted from the form", API_POLL_SECONDS)
         if run is not None:
             return run
     raise AssertionError(f"the form never made a run named {name!r}; the page said:\n"
