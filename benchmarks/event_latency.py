@@ -70,9 +70,9 @@ def free_port() -> int:
 
 # A wait whose condition reads Prefect's API asks twice a second, not twenty times: each read
 # is a request that the server (and the waiting process, with a client of its own each time)
-# spends CPU on, which the serve under test then lacks. Measured on the restart and
-# abandoned-run tests (tests/e2e/test_serve_abandoned_runs.py, `-n 2` on an idle 2-CPU
-# machine): 519 CPU-seconds across all processes at 0.05 s, 420 at 0.5 s.
+# spends CPU on, which the serve under test then lacks. Measured on the abandoned-run tests
+# (tests/e2e/test_serve_abandoned_runs.py, on an idle 2-CPU machine, every process counted):
+# 519 CPU-seconds with their waits at 0.05 s, 420 with them at 0.5 s.
 API_POLL_SECONDS = 0.5
 
 
