@@ -149,6 +149,12 @@ def crashed_saying_why(state: Any) -> bool:
         state.message or "")
 
 
+def crashed_state(server: PrefectServer, run_id: UUID) -> Any:
+    """The run's state once serve has ended it Crashed saying why; None before."""
+    state = state_of(server, run_id)
+    return state if crashed_saying_why(state) else None
+
+
 # --- the restart tests' setup (here and tests/e2e/test_serve_first_tick.py) --------------------
 
 
@@ -342,8 +348,8 @@ def left_while_serving(server: PrefectServer, cluster: BurstCluster, serve: Chil
     serve.wait_for("serving autoscale/autoscale", SERVE_START_SECONDS)
     run_id, deployment_id = left_on(server, cluster, dead_process_mark(), interval,
                                     claim_seconds=180)
-    ended = wait_until(lambda: crashed_saying_why(state := state_of(server, run_id)) and state,
-                       30, "the left run to end Crashed", API_POLL_SECONDS)
+    ended = wait_until(lambda: crashed_state(server, run_id), 30, "the left run to end Crashed",
+                       API_POLL_SECONDS)
     crashed_at = time.monotonic()
     # From the state's own time, not when a poll saw it: a tick started in between counts.
     wait_until(lambda: completed_after(server, deployment_id, ended.timestamp),

@@ -38,7 +38,7 @@ from tests.e2e.test_serve_abandoned_runs import (
     RUN_START_SLACK_SECONDS,
     SERVE_START_SECONDS,
     completed_after,
-    crashed_saying_why,
+    crashed_state,
     dead_process_mark,
     left_in_a_process,
     left_on,
@@ -98,8 +98,8 @@ def test_the_first_tick_after_a_restart_that_ended_a_left_run_is_within_an_inter
         with restarted_serve(cluster, ticks, server.env(**fake_aws.env()),
                              tmp_path / "serve.log") as serve:
             serve.wait_for("serving autoscale/autoscale", scaled(SERVE_START_SECONDS))
-            ended = wait_until(lambda: crashed_saying_why(state := state_of(server, run_id))
-                               and state, scaled(30), "the left run to end Crashed", API_POLL_SECONDS)
+            ended = wait_until(lambda: crashed_state(server, run_id), scaled(30),
+                               "the left run to end Crashed", API_POLL_SECONDS)
             claimed = wait_until(lambda: first_state_after(server, deployment_id, "Pending",
                                                            ended.timestamp, run_id),
                                  scaled(INTERVAL_SECONDS + CLAIM_SLACK_SECONDS),
