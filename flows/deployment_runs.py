@@ -83,8 +83,9 @@ class DeploymentRuns:
     def execute(self, flow_run_id: UUID) -> RunOutcome | None:
         """Claim the run (propose Pending), mark it this process's (`infrastructure_pid`: a
         serve that finds it after this process died ends it, `flows.abandoned_runs`) and run
-        its flow here; its outcome as this process computed it. None when the server said no:
-        another process claimed it first, or the concurrency limit cancelled it."""
+        its flow here; its outcome as this process computed it. None when the server said no
+        (another process claimed it first, or the concurrency limit cancelled it), or when the
+        run was ended before it began."""
         from prefect.exceptions import Abort
         from prefect.flow_engine import run_flow
         from prefect.states import Pending
@@ -106,6 +107,10 @@ class DeploymentRuns:
         from kube_elevator.flows.run_state import run_here
 
         flow_run = self.client.read_flow_run(flow_run_id)
+        if flow_run.state is None or not flow_run.state.is_pending():
+            # Ended while it was being marked (a stalled server: serve's sweep took it for a
+            # lost submit and ended it Crashed): an ended run is not run after all.
+            return None
         return run_here(lambda: run_flow(  # type: ignore[arg-type, return-value]
             self.flow, flow_run=flow_run, parameters=dict(flow_run.parameters),
             return_type="state"))
