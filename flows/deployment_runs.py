@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from prefect.client.orchestration import SyncPrefectClient
 
     from kube_elevator.flows.run_state import RunOutcome
+    from kube_elevator.tasks.core.process_owner import ProcessMark
 
 BURST_TAG = "pending-pods"
 LEADING_TAG = "leading"  # the run a replica starts as it takes the lead
@@ -41,6 +42,18 @@ class DeploymentRuns:
         self.deployment_id = deployment_id
         self.client = client
         self.clock = clock
+        # The run this process has claimed and not finished (read by serve's sweep in another
+        # thread: one name's value, swapped whole).
+        self.in_hand: UUID | None = None
+
+    def owned(self) -> dict[UUID, ProcessMark]:
+        """The run this process holds, with its mark: serve's sweep marks it if the mark is
+        not there yet and never ends it (a claim whose mark stalls is this live process's, not
+        a lost submit)."""
+        from kube_elevator.tasks.core.process_owner import mark_of
+
+        run_id = self.in_hand
+        return {} if run_id is None else {run_id: mark_of()}
 
     def start_now(self, why: str, tag: str = BURST_TAG) -> UUID:
         """A run of the deployment, due now: a burst of pending pods (or a replica that just
@@ -87,7 +100,6 @@ class DeploymentRuns:
         (another process claimed it first, or the concurrency limit cancelled it), or when the
         run was ended before it began."""
         from prefect.exceptions import Abort
-        from prefect.flow_engine import run_flow
         from prefect.states import Pending
         from prefect.utilities.engine import propose_state_sync
 
@@ -97,19 +109,28 @@ class DeploymentRuns:
             return None
         if not claimed.is_pending():
             return None
+        self.in_hand = flow_run_id
+        try:
+            return self._mark_and_run(flow_run_id)
+        finally:
+            self.in_hand = None
+
+    def _mark_and_run(self, flow_run_id: UUID) -> RunOutcome | None:
+        """`execute`'s steps after the claim, while the run is `in_hand`."""
+        from prefect.flow_engine import run_flow
+
+        from kube_elevator.flows.run_state import run_here
         from kube_elevator.tasks.core.process_owner import mark_of
 
         try:
             self.client.update_flow_run(flow_run_id, infrastructure_pid=str(mark_of()))
-        except Exception as error:  # unmarked, it is only ended as abandoned after a while
+        except Exception as error:  # serve's sweep marks it (`owned`) at its next pass
             logging.getLogger(__name__).warning("run %s not marked as this process's: %s",
                                                 flow_run_id, error)
-        from kube_elevator.flows.run_state import run_here
-
         flow_run = self.client.read_flow_run(flow_run_id)
         if flow_run.state is None or not flow_run.state.is_pending():
-            # Ended while it was being marked (a stalled server: serve's sweep took it for a
-            # lost submit and ended it Crashed): an ended run is not run after all.
+            # Ended while it was being marked (a stalled server, and another serve's sweep
+            # took it for a lost submit and ended it Crashed): not run after all.
             return None
         return run_here(lambda: run_flow(  # type: ignore[arg-type, return-value]
             self.flow, flow_run=flow_run, parameters=dict(flow_run.parameters),

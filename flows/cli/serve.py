@@ -65,6 +65,7 @@ if TYPE_CHECKING:
     from kube_elevator.flows.run_state import RunOutcome
     from kube_elevator.flows.ticker import CacheFeed
     from kube_elevator.tasks.adapters.kube import KubeClient
+    from kube_elevator.tasks.core.process_owner import ProcessMark
     from kube_elevator.tasks.escalator.config import NodeGroupConfig
 
 AUTOSCALE_DEPLOYMENT = "autoscale"
@@ -436,8 +437,14 @@ async def run_until_signal(runner: Runner, grace_seconds: float = STOP_GRACE_SEC
     if care is not None:
         from kube_elevator.flows.cli.serve_runs import runner_owned
 
-        waiting.add(asyncio.ensure_future(care.every(
-            care_seconds, lambda: runner_owned(runner), mark_seconds=mark_seconds)))
+        def owned() -> dict[UUID, ProcessMark]:
+            mine = runner_owned(runner)
+            if in_process is not None and in_process.runs is not None:
+                mine.update(in_process.runs.owned())  # a claim whose mark has not landed
+            return mine
+
+        waiting.add(asyncio.ensure_future(care.every(care_seconds, owned,
+                                                     mark_seconds=mark_seconds)))
     if in_process is not None:
         in_process.thread.start()
         waiting.add(asyncio.ensure_future(_ended(in_process.thread)))
