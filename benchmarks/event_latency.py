@@ -310,6 +310,11 @@ class PrefectServer:
         database = self.database()
         return database is not None and not database.exists() and seeded(database)
 
+    def log_tail(self, chars: int = 6000) -> str:
+        """The end of the server's own log (warnings and errors: a locked SQLite database),
+        for a test's failure message."""
+        return self._child.output()[-chars:] if self._child is not None else ""
+
     def stop(self) -> None:
         if self._child is not None:
             self._child.stop()

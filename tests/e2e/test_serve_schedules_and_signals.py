@@ -258,7 +258,8 @@ def test_serve_ticks_on_its_schedule_and_stops_on_a_signal(
                        for run in runs) >= INTERVALS + 1, runs
             broken = schedule_broken(runs, INTERVAL_SECONDS, scaled(START_SLACK_SECONDS))
             assert not broken, (broken, [(run.name, run.state_type, run.start_time)
-                                         for run in runs], serve.output())
+                                         for run in runs], serve.output(),
+                                server.log_tail() if server is not None else "")
             # Leading, and alive by the liveness clock of the ticks that finished.
             assert fetch(f"{health_url(serve)}/health-check") == (200, "leading\n")
             took = signalled(serve, signum, group)
