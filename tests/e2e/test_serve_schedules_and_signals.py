@@ -254,12 +254,13 @@ def test_serve_ticks_on_its_schedule_and_stops_on_a_signal(
             api_url = server.api_url if server is not None else (
                 f"{VIEW_AT.findall(serve.output())[0]}/api")
             runs = scheduled_runs(api_url)
+            # What the server logged, where the test started it (a locked SQLite database).
+            server_log = server.log_tail() if server is not None else ""
             assert sum(run.state is not None and run.state.is_completed()
-                       for run in runs) >= INTERVALS + 1, runs
+                       for run in runs) >= INTERVALS + 1, (runs, server_log)
             broken = schedule_broken(runs, INTERVAL_SECONDS, scaled(START_SLACK_SECONDS))
             assert not broken, (broken, [(run.name, run.state_type, run.start_time)
-                                         for run in runs], serve.output(),
-                                server.log_tail() if server is not None else "")
+                                         for run in runs], serve.output(), server_log)
             # Leading, and alive by the liveness clock of the ticks that finished.
             assert fetch(f"{health_url(serve)}/health-check") == (200, "leading\n")
             took = signalled(serve, signum, group)
