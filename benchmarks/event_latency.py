@@ -42,7 +42,12 @@ from kube_elevator.fakes.aws import FakeAws
 from kube_elevator.fakes.cluster import node_for_instance
 from kube_elevator.fakes.kube_api.server import FakeKubeApi
 from kube_elevator.flows.prefect_compat import default_server_settings
-from kube_elevator.tasks.adapters.prefect_server import keep_template, seeded
+from kube_elevator.tasks.adapters.prefect_server import (
+    keep_template,
+    prepare_registration,
+    record_registered,
+    seeded,
+)
 
 ROOT = Path(__file__).resolve().parent.parent
 MiB = 2**20
@@ -184,6 +189,7 @@ class PrefectServer:
         self._child: Child | None = None
         self._fresh = False  # its database new and not seeded: kept as the template once up
         self._launched_as: tuple[object, ...] | None = None  # spare_key() at its launch
+        self._registers = False  # it registers Prefect's block types at its start
 
     @property
     def url(self) -> str:
@@ -220,8 +226,10 @@ class PrefectServer:
         database = self.database()
         self._fresh = database is not None and not self.seed()
         self._launched_as = self.spare_key()
+        env = self.server_env()
+        self._registers = prepare_registration(database, env)
         self._child = Child([sys.executable, *self.launcher, "server", "start", "--host",
-                             "127.0.0.1", "--port", str(self.port)], self.server_env(),
+                             "127.0.0.1", "--port", str(self.port)], env,
                             self.home / "server.log")
         if niced and os.geteuid() == 0:
             with contextlib.suppress(OSError):  # gone already: the start's wait says why
@@ -258,6 +266,8 @@ class PrefectServer:
         database = self.database()
         if self._fresh and database is not None:
             keep_template(database)  # migrated, and nothing written yet: it seeds the next
+        if self._registers and database is not None:
+            record_registered(database)
         _keep_a_spare_like(self)
         return self
 
@@ -285,7 +295,7 @@ class PrefectServer:
         shutil.rmtree(self.home, ignore_errors=True)
         shutil.rmtree(self.client_home, ignore_errors=True)
         self.port, self.home, self.client_home = spare.port, spare.home, spare.client_home
-        self._child, self._fresh = spare._child, spare._fresh
+        self._child, self._fresh, self._registers = spare._child, spare._fresh, spare._registers
         if self._child is not None:  # the test's server: at the usual priority again
             import psutil
 

@@ -263,6 +263,7 @@ def start_server(home: Path, kind: Kind, seconds: float, *, schedules: bool = Fa
     fresh = database is not None and not database.exists()
     if fresh and database is not None:
         fresh = not seeded(database)
+    registers = prepare_registration(database, env)
     args = [sys.executable, "-m", __name__, "--port", str(port)]
     if parent is not None:
         args += ["--parent", str(parent)]
@@ -283,23 +284,107 @@ def start_server(home: Path, kind: Kind, seconds: float, *, schedules: bool = Fa
         time.sleep(0.1)  # polling a server that is starting: there is nothing to await
     if fresh and database is not None:
         keep_template(database)
+    if registers and database is not None:
+        record_registered(database)
     return LocalServer(url, process.pid, kind)
 
 
 # A new PREFECT_HOME's SQLite database must first be migrated (measured: about half of a first
 # start, 27 of 50 s on a loaded 2-core machine). A copy of one just migrated, before any run is
-# written, saved once per Prefect version in the user's cache, seeds the next new PREFECT_HOME:
-# Prefect's own start then finds its migrations done (and checks them, as always).
+# written, saved once per Prefect version and set of collections in the user's cache, seeds the
+# next new PREFECT_HOME: Prefect's own start then finds its migrations done (and checks them, as
+# always), and the block types registered (`SEEDED_SERVER_SETTINGS`).
 TEMPLATE_VARIABLE = "ELEVATOR_PREFECT_DATABASE_TEMPLATE"  # "0": no template
+
+# Prefect registers at every server start the block types of its release and of each installed
+# collection (entry points `prefect.collections`: prefect-aws, prefect-kubernetes, prefect-dask),
+# importing every collection to learn them even when its memo says nothing changed
+# (`_memoize_block_auto_registration`, prefect/server/api/server.py): 4.9 of a start's 14 s of
+# CPU here (py-spy, Prefect 3.9.1, the `blocks` extra installed; benchmarks/RESULTS.md). Where
+# the database holds them already, registered there by a server of the same release and
+# collections (or seeded from such a server's template), the server is told so by Prefect's own
+# settings and skips it; a record beside the database says which release and collections, and
+# how many block types (`prefect server database reset` empties the table: then it registers).
+# A user's own setting wins.
+SKIP_REGISTRATION_SETTINGS = {
+    "PREFECT_API_BLOCKS_REGISTER_ON_START": "false",
+    "PREFECT_SERVER_MEMOIZE_BLOCK_AUTO_REGISTRATION": "false",
+}
+REGISTERED_SUFFIX = ".elevator-blocks.json"
+
+
+def collections_key() -> str:
+    """The Prefect release and the installed collections, by distribution and version: what a
+    server's block registration depends on."""
+    import hashlib
+    from importlib.metadata import entry_points
+
+    import prefect
+
+    found = sorted({f"{point.dist.name}=={point.dist.version}"
+                    for point in entry_points(group="prefect.collections")
+                    if point.dist is not None})
+    digest = hashlib.sha256("\n".join(found).encode()).hexdigest()[:12]
+    return f"{prefect.__version__}-{digest}"
 
 
 def template_path() -> Path | None:
     if os.environ.get(TEMPLATE_VARIABLE) == "0":
         return None
-    import prefect
-
     cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
-    return cache / "kube-elevator" / f"prefect-{prefect.__version__}.db"
+    return cache / "kube-elevator" / f"prefect-{collections_key()}.db"
+
+
+def block_type_count(database: Path) -> int:
+    """How many block types `database` holds; 0 when it cannot tell (no file, no table yet)."""
+    import sqlite3
+
+    if not database.is_file():
+        return 0
+    try:  # read-write, as its server opens it: a WAL database needs its -shm file to be read
+        connection = sqlite3.connect(database, timeout=5)
+        try:
+            return int(connection.execute("SELECT count(*) FROM block_type").fetchone()[0])
+        finally:
+            connection.close()
+    except sqlite3.Error:
+        return 0
+
+
+def registration_record(database: Path) -> Path:
+    return database.with_name(database.name + REGISTERED_SUFFIX)
+
+
+def record_registered(database: Path) -> None:
+    """After a server that registered its block types answered (or a copy of a template that
+    one made): this release's and these collections' block types are in `database`."""
+    count = block_type_count(database)
+    if count > 0:
+        with contextlib.suppress(OSError):
+            registration_record(database).write_text(
+                json.dumps({"key": collections_key(), "block_types": count}))
+
+
+def registered(database: Path) -> bool:
+    """Whether `database` holds the block types a server would register at its start."""
+    try:
+        record = json.loads(registration_record(database).read_text())
+        key, count = str(record["key"]), int(record["block_types"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return False
+    return key == collections_key() and 0 < count <= block_type_count(database)
+
+
+def prepare_registration(database: Path | None, environ: dict[str, str]) -> bool:
+    """`environ`, a server's, skips the block registration where `database` holds its block
+    types already (and the user did not say otherwise). Whether the server registers them, so
+    that `record_registered` follows its start."""
+    if database is not None and registered(database):
+        for name, value in SKIP_REGISTRATION_SETTINGS.items():
+            environ.setdefault(name, value)
+    return database is not None and environ.get(
+        "PREFECT_API_BLOCKS_REGISTER_ON_START", "true").strip().lower() not in {
+        "0", "false", "no", "off"}
 
 
 def sqlite_database() -> Path | None:
@@ -323,6 +408,7 @@ def seeded(database: Path) -> bool:
 
     shutil.copyfile(template, partial)
     partial.replace(database)
+    record_registered(database)  # the template's server registered them
     return True
 
 
