@@ -33,6 +33,7 @@ MODULE_SECONDS = {
     "test_replay_upstream.py": 60,
     "test_approval_flow.py": 55,
     "test_local_prefect_server.py": 55,
+    "test_prefect_server_blocks.py": 50,
     "test_deployments.py": 50,
     "test_plugin_types.py": 47,
     "test_silent_watch_e2e.py": 35,

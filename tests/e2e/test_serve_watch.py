@@ -261,8 +261,12 @@ def test_a_real_burst_of_1000_pods_emits_one_event(fake_kube: FakeKubeApi) -> No
     watch = PodWatch(fake_kube.api_client(), retry_seconds=0.05)
     emitted: list[PendingPods] = []
     stop = threading.Event()
+    # The burst is this test's 1000 back-to-back creates, so it settles once none came for
+    # `settle`: 0.5 s split it under load (a first event of 400 pods, the creates paused by
+    # the machine, s55); 3 s is a pause no burst of the test's own has, and still one event
+    # long before the 30 s debounce would close the window anyway.
     loop = threading.Thread(target=run_watch, args=(
-        watch.items, PendingPodsEvents(groups, Debouncer(debounce=30.0, settle=0.5)),
+        watch.items, PendingPodsEvents(groups, Debouncer(debounce=30.0, settle=3.0)),
         emitted.append, stop))
     watch.start()
     loop.start()
