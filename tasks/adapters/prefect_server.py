@@ -293,7 +293,7 @@ def start_server(home: Path, kind: Kind, seconds: float, *, schedules: bool = Fa
 # start, 27 of 50 s on a loaded 2-core machine). A copy of one just migrated, before any run is
 # written, saved once per Prefect version and set of collections in the user's cache, seeds the
 # next new PREFECT_HOME: Prefect's own start then finds its migrations done (and checks them, as
-# always), and the block types registered (`SEEDED_SERVER_SETTINGS`).
+# always), and the block types registered (`SKIP_REGISTRATION_SETTINGS`).
 TEMPLATE_VARIABLE = "ELEVATOR_PREFECT_DATABASE_TEMPLATE"  # "0": no template
 
 # Prefect registers at every server start the block types of its release and of each installed
@@ -307,9 +307,14 @@ TEMPLATE_VARIABLE = "ELEVATOR_PREFECT_DATABASE_TEMPLATE"  # "0": no template
 # how many block types (`prefect server database reset` empties the table: then it registers).
 # A user's own setting wins.
 SKIP_REGISTRATION_SETTINGS = {
-    "PREFECT_API_BLOCKS_REGISTER_ON_START": "false",
+    "PREFECT_SERVER_REGISTER_BLOCKS_ON_START": "false",
     "PREFECT_SERVER_MEMOIZE_BLOCK_AUTO_REGISTRATION": "false",
 }
+# Every name Prefect reads those two settings by (its settings' aliases, 3.8.6 to 3.9.1), the
+# register setting's first.
+REGISTER_NAMES = ("PREFECT_SERVER_REGISTER_BLOCKS_ON_START", "PREFECT_API_BLOCKS_REGISTER_ON_START")
+REGISTRATION_NAMES = (*REGISTER_NAMES, "PREFECT_SERVER_MEMOIZE_BLOCK_AUTO_REGISTRATION",
+                      "PREFECT_MEMOIZE_BLOCK_AUTO_REGISTRATION")
 REGISTERED_SUFFIX = ".elevator-blocks.json"
 
 
@@ -379,12 +384,11 @@ def prepare_registration(database: Path | None, environ: dict[str, str]) -> bool
     """`environ`, a server's, skips the block registration where `database` holds its block
     types already (and the user did not say otherwise). Whether the server registers them, so
     that `record_registered` follows its start."""
-    if database is not None and registered(database):
-        for name, value in SKIP_REGISTRATION_SETTINGS.items():
-            environ.setdefault(name, value)
-    return database is not None and environ.get(
-        "PREFECT_API_BLOCKS_REGISTER_ON_START", "true").strip().lower() not in {
-        "0", "false", "no", "off"}
+    users_own = any(name in environ for name in REGISTRATION_NAMES)
+    if database is not None and not users_own and registered(database):
+        environ.update(SKIP_REGISTRATION_SETTINGS)
+    value = next((environ[name] for name in REGISTER_NAMES if name in environ), "true")
+    return database is not None and value.strip().lower() not in {"0", "false", "no", "off"}
 
 
 def sqlite_database() -> Path | None:

@@ -88,12 +88,16 @@ def test_a_database_that_holds_the_block_types_skips_registration(
         db.executemany("INSERT INTO block_type VALUES (?)", [("secret",), ("aws-credentials",)])
     record_registered(database)
     assert not prepare_registration(database, environ)
-    assert environ == {"PREFECT_API_BLOCKS_REGISTER_ON_START": "false",
+    assert environ == {"PREFECT_SERVER_REGISTER_BLOCKS_ON_START": "false",
                        "PREFECT_SERVER_MEMOIZE_BLOCK_AUTO_REGISTRATION": "false"}
-    # The user's own setting wins.
+    # The user's own setting wins, under any of its names.
     mine = {"PREFECT_API_BLOCKS_REGISTER_ON_START": "true"}
     assert prepare_registration(database, mine)
-    assert mine["PREFECT_API_BLOCKS_REGISTER_ON_START"] == "true"
+    assert mine == {"PREFECT_API_BLOCKS_REGISTER_ON_START": "true"}
+    memo_only = {"PREFECT_MEMOIZE_BLOCK_AUTO_REGISTRATION": "true"}
+    assert prepare_registration(database, memo_only)
+    assert memo_only == {"PREFECT_MEMOIZE_BLOCK_AUTO_REGISTRATION": "true"}
+    assert not prepare_registration(database, {"PREFECT_SERVER_REGISTER_BLOCKS_ON_START": "0"})
     # Another set of collections registers its own.
     monkeypatch.setattr("importlib.metadata.entry_points", lambda group: [
         SimpleNamespace(dist=SimpleNamespace(name="prefect-gcp", version="1.0"))])
