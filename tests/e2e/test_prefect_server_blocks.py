@@ -10,14 +10,11 @@ import pytest
 
 from benchmarks.event_latency import SPARE_VARIABLE, PrefectServer
 from kube_elevator.tasks.adapters.prefect_server import template_path
+from tests.e2e.test_prefect_server_spare import client_of
 
 
 def block_types(server: PrefectServer) -> set[str]:
-    from prefect.client.orchestration import get_client
-    from prefect.settings import PREFECT_API_URL, temporary_settings
-
-    with temporary_settings({PREFECT_API_URL: server.api_url}), \
-            get_client(sync_client=True) as client:
+    with client_of(server) as client:
         return {block_type.slug for block_type in client.read_block_types()}
 
 
