@@ -47,6 +47,28 @@ FAKE_ACCESS_KEY_ID = "testing"
 FAKE_SECRET_ACCESS_KEY = "testing"
 # An AMI id that moto ships in its default image list.
 FAKE_IMAGE_ID = "ami-12c6146b"
+# What moto's server mode imports (moto[server]); a fake AWS without one of them is the
+# `harness` (or `sim`) extra not installed.
+MOTO_MODULES = frozenset({"moto", "flask", "flask_cors", "werkzeug"})
+
+
+class MotoMissing(ModuleNotFoundError):
+    """moto is not installed: the message names the extra that installs it."""
+
+
+@contextmanager
+def moto_required() -> Iterator[None]:
+    """Around moto's import: the wheel without the `harness` extra is refused in one line that
+    says what to install, not moto's bare `No module named 'moto'`."""
+    try:
+        yield
+    except ModuleNotFoundError as error:
+        if error.name is None or error.name.partition(".")[0] not in MOTO_MODULES:
+            raise
+        raise MotoMissing(
+            f"kube-elevator's fake AWS needs {error.name.partition('.')[0]}, which kube-elevator "
+            "installs with its 'harness' extra: pip install 'kube-elevator[harness]'",
+            name=error.name) from None
 
 
 class FakeAws:
@@ -77,7 +99,8 @@ class FakeAws:
         """Start the server; port 0 (the default) lets the OS pick a free one, read back after."""
         if self._server is not None:
             return self
-        from moto.server import ThreadedMotoServer  # flask and werkzeug: ~0.3 s, here only
+        with moto_required():
+            from moto.server import ThreadedMotoServer  # flask and werkzeug: ~0.3 s, here only
 
         extend_moto()
         # werkzeug logs every request to stderr; tests make hundreds.

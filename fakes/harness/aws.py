@@ -27,6 +27,7 @@ from kube_elevator.fakes.aws import (
     FakeAws,
     environ_set,
     extend_moto,
+    moto_required,
 )
 
 # moto's EC2 loads ~2,600 default AMIs each time its state is reset (twice a test: ~1 s); the
@@ -141,7 +142,8 @@ class InProcessAws(FakeAws):
 
         _share_loader_in_new_sessions(True)  # before moto.ec2's import makes its sessions
         try:
-            with gc_paused():  # moto's and its EC2 models' import (tasks/core/collector.py)
+            # moto's and its EC2 models' import (tasks/core/collector.py)
+            with moto_required(), gc_paused():
                 from moto import mock_aws
 
                 extend_moto()
