@@ -44,6 +44,10 @@ class SchedulerProfile(StrEnum):
     first_fit = "first-fit"
 
 
+# moto's server mode (`FakeAws`, a process's fake AWS on a port): moto[server] brings flask and
+# flask_cors beside moto; a venv with moto alone is told to install the extra, not shown moto's
+# import error.
+MOTO_SERVER_MODULES = ("moto", "flask", "flask_cors")
 STEP_SECONDS = 1.0  # how often `fake-cluster --scenario` steps the simulated cluster
 
 
@@ -69,7 +73,7 @@ def fake_cluster(
     printed `/_faults` URLs (see fakes/faults.py): POST a rule, GET them, DELETE them all.
     Without --scenario the cluster starts empty and nothing joins or schedules by itself.
     """
-    require_extra("sim", "moto")
+    require_extra("sim", *MOTO_SERVER_MODULES)
     from kube_elevator.fakes.aws import FakeAws
     from kube_elevator.fakes.aws_faults import AwsFaultProxy
     from kube_elevator.fakes.harness.cluster import FakeCluster
@@ -159,7 +163,9 @@ def simulate(
     os.environ.setdefault("PREFECT_LOGGING_LEVEL", "WARNING")
     from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
 
-    require_extra("sim", "moto", *(["matplotlib"] if plot is not None else []))
+    # the faithful mode serves moto on a port; the fast one reads no AWS at all
+    require_extra("sim", *(("moto",) if fast else MOTO_SERVER_MODULES),
+                  *(["matplotlib"] if plot is not None else []))
     from kube_elevator.fakes.scenario import load_scenario, with_profile
     from kube_elevator.flows.simulation import simulate as run_simulation
 

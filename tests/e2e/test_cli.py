@@ -138,26 +138,39 @@ def test_plan_bad_inputs_exit_2_without_traceback(tmp_path: Path) -> None:
 
 # --- optional dependencies: the `sim` extra -----------------------------------------------------
 
-WITHOUT_SIM = """
+HIDING = """
 import sys
-sys.modules["moto"] = None  # as if `pip install kube-elevator` without the sim extra
-sys.modules["matplotlib"] = None
+for module in {modules!r}:
+    sys.modules[module] = None  # as if `pip install kube-elevator` without the sim extra
 from kube_elevator.flows.cli import main
 sys.argv = ["elevator", *sys.argv[1:]]
 main()
 """
+WITHOUT_SIM = HIDING.format(modules=("moto", "matplotlib"))
+# moto alone, without what its server mode needs (moto[server]'s flask)
+WITHOUT_MOTO_SERVER = HIDING.format(modules=("flask",))
 
 
+@pytest.mark.parametrize("hidden", [WITHOUT_SIM, WITHOUT_MOTO_SERVER], ids=["moto", "flask"])
 @pytest.mark.parametrize("command", [
     ["simulate", str(EXAMPLES / "scenario.yaml")],
     ["fake-cluster"],
 ])
-def test_without_the_sim_extra_a_simulation_says_what_to_install(command: list[str]) -> None:
-    result = subprocess.run([sys.executable, "-c", WITHOUT_SIM, *command],
+def test_without_the_sim_extra_a_simulation_says_what_to_install(command: list[str],
+                                                                  hidden: str) -> None:
+    result = subprocess.run([sys.executable, "-c", hidden, *command],
                             capture_output=True, text=True, timeout=scaled(120))
-    assert result.returncode == 2
+    assert result.returncode == 2, result.stderr[-2000:]
     assert "pip install 'kube-elevator[sim]'" in result.stderr
     assert "Traceback" not in result.stderr
+
+
+def test_the_fast_simulation_needs_no_moto_server() -> None:
+    result = subprocess.run([sys.executable, "-c", WITHOUT_MOTO_SERVER, "simulate",
+                             str(EXAMPLES / "scenario.yaml"), "--fast", "--format", "json"],
+                            capture_output=True, text=True, timeout=scaled(120))
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert json.loads(result.stdout)["summary"]
 
 
 def test_without_the_sim_extra_the_autoscaler_commands_work() -> None:
