@@ -29,6 +29,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from kube_elevator.tasks.adapters.kube_leader import LeaderLease
+from kube_elevator.tasks.core.identity import holder_gone
 from kube_elevator.tasks.core.leader_election import (
     JITTER_FACTOR,
     ElectionTimes,
@@ -69,7 +70,9 @@ class LeaderElector:
                  clock: Callable[[], float] = election_clock,
                  wall_clock: Callable[[], float] = time.time,
                  jitter: Callable[[], float] = random.random,
-                 say: Callable[[str], None] = log.info) -> None:
+                 say: Callable[[str], None] = log.info,
+                 gone: Callable[[str], bool] = holder_gone) -> None:
+        """`gone`: whether a holder's identity names a process of this host that has ended."""
         self.lease = lease
         self.identity = identity
         self.times = times
@@ -77,6 +80,7 @@ class LeaderElector:
         self.wall_clock = wall_clock
         self.jitter = jitter
         self.say = say
+        self.gone = gone
         self.on_started_leading: Callable[[], None] = lambda: None
         self.on_stopped_leading: Callable[[], None] = lambda: None
         self._lock = threading.Lock()
@@ -122,13 +126,23 @@ class LeaderElector:
         except Exception as error:
             log.warning("leader election: cannot read %s: %s", self.lease.describe(), error)
             return False
+        # A holder that was a process of this host and has ended (killed, crashed) renews
+        # nothing: its Lease is taken now, not after its lease runs out (a restart on a laptop
+        # or a VM acts at once; another host's or container's holder is waited out as ever).
+        holder = read.holder_identity if read is not None else ""
+        gone = bool(holder) and holder != self.identity and self.gone(holder)
         with self._lock:
             seen, step = acquire_or_renew(self._observed, read, self.identity, self.times,
-                                          self.clock(), self.wall_clock())
+                                          self.clock(), self.wall_clock(), holder_gone=gone)
             self._observed, self._observed_at = seen, self.clock()
+            if gone:
+                self._reported_holder = holder  # not followed: taken below
         self._report_holder()
         if isinstance(step, Wait):
             return False
+        if gone:
+            self.say(f"the Lease {self.lease.describe()}'s holder {holder}, a process of this "
+                     "host, has ended: taking the Lease without waiting out its lease")
         sent_at = self.clock()
         try:
             if step.create:

@@ -132,20 +132,22 @@ def renewal(observed: Observed | None, identity: str, times: ElectionTimes, now:
 
 
 def acquire_or_renew(observed: Observed | None, read: LeaderRecord | None, identity: str,
-                     times: ElectionTimes, now: float, wall_now: float
-                     ) -> tuple[Observed | None, Write | Wait]:
+                     times: ElectionTimes, now: float, wall_now: float,
+                     holder_gone: bool = False) -> tuple[Observed | None, Write | Wait]:
     """`tryAcquireOrRenew` steps 2 to 4, after reading the Lease (`read` None: there is none).
 
     Returns the observation to keep and what to do: create the Lease; wait, when another holds
     it and it has not expired by our clock; else update it, keeping the acquire time and the
     transition count when we hold it, counting one more transition when we take it over (an
-    empty holder, as a release leaves, is free at once).
+    empty holder, as a release leaves, is free at once). `holder_gone`: the holder is known to
+    be a process that no longer runs (`tasks.core.identity.holder_gone`), free at once too.
     """
     claim = _claim(identity, times, wall_now)
     if read is None:
         return observed, Write(claim, create=True)
     seen = observe(observed, read, now)
-    if read.holder_identity and seen.valid(now) and not seen.held_by(identity):
+    if (read.holder_identity and seen.valid(now) and not seen.held_by(identity)
+            and not holder_gone):
         return seen, Wait(read.holder_identity)
     if seen.held_by(identity):
         claim = replace(claim, acquire_time=read.acquire_time,

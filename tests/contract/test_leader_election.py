@@ -5,6 +5,8 @@ clocks are injected, so a lease runs out when the test says, without waiting for
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -20,8 +22,10 @@ from kube_elevator.tasks.adapters.kube import KubeClient
 from kube_elevator.tasks.adapters.kube_leader import LeaderLease
 from kube_elevator.tasks.core.acting import install_acting_guard
 from kube_elevator.tasks.core.errors import LeaseConflict
+from kube_elevator.tasks.core.identity import boot_id, process_identity
 from kube_elevator.tasks.core.leader_election import ElectionTimes
 from kube_elevator.tasks.core.lease_state import GroupState
+from kube_elevator.tasks.core.process_owner import mark_of
 from kube_elevator.tasks.steps.lease import write_lock
 
 NAMESPACE, NAME = "kube-system", "elevator-leader"
@@ -115,6 +119,33 @@ def test_a_follower_takes_over_a_lease_not_renewed_for_its_duration(
     assert not a.try_acquire_or_renew(10.0)
     assert lease_calls(fake_kube)[before:] == ["GET 200"]
     assert spec(fake_kube)["holderIdentity"] == "b" and a.status().holder == "b"
+
+
+def test_a_lease_whose_holder_was_a_process_here_that_ended_is_taken_at_once(
+        fake_kube: FakeKubeApi, api_client: kubernetes.client.ApiClient,
+        second_client: kubernetes.client.ApiClient) -> None:
+    """A serve killed and started again on the same host (a laptop, a VM): the Lease's holder
+    is the killed process, whose identity says which it was; the new one takes the Lease at its
+    first try, not a lease duration later. While that process lives, it waits as ever."""
+    clock = Clock()
+    holder = subprocess.Popen([sys.executable, "-c", "import sys; sys.stdin.read()"],
+                              stdin=subprocess.PIPE)
+    killed = candidate(api_client, f"{mark_of(holder.pid)}_{boot_id()}", clock)
+    assert killed.try_acquire_or_renew(10.0)
+    said: list[str] = []
+    restarted = LeaderElector(LeaderLease(second_client, NAMESPACE, NAME), process_identity(),
+                              ElectionTimes(), clock=clock, say=said.append,
+                              wall_clock=lambda: 1_700_000_000.0 + clock.now)
+    assert not restarted.try_acquire_or_renew(10.0)  # its holder lives: a lease to wait out
+    holder.kill()
+    holder.wait(timeout=scaled(30))
+    if mark_of().start is None:
+        pytest.skip("no /proc: a holder's end cannot be told")
+    assert restarted.try_acquire_or_renew(10.0)  # the same instant by the clock
+    taken = spec(fake_kube)
+    assert (taken["holderIdentity"], taken["leaseTransitions"]) == (process_identity(), 1)
+    assert restarted.may_act()
+    assert any("has ended: taking the Lease" in line for line in said), said
 
 
 def test_a_renewal_refused_for_its_resource_version_reads_and_gives_way(

@@ -295,7 +295,8 @@ def test_a_serve_killed_mid_tick_on_the_temporary_server_ticks_again_after_a_res
         ticks: str, fake_kube: FakeKubeApi, fake_aws: FakeAws, tmp_path: Path) -> None:
     """The issue's walkthrough: no PREFECT_API_URL, `kill -9` of serve (and of the run's
     process, as a container's end kills all of them) while a tick runs; the same command
-    again: the run it left ends Crashed at its start and it ticks again."""
+    again: the run it left ends Crashed at its start, it takes the killed one's Lease at once
+    and it ticks again."""
     cluster = BurstCluster(fake_kube, fake_aws, tmp_path)
     env = temporary_server_env(tmp_path / "prefect-home", **fake_aws.env())
     with group_stopped(Child(serve_command(cluster, ticks), env, tmp_path / "killed.log",
@@ -312,6 +313,10 @@ def test_a_serve_killed_mid_tick_on_the_temporary_server_ticks_again_after_a_res
                        else "Finished in state Completed", INTERVAL_SECONDS
                        + RUN_START_SLACK_SECONDS)
         took = time.monotonic() - serving_at
+        if ticks == "in-process":  # the mode that elects a leader
+            # the killed serve's Lease was taken at once (its holder, a process here, has
+            # ended), not after its 15 s lease ran out
+            assert "has ended: taking the Lease" in again.output(), again.output()[-3000:]
         print(f"\ntemporary server, --ticks {ticks}: a tick completed {took:.1f} s after the "
               f"restarted serve served (--interval {INTERVAL_SECONDS:g}s; load "
               f"{os.getloadavg()[0]:.1f})")

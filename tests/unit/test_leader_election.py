@@ -5,8 +5,15 @@ with (informative only)."""
 
 from __future__ import annotations
 
+import socket
+import subprocess
+import sys
+import uuid
+
 import pytest
 
+from benchmarks.deadlines import scaled
+from kube_elevator.tasks.core.identity import boot_id, holder_gone, process_identity
 from kube_elevator.tasks.core.leader_election import (
     ElectionTimes,
     LeaderRecord,
@@ -20,6 +27,7 @@ from kube_elevator.tasks.core.leader_election import (
     released,
     renewal,
 )
+from kube_elevator.tasks.core.process_owner import mark_of
 
 TIMES = ElectionTimes()  # 15 s, 10 s, 2 s
 WALL = 1_700_000_000.0
@@ -72,6 +80,41 @@ def test_try_acquire_or_renew(observed: Observed | None, read: LeaderRecord | No
                               expected: Write | Wait) -> None:
     _, step = acquire_or_renew(observed, read, "me", TIMES, now, WALL)
     assert step == expected
+
+
+def test_a_holder_known_to_be_gone_is_taken_over_at_once() -> None:
+    """A valid lease whose holder is a process of this host that has ended: nobody renews it,
+    so it is taken now (one more transition), not after the lease duration."""
+    _, step = acquire_or_renew(None, A, "me", TIMES, 0.0, WALL, holder_gone=True)
+    assert step == Write(LeaderRecord("me", 15, STAMP, STAMP, 4))
+    # ours, whatever the check said: renewed as ours, no transition
+    _, step = acquire_or_renew(None, LeaderRecord("me", 15, EARLIER, EARLIER, 3), "me", TIMES,
+                               0.0, WALL, holder_gone=True)
+    assert step == Write(LeaderRecord("me", 15, EARLIER, STAMP, 3))
+
+
+def test_an_identity_names_its_process_so_this_host_can_tell_it_has_ended() -> None:
+    mine = process_identity()
+    assert mine.startswith(f"{socket.gethostname()}")  # client-go's: the host name first
+    assert mine == process_identity()  # one per process
+    assert not holder_gone(mine)
+    child = subprocess.Popen([sys.executable, "-c", "import sys; sys.stdin.read()"],
+                             stdin=subprocess.PIPE)
+    theirs = f"{mark_of(child.pid)}_{boot_id()}"
+    assert not holder_gone(theirs)  # alive
+    assert child.stdin is not None
+    child.stdin.close()
+    child.wait(timeout=scaled(60))
+    if mark_of().start is None:
+        pytest.skip("no /proc: a holder's end cannot be told")
+    assert holder_gone(theirs)
+    # anything else is never taken for one of this host's ended processes
+    mark = mark_of(child.pid)
+    for other in [f"another-host/{mark.host.partition('/')[2]}:{mark.pid}:1_{boot_id()}",
+                  f"{mark.host}:{child.pid}:{mark_of().start}_another-boot",
+                  f"{socket.gethostname()}_{uuid.uuid4()}",  # client-go's own form
+                  "a", ""]:
+        assert not holder_gone(other), other
 
 
 def test_the_observation_restarts_only_when_the_record_changes() -> None:
