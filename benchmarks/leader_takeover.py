@@ -8,7 +8,10 @@ DescribeAutoScalingGroups shows the raised desired capacity (polled every 20 ms)
 and the pods are put back, and a new replica replaces the killed one. By client-go's rules the
 follower takes over a lease duration after it last saw the record change, at its next try
 (every 2 to 4.4 s, jittered): 15 s plus up to two jittered retry periods, less the time since
-the leader's last renewal, plus the new leader's first tick.
+the leader's last renewal, plus the new leader's first tick. That is the figure for replicas
+on different hosts (pods). The replicas here share one host, so (since s57) the follower sees
+that the killed leader's process has ended and takes the Lease at its next try, without waiting
+out the lease (tasks/core/identity.py `holder_gone`): this measures that path.
 
     .venv/bin/python -m benchmarks.leader_takeover --rounds 5
 """
