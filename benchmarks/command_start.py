@@ -7,7 +7,9 @@ then the median of `--runs` more (which find it). Targets: 15 s for the first, 5
 - `simulate deployments/examples/scenario.yaml --fast` (no Prefect: the floor of an import);
 - a user's own flow on `kube_elevator.harness.fake_cluster()` (`USER_FLOW`).
 
-The machine's load average is printed with the figures: helpers share it.
+The machine's load average is printed with the figures: helpers share it. So is a reference of
+the machine's own speed, which differs between hosts as much as a cut does: what the user's flow
+imports of its own (Prefect, the official client's `CoreV1Api`) costs in a bare process.
 
     .venv/bin/python -m benchmarks.command_start --runs 5
 """
@@ -93,6 +95,18 @@ def timed(command: list[str], env: dict[str, str], ok_codes: tuple[int, ...] = (
     return seconds
 
 
+# What the user's flow imports of its own, in a bare process: no command or harness can go
+# below it (measured on this machine, s57: ~4 s of the flow's ~7).
+USERS_OWN_IMPORTS = "import prefect; from kubernetes import client; client.CoreV1Api"
+
+
+def reference(runs: int = 3) -> tuple[float, float]:
+    """Median wall and CPU seconds of `USERS_OWN_IMPORTS` in a new Python process."""
+    env = {key: value for key, value in os.environ.items() if not key.startswith("PREFECT_")}
+    walls = [timed([sys.executable, "-c", USERS_OWN_IMPORTS], env) for _ in range(runs)]
+    return statistics.median(walls), statistics.median(CPU_SECONDS[-runs:])
+
+
 def measure(runs: int = 5) -> dict[str, dict[str, float]]:
     """{command: {"first": s, "median": s}}, each command on a PREFECT_HOME of its own."""
     from kube_elevator.tasks.adapters.prefect_server import stop_shared_server
@@ -147,6 +161,9 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=5)
     args = parser.parse_args()
     print("load average before: " + " ".join(f"{load:.2f}" for load in os.getloadavg()))
+    reference_wall, reference_cpu = reference()
+    print(f"the machine: the user's own imports ({USERS_OWN_IMPORTS}) take "
+          f"{reference_wall:.1f} s ({reference_cpu:.1f} s CPU) in a bare process", flush=True)
     results = measure(args.runs)
     print("load average after: " + " ".join(f"{load:.2f}" for load in os.getloadavg()))
     for name, figures in results.items():
@@ -156,7 +173,7 @@ def main() -> None:
               f"then {figures['median']:5.1f} s (<= {LATER_TARGET_SECONDS:g}); CPU "
               f"{figures['first_cpu']:.1f} s, then {figures['median_cpu']:.1f} s: "
               f"{'met' if met else 'NOT met'}")
-    print(json.dumps(results))
+    print(json.dumps({**results, "reference": {"wall": reference_wall, "cpu": reference_cpu}}))
 
 
 if __name__ == "__main__":
