@@ -37,10 +37,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import orjson
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response, StreamingResponse
 
 ADMIN_PATH = "/_faults"
+CLIENT_CLOSED_REQUEST = 499  # nginx's status for a request its client abandoned
 ACTIONS = ("status", "drop", "apply_then_drop", "delay", "hang", "freeze", "rewrite")
 STREAM_ACTIONS = frozenset({"freeze"})  # only for a server whose answers stream
 _MATCH_FIELDS = ("method", "path", "path_prefix", "path_regex", "operation")
@@ -206,6 +207,7 @@ class FaultInjector:
         self._next_id = 1
         self._released = False
         self._waiting: set[tuple[asyncio.AbstractEventLoop, asyncio.Event]] = set()
+        self.client_disconnects = 0  # requests whose client left before they were read whole
 
     # --- the Python API ---------------------------------------------------------------------
 
@@ -277,9 +279,17 @@ class FaultInjector:
         """`serve` behind the rules, plus the admin endpoint at ADMIN_PATH."""
 
         async def faulted(request: Request) -> Response:
-            if request.url.path == ADMIN_PATH:
-                return await self.admin(request)
-            return await self.handle(request, serve)
+            try:
+                if request.url.path == ADMIN_PATH:
+                    return await self.admin(request)
+                return await self.handle(request, serve)
+            except ClientDisconnect:
+                # The client went away before its request was read whole (a process killed
+                # mid-call): there is nobody to answer, and no error of the server's to log (a
+                # real server drops it; nginx records 499, "client closed request").
+                with self._lock:
+                    self.client_disconnects += 1
+                return Response(status_code=CLIENT_CLOSED_REQUEST)
 
         return faulted
 

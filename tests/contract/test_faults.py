@@ -8,8 +8,10 @@ from Python (`FakeKubeApi.faults`, `AwsFaultProxy.faults`).
 from __future__ import annotations
 
 import json
+import logging
 import os
 import re
+import socket
 import subprocess
 import sys
 import threading
@@ -30,6 +32,7 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from benchmarks.deadlines import scaled
+from benchmarks.event_latency import wait_until
 from kube_elevator.fakes.aws import FakeAws
 from kube_elevator.fakes.aws_faults import AwsFaultProxy
 from kube_elevator.fakes.cluster import node_for_instance
@@ -213,6 +216,26 @@ def desired(fake_aws: FakeAws, name: str) -> int:
     groups = fake_aws.client("autoscaling").describe_auto_scaling_groups(
         AutoScalingGroupNames=[name])["AutoScalingGroups"]
     return int(groups[0]["DesiredCapacity"])
+
+
+def test_a_client_that_leaves_mid_request_is_dropped_without_an_error(
+        fake_aws: FakeAws, proxy: AwsFaultProxy, caplog: pytest.LogCaptureFixture) -> None:
+    """A process killed while its call's body was on the way (`kill -9` of a serve mid-call,
+    behind `elevator fake-cluster`'s proxy): the proxy drops that request, logs no error (it
+    printed uvicorn's 40-line traceback), and answers the next call."""
+    host, port = proxy.url.removeprefix("http://").split(":")
+    with socket.create_connection((host, int(port)), timeout=scaled(10)) as raw:
+        raw.sendall(b"POST / HTTP/1.1\r\nHost: autoscaling\r\nContent-Type: "
+                    b"application/x-www-form-urlencoded\r\nContent-Length: 100\r\n\r\n"
+                    b"Action=SetDesired")  # 17 of its 100 bytes, then gone
+    wait_until(lambda: proxy.faults.client_disconnects == 1, scaled(30),
+               "the proxy to see its client leave")
+    assert not [record for record in caplog.records if record.levelno >= logging.ERROR], \
+        caplog.text
+    fake_aws.create_asg("faults-after-a-client-left", 1, 10, 2)
+    autoscaling = proxied(fake_aws, proxy, "autoscaling")
+    assert autoscaling.describe_auto_scaling_groups(
+        AutoScalingGroupNames=["faults-after-a-client-left"])["AutoScalingGroups"]
 
 
 @pytest.mark.parametrize(("action", "error", "applied"), [
