@@ -100,15 +100,17 @@ def test_the_first_tick_after_a_restart_that_ended_a_left_run_is_within_an_inter
             serve.wait_for("serving autoscale/autoscale", scaled(SERVE_START_SECONDS))
             ended = wait_until(lambda: crashed_state(server, run_id), scaled(30),
                                "the left run to end Crashed", API_POLL_SECONDS)
-            claimed = wait_until(lambda: first_state_after(server, deployment_id, "Pending",
-                                                           ended.timestamp, run_id),
-                                 scaled(INTERVAL_SECONDS + CLAIM_SLACK_SECONDS),
-                                 "the next run claimed", API_POLL_SECONDS)
             running = wait_until(lambda: first_state_after(server, deployment_id, "Running",
                                                            ended.timestamp, run_id),
                                  scaled(INTERVAL_SECONDS + CLAIM_SLACK_SECONDS
                                         + START_SLACK_SECONDS[ticks]),
                                  "the next run to start", API_POLL_SECONDS)
+            # The first tick after the slot is freed: a scheduled run claimed (Pending), or the
+            # new leader's own tick, which serve starts at once and which is Running without a
+            # claim of the Runner's (so a claim seen later is the schedule's next one).
+            claimed = first_state_after(server, deployment_id, "Pending", ended.timestamp,
+                                        run_id) or running
+            claimed = min(claimed, running, key=lambda found: found[1])
             claim_seconds = (claimed[1] - ended.timestamp).total_seconds()
             start_seconds = (running[1] - ended.timestamp).total_seconds()
             print(f"\n{kind}, --ticks {ticks}: after the left run ended, the next run "
