@@ -164,7 +164,7 @@ def simulate(
     from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
 
     # the faithful mode serves moto on a port; the fast one reads no AWS at all
-    require_extra("sim", *(("moto",) if fast else MOTO_SERVER_MODULES),
+    require_extra("sim", *(() if fast else MOTO_SERVER_MODULES),
                   *(["matplotlib"] if plot is not None else []))
     from kube_elevator.fakes.scenario import load_scenario, with_profile
     from kube_elevator.flows.simulation import simulate as run_simulation

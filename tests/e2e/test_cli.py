@@ -165,8 +165,9 @@ def test_without_the_sim_extra_a_simulation_says_what_to_install(command: list[s
     assert "Traceback" not in result.stderr
 
 
-def test_the_fast_simulation_needs_no_moto_server() -> None:
-    result = subprocess.run([sys.executable, "-c", WITHOUT_MOTO_SERVER, "simulate",
+def test_the_fast_simulation_needs_no_sim_extra() -> None:
+    """`--fast` plays AWS in memory: neither moto nor its server is asked for."""
+    result = subprocess.run([sys.executable, "-c", WITHOUT_SIM, "simulate",
                              str(EXAMPLES / "scenario.yaml"), "--fast", "--format", "json"],
                             capture_output=True, text=True, timeout=scaled(120))
     assert result.returncode == 0, result.stderr[-2000:]
