@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import os
 import sys
 import threading
@@ -68,6 +69,8 @@ if TYPE_CHECKING:
     from kube_elevator.tasks.core.process_owner import ProcessMark
     from kube_elevator.tasks.escalator.config import NodeGroupConfig
 
+log = logging.getLogger(__name__)
+
 AUTOSCALE_DEPLOYMENT = "autoscale"
 PLAN_DEPLOYMENT = "plan"
 DEFAULT_INTERVAL = "60s"
@@ -75,8 +78,6 @@ DEFAULT_INTERVAL = "60s"
 DEFAULT_POLL = "2s"
 # How often serve looks for abandoned runs (and, with --ticks runs, for runs that ended).
 CARE_SECONDS = 5.0
-# After the grace, how long a run's process has between SIGTERM and SIGKILL.
-END_TERM_SECONDS = 1.0
 SERVE_LEADER_HELP = ("in-process: elect one leader among the replicas on a Lease; it runs the "
                      "ticks, the others keep their cache warm and take over when its lease runs "
                      "out. (With --ticks runs the Prefect server gives each run to one process.)")
@@ -225,8 +226,10 @@ def serve(
     from kube_elevator.flows.cli.serve_runs import SubmissionGuard
 
     guard = SubmissionGuard(say_as("serve"))  # no run starts once stopping (issue 40)
+    # Its deployments are paused as the stop begins, beside the grace (`run_until_signal`),
+    # not one by one after it, within the deadline.
     runner = cast(Runner, guard.runner(name="kube-elevator", query_seconds=poll_seconds,
-                                       limit=None))
+                                       limit=None, pause_on_shutdown=False))
     served = LoopHealth(time.monotonic())  # --ticks runs: the runs the server saw end
     scheduled, manual = served_deployments(nodegroups, period, kubeconfig, lease_namespace,
                                            pushgateway, triggered=not in_process)
@@ -254,6 +257,7 @@ def serve(
     else:
         deployment_ids.append(runner.add_deployment(scheduled))
     assert all(isinstance(id_, UUID) for id_ in deployment_ids)  # async-dispatched: sync here
+    runner_deployment_ids = cast(list[UUID], deployment_ids[:1] if here else deployment_ids)
     care = _run_care(cast(list[UUID], deployment_ids), None if in_process else served,
                      period)
     care.sweep()  # before the first tick: a run a stopped serve left holds no slot
@@ -274,7 +278,8 @@ def serve(
         loop_runner.run(run_until_signal(runner, grace_seconds, in_process=here,
                                          stopping=stopping, care=care,
                                          care_seconds=max(poll_seconds, CARE_SECONDS),
-                                         mark_seconds=poll_seconds, guard=guard))
+                                         mark_seconds=poll_seconds, guard=guard,
+                                         paused=runner_deployment_ids))
     console.print("serve: stopped", highlight=False)
     stopping.doing = "exiting: Prefect's clients flushing their logs and events"
 
@@ -399,7 +404,8 @@ async def run_until_signal(runner: Runner, grace_seconds: float = STOP_GRACE_SEC
                            in_process: InProcessTicks | None = None,
                            stopping: StopDeadline | None = None, care: RunCare | None = None,
                            care_seconds: float = 2.0, mark_seconds: float | None = None,
-                           guard: SubmissionGuard | None = None) -> None:
+                           guard: SubmissionGuard | None = None,
+                           paused: Collection[UUID] = ()) -> None:
     """Run `runner` until SIGTERM or SIGINT, then stop it gently.
 
     Prefect's own SIGTERM handler calls `sys.exit` inside the runner's event loop (3.8.8): the
@@ -413,7 +419,10 @@ async def run_until_signal(runner: Runner, grace_seconds: float = STOP_GRACE_SEC
     started but whose flow has not begun (Pending: the process importing) is not waited for:
     Cancelled and killed at once (`serve_runs.end_not_begun`). `care` looks after the served
     runs every `care_seconds` until the signal, and marks the Runner's new runs every
-    `mark_seconds` (`flows.cli.serve_runs`).
+    `mark_seconds` (`flows.cli.serve_runs`). `paused`: the deployments whose schedules stop
+    at the signal (a Runner made with `pause_on_shutdown=False`: its own, which it would pause
+    one by one after the grace, each a round trip the deadline must hold; under load 9 that
+    outlasted it), with the in-process deployment while this process acts on it.
     """
     from kube_elevator.flows.cli.common import say_as
     from kube_elevator.flows.cli.serve_runs import SubmissionGuard
@@ -451,7 +460,13 @@ async def run_until_signal(runner: Runner, grace_seconds: float = STOP_GRACE_SEC
     await asyncio.wait(waiting, return_when=asyncio.FIRST_COMPLETED)
     for other in waiting - {started}:
         other.cancel()
+    # The schedules stop now, beside the grace: the run in flight needs none.
+    schedules = list(paused)
+    if in_process is not None and in_process.loop.acting:  # a follower leaves it to the leader
+        schedules.append(in_process.deployment_id)
+    pausing = asyncio.ensure_future(asyncio.to_thread(_pause, schedules))
     if started.done():
+        await pausing
         await started  # the runner ended by itself: raise what it raised
         return
     _refuse_new_runs(runner, guard)
@@ -461,9 +476,6 @@ async def run_until_signal(runner: Runner, grace_seconds: float = STOP_GRACE_SEC
         in_process.stop.set()  # no new tick; the one in flight finishes
         while in_process.thread.is_alive() and loop.time() < deadline:
             await asyncio.sleep(0.1)
-        if in_process.loop.acting:  # a follower leaves it to the leader
-            stopping.doing = "pausing the autoscale schedule"
-            await asyncio.to_thread(_pause, in_process.deployment_id)
     processes = getattr(runner, "_process_manager", None)
     if processes is not None:
         from kube_elevator.flows.cli.serve_runs import end_not_begun
@@ -471,7 +483,7 @@ async def run_until_signal(runner: Runner, grace_seconds: float = STOP_GRACE_SEC
         await end_not_begun(runner, processes, deadline, stopping)
     if processes is not None and processes.flow_run_ids():
         stopping.doing = "ending the runs still in flight"
-        from kube_elevator.flows.cli.serve_runs import cancel_runs
+        from kube_elevator.flows.cli.serve_runs import cancel_runs, end_processes
 
         # Cancelled, saying why, before their processes are killed (`end_processes`).
         cancelled = await asyncio.to_thread(
@@ -479,38 +491,15 @@ async def run_until_signal(runner: Runner, grace_seconds: float = STOP_GRACE_SEC
             f"serve stopped: the run did not finish within the stop's grace (--stop-grace "
             f"{grace_seconds:g}s)")
         await end_processes(processes, cancelled=cancelled)
+    if not pausing.done():
+        stopping.doing = "pausing the schedules"
+        await pausing
     stopping.doing = "stopping Prefect's Runner"
     await runner.astop()  # cancels what still runs
     with contextlib.suppress(asyncio.CancelledError):
         await started
     if in_process is not None and in_process.error is not None and not signalled.is_set():
         raise SystemExit(1)  # the ticks stopped by themselves (said why): exit non-zero
-
-
-async def end_processes(processes: Any, term_seconds: float = END_TERM_SECONDS,
-                        cancelled: Collection[UUID] = ()) -> None:
-    """The runs' processes still in flight after the grace: SIGTERM, then SIGKILL after
-    `term_seconds`; those of the runs `cancelled` already (`serve_runs.cancel_runs`), SIGKILL
-    at once. Prefect's engine takes a SIGTERM without its Runner's cancel for a crash and
-    forces its run Crashed over our Cancelled; killed, it cannot, and the Runner's own
-    Crashed is refused for a run already ended. Prefect's Runner would cancel each with
-    SIGTERM and wait up to 30 s for it, past the stop's deadline; and a run's process that
-    took the signal (a SIGTERM to the whole group) may still be waiting for its tick's
-    threads, blocked on a slow API, to end: the stop would outlast the grace, and the
-    process serve. A run not Cancelled ends Crashed (the Runner, or the next serve's
-    `flows.abandoned_runs`)."""
-    import signal
-
-    from kube_elevator.flows.cli.serve_runs import signal_runs
-
-    loop = asyncio.get_running_loop()
-    flying = set(processes.flow_run_ids())
-    signal_runs(processes, flying & set(cancelled), signal.SIGKILL)
-    signal_runs(processes, flying - set(cancelled), signal.SIGTERM)
-    until = loop.time() + term_seconds
-    while processes.flow_run_ids() and loop.time() < until:
-        await asyncio.sleep(0.1)
-    signal_runs(processes, set(processes.flow_run_ids()), signal.SIGKILL)
 
 
 def _kube_client(kubeconfig: Path | None) -> KubeClient:
@@ -564,13 +553,20 @@ async def _ended(thread: threading.Thread) -> None:
         await asyncio.sleep(0.2)
 
 
-def _pause(deployment_id: UUID) -> None:
-    """Pause the schedule until the next start, as the Runner does for the deployments it
-    serves: no scheduled runs pile up while nothing would run them."""
+def _pause(deployment_ids: Collection[UUID]) -> None:
+    """Pause the schedules until the next start, as Prefect's Runner does for the deployments
+    it serves: no scheduled runs pile up while nothing would run them. A server that does not
+    answer is a warning (the stop's deadline bounds the wait)."""
+    if not deployment_ids:
+        return
     from prefect.client.orchestration import get_client
 
-    with get_client(sync_client=True) as client:
-        client.pause_deployment(deployment_id)
+    try:
+        with get_client(sync_client=True) as client:
+            for deployment_id in deployment_ids:
+                client.pause_deployment(deployment_id)
+    except Exception as error:
+        log.warning("the schedules were not paused: %s: %s", type(error).__name__, error)
 
 
 def register(app: typer.Typer) -> None:

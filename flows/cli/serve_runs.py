@@ -24,6 +24,9 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
+# After the grace, how long a run's process has between SIGTERM and SIGKILL.
+END_TERM_SECONDS = 1.0
+
 
 def runner_owned(runner: Any) -> dict[UUID, ProcessMark]:
     """The runs Prefect's Runner holds in this process: each being submitted (this process's
@@ -318,3 +321,25 @@ def signal_runs(processes: Any, run_ids: Collection[UUID], signum: signal.Signal
         if isinstance(pid, int):
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.kill(pid, signum)
+
+
+async def end_processes(processes: Any, term_seconds: float = END_TERM_SECONDS,
+                        cancelled: Collection[UUID] = ()) -> None:
+    """The runs' processes still in flight after the grace: SIGTERM, then SIGKILL after
+    `term_seconds`; those of the runs `cancelled` already (`serve_runs.cancel_runs`), SIGKILL
+    at once. Prefect's engine takes a SIGTERM without its Runner's cancel for a crash and
+    forces its run Crashed over our Cancelled; killed, it cannot, and the Runner's own
+    Crashed is refused for a run already ended. Prefect's Runner would cancel each with
+    SIGTERM and wait up to 30 s for it, past the stop's deadline; and a run's process that
+    took the signal (a SIGTERM to the whole group) may still be waiting for its tick's
+    threads, blocked on a slow API, to end: the stop would outlast the grace, and the
+    process serve. A run not Cancelled ends Crashed (the Runner, or the next serve's
+    `flows.abandoned_runs`)."""
+    loop = asyncio.get_running_loop()
+    flying = set(processes.flow_run_ids())
+    signal_runs(processes, flying & set(cancelled), signal.SIGKILL)
+    signal_runs(processes, flying - set(cancelled), signal.SIGTERM)
+    until = loop.time() + term_seconds
+    while processes.flow_run_ids() and loop.time() < until:
+        await asyncio.sleep(0.1)
+    signal_runs(processes, set(processes.flow_run_ids()), signal.SIGKILL)

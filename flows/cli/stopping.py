@@ -172,7 +172,7 @@ class RunsShieldedFromCtrlC(asyncio.SelectorEventLoop):
     process group; a run's process that took it would end its tick Crashed (Prefect's engine
     treats a KeyboardInterrupt as a crash) while the command meant to let it finish within
     its grace, or to end it Cancelled saying why. The command stops it itself
-    (`serve.end_processes`), with SIGTERM, which stays unblocked, as Prefect's own cancel."""
+    (`serve_runs.end_processes`), with SIGTERM, which stays unblocked, as Prefect's own cancel."""
 
     async def subprocess_exec(self, *args: Any, **kwargs: Any) -> Any:
         with ctrl_c_blocked():  # the fork happens in this call, in this thread

@@ -75,11 +75,16 @@ def in_flight(server: PrefectServer, deployment_id: UUID) -> list[UUID]:
     return running(server, deployment_id)
 
 
+def schedules_paused(server: PrefectServer, deployment_ids: list[UUID]) -> bool:
+    with on(server) as client:
+        return all(client.read_deployment(deployment_id).paused
+                   for deployment_id in deployment_ids)
+
+
 def how_it_ended(server: PrefectServer, run_id: UUID) -> tuple[str, str]:
     with on(server) as client:
         state = client.read_flow_run(run_id).state
     return state.type.value, state.message or ""
-
 
 
 @pytest.mark.parametrize(("ticks", "signum", "group", "grace", "delay"), [
@@ -99,8 +104,9 @@ def how_it_ended(server: PrefectServer, run_id: UUID) -> tuple[str, str]:
                  id="runs-sigint-to-the-process"),
     pytest.param("in-process", signal.SIGINT, True, GRACE_SECONDS, POD_LIST_DELAY_SECONDS,
                  id="in-process-ctrl-c-to-the-group"),
-    # The run's process is not signalled and its tick outlasts the grace: serve ends it.
-    pytest.param("runs", signal.SIGTERM, False, SHORT_GRACE_SECONDS, SLOW_POD_LIST_SECONDS,
+    # The run's process is not signalled and its tick outlasts the grace: serve ends it. The
+    # full grace: the schedules are paused within it, while the run is still in flight.
+    pytest.param("runs", signal.SIGTERM, False, GRACE_SECONDS, SLOW_POD_LIST_SECONDS,
                  id="runs-sigterm-to-the-process-a-tick-past-the-grace"),
 ])
 def test_a_signal_mid_tick_stops_serve_within_the_grace_leaving_nothing(
@@ -135,6 +141,13 @@ def test_a_signal_mid_tick_stops_serve_within_the_grace_leaving_nothing(
             os.killpg(serve.process.pid, signum)
         else:
             serve.process.send_signal(signum)
+        if delay > grace == GRACE_SECONDS:
+            # The schedules stop as the signal comes, beside the grace: not one by one after
+            # it, within the deadline's last seconds (under load 9 that outlasted them). The
+            # run in flight is still Running: serve cancels it only at the grace.
+            wait_until(lambda: schedules_paused(server, deployment_ids), grace,
+                       "the schedules paused", interval=0.2)
+            assert {how_it_ended(server, run_id)[0] for run_id in flying} == {"RUNNING"}
         try:  # past the grace, up to the forced stop's deadline, to measure it
             code: int | None = serve.process.wait(timeout=grace + 15)
         except subprocess.TimeoutExpired:

@@ -69,7 +69,7 @@ def frozen(server: PrefectServer) -> Iterator[None]:
 # What each command's stop may be waiting for when it gives up: a call to the frozen server, the
 # first of which depends on when the signal came (serve: its look for due runs, or after).
 STAGES = {
-    "serve": ("waiting for the run in flight", "pausing the autoscale schedule",
+    "serve": ("waiting for the run in flight", "pausing the schedules",
               "stopping Prefect's Runner"),
     "run": ("waiting for the tick in flight",
             "exiting: Prefect's clients flushing their logs and events"),
