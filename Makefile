@@ -25,17 +25,21 @@ $(BIN)/uv: requirements/uv.txt | $(BIN)/python
 # `sync`: the venv holds the lock's packages at the lock's versions (hashes checked) and nothing
 # else; then the project itself, editable, resolving nothing. Bytecode is compiled here, as pip
 # does: where PYTHONDONTWRITEBYTECODE is set, every Prefect server the tests start would
-# otherwise compile its modules afresh, past its startup timeout on a busy machine.
+# otherwise compile its modules afresh, past its startup timeout on a busy machine. uv's
+# compile workers now and then fail on a busy machine ("received ''", astral-sh/uv#2245; its
+# 60 s timeout, #6105): the sync is idempotent, so a failed one runs once more.
+UV_SYNC = $(BIN)/uv pip sync --quiet --compile-bytecode
+once_more = $(1) || { echo "uv pip sync failed: once more"; $(1); }
 $(STAMP): pyproject.toml requirements/test.txt $(BIN)/uv
-	$(BIN)/uv pip sync --quiet --compile-bytecode --python $(BIN)/python --require-hashes \
-		requirements/test.txt requirements/uv.txt
+	$(call once_more,$(UV_SYNC) --require-hashes --python $(BIN)/python \
+		requirements/test.txt requirements/uv.txt)
 	$(BIN)/uv pip install --quiet --python $(BIN)/python --no-deps -e .
 	touch $(STAMP)
 
 $(CHECKOV_STAMP): requirements/checkov.txt $(BIN)/uv
 	$(BIN)/uv venv --quiet --allow-existing --python $(PYTHON) $(CHECKOV_VENV)
-	$(BIN)/uv pip sync --quiet --compile-bytecode --python $(CHECKOV_VENV)/bin/python --require-hashes \
-		requirements/checkov.txt
+	$(call once_more,$(UV_SYNC) --require-hashes --python $(CHECKOV_VENV)/bin/python \
+		requirements/checkov.txt)
 	touch $(CHECKOV_STAMP)
 
 # The bundled scenario on the embedded fake cluster, every tick a real Prefect flow run.
@@ -87,8 +91,8 @@ $(PREFECT_VENV)/.installed: pyproject.toml requirements/test.txt .ci/prefect_ext
 	$(BIN)/uv pip compile --quiet --universal --python-version 3.11 pyproject.toml \
 		$$($(BIN)/python .ci/prefect_extras.py $(PREFECT_VERSION)) \
 		-c $(PREFECT_VENV)/prefect.txt -o $(PREFECT_VENV)/requirements.txt
-	$(BIN)/uv pip sync --quiet --compile-bytecode --python $(PREFECT_VENV)/bin/python \
-		$(PREFECT_VENV)/requirements.txt requirements/uv.txt
+	$(call once_more,$(UV_SYNC) --python $(PREFECT_VENV)/bin/python \
+		$(PREFECT_VENV)/requirements.txt requirements/uv.txt)
 	$(BIN)/uv pip install --quiet --python $(PREFECT_VENV)/bin/python --no-deps -e .
 	touch $@
 
