@@ -326,7 +326,7 @@ def signal_runs(processes: Any, run_ids: Collection[UUID], signum: signal.Signal
 async def end_processes(processes: Any, term_seconds: float = END_TERM_SECONDS,
                         cancelled: Collection[UUID] = ()) -> None:
     """The runs' processes still in flight after the grace: SIGTERM, then SIGKILL after
-    `term_seconds`; those of the runs `cancelled` already (`serve_runs.cancel_runs`), SIGKILL
+    `term_seconds`; those of the runs `cancelled` already (`cancel_runs`), SIGKILL
     at once. Prefect's engine takes a SIGTERM without its Runner's cancel for a crash and
     forces its run Crashed over our Cancelled; killed, it cannot, and the Runner's own
     Crashed is refused for a run already ended. Prefect's Runner would cancel each with
