@@ -442,6 +442,9 @@ async def run_until_signal(runner: Runner, grace_seconds: float = STOP_GRACE_SEC
         _call_soon(loop, signalled.set)
 
     stopping.install(on_signal)
+    # A forced stop (a server that does not answer) leaves no run's process behind: killed,
+    # its run ends Crashed at the next serve's look (`flows.abandoned_runs`).
+    stopping.on_force.append(lambda: _kill_runs(runner))
     waiting = {started, asyncio.ensure_future(signalled.wait())}
     if care is not None:
         from kube_elevator.flows.cli.serve_runs import runner_owned
@@ -500,6 +503,16 @@ async def run_until_signal(runner: Runner, grace_seconds: float = STOP_GRACE_SEC
         await started
     if in_process is not None and in_process.error is not None and not signalled.is_set():
         raise SystemExit(1)  # the ticks stopped by themselves (said why): exit non-zero
+
+
+def _kill_runs(runner: Runner) -> None:
+    import signal
+
+    from kube_elevator.flows.cli.serve_runs import signal_runs
+
+    processes = getattr(runner, "_process_manager", None)
+    if processes is not None:
+        signal_runs(processes, set(processes.flow_run_ids()), signal.SIGKILL)
 
 
 def _kube_client(kubeconfig: Path | None) -> KubeClient:

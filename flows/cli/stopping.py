@@ -46,7 +46,8 @@ class StopDeadline:
     gentle stop talks to, named in the forced stop's line (None: `prefect_api_url()` when the
     stop is forced, the temporary server started by then). `release`: set by whoever holds the
     Lease (`liveness.kept_alive`); called with a timeout, True when the Lease is free. `doing`:
-    what the gentle stop is busy with, for the line.
+    what the gentle stop is busy with, for the line. `on_force`: what the forced stop ends
+    first, needing no server (serve: its runs' processes, which would outlive it).
     """
 
     def __init__(self, command: str, seconds: float, server_url: str | None,
@@ -56,6 +57,7 @@ class StopDeadline:
         self.server_url = server_url
         self.say = say
         self.release: Callable[[float], bool] | None = None
+        self.on_force: list[Callable[[], None]] = []
         self.doing = doing
         self.exit: Callable[[int], None] = os._exit
         self._forced = threading.Event()
@@ -92,6 +94,11 @@ class StopDeadline:
         self.say(f"stopping within {self.seconds:g}s (a second Ctrl-C or SIGTERM stops at once)")
         if not self._forced.wait(self.seconds):
             self._why = f"the stop did not finish within {self.seconds:g}s"
+        for end in self.on_force:
+            try:
+                end()
+            except Exception as error:  # best effort: the exit comes all the same
+                self.say(f"{type(error).__name__}: {error}")
         server: list[str] = []
         probe = threading.Thread(target=lambda: server.append(self.left_behind()),
                                  name="probe-prefect-server", daemon=True)

@@ -16,12 +16,20 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+import psutil
 import pytest
 
-from benchmarks.event_latency import FREE_HEALTH_PORT, BurstCluster, Child, PrefectServer
+from benchmarks.event_latency import (
+    FREE_HEALTH_PORT,
+    BurstCluster,
+    Child,
+    PrefectServer,
+    wait_until,
+)
 from kube_elevator.fakes.aws import FakeAws
 from kube_elevator.fakes.kube_api.server import FakeKubeApi
 from kube_elevator.flows.cli.stopping import RELEASE_SECONDS, SHUTDOWN_SECONDS
+from tests.e2e.test_serve_abandoned_runs import SERVE_START_SECONDS, descendants
 from tests.e2e.test_serve_schedules_and_signals import LEADER_LEASE, elevator, group_stopped
 
 GRACE_SECONDS = 2.0  # --stop-grace: the deadline is this and SHUTDOWN_SECONDS
@@ -169,3 +177,31 @@ def test_the_whole_stop_fits_in_the_pods_termination_grace_period() -> None:
                if document and document.get("kind") == "Deployment")["spec"]["template"]["spec"]
     whole = STOP_GRACE_SECONDS + SHUTDOWN_SECONDS + max(RELEASE_SECONDS, PROBE_SECONDS + 0.5)
     assert whole + 1 <= pod["terminationGracePeriodSeconds"] == 30
+
+
+def test_a_forced_stop_leaves_no_run_process_behind(
+        server: PrefectServer, fake_kube: FakeKubeApi, fake_aws: FakeAws,
+        tmp_path: Path) -> None:
+    """`--ticks runs`, a run's process in flight (its pod list held) when the stop is forced:
+    killed with serve, not left to finish its tick after the signal, nor left frozen (the
+    stop stops a run's process while it looks at the run, on the server that froze)."""
+    cluster = BurstCluster(fake_kube, fake_aws, tmp_path)
+    fake_kube.faults.add("delay", count=None, method="GET", path="/api/v1/pods",
+                         delay_seconds=120)
+    with group_stopped(Child(
+            elevator("serve", "--nodegroups", str(cluster.nodegroups), "--kubeconfig",
+                     str(cluster.kubeconfig), "--interval", "1s", "--poll", "0.5s",
+                     "--ticks", "runs", "--stop-grace", f"{GRACE_SECONDS:g}s",
+                     *FREE_HEALTH_PORT),
+            server.env(**fake_aws.env()), tmp_path / "serve.log", new_session=True)) as serve:
+        serve.wait_for("serving autoscale/autoscale", SERVE_START_SECONDS)
+        runs = wait_until(lambda: [process for process in descendants(serve.process.pid)
+                                   if "prefect.engine" in process.cmdline()],
+                          120, "a run's process", interval=0.2)
+        with frozen(server):
+            serve.process.send_signal(signal.SIGTERM)
+            code, _ = exit_code_within(serve, GRACE_SECONDS + SHUTDOWN_SECONDS
+                                       + RELEASE_SECONDS + SLACK_SECONDS)
+            assert code == 1, serve.output()[-3000:]
+            _, alive = psutil.wait_procs(runs, timeout=5)
+            assert not alive, [(process.pid, process.status()) for process in alive]
