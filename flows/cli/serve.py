@@ -261,14 +261,17 @@ def serve(
     care = _run_care(cast(list[UUID], deployment_ids), None if in_process else served,
                      period)
     care.sweep()  # before the first tick: a run a stopped serve left holds no slot
-    console.print(f"serving autoscale/{scheduled.name}"
-                  + (" in this process" if in_process else "") + f", autoscale/{manual.name}",
-                  highlight=False)
-    sys.stdout.flush()
     from kube_elevator.flows.cli.stopping import SHUTDOWN_SECONDS, StopDeadline, prefect_api_url
 
     stopping = StopDeadline("serve", grace_seconds + SHUTDOWN_SECONDS, prefect_api_url(),
                             say_as("serve"))
+    # From "serving" on, a signal is the stop's: one that comes before the Runner runs is
+    # kept, and acted on as it starts (`run_until_signal`).
+    stopping.install(lambda: None)
+    console.print(f"serving autoscale/{scheduled.name}"
+                  + (" in this process" if in_process else "") + f", autoscale/{manual.name}",
+                  highlight=False)
+    sys.stdout.flush()
     console_logs_without_tracebacks()  # Prefect's handlers exist now: no traceback on stderr
     from kube_elevator.flows.cli.stopping import RunsShieldedFromCtrlC
 
@@ -425,8 +428,13 @@ async def run_until_signal(runner: Runner, grace_seconds: float = STOP_GRACE_SEC
     outlasted it), with the in-process deployment while this process acts on it.
     """
     from kube_elevator.flows.cli.common import say_as
-    from kube_elevator.flows.cli.serve_runs import SubmissionGuard
-    from kube_elevator.flows.cli.stopping import SHUTDOWN_SECONDS, StopDeadline
+    from kube_elevator.flows.cli.serve_runs import (
+        SubmissionGuard,
+        kill_runs,
+        pause_schedules,
+        runner_ended,
+    )
+    from kube_elevator.flows.cli.stopping import EXIT_SECONDS, SHUTDOWN_SECONDS, StopDeadline
 
     loop = asyncio.get_running_loop()
     if stopping is None:
@@ -434,17 +442,23 @@ async def run_until_signal(runner: Runner, grace_seconds: float = STOP_GRACE_SEC
     if guard is None:  # a Runner not made by `SubmissionGuard.runner`: guarded at the signal
         guard = SubmissionGuard(say_as("serve"))
     signalled = asyncio.Event()
-    started = asyncio.ensure_future(runner.start())
-    await asyncio.sleep(0)  # Runner.start installs Prefect's SIGTERM handler first: replace it
+
     def on_signal() -> None:
         assert guard is not None
         _refuse_new_runs(runner, guard)  # at once, in the handler: not when the loop gets to it
         _call_soon(loop, signalled.set)
 
     stopping.install(on_signal)
+    # Runner.start installs Prefect's SIGTERM handler, `runner.handle_sigterm` (3.8.6-3.9.1),
+    # which would exit at once or stop the Runner its own way: it installs ours instead, and
+    # ours is installed again once it has started, for a release that installs its own.
+    runner.handle_sigterm = stopping.handler  # type: ignore[method-assign,assignment]
+    started = asyncio.ensure_future(runner.start())
+    await asyncio.sleep(0)
+    stopping.install(on_signal)
     # A forced stop (a server that does not answer) leaves no run's process behind: killed,
     # its run ends Crashed at the next serve's look (`flows.abandoned_runs`).
-    stopping.on_force.append(lambda: _kill_runs(runner))
+    stopping.on_force.append(lambda: kill_runs(runner))
     waiting = {started, asyncio.ensure_future(signalled.wait())}
     if care is not None:
         from kube_elevator.flows.cli.serve_runs import runner_owned
@@ -467,7 +481,7 @@ async def run_until_signal(runner: Runner, grace_seconds: float = STOP_GRACE_SEC
     schedules = list(paused)
     if in_process is not None and in_process.loop.acting:  # a follower leaves it to the leader
         schedules.append(in_process.deployment_id)
-    pausing = asyncio.ensure_future(asyncio.to_thread(_pause, schedules))
+    pausing = asyncio.ensure_future(asyncio.to_thread(pause_schedules, schedules))
     if started.done():
         await pausing
         await started  # the runner ended by itself: raise what it raised
@@ -498,21 +512,10 @@ async def run_until_signal(runner: Runner, grace_seconds: float = STOP_GRACE_SEC
         stopping.doing = "pausing the schedules"
         await pausing
     stopping.doing = "stopping Prefect's Runner"
-    await runner.astop()  # cancels what still runs
-    with contextlib.suppress(asyncio.CancelledError):
-        await started
+    await runner.astop()  # cancels what still runs: nothing by now
+    await runner_ended(started, stopping.left() - EXIT_SECONDS, say_as("serve"))
     if in_process is not None and in_process.error is not None and not signalled.is_set():
         raise SystemExit(1)  # the ticks stopped by themselves (said why): exit non-zero
-
-
-def _kill_runs(runner: Runner) -> None:
-    import signal
-
-    from kube_elevator.flows.cli.serve_runs import signal_runs
-
-    processes = getattr(runner, "_process_manager", None)
-    if processes is not None:
-        signal_runs(processes, set(processes.flow_run_ids()), signal.SIGKILL)
 
 
 def _kube_client(kubeconfig: Path | None) -> KubeClient:
@@ -564,22 +567,6 @@ def _run_care(deployment_ids: list[UUID], served: LoopHealth | None,
 async def _ended(thread: threading.Thread) -> None:
     while thread.is_alive():
         await asyncio.sleep(0.2)
-
-
-def _pause(deployment_ids: Collection[UUID]) -> None:
-    """Pause the schedules until the next start, as Prefect's Runner does for the deployments
-    it serves: no scheduled runs pile up while nothing would run them. A server that does not
-    answer is a warning (the stop's deadline bounds the wait)."""
-    if not deployment_ids:
-        return
-    from prefect.client.orchestration import get_client
-
-    try:
-        with get_client(sync_client=True) as client:
-            for deployment_id in deployment_ids:
-                client.pause_deployment(deployment_id)
-    except Exception as error:
-        log.warning("the schedules were not paused: %s: %s", type(error).__name__, error)
 
 
 def register(app: typer.Typer) -> None:

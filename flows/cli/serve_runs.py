@@ -1,7 +1,8 @@
 """`elevator serve`'s care of its deployments' runs, at its start and every poll (issue 40):
 the abandoned ones ended (`flows.abandoned_runs`), the runs this process holds marked as its
 own, and, with `--ticks runs`, the ticks the server recorded counted for the health check
-(`flows.served_ticks`)."""
+(`flows.served_ticks`); and at its stop, the runs in flight ended, the schedules paused and
+Prefect's Runner let go (`serve.run_until_signal`)."""
 
 from __future__ import annotations
 
@@ -26,6 +27,8 @@ log = logging.getLogger(__name__)
 
 # After the grace, how long a run's process has between SIGTERM and SIGKILL.
 END_TERM_SECONDS = 1.0
+# A Runner cancelled mid-exit (`runner_ended`): how long its task may take to unwind.
+CANCELLED_RUNNER_SECONDS = 0.5
 
 
 def runner_owned(runner: Any) -> dict[UUID, ProcessMark]:
@@ -342,4 +345,56 @@ async def end_processes(processes: Any, term_seconds: float = END_TERM_SECONDS,
     until = loop.time() + term_seconds
     while processes.flow_run_ids() and loop.time() < until:
         await asyncio.sleep(0.1)
+    kill_in_flight(processes)
+
+
+def kill_in_flight(processes: Any) -> None:
+    """SIGKILL to each run's process still in flight (`processes`: the Runner's)."""
     signal_runs(processes, set(processes.flow_run_ids()), signal.SIGKILL)
+
+
+def kill_runs(runner: Any) -> None:
+    """The Runner's runs' processes killed: a forced stop leaves none behind, frozen or
+    ticking (its run ends Crashed at the next serve's look, `flows.abandoned_runs`). The
+    Runner's process manager is read now: it makes a new one as it starts."""
+    processes = getattr(runner, "_process_manager", None)
+    if processes is not None:
+        kill_in_flight(processes)
+
+
+def pause_schedules(deployment_ids: Collection[UUID]) -> None:
+    """Pause the schedules until the next start, as Prefect's Runner does for the deployments
+    it serves: no scheduled runs pile up while nothing would run them. A server that does not
+    answer is a warning (the stop's deadline bounds the wait)."""
+    if not deployment_ids:
+        return
+    from prefect.client.orchestration import get_client
+
+    try:
+        with get_client(sync_client=True) as client:
+            for deployment_id in deployment_ids:
+                client.pause_deployment(deployment_id)
+    except Exception as error:
+        log.warning("the schedules were not paused: %s: %s", type(error).__name__, error)
+
+
+async def runner_ended(started: asyncio.Future[None], seconds: float,
+                       say: Callable[[str], None]) -> None:
+    """Prefect's Runner's own exit (`started`: its `start()`), for at most `seconds`. What serve
+    owes is done by then: no run in flight, the schedules paused. The rest is the Runner's
+    bookkeeping, a Crashed state proposed for each run it saw killed (refused: the run ended
+    Cancelled) and its client's close, each a round trip to the server; on two busy CPUs (load
+    5.6, s58's fresh clone) they outlasted the stop's deadline, exit 1, with nothing left
+    undone. Past `seconds` the Runner is cancelled, and serve exits 0."""
+    seconds = max(0.0, seconds)
+    done, _ = await asyncio.wait({started}, timeout=seconds)
+    if not done:
+        say(f"Prefect's Runner had not ended within {seconds:.1f}s: cancelled (no run in "
+            "flight; the schedules are paused)")
+        started.cancel()
+        await asyncio.wait({started}, timeout=CANCELLED_RUNNER_SECONDS)
+        if started.done() and not started.cancelled():
+            started.exception()  # retrieved: a Runner cancelled mid-exit may raise anything
+        return
+    with contextlib.suppress(asyncio.CancelledError):
+        await started  # the Runner's own error, if it ended on one

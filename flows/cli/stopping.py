@@ -19,6 +19,7 @@ import os
 import signal
 import sys
 import threading
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from types import FrameType
@@ -32,6 +33,9 @@ STOP_GRACE_SECONDS = 20.0
 # After the grace the run in flight has, how long the rest of the stop may take: the Runner's
 # shutdown, the schedule's pause, the clients' flush, each one round trip when the server answers.
 SHUTDOWN_SECONDS = 5.0
+# Of SHUTDOWN_SECONDS, what the command keeps for its exit once its stop is done: the event
+# loop's close, the Lease's release, Prefect's clients flushing their logs and events.
+EXIT_SECONDS = 2.0
 # The Lease's release when the deadline forces the stop: its own timeout, on top of the deadline.
 RELEASE_SECONDS = 2.0
 # How long the forced stop asks the Prefect server whether it answers, to say so (while the
@@ -47,7 +51,9 @@ class StopDeadline:
     stop is forced, the temporary server started by then). `release`: set by whoever holds the
     Lease (`liveness.kept_alive`); called with a timeout, True when the Lease is free. `doing`:
     what the gentle stop is busy with, for the line. `on_force`: what the forced stop ends
-    first, needing no server (serve: its runs' processes, which would outlive it).
+    first, needing no server (serve: its runs' processes, which would outlive it). `handler`:
+    the signal handler, once installed (serve hands it to Prefect's Runner, which installs its
+    own for SIGTERM as it starts).
     """
 
     def __init__(self, command: str, seconds: float, server_url: str | None,
@@ -58,15 +64,19 @@ class StopDeadline:
         self.say = say
         self.release: Callable[[float], bool] | None = None
         self.on_force: list[Callable[[], None]] = []
+        self.handler: Callable[[int, FrameType | None], None] | None = None
         self.doing = doing
         self.exit: Callable[[int], None] = os._exit
         self._forced = threading.Event()
+        self._armed_at: float | None = None
         self._why = ""
         self._watch: threading.Thread | None = None
 
     def install(self, on_first: Callable[[], None]) -> None:
         """SIGTERM and SIGINT: the first calls `on_first` and arms the deadline, the next forces
-        the stop at once. From the main thread (Python's signal handlers run there)."""
+        the stop at once. From the main thread (Python's signal handlers run there). Installed
+        again with another `on_first`, a signal that came already is not lost: `on_first` is
+        called now (and may be called twice: it must not mind)."""
         def signalled(signum: int, _frame: FrameType | None) -> None:
             if self._watch is None:
                 self.arm()
@@ -74,14 +84,24 @@ class StopDeadline:
             else:
                 self.force(f"a second {signal.Signals(signum).name}")
 
+        self.handler = signalled
         for signum in (signal.SIGTERM, signal.SIGINT):
             signal.signal(signum, signalled)
+        if self._watch is not None:
+            on_first()
 
     def arm(self) -> None:
         """Start the deadline's clock (once)."""
         if self._watch is None:
+            self._armed_at = time.monotonic()
             self._watch = threading.Thread(target=self._wait, name="stop-deadline", daemon=True)
             self._watch.start()
+
+    def left(self) -> float:
+        """Seconds until the stop is forced (all of them before the first signal)."""
+        if self._armed_at is None:
+            return self.seconds
+        return max(0.0, self._armed_at + self.seconds - time.monotonic())
 
     def force(self, why: str) -> None:
         self._why = why

@@ -9,10 +9,15 @@ while
 - a run's process was importing (its run Pending, its flow not begun): the stop waited the
   grace for it.
 
-Both are made deterministic by wrapping Prefect's code, not ours: the claim is held between
+And, after the runs: Prefect's Runner's own exit (its Crashed proposals for the runs it saw
+killed, its client's close), each a round trip to a server that, at load 5.6, answered past the
+stop's deadline: exit 1 with nothing left undone (s58's fresh clone).
+
+Each is made deterministic by wrapping Prefect's code, not ours: the claim is held between
 the server's answer and the Runner (Prefect's `StateProposer.propose_pending`, wrapped in the
-serve process), and the run's process holds its start (a `sitecustomize` on its PYTHONPATH,
-as a slow import would). The grace is the issue's budget and is not scaled.
+serve process), the run's process holds its start (a `sitecustomize` on its PYTHONPATH, as a
+slow import would), and the Runner's exit is held (`Runner.__aexit__`, wrapped in the serve
+process). The grace is the issue's budget and is not scaled.
 """
 
 from __future__ import annotations
@@ -28,23 +33,28 @@ from pathlib import Path
 from uuid import UUID
 
 import psutil
+import pytest
 
 from benchmarks.event_latency import FREE_HEALTH_PORT, BurstCluster, Child, PrefectServer, wait_until
 from kube_elevator.fakes.aws import FakeAws
 from kube_elevator.fakes.kube_api.server import FakeKubeApi
 from kube_elevator.flows.cli.serve_runs import NOT_BEGUN_MESSAGE
+from kube_elevator.flows.cli.stopping import SHUTDOWN_SECONDS
 from tests.e2e.test_serve_abandoned_runs import (
     RUN_START_SLACK_SECONDS,
     SERVE_START_SECONDS,
     descendants,
     on,
+    runs_of,
 )
 from tests.e2e.test_serve_schedules_and_signals import (
     group_stopped,
     processes_of,
 )
+from tests.e2e.test_serve_signal_mid_tick import schedules_paused
 
 GRACE_SECONDS = 10.0
+SHORT_GRACE_SECONDS = 2.0
 # A run whose process has not begun its flow is not waited for: the stop takes a few round
 # trips to the server, far under a long grace (before: the whole grace, then the kill).
 LONG_GRACE_SECONDS = 30.0
@@ -70,6 +80,26 @@ async def propose_pending(self, flow_run):
     return accepted
 
 StateProposer.propose_pending = propose_pending
+runpy.run_module("kube_elevator.flows.cli", run_name="__main__")
+"""
+
+# `elevator serve`, with Prefect's Runner's exit held until a file exists: a Runner whose last
+# round trips to the server do not come back within the stop's deadline.
+HOLD_THE_RUNNERS_EXIT = """\
+import asyncio, runpy, sys
+from pathlib import Path
+from prefect.runner import Runner
+
+release = Path(sys.argv.pop(1))
+original = Runner.__aexit__
+
+async def __aexit__(self, *exc_info):
+    print("test: holding the Runner's exit", flush=True)
+    while not release.exists():
+        await asyncio.sleep(0.05)
+    return await original(self, *exc_info)
+
+Runner.__aexit__ = __aexit__
 runpy.run_module("kube_elevator.flows.cli", run_name="__main__")
 """
 
@@ -215,3 +245,75 @@ def test_a_run_whose_process_is_importing_is_cancelled_at_once(
             assert slot_free(server)
     finally:
         hold.touch()  # a process a failed test left goes on, and ends
+
+
+def completed_runs(server: PrefectServer, deployment_id: UUID) -> list[UUID]:
+    return [run.id for run in runs_of(server, deployment_id)
+            if run.state_type is not None and run.state_type.value == "COMPLETED"]
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT])
+def test_a_signal_as_serving_begins_is_the_stops(
+        signum: signal.Signals, server: PrefectServer, fake_kube: FakeKubeApi,
+        fake_aws: FakeAws, tmp_path: Path) -> None:
+    """A signal the moment serve says "serving", before its Runner runs: the same stop as
+    later, exit 0 within the grace, the schedules paused. (Before: until the Runner had
+    started, a SIGTERM killed serve outright, exit -15, and a Ctrl-C exited 130 on a
+    KeyboardInterrupt; as it started, Prefect's Runner took a SIGTERM its own way.)"""
+    cluster = BurstCluster(fake_kube, fake_aws, tmp_path)
+    with group_stopped(Child(
+            [sys.executable, "-m", "kube_elevator.flows.cli",
+             *serve_runs(cluster, SHORT_GRACE_SECONDS)],
+            server.env(**fake_aws.env()), tmp_path / "serve.log", new_session=True)) as serve:
+        serve.wait_for("serving autoscale/autoscale", SERVE_START_SECONDS)
+        code, took = stopped(serve, lambda: serve.process.send_signal(signum),
+                             SHORT_GRACE_SECONDS, f"{signum.name} as serving begins")
+        output = serve.output()
+        assert code == 0, output[-4000:]
+        assert took <= SHORT_GRACE_SECONDS + SHUTDOWN_SECONDS, output[-4000:]
+        assert "serve: stopping within" in output, output[-4000:]
+        assert "SIGTERM received" not in output, output[-4000:]  # Prefect's Runner's handler
+        assert "Traceback" not in output and "KeyboardInterrupt" not in output, output[-4000:]
+        with on(server) as client:
+            deployment_ids = [client.read_deployment_by_name(f"autoscale/{name}").id
+                              for name in ("autoscale", "plan")]
+        assert schedules_paused(server, deployment_ids)
+        assert not processes_of(server.client_home)
+
+
+def test_a_runner_whose_exit_hangs_does_not_force_the_stop(
+        server: PrefectServer, fake_kube: FakeKubeApi, fake_aws: FakeAws, tmp_path: Path) -> None:
+    """SIGTERM, and Prefect's Runner's own exit does not end: serve has ended its runs and
+    paused its schedules by then, so it lets the Runner go, says so, and exits 0 within the
+    stop's deadline, leaving no process. (Before: the deadline forced exit 1, "stopping
+    Prefect's Runner".)"""
+    cluster = BurstCluster(fake_kube, fake_aws, tmp_path)
+    release = tmp_path / "release-the-exit"
+    try:
+        with group_stopped(Child(
+                [sys.executable, "-c", HOLD_THE_RUNNERS_EXIT, str(release),
+                 *serve_runs(cluster, SHORT_GRACE_SECONDS)],
+                server.env(**fake_aws.env()), tmp_path / "serve.log",
+                new_session=True)) as serve:
+            serve.wait_for("serving autoscale/autoscale", SERVE_START_SECONDS)
+            with on(server) as client:
+                deployment_ids = [client.read_deployment_by_name(f"autoscale/{name}").id
+                                  for name in ("autoscale", "plan")]
+            wait_until(lambda: completed_runs(server, deployment_ids[0]),
+                       RUN_START_SLACK_SECONDS + 60, "a tick completed", interval=0.2)
+            children = descendants(serve.process.pid)
+            code, took = stopped(serve, lambda: serve.process.send_signal(signal.SIGTERM),
+                                 SHORT_GRACE_SECONDS, "the Runner's exit held at SIGTERM")
+            output = serve.output()
+            assert "test: holding the Runner's exit" in output, output[-4000:]
+            assert code == 0, output[-4000:]
+            assert took <= SHORT_GRACE_SECONDS + SHUTDOWN_SECONDS, output[-4000:]
+            assert "Prefect's Runner had not ended within" in output, output[-4000:]
+            assert "Traceback" not in output, output[-4000:]
+            assert schedules_paused(server, deployment_ids)
+            _, alive = psutil.wait_procs(children, timeout=5)
+            assert not alive, [process.cmdline() for process in alive]
+            assert not processes_of(server.client_home)
+            assert slot_free(server)
+    finally:
+        release.touch()
