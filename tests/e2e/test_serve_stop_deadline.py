@@ -78,7 +78,8 @@ def frozen(server: PrefectServer) -> Iterator[None]:
 # first of which depends on when the signal came (serve: its look for due runs, or after).
 STAGES = {
     "serve": ("waiting for the run in flight", "pausing the schedules",
-              "stopping Prefect's Runner"),
+              "stopping Prefect's Runner",
+              "exiting: Prefect's clients flushing their logs and events"),
     "run": ("waiting for the tick in flight",
             "exiting: Prefect's clients flushing their logs and events"),
 }
