@@ -414,8 +414,9 @@ async def run_until_signal(runner: Runner, grace_seconds: float = STOP_GRACE_SEC
     Prefect's own SIGTERM handler calls `sys.exit` inside the runner's event loop (3.8.8): the
     exit code is 0 but the run in flight is left Running. Instead: stop polling (no new run
     starts), give the run in flight `grace_seconds` to finish, cancel it if it has not (it
-    ends Cancelled), and let the runner shut down (it pauses the schedules until the next
-    start). `stopping` takes SIGTERM and SIGINT: its deadline bounds all of that. The signal
+    ends Cancelled), and let the runner shut down, for what the deadline leaves of its time
+    (`serve_runs.runner_ended`). `stopping` takes SIGTERM and SIGINT, installed in the Runner
+    as its own SIGTERM handler: its deadline bounds all of that. The signal
     itself stops the Runner submitting (`guard`, installed as the Runner started:
     `serve_runs.SubmissionGuard`): a run it had fetched but not yet claimed stays Scheduled
     for the next serve, one claimed meanwhile ends Cancelled, unstarted. A run whose process

@@ -389,8 +389,8 @@ async def runner_ended(started: asyncio.Future[None], seconds: float,
     seconds = max(0.0, seconds)
     done, _ = await asyncio.wait({started}, timeout=seconds)
     if not done:
-        say(f"Prefect's Runner had not ended within {seconds:.1f}s: cancelled (no run in "
-            "flight; the schedules are paused)")
+        say(f"Prefect's Runner had not finished its exit within {seconds:.1f}s: cancelled "
+            "(its runs had ended)")
         started.cancel()
         await asyncio.wait({started}, timeout=CANCELLED_RUNNER_SECONDS)
         if started.done() and not started.cancelled():

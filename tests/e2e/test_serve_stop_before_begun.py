@@ -308,7 +308,7 @@ def test_a_runner_whose_exit_hangs_does_not_force_the_stop(
             assert "test: holding the Runner's exit" in output, output[-4000:]
             assert code == 0, output[-4000:]
             assert took <= SHORT_GRACE_SECONDS + SHUTDOWN_SECONDS, output[-4000:]
-            assert "Prefect's Runner had not ended within" in output, output[-4000:]
+            assert "Prefect's Runner had not finished its exit within" in output, output[-4000:]
             assert "Traceback" not in output, output[-4000:]
             assert schedules_paused(server, deployment_ids)
             _, alive = psutil.wait_procs(children, timeout=5)
