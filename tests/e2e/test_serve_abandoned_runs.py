@@ -119,6 +119,13 @@ def on(server: PrefectServer) -> Iterator[Any]:
         yield client
 
 
+def serve_deployment_ids(server: PrefectServer) -> list[UUID]:
+    """The ids of serve's two deployments, `autoscale/autoscale` first, then `autoscale/plan`."""
+    with on(server) as client:
+        return [client.read_deployment_by_name(f"autoscale/{name}").id
+                for name in ("autoscale", "plan")]
+
+
 def runs_of(server: PrefectServer, deployment_id: UUID) -> list[Any]:
     from prefect.client.schemas.filters import DeploymentFilter, DeploymentFilterId
 
@@ -467,9 +474,7 @@ def test_a_signal_to_the_group_in_ticks_runs_leaves_no_child_and_claims_no_run(
                      "--ticks", "runs", "--stop-grace", "10s", *FREE_HEALTH_PORT),
             server.env(**fake_aws.env()), tmp_path / "serve.log", new_session=True)) as serve:
         serve.wait_for("serving autoscale/autoscale", SERVE_START_SECONDS)
-        with on(server) as client:
-            deployment_ids = [client.read_deployment_by_name(f"autoscale/{name}").id
-                              for name in ("autoscale", "plan")]
+        deployment_ids = serve_deployment_ids(server)
         wait_until(lambda: [run for run in runs_of(server, deployment_ids[0])
                             if run.state_type is not None
                             and run.state_type.value == "RUNNING"], 120,

@@ -38,6 +38,7 @@ from tests.e2e.test_serve_abandoned_runs import (
     descendants,
     on,
     runs_of,
+    serve_deployment_ids,
 )
 from tests.e2e.test_serve_schedules_and_signals import (
     elevator,
@@ -130,9 +131,7 @@ def test_a_signal_mid_tick_stops_serve_within_the_grace_leaving_nothing(
                      *FREE_HEALTH_PORT),
             server.env(**fake_aws.env()), tmp_path / "serve.log", new_session=True)) as serve:
         serve.wait_for("serving autoscale/autoscale", SERVE_START_SECONDS)
-        with on(server) as client:
-            deployment_ids = [client.read_deployment_by_name(f"autoscale/{name}").id
-                              for name in ("autoscale", "plan")]
+        deployment_ids = serve_deployment_ids(server)
         # A run in flight, its pod list under way (in-process: from the cache).
         flying: list[UUID] = wait_until(
             lambda: pod_list_in_flight(server, deployment_ids[0], fake_kube.faults, pod_lists)

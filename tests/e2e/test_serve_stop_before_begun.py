@@ -46,6 +46,7 @@ from tests.e2e.test_serve_abandoned_runs import (
     descendants,
     on,
     runs_of,
+    serve_deployment_ids,
 )
 from tests.e2e.test_serve_schedules_and_signals import (
     group_stopped,
@@ -274,9 +275,7 @@ def test_a_signal_as_serving_begins_is_the_stops(
         assert "serve: stopping within" in output, output[-4000:]
         assert "SIGTERM received" not in output, output[-4000:]  # Prefect's Runner's handler
         assert "Traceback" not in output and "KeyboardInterrupt" not in output, output[-4000:]
-        with on(server) as client:
-            deployment_ids = [client.read_deployment_by_name(f"autoscale/{name}").id
-                              for name in ("autoscale", "plan")]
+        deployment_ids = serve_deployment_ids(server)
         assert schedules_paused(server, deployment_ids)
         assert not processes_of(server.client_home)
 
@@ -296,9 +295,7 @@ def test_a_runner_whose_exit_hangs_does_not_force_the_stop(
                 server.env(**fake_aws.env()), tmp_path / "serve.log",
                 new_session=True)) as serve:
             serve.wait_for("serving autoscale/autoscale", SERVE_START_SECONDS)
-            with on(server) as client:
-                deployment_ids = [client.read_deployment_by_name(f"autoscale/{name}").id
-                                  for name in ("autoscale", "plan")]
+            deployment_ids = serve_deployment_ids(server)
             wait_until(lambda: completed_runs(server, deployment_ids[0]),
                        RUN_START_SLACK_SECONDS + 60, "a tick completed", interval=0.2)
             children = descendants(serve.process.pid)
