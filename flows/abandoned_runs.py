@@ -12,14 +12,16 @@ saying why, for each one abandoned. The server then releases the slot
 
 Which run is abandoned (`why_abandoned`): a run's owner is the process that runs it, recorded
 in the run's `infrastructure_pid` as `host:pid:start` (`tasks.core.process_owner`; `serve`
-marks a run the moment it claims it in-process, and every poll marks the runs its Runner
-submits or runs in subprocesses, each with the subprocess's own pid).
+marks a run the moment it claims it in-process, and its Runner's claims before they are made;
+every poll marks the runs its Runner runs in subprocesses, each with the subprocess's own
+pid).
 
 - Owner on this host: abandoned when that process is gone (exited, killed, or its pid now
   another process's). A live owner (another serve on this host, a Runner subprocess that
   outlived its killed serve) keeps its run, however long it takes.
-- No owner recorded, Pending: the claimer died between claiming and marking, which a live one
-  does within a poll (`LOST_SUBMIT`): abandoned once Pending longer than that.
+- No owner recorded, Pending: a claimer that marks nothing, or marks after its claim, died
+  in between (a live one marks within a poll: `LOST_SUBMIT`): abandoned once Pending longer
+  than that.
 - Owner elsewhere (another replica, another host, a worker's own id), or Running without one:
   this process cannot see that owner's process, so the run's own signs of life speak:
   - Pending: abandoned past `FOREIGN_PENDING` (a worker's pod may pull its image for minutes).

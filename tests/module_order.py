@@ -24,7 +24,7 @@ MODULE_SECONDS = {
     "test_serve_silent_runs.py": 150,
     "test_serve_stray_runs.py": 120,
     "test_crashed_runs.py": 90,
-    "test_serve_stop_before_begun.py": 230,
+    "test_serve_stop_before_begun.py": 320,
     "test_prefect_server_spare.py": 100,
     "test_serve_schedules_and_signals.py": 250,
     "test_least_privilege.py": 65,

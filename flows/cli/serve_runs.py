@@ -51,6 +51,19 @@ def runner_owned(runner: Any) -> dict[UUID, ProcessMark]:
     return owned
 
 
+def mark_runs(owned: dict[UUID, ProcessMark]) -> None:
+    """Record `owned`'s marks on their runs (`infrastructure_pid`, `flows.abandoned_runs`); a
+    server that does not answer is a warning: the next pass marks them."""
+    from prefect.client.orchestration import get_client
+
+    try:
+        with get_client(sync_client=True) as client:
+            for run_id, owner in owned.items():
+                client.update_flow_run(run_id, infrastructure_pid=str(owner))
+    except Exception as error:
+        log.warning("the served runs were not marked: %s: %s", type(error).__name__, error)
+
+
 class RunCare:
     """One pass at a time, each with a client of its own thread."""
 
@@ -91,15 +104,7 @@ class RunCare:
             return []
 
     def mark(self, owned: dict[UUID, ProcessMark]) -> None:
-        """Record `owned`'s marks on their runs; a server that does not answer is a warning."""
-        from prefect.client.orchestration import get_client
-
-        try:
-            with get_client(sync_client=True) as client:
-                for run_id, owner in owned.items():
-                    client.update_flow_run(run_id, infrastructure_pid=str(owner))
-        except Exception as error:  # the next pass marks them
-            log.warning("the served runs were not marked: %s: %s", type(error).__name__, error)
+        mark_runs(owned)
 
     async def every(self, seconds: float, owned: Callable[[], dict[UUID, ProcessMark]],
                     mark_seconds: float | None = None) -> None:
@@ -176,6 +181,9 @@ class SubmissionGuard:
     made (the run stays Scheduled for the next serve), and a proposal the server accepted
     after the stop began ends its run Cancelled, through orchestration (not `force`: so the
     deployment's concurrency slot is released), answering False: the Runner starts nothing.
+    A claim carries this process's mark before it is made (`mark_runs`): a serve killed
+    between the claim and the next poll's mark leaves a run the next serve ends at once, its
+    owner gone (`flows.abandoned_runs`), not one that holds the slot for a minute.
     """
 
     def __init__(self, say: Callable[[str], None]) -> None:
@@ -227,6 +235,11 @@ class SubmissionGuard:
                 if claimed:  # Pending: it holds the slot until ended
                     await asyncio.to_thread(self._end, flow_run)
                 return False  # not claimed: still Scheduled, for the next serve
+            if not claimed:
+                # Marked as this process's before the claim, not at the next poll: a serve
+                # killed between its claim and the mark left the run Pending with no owner,
+                # holding the slot until `LOST_SUBMIT` (60 s, past a 15 s interval).
+                await asyncio.to_thread(mark_runs, {flow_run.id: mark_of()})
             accepted = await original(flow_run, *args, **kwargs)
             if accepted and self.stopping:  # the stop began while the server answered
                 await asyncio.to_thread(self._end, flow_run)

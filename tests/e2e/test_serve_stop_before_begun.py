@@ -35,22 +35,26 @@ from uuid import UUID
 import psutil
 import pytest
 
+from benchmarks.deadlines import scaled
 from benchmarks.event_latency import FREE_HEALTH_PORT, BurstCluster, Child, PrefectServer, wait_until
 from kube_elevator.fakes.aws import FakeAws
 from kube_elevator.fakes.kube_api.server import FakeKubeApi
 from kube_elevator.flows.cli.serve_runs import NOT_BEGUN_MESSAGE
 from kube_elevator.flows.cli.stopping import SHUTDOWN_SECONDS
 from tests.e2e.test_serve_abandoned_runs import (
+    INTERVAL_SECONDS,
     RUN_START_SLACK_SECONDS,
     SERVE_START_SECONDS,
     descendants,
     on,
     runs_of,
+    serve_command,
     serve_deployment_ids,
 )
 from tests.e2e.test_serve_schedules_and_signals import (
     group_stopped,
     processes_of,
+    temporary_server_env,
 )
 from tests.e2e.test_serve_signal_mid_tick import schedules_paused
 
@@ -78,6 +82,26 @@ async def propose_pending(self, flow_run):
         print(f"test: holding the accepted claim of {flow_run.id}", flush=True)
         while not release.exists():
             await asyncio.sleep(0.05)
+    return accepted
+
+StateProposer.propose_pending = propose_pending
+runpy.run_module("kube_elevator.flows.cli", run_name="__main__")
+"""
+
+# `elevator serve` killed (SIGKILL to its process group, as `kill -9` or a container's end) the
+# moment the server accepted its Runner's first claim (`StateProposer.propose_pending`):
+# nothing of serve's runs in between, its run left Pending with no process.
+KILL_AT_A_CLAIM = """\
+import os, runpy, signal
+from prefect.runner._state_proposer import StateProposer
+
+original = StateProposer.propose_pending
+
+async def propose_pending(self, flow_run):
+    accepted = await original(self, flow_run)
+    if accepted:
+        print(f"test: killed at the accepted claim of {flow_run.id}", flush=True)
+        os.killpg(os.getpgrp(), signal.SIGKILL)
     return accepted
 
 StateProposer.propose_pending = propose_pending
@@ -314,3 +338,34 @@ def test_a_runner_whose_exit_hangs_does_not_force_the_stop(
             assert slot_free(server)
     finally:
         release.touch()
+
+
+def test_a_serve_killed_mid_submit_ticks_again_within_an_interval_after_a_restart(
+        fake_kube: FakeKubeApi, fake_aws: FakeAws, tmp_path: Path) -> None:
+    """The issue's walkthrough, killed mid-submit: no PREFECT_API_URL, `--ticks runs`, serve's
+    group killed as the server accepts its Runner's claim of a run, before any process took
+    it. The same command again ends that run Crashed at its start, because its claimer's
+    process is gone, and ticks within an interval. (Before: a claim was marked at serve's next
+    poll, so the run had no owner and held the slot until 60 s old: at load 9, the first tick
+    completed 47.6 s after the restarted serve served, --interval 15s.)"""
+    cluster = BurstCluster(fake_kube, fake_aws, tmp_path)
+    env = temporary_server_env(tmp_path / "prefect-home", **fake_aws.env())
+    with group_stopped(Child([sys.executable, "-c", KILL_AT_A_CLAIM,
+                              *serve_command(cluster, "runs")[3:]],
+                             env, tmp_path / "killed.log", new_session=True)) as killed:
+        killed.wait_for("test: killed at the accepted claim of ",
+                        SERVE_START_SECONDS + RUN_START_SLACK_SECONDS)
+        assert killed.process.wait(timeout=scaled(30)) == -signal.SIGKILL
+    with group_stopped(Child(serve_command(cluster, "runs"), env, tmp_path / "again.log",
+                             new_session=True)) as again:
+        again.wait_for("serving autoscale/autoscale", SERVE_START_SECONDS)
+        serving_at = time.monotonic()
+        output = again.output()
+        assert "ended Crashed: its process" in output, output[-3000:]
+        assert "lost mid-submit" not in output, output[-3000:]
+        again.wait_for("Finished in state Completed('", INTERVAL_SECONDS + RUN_START_SLACK_SECONDS)
+        print(f"\nkilled mid-submit: a tick completed {time.monotonic() - serving_at:.1f} s "
+              f"after the restarted serve served (--interval {INTERVAL_SECONDS:g}s; load "
+              f"{os.getloadavg()[0]:.1f})")
+        os.killpg(again.process.pid, signal.SIGTERM)
+        assert again.process.wait(timeout=scaled(60)) == 0, again.output()[-3000:]
