@@ -12,7 +12,7 @@ saying why, for each one abandoned. The server then releases the slot
 
 Which run is abandoned (`why_abandoned`): a run's owner is the process that runs it, recorded
 in the run's `infrastructure_pid` as `host:pid:start` (`tasks.core.process_owner`; `serve`
-marks a run the moment it claims it in-process, and its Runner's claims before they are made;
+marks a run the moment it claims it in-process, and its Runner's claims as they are accepted;
 every poll marks the runs its Runner runs in subprocesses, each with the subprocess's own
 pid).
 

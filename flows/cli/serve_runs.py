@@ -181,9 +181,9 @@ class SubmissionGuard:
     made (the run stays Scheduled for the next serve), and a proposal the server accepted
     after the stop began ends its run Cancelled, through orchestration (not `force`: so the
     deployment's concurrency slot is released), answering False: the Runner starts nothing.
-    A claim carries this process's mark before it is made (`mark_runs`): a serve killed
-    between the claim and the next poll's mark leaves a run the next serve ends at once, its
-    owner gone (`flows.abandoned_runs`), not one that holds the slot for a minute.
+    An accepted claim is marked with this process (`mark_runs`) before the Runner goes on: a
+    serve killed mid-submit leaves a run the next serve ends at once, its owner gone
+    (`flows.abandoned_runs`), not one that holds the slot for a minute.
     """
 
     def __init__(self, say: Callable[[str], None]) -> None:
@@ -235,15 +235,16 @@ class SubmissionGuard:
                 if claimed:  # Pending: it holds the slot until ended
                     await asyncio.to_thread(self._end, flow_run)
                 return False  # not claimed: still Scheduled, for the next serve
-            if not claimed:
-                # Marked as this process's before the claim, not at the next poll: a serve
-                # killed between its claim and the mark left the run Pending with no owner,
-                # holding the slot until `LOST_SUBMIT` (60 s, past a 15 s interval).
-                await asyncio.to_thread(mark_runs, {flow_run.id: mark_of()})
             accepted = await original(flow_run, *args, **kwargs)
             if accepted and self.stopping:  # the stop began while the server answered
                 await asyncio.to_thread(self._end, flow_run)
                 return False
+            if accepted and not claimed:
+                # This process's run now: marked before the Runner goes on, not at the next
+                # poll. A serve killed in between left the run Pending with no owner, holding
+                # the slot until `LOST_SUBMIT` (60 s, past a 15 s interval). Only the claim's
+                # winner marks: a mark before the claim would overwrite another serve's.
+                await asyncio.to_thread(mark_runs, {flow_run.id: mark_of()})
             return accepted
 
         return guarded

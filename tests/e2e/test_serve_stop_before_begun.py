@@ -88,23 +88,23 @@ StateProposer.propose_pending = propose_pending
 runpy.run_module("kube_elevator.flows.cli", run_name="__main__")
 """
 
-# `elevator serve` killed (SIGKILL to its process group, as `kill -9` or a container's end) the
-# moment the server accepted its Runner's first claim (`StateProposer.propose_pending`):
-# nothing of serve's runs in between, its run left Pending with no process.
-KILL_AT_A_CLAIM = """\
+# `elevator serve` killed (SIGKILL to its process group, as `kill -9` or a container's end)
+# mid-submit: the moment the server accepted its Runner's first Submitting
+# (`StateProposer.propose_submitting`), after the claim, before the run's process starts.
+KILL_MID_SUBMIT = """\
 import os, runpy, signal
 from prefect.runner._state_proposer import StateProposer
 
-original = StateProposer.propose_pending
+original = StateProposer.propose_submitting
 
-async def propose_pending(self, flow_run):
+async def propose_submitting(self, flow_run):
     accepted = await original(self, flow_run)
     if accepted:
-        print(f"test: killed at the accepted claim of {flow_run.id}", flush=True)
+        print(f"test: killed mid-submit of {flow_run.id}", flush=True)
         os.killpg(os.getpgrp(), signal.SIGKILL)
     return accepted
 
-StateProposer.propose_pending = propose_pending
+StateProposer.propose_submitting = propose_submitting
 runpy.run_module("kube_elevator.flows.cli", run_name="__main__")
 """
 
@@ -343,17 +343,17 @@ def test_a_runner_whose_exit_hangs_does_not_force_the_stop(
 def test_a_serve_killed_mid_submit_ticks_again_within_an_interval_after_a_restart(
         fake_kube: FakeKubeApi, fake_aws: FakeAws, tmp_path: Path) -> None:
     """The issue's walkthrough, killed mid-submit: no PREFECT_API_URL, `--ticks runs`, serve's
-    group killed as the server accepts its Runner's claim of a run, before any process took
-    it. The same command again ends that run Crashed at its start, because its claimer's
-    process is gone, and ticks within an interval. (Before: a claim was marked at serve's next
-    poll, so the run had no owner and held the slot until 60 s old: at load 9, the first tick
-    completed 47.6 s after the restarted serve served, --interval 15s.)"""
+    group killed as the server accepts its Runner's Submitting of a run, before the run's
+    process starts. The same command again ends that run Crashed at its start, because its
+    claimer's process is gone, and ticks within an interval. (Before: a claim was marked at
+    serve's next poll, so the run had no owner and held the slot until 60 s old: at load 9,
+    the first tick completed 47.6 s after the restarted serve served, --interval 15s.)"""
     cluster = BurstCluster(fake_kube, fake_aws, tmp_path)
     env = temporary_server_env(tmp_path / "prefect-home", **fake_aws.env())
-    with group_stopped(Child([sys.executable, "-c", KILL_AT_A_CLAIM,
+    with group_stopped(Child([sys.executable, "-c", KILL_MID_SUBMIT,
                               *serve_command(cluster, "runs")[3:]],
                              env, tmp_path / "killed.log", new_session=True)) as killed:
-        killed.wait_for("test: killed at the accepted claim of ",
+        killed.wait_for("test: killed mid-submit of ",
                         SERVE_START_SECONDS + RUN_START_SLACK_SECONDS)
         assert killed.process.wait(timeout=scaled(30)) == -signal.SIGKILL
     with group_stopped(Child(serve_command(cluster, "runs"), env, tmp_path / "again.log",
