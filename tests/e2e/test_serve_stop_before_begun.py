@@ -13,11 +13,16 @@ And, after the runs: Prefect's Runner's own exit (its Crashed proposals for the 
 killed, its client's close), each a round trip to a server that, at load 5.6, answered past the
 stop's deadline: exit 1 with nothing left undone (s58's fresh clone).
 
+And a serve killed between a claim and a flow (its Submitting accepted, no process yet): the
+next serve ends that run at its start and ticks within an interval (s60's walkthrough on a
+loaded machine: the run, not yet marked, held the slot until 60 s old).
+
 Each is made deterministic by wrapping Prefect's code, not ours: the claim is held between
 the server's answer and the Runner (Prefect's `StateProposer.propose_pending`, wrapped in the
 serve process), the run's process holds its start (a `sitecustomize` on its PYTHONPATH, as a
-slow import would), and the Runner's exit is held (`Runner.__aexit__`, wrapped in the serve
-process). The grace is the issue's budget and is not scaled.
+slow import would), the Runner's exit is held (`Runner.__aexit__`, wrapped in the serve
+process), and the serve process kills its own group as the server accepts its Submitting
+(`StateProposer.propose_submitting`). The grace is the issue's budget and is not scaled.
 """
 
 from __future__ import annotations
