@@ -311,24 +311,33 @@ def test_a_serve_killed_mid_tick_on_the_temporary_server_ticks_again_after_a_res
         killed.wait_for("Beginning flow run", SERVE_START_SECONDS)
         os.killpg(killed.process.pid, signal.SIGKILL)
         killed.process.wait(timeout=scaled(30))
-    with group_stopped(Child(serve_command(cluster, ticks), env, tmp_path / "again.log",
+    output = ticks_again_after_a_restart(
+        cluster, ticks, env, tmp_path / "again.log",
+        "tick (leading): batch: " if ticks == "in-process" else "Finished in state Completed",
+        f"temporary server, --ticks {ticks}")
+    if ticks == "in-process":  # the mode that elects a leader
+        # the killed serve's Lease was taken at once (its holder, a process here, has ended),
+        # not after its 15 s lease ran out
+        assert "has ended: taking the Lease" in output, output[-3000:]
+
+
+def ticks_again_after_a_restart(cluster: BurstCluster, ticks: str, env: dict[str, str],
+                                log: Path, tick_line: str, what: str) -> str:
+    """The killed serve's command again, on its database: the run it left ends Crashed at the
+    start (its process gone), `tick_line` comes within an interval and a run's start, and
+    SIGTERM exits 0. Its output."""
+    with group_stopped(Child(serve_command(cluster, ticks), env, log,
                              new_session=True)) as again:
         again.wait_for("serving autoscale/autoscale", SERVE_START_SECONDS)
         serving_at = time.monotonic()
         assert "ended Crashed: its process" in again.output(), again.output()[-3000:]
-        again.wait_for("tick (leading): batch: " if ticks == "in-process"
-                       else "Finished in state Completed", INTERVAL_SECONDS
-                       + RUN_START_SLACK_SECONDS)
-        took = time.monotonic() - serving_at
-        if ticks == "in-process":  # the mode that elects a leader
-            # the killed serve's Lease was taken at once (its holder, a process here, has
-            # ended), not after its 15 s lease ran out
-            assert "has ended: taking the Lease" in again.output(), again.output()[-3000:]
-        print(f"\ntemporary server, --ticks {ticks}: a tick completed {took:.1f} s after the "
+        again.wait_for(tick_line, INTERVAL_SECONDS + RUN_START_SLACK_SECONDS)
+        print(f"\n{what}: a tick completed {time.monotonic() - serving_at:.1f} s after the "
               f"restarted serve served (--interval {INTERVAL_SECONDS:g}s; load "
               f"{os.getloadavg()[0]:.1f})")
         os.killpg(again.process.pid, signal.SIGTERM)
         assert again.process.wait(timeout=scaled(60)) == 0, again.output()[-3000:]
+        return again.output()
 
 
 # --- while serving ------------------------------------------------------------------------------
