@@ -11,8 +11,10 @@ import contextlib
 import logging
 import os
 import signal
+import time
 from collections.abc import Callable, Collection
 from datetime import timedelta
+from functools import partial
 from typing import TYPE_CHECKING, Any
 from uuid import UUID
 
@@ -376,18 +378,25 @@ def kill_runs(runner: Any) -> None:
         kill_in_flight(processes)
 
 
-def pause_schedules(deployment_ids: Collection[UUID]) -> None:
+def pause_schedules(deployment_ids: Collection[UUID],
+                    sleep: Callable[[float], None] = time.sleep) -> None:
     """Pause the schedules until the next start, as Prefect's Runner does for the deployments
-    it serves: no scheduled runs pile up while nothing would run them. A server that does not
-    answer is a warning (the stop's deadline bounds the wait)."""
+    it serves: no scheduled runs pile up while nothing would run them. A busy answer (a SQLite
+    server's lock) is retried at once, not after Prefect's 2-16 s backoff, which outlasted the
+    stop's deadline on a loaded machine (`tasks.adapters.prefect_busy`); a server that does not
+    answer is a warning (the stop's deadline bounds the wait). `sleep`: between busy answers."""
     if not deployment_ids:
         return
     from prefect.client.orchestration import get_client
 
+    from kube_elevator.tasks.adapters.prefect_busy import prefect_retries_off, retried_while_busy
+
     try:
-        with get_client(sync_client=True) as client:
+        with prefect_retries_off(), get_client(sync_client=True) as client:
             for deployment_id in deployment_ids:
-                client.pause_deployment(deployment_id)
+                # A pause sent twice pauses once.
+                retried_while_busy(partial(client.pause_deployment, deployment_id),
+                                   idempotent=True, sleep=sleep)
     except Exception as error:
         log.warning("the schedules were not paused: %s: %s", type(error).__name__, error)
 
