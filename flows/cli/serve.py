@@ -513,7 +513,14 @@ async def run_until_signal(runner: Runner, grace_seconds: float = STOP_GRACE_SEC
         stopping.doing = "pausing the schedules"
         await pausing
     stopping.doing = "stopping Prefect's Runner"
-    await runner.astop()  # cancels what still runs: nothing by now
+    if runner.started:
+        await runner.astop()  # cancels what still runs: nothing by now
+    else:
+        # The signal came while the Runner set itself up (`Runner.__aenter__`, 3.8.6-3.9.1),
+        # and the pause ended before it: its astop() refuses a Runner not started ("Runner has
+        # not yet started": a traceback, exit 1). It has claimed nothing (the guard stopped its
+        # poller before it polled): its start is cancelled.
+        started.cancel()
     await runner_ended(started, stopping.left() - EXIT_SECONDS, say_as("serve"))
     if in_process is not None and in_process.error is not None and not signalled.is_set():
         raise SystemExit(1)  # the ticks stopped by themselves (said why): exit non-zero

@@ -134,6 +134,27 @@ Runner.__aexit__ = __aexit__
 runpy.run_module("kube_elevator.flows.cli", run_name="__main__")
 """
 
+# `elevator serve`, with Prefect's Runner's setting itself up (`Runner.__aenter__`, which its
+# start enters before it polls) held until a file exists: a signal that comes before the
+# Runner has started, whose stop reaches the Runner first.
+HOLD_THE_RUNNERS_START = """\
+import asyncio, runpy, sys
+from pathlib import Path
+from prefect.runner import Runner
+
+release = Path(sys.argv.pop(1))
+original = Runner.__aenter__
+
+async def __aenter__(self):
+    print("test: holding the Runner's start", flush=True)
+    while not release.exists():
+        await asyncio.sleep(0.05)
+    return await original(self)
+
+Runner.__aenter__ = __aenter__
+runpy.run_module("kube_elevator.flows.cli", run_name="__main__")
+"""
+
 # In a run's process (Prefect's Runner sets PREFECT__FLOW_RUN_ID), before anything is imported:
 # say so, then wait for a file that never comes, as an import on a busy machine takes seconds.
 SLOW_START = """\
@@ -308,6 +329,40 @@ def test_a_signal_as_serving_begins_is_the_stops(
         deployment_ids = serve_deployment_ids(server)
         assert schedules_paused(server, deployment_ids)
         assert not processes_of(server.client_home)
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT])
+def test_a_signal_before_the_runner_has_started_is_the_stops(
+        signum: signal.Signals, server: PrefectServer, fake_kube: FakeKubeApi,
+        fake_aws: FakeAws, tmp_path: Path) -> None:
+    """The signal while Prefect's Runner sets itself up, held there: serve pauses its schedules
+    and cancels the Runner's start, exit 0 within the grace, no run claimed. (Before: when the
+    pause ended before the Runner had set itself up, serve asked a Runner not yet started to
+    stop, and Prefect raised "Runner has not yet started": a traceback, exit 1; seen once in
+    `test_a_signal_as_serving_begins_is_the_stops[SIGTERM]` on a quiet machine, s61.)"""
+    cluster = BurstCluster(fake_kube, fake_aws, tmp_path)
+    release = tmp_path / "release-the-start"
+    try:
+        with group_stopped(Child(
+                [sys.executable, "-c", HOLD_THE_RUNNERS_START, str(release),
+                 *serve_runs(cluster, SHORT_GRACE_SECONDS)],
+                server.env(**fake_aws.env()), tmp_path / "serve.log",
+                new_session=True)) as serve:
+            serve.wait_for("test: holding the Runner's start", SERVE_START_SECONDS)
+            code, took = stopped(serve, lambda: serve.process.send_signal(signum),
+                                 SHORT_GRACE_SECONDS, f"{signum.name} before the Runner started")
+            output = serve.output()
+            assert code == 0, output[-4000:]
+            assert took <= SHORT_GRACE_SECONDS + SHUTDOWN_SECONDS, output[-4000:]
+            assert "serve: stopped" in output, output[-4000:]
+            assert "Traceback" not in output and "KeyboardInterrupt" not in output, \
+                output[-4000:]
+            deployment_ids = serve_deployment_ids(server)
+            assert schedules_paused(server, deployment_ids)
+            assert slot_free(server)  # no run of `autoscale` holds its slot
+            assert not processes_of(server.client_home)
+    finally:
+        release.touch()
 
 
 def test_a_runner_whose_exit_hangs_does_not_force_the_stop(
