@@ -27,13 +27,14 @@ process), and the serve process kills its own group as the server accepts its Su
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from uuid import UUID
 
@@ -175,6 +176,25 @@ def serve_runs(cluster: BurstCluster, grace: float) -> list[str]:
             "--stop-grace", f"{grace:g}s", *FREE_HEALTH_PORT]
 
 
+@contextlib.contextmanager
+def held_serve(script: str | None, cluster: BurstCluster, server: PrefectServer,
+               fake_aws: FakeAws, tmp_path: Path) -> Iterator[Child]:
+    """`elevator serve --ticks runs`, run by `script` (None: as it is), which holds a step of
+    Prefect's Runner until the file its first argument names exists: made as the body ends,
+    so the step goes on (and serve is stopped) whatever the body asserted."""
+    release = tmp_path / "release"
+    command = ([sys.executable, "-c", script, str(release)] if script is not None
+               else [sys.executable, "-m", "kube_elevator.flows.cli"])
+    try:
+        with group_stopped(Child(
+                [*command, *serve_runs(cluster, SHORT_GRACE_SECONDS)],
+                server.env(**fake_aws.env()), tmp_path / "serve.log",
+                new_session=True)) as serve:
+            yield serve
+    finally:
+        release.touch()
+
+
 def ended_unstarted(server: PrefectServer, run_id: UUID) -> tuple[list[str], str]:
     """The run's state types in order, and its last state's message."""
     with on(server) as client:
@@ -304,65 +324,44 @@ def completed_runs(server: PrefectServer, deployment_id: UUID) -> list[UUID]:
             if run.state_type is not None and run.state_type.value == "COMPLETED"]
 
 
+# The moments a signal comes as serving begins: the same stop from each.
+SIGNALLED_AS = {
+    # serve has said "serving", its Runner not yet run
+    "serving-begins": (None, "serving autoscale/autoscale"),
+    # Prefect's Runner setting itself up (`Runner.__aenter__`), held there
+    "runner-setting-up": (HOLD_THE_RUNNERS_START, "test: holding the Runner's start"),
+}
+
+
 @pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT])
+@pytest.mark.parametrize("moment", list(SIGNALLED_AS))
 def test_a_signal_as_serving_begins_is_the_stops(
-        signum: signal.Signals, server: PrefectServer, fake_kube: FakeKubeApi,
+        moment: str, signum: signal.Signals, server: PrefectServer, fake_kube: FakeKubeApi,
         fake_aws: FakeAws, tmp_path: Path) -> None:
-    """A signal the moment serve says "serving", before its Runner runs: the same stop as
-    later, exit 0 within the grace, the schedules paused. (Before: until the Runner had
-    started, a SIGTERM killed serve outright, exit -15, and a Ctrl-C exited 130 on a
-    KeyboardInterrupt; as it started, Prefect's Runner took a SIGTERM its own way.)"""
+    """A signal the moment serve says "serving", or while Prefect's Runner sets itself up:
+    the same stop as later, exit 0 within the grace, the schedules paused, no run claimed.
+    (Before: until the Runner had started, a SIGTERM killed serve outright, exit -15, and a
+    Ctrl-C exited 130 on a KeyboardInterrupt; as it started, Prefect's Runner took a SIGTERM
+    its own way. And when the pause ended before the Runner had set itself up, serve asked a
+    Runner not yet started to stop, and Prefect raised "Runner has not yet started": a
+    traceback, exit 1, seen once on a quiet machine, s61; now its start is cancelled.)"""
+    script, line = SIGNALLED_AS[moment]
     cluster = BurstCluster(fake_kube, fake_aws, tmp_path)
-    with group_stopped(Child(
-            [sys.executable, "-m", "kube_elevator.flows.cli",
-             *serve_runs(cluster, SHORT_GRACE_SECONDS)],
-            server.env(**fake_aws.env()), tmp_path / "serve.log", new_session=True)) as serve:
-        serve.wait_for("serving autoscale/autoscale", SERVE_START_SECONDS)
+    with held_serve(script, cluster, server, fake_aws, tmp_path) as serve:
+        serve.wait_for(line, SERVE_START_SECONDS)
         code, took = stopped(serve, lambda: serve.process.send_signal(signum),
-                             SHORT_GRACE_SECONDS, f"{signum.name} as serving begins")
+                             SHORT_GRACE_SECONDS, f"{signum.name} at {moment}")
         output = serve.output()
         assert code == 0, output[-4000:]
         assert took <= SHORT_GRACE_SECONDS + SHUTDOWN_SECONDS, output[-4000:]
-        assert "serve: stopping within" in output, output[-4000:]
+        assert "serve: stopping within" in output and "serve: stopped" in output, \
+            output[-4000:]
         assert "SIGTERM received" not in output, output[-4000:]  # Prefect's Runner's handler
         assert "Traceback" not in output and "KeyboardInterrupt" not in output, output[-4000:]
         deployment_ids = serve_deployment_ids(server)
         assert schedules_paused(server, deployment_ids)
+        assert slot_free(server)  # no run of `autoscale` holds its slot
         assert not processes_of(server.client_home)
-
-
-@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT])
-def test_a_signal_before_the_runner_has_started_is_the_stops(
-        signum: signal.Signals, server: PrefectServer, fake_kube: FakeKubeApi,
-        fake_aws: FakeAws, tmp_path: Path) -> None:
-    """The signal while Prefect's Runner sets itself up, held there: serve pauses its schedules
-    and cancels the Runner's start, exit 0 within the grace, no run claimed. (Before: when the
-    pause ended before the Runner had set itself up, serve asked a Runner not yet started to
-    stop, and Prefect raised "Runner has not yet started": a traceback, exit 1; seen once in
-    `test_a_signal_as_serving_begins_is_the_stops[SIGTERM]` on a quiet machine, s61.)"""
-    cluster = BurstCluster(fake_kube, fake_aws, tmp_path)
-    release = tmp_path / "release-the-start"
-    try:
-        with group_stopped(Child(
-                [sys.executable, "-c", HOLD_THE_RUNNERS_START, str(release),
-                 *serve_runs(cluster, SHORT_GRACE_SECONDS)],
-                server.env(**fake_aws.env()), tmp_path / "serve.log",
-                new_session=True)) as serve:
-            serve.wait_for("test: holding the Runner's start", SERVE_START_SECONDS)
-            code, took = stopped(serve, lambda: serve.process.send_signal(signum),
-                                 SHORT_GRACE_SECONDS, f"{signum.name} before the Runner started")
-            output = serve.output()
-            assert code == 0, output[-4000:]
-            assert took <= SHORT_GRACE_SECONDS + SHUTDOWN_SECONDS, output[-4000:]
-            assert "serve: stopped" in output, output[-4000:]
-            assert "Traceback" not in output and "KeyboardInterrupt" not in output, \
-                output[-4000:]
-            deployment_ids = serve_deployment_ids(server)
-            assert schedules_paused(server, deployment_ids)
-            assert slot_free(server)  # no run of `autoscale` holds its slot
-            assert not processes_of(server.client_home)
-    finally:
-        release.touch()
 
 
 def test_a_runner_whose_exit_hangs_does_not_force_the_stop(
@@ -372,33 +371,25 @@ def test_a_runner_whose_exit_hangs_does_not_force_the_stop(
     stop's deadline, leaving no process. (Before: the deadline forced exit 1, "stopping
     Prefect's Runner".)"""
     cluster = BurstCluster(fake_kube, fake_aws, tmp_path)
-    release = tmp_path / "release-the-exit"
-    try:
-        with group_stopped(Child(
-                [sys.executable, "-c", HOLD_THE_RUNNERS_EXIT, str(release),
-                 *serve_runs(cluster, SHORT_GRACE_SECONDS)],
-                server.env(**fake_aws.env()), tmp_path / "serve.log",
-                new_session=True)) as serve:
-            serve.wait_for("serving autoscale/autoscale", SERVE_START_SECONDS)
-            deployment_ids = serve_deployment_ids(server)
-            wait_until(lambda: completed_runs(server, deployment_ids[0]),
-                       RUN_START_SLACK_SECONDS + 60, "a tick completed", interval=0.2)
-            children = descendants(serve.process.pid)
-            code, took = stopped(serve, lambda: serve.process.send_signal(signal.SIGTERM),
-                                 SHORT_GRACE_SECONDS, "the Runner's exit held at SIGTERM")
-            output = serve.output()
-            assert "test: holding the Runner's exit" in output, output[-4000:]
-            assert code == 0, output[-4000:]
-            assert took <= SHORT_GRACE_SECONDS + SHUTDOWN_SECONDS, output[-4000:]
-            assert "Prefect's Runner had not finished its exit within" in output, output[-4000:]
-            assert "Traceback" not in output, output[-4000:]
-            assert schedules_paused(server, deployment_ids)
-            _, alive = psutil.wait_procs(children, timeout=5)
-            assert not alive, [process.cmdline() for process in alive]
-            assert not processes_of(server.client_home)
-            assert slot_free(server)
-    finally:
-        release.touch()
+    with held_serve(HOLD_THE_RUNNERS_EXIT, cluster, server, fake_aws, tmp_path) as serve:
+        serve.wait_for("serving autoscale/autoscale", SERVE_START_SECONDS)
+        deployment_ids = serve_deployment_ids(server)
+        wait_until(lambda: completed_runs(server, deployment_ids[0]),
+                   RUN_START_SLACK_SECONDS + 60, "a tick completed", interval=0.2)
+        children = descendants(serve.process.pid)
+        code, took = stopped(serve, lambda: serve.process.send_signal(signal.SIGTERM),
+                             SHORT_GRACE_SECONDS, "the Runner's exit held at SIGTERM")
+        output = serve.output()
+        assert "test: holding the Runner's exit" in output, output[-4000:]
+        assert code == 0, output[-4000:]
+        assert took <= SHORT_GRACE_SECONDS + SHUTDOWN_SECONDS, output[-4000:]
+        assert "Prefect's Runner had not finished its exit within" in output, output[-4000:]
+        assert "Traceback" not in output, output[-4000:]
+        assert schedules_paused(server, deployment_ids)
+        _, alive = psutil.wait_procs(children, timeout=5)
+        assert not alive, [process.cmdline() for process in alive]
+        assert not processes_of(server.client_home)
+        assert slot_free(server)
 
 
 def test_a_serve_killed_mid_submit_ticks_again_within_an_interval_after_a_restart(
