@@ -8,9 +8,10 @@ before another's commit cannot write, and fails at once, whatever the busy timeo
 after 2, 4, 8, 16 s (`PREFECT_CLIENT_MAX_RETRIES`, backoff `2 ** attempt`), so two or three
 such answers in a row cost 6-14 s of sleep. Measured on a loaded 2-CPU machine (load 5-8,
 s61): serve's pause of two deployments took 0.2-0.5 s, or 2.2-3.2 s when one answer was
-busy; in s60's CI it outlasted the stop's deadline twice (7 s and 25 s), and serve exited 1.
-Retried here every `BUSY_RETRY_SECONDS`, with Prefect's retries off for the call, the next
-attempt comes as soon as the writer is done.
+busy. Retried here every `BUSY_RETRY_SECONDS`, with Prefect's retries off for the call, the next
+attempt comes as soon as the writer is done. The backoff was part of why s60's CI saw the pause
+outlast a stop's deadline (7 s and 25 s); the rest is the server's own work, the pause's
+deletion of the runs its scheduler made (benchmarks/RESULTS.md, s61), which no retry shortens.
 """
 
 from __future__ import annotations

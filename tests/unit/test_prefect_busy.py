@@ -8,7 +8,11 @@ from collections.abc import Callable
 import httpx
 import pytest
 
-from kube_elevator.tasks.adapters.prefect_busy import BUSY_RETRY_SECONDS, retried_while_busy
+from kube_elevator.tasks.adapters.prefect_busy import (
+    BUSY_RETRY_SECONDS,
+    BUSY_WITHIN_SECONDS,
+    retried_while_busy,
+)
 
 URL = "http://127.0.0.1:4200/api/deployments/1"
 
@@ -39,9 +43,11 @@ class Server:
         self.sleeps.append(seconds)
         self.now += seconds
 
-    def retried(self, **options: bool | float) -> Callable[[], str]:
-        return lambda: retried_while_busy(self.call, clock=lambda: self.now, sleep=self.sleep,
-                                          **options)  # type: ignore[arg-type]
+    def retried(self, *, idempotent: bool = False, every_seconds: float = BUSY_RETRY_SECONDS,
+                within_seconds: float = BUSY_WITHIN_SECONDS) -> Callable[[], str]:
+        return lambda: retried_while_busy(
+            self.call, idempotent=idempotent, every_seconds=every_seconds,
+            within_seconds=within_seconds, clock=lambda: self.now, sleep=self.sleep)
 
 
 @pytest.mark.parametrize("status", [408, 429, 502, 503])
