@@ -21,12 +21,13 @@ the token). Moto also adds an instance AttachInstances already attached a second
 
 from __future__ import annotations
 
+import importlib.util
 import logging
 import os
 import threading
 import urllib.request
 import uuid
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Literal, cast, overload
@@ -50,10 +51,18 @@ FAKE_IMAGE_ID = "ami-12c6146b"
 # What moto's server mode imports (moto[server]); a fake AWS without one of them is the
 # `harness` (or `sim`) extra not installed.
 MOTO_MODULES = frozenset({"moto", "flask", "flask_cors", "werkzeug"})
+# What moto's `mock_aws` in the user's process imports (moto installs werkzeug itself).
+IN_PROCESS_MOTO_MODULES = frozenset({"moto"})
 
 
 class MotoMissing(ModuleNotFoundError):
     """moto is not installed: the message names the extra that installs it."""
+
+
+def moto_missing(module: str) -> MotoMissing:
+    return MotoMissing(
+        f"kube-elevator's fake AWS needs {module}, which kube-elevator installs with its "
+        "'harness' extra: pip install 'kube-elevator[harness]'", name=module)
 
 
 @contextmanager
@@ -65,10 +74,15 @@ def moto_required() -> Iterator[None]:
     except ModuleNotFoundError as error:
         if error.name is None or error.name.partition(".")[0] not in MOTO_MODULES:
             raise
-        raise MotoMissing(
-            f"kube-elevator's fake AWS needs {error.name.partition('.')[0]}, which kube-elevator "
-            "installs with its 'harness' extra: pip install 'kube-elevator[harness]'",
-            name=error.name) from None
+        raise moto_missing(error.name.partition(".")[0]) from None
+
+
+def require_moto(modules: Iterable[str]) -> None:
+    """`moto_required`'s refusal before anything is started (a Prefect server takes 10-40 s),
+    looked up without importing: the modules' import is the start's own work."""
+    for module in sorted(modules):
+        if importlib.util.find_spec(module) is None:
+            raise moto_missing(module)
 
 
 class FakeAws:

@@ -13,6 +13,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any, TypeVar, cast
 
+from kube_elevator.fakes.aws import IN_PROCESS_MOTO_MODULES, MOTO_MODULES, require_moto
 from kube_elevator.fakes.harness.cluster import AwsMode, FakeCluster
 from kube_elevator.tasks.scheduler.profiles import DEFAULT_PROFILE
 
@@ -87,6 +88,9 @@ class fake_cluster:  # named as moto's mock_aws, which it sits beside
         self._open: list[ExitStack] = []
 
     def __enter__(self) -> FakeCluster:
+        aws = self._options["aws"]
+        if isinstance(aws, str):  # the extra's absence in one line at once, not after a server
+            require_moto(IN_PROCESS_MOTO_MODULES if aws == "in-process" else MOTO_MODULES)
         if wants_prefect_server(self._prefect_server):
             from kube_elevator.tasks.adapters.prefect_server import use_local_server
 

@@ -5,6 +5,7 @@ if it were not installed."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -12,6 +13,8 @@ from pathlib import Path
 import pytest
 
 from benchmarks.deadlines import scaled
+from kube_elevator.fakes.harness.context import HARNESS_SERVER_VARIABLE
+from kube_elevator.tasks.adapters.prefect_server import RECORD_NAME, stop_shared_server
 
 INSTALL_LINE = "pip install 'kube-elevator[harness]'"
 HIDE = "import sys\nsys.modules[{module!r}] = None  # as if moto[server] were not installed\n"
@@ -28,6 +31,16 @@ SERVER = """
 from kube_elevator.harness import FakeAws
 
 with FakeAws() as aws:
+    print("started")
+"""
+
+# a user's flow: Prefect imported, so `fake_cluster()` would start the shared Prefect server
+USERS_FLOW = """
+from prefect import flow
+
+from kube_elevator.harness import fake_cluster
+
+with fake_cluster() as cluster:
     print("started")
 """
 
@@ -52,6 +65,29 @@ def test_a_users_script_without_the_extra_is_told_what_to_install(
     assert INSTALL_LINE in last
     # one error, not moto's under ours
     assert "During handling of the above exception" not in done.stderr
+
+
+def test_a_users_flow_without_the_extra_is_told_before_any_prefect_server_starts(
+        tmp_path: Path) -> None:
+    """Before: without PREFECT_API_URL the shared Prefect server started first (12.9 s at load
+    ~6, 39 s on a new PREFECT_HOME at load 8.5, s62's walkthrough from the wheel), then the
+    refusal, and the server stayed until idle (5 min)."""
+    home = tmp_path / "prefect-home"
+    env = {name: value for name, value in os.environ.items()
+           if name not in ("PREFECT_API_URL", HARNESS_SERVER_VARIABLE)}
+    script = tmp_path / "mine.py"
+    script.write_text(HIDE.format(module="moto") + USERS_FLOW)
+    try:
+        done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
+                              env={**env, "PREFECT_HOME": str(home)}, timeout=scaled(120),
+                              check=False)
+        assert done.returncode == 1
+        last = done.stderr.strip().splitlines()[-1]
+        assert last.startswith("kube_elevator.fakes.aws.MotoMissing: "), done.stderr[-2000:]
+        assert INSTALL_LINE in last
+        assert not (home / RECORD_NAME).exists(), "a Prefect server was started first"
+    finally:
+        stop_shared_server(home)
 
 
 def test_a_users_pytest_without_the_extra_is_told_what_to_install(tmp_path: Path) -> None:
