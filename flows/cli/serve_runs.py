@@ -137,25 +137,33 @@ class RunCare:
             marked = held
 
 
-def cancel_runs(run_ids: Collection[UUID], message: str) -> list[UUID]:
+def cancel_runs(run_ids: Collection[UUID], message: str,
+                sleep: Callable[[float], None] = time.sleep) -> list[UUID]:
     """End `run_ids` Cancelled with `message`, each unless it has ended already (a tick that
     finished meanwhile keeps its Completed); the ids Cancelled. A server that does not answer
-    is a warning: the runs then end as their processes do."""
+    is a warning: the runs then end as their processes do. A busy answer is sent again at once,
+    as the pause's (`pause_schedules`): this is the stop's last call before its deadline."""
     from prefect.client.orchestration import get_client
     from prefect.exceptions import Abort
     from prefect.states import Cancelled
     from prefect.utilities.engine import propose_state_sync
 
+    from kube_elevator.tasks.adapters.prefect_busy import prefect_retries_off, retried_while_busy
+
     cancelled = []
     try:
-        with get_client(sync_client=True) as client:
+        with prefect_retries_off(), get_client(sync_client=True) as client:
             for run_id in run_ids:
-                state = client.read_flow_run(run_id).state
+                # A read sent twice reads once.
+                state = retried_while_busy(partial(client.read_flow_run, run_id),
+                                           idempotent=True, sleep=sleep).state
                 if state is not None and state.is_final():
                     continue
                 try:
-                    ended = propose_state_sync(client, Cancelled(message=message),
-                                               flow_run_id=run_id)
+                    # Sent again only after a busy answer, which carried nothing out.
+                    ended = retried_while_busy(
+                        partial(propose_state_sync, client, Cancelled(message=message),
+                                flow_run_id=run_id), sleep=sleep)
                 except Abort:  # ended meanwhile
                     continue
                 if ended.is_cancelled():

@@ -1,7 +1,8 @@
-"""serve's pause of its schedules on a Prefect server that answers busy (503, its SQLite
-database locked by another writer): the pause is sent again at once, rather than after Prefect's
-2, 4, 8 s backoff, until it lands. A real Prefect server (the session's), behind a proxy that
-answers the first PATCHes of a deployment 503 as the server does, then passes them on."""
+"""serve's stop on a Prefect server that answers busy (503, its SQLite database locked by
+another writer): the pause of its schedules and the cancel of a run in flight are sent again at
+once, rather than after Prefect's 2, 4, 8 s backoff, until they land. A real Prefect server (the
+session's), behind a proxy that answers the first such calls 503 as the server does, then
+passes them on."""
 
 from __future__ import annotations
 
@@ -9,27 +10,29 @@ import http.client
 import http.server
 import json
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any
 from urllib.parse import urlsplit
 from uuid import UUID
 
 import pytest
 
-from kube_elevator.flows.cli.serve_runs import pause_schedules
+from kube_elevator.flows.cli.serve_runs import cancel_runs, pause_schedules
 from kube_elevator.tasks.adapters.prefect_busy import BUSY_RETRY_SECONDS
 
 HOP_BY_HOP = {"connection", "keep-alive", "transfer-encoding", "content-length"}
 
 
 class BusyProxy:
-    """Passes every request on to `upstream` (host:port), except the first `busy_answers`
-    PATCHes to /deployments/, which it answers as a Prefect server whose SQLite database is
-    locked; `patches`: each PATCH's answer, in order."""
+    """Passes every request on to `upstream` (host:port), except the first `busy_answers` of
+    those `refused` (method, path), which it answers as a Prefect server whose SQLite database
+    is locked; `answers`: each of those requests' answer, in order."""
 
-    def __init__(self, upstream: str, busy_answers: int) -> None:
+    def __init__(self, upstream: str, busy_answers: int,
+                 refused: Callable[[str, str], bool]) -> None:
         self.busy_left = busy_answers
-        self.patches: list[int] = []
+        self.answers: list[int] = []
         proxy = self
 
         class Handler(http.server.BaseHTTPRequestHandler):
@@ -37,10 +40,10 @@ class BusyProxy:
 
             def relay(self) -> None:
                 body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
-                patch = self.command == "PATCH" and "/deployments/" in self.path
-                if patch and proxy.busy_left > 0:
+                watched = refused(self.command, self.path)
+                if watched and proxy.busy_left > 0:
                     proxy.busy_left -= 1
-                    proxy.patches.append(503)
+                    proxy.answers.append(503)
                     self.answer(503, json.dumps(
                         {"exception_message": "Service Unavailable"}).encode(), {})
                     return
@@ -49,8 +52,8 @@ class BusyProxy:
                            if key.lower() not in HOP_BY_HOP}
                 connection.request(self.command, self.path, body=body or None, headers=headers)
                 response = connection.getresponse()
-                if patch:
-                    proxy.patches.append(response.status)
+                if watched:
+                    proxy.answers.append(response.status)
                 self.answer(response.status, response.read(), dict(response.getheaders()))
                 connection.close()
 
@@ -90,15 +93,17 @@ def deployment_id(prefect_server: None) -> UUID:
         return client.create_deployment(flow_id=flow_id, name="busy-server", paused=False)
 
 
-@pytest.fixture
-def busy_proxy() -> Iterator[tuple[BusyProxy, str]]:
-    from prefect.settings import PREFECT_API_URL
+@contextmanager
+def busy_proxy(refused: Callable[[str, str], bool]) -> Iterator[BusyProxy]:
+    """A `BusyProxy` in front of the session's server, PREFECT_API_URL pointing at it."""
+    from prefect.settings import PREFECT_API_URL, temporary_settings
 
     api_url = str(PREFECT_API_URL.value())
     parts = urlsplit(api_url)
-    proxy = BusyProxy(parts.netloc, busy_answers=3)
+    proxy = BusyProxy(parts.netloc, busy_answers=3, refused=refused)
     try:
-        yield proxy, proxy.url(parts.path)
+        with temporary_settings({PREFECT_API_URL: proxy.url(parts.path)}):
+            yield proxy
     finally:
         proxy.close()
 
@@ -111,16 +116,31 @@ def paused(deployment_id: UUID) -> bool:
 
 
 def test_a_pause_the_server_answers_busy_is_sent_again_at_once_until_it_lands(
-        deployment_id: UUID, busy_proxy: tuple[BusyProxy, str]) -> None:
-    from prefect.settings import PREFECT_API_URL, temporary_settings
-
-    proxy, proxy_url = busy_proxy
+        deployment_id: UUID) -> None:
     assert not paused(deployment_id)
     sleeps: list[float] = []
-    with temporary_settings({PREFECT_API_URL: proxy_url}):
+    with busy_proxy(lambda method, path: method == "PATCH" and "/deployments/" in path) as proxy:
         pause_schedules([deployment_id], sleep=sleeps.append)
     assert paused(deployment_id)
-    assert proxy.patches == [503, 503, 503, 204]  # No Content: paused
+    assert proxy.answers == [503, 503, 503, 204]  # No Content: paused
     # Each busy answer cost one short pause, this module's, and Prefect's client added none of
     # its own (its retries would have sent more PATCHes than pauses taken here).
+    assert sleeps == [BUSY_RETRY_SECONDS] * 3
+
+
+def test_a_cancel_the_server_answers_busy_is_sent_again_at_once_until_it_lands(
+        deployment_id: UUID) -> None:
+    from prefect.client.orchestration import get_client
+
+    with get_client(sync_client=True) as client:
+        run_id = client.create_flow_run_from_deployment(deployment_id).id
+    sleeps: list[float] = []
+    with busy_proxy(lambda method, path: method == "POST" and path.endswith("/set_state")) as proxy:
+        cancelled = cancel_runs([run_id], "serve stopped", sleep=sleeps.append)
+    assert cancelled == [run_id]
+    with get_client(sync_client=True) as client:
+        state = client.read_flow_run(run_id).state
+    assert state is not None and state.is_cancelled() and state.message == "serve stopped"
+    assert proxy.answers[:3] == [503, 503, 503] and len(proxy.answers) == 4
+    assert 200 <= proxy.answers[3] < 300
     assert sleeps == [BUSY_RETRY_SECONDS] * 3
