@@ -1,5 +1,6 @@
 """A Prefect API call that a busy server refuses, retried at once rather than after Prefect's
-backoff: for the calls of a stop that has a deadline (`serve`'s pause of its schedules).
+backoff: for the calls of a stop that has a deadline (`serve`'s pause of its schedules, and
+its cancel of a run in flight past the grace).
 
 A Prefect server on SQLite (the local one, `prefect server start`'s default) answers 503 when
 another writer got to its database first (`SQLITE_BUSY`: under WAL, a transaction that read
