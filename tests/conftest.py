@@ -83,7 +83,8 @@ _KINDS = ("unit", "contract", "e2e")
 # tests/unit/test_prefect_marker.py holds every module that starts Prefect to this list.
 PREFECT_MODULES = frozenset({
     "test_cli_run.py", "test_command_imports.py", "test_deployments.py",
-    "test_harness_start_cost.py", "test_harness_stranger.py", "test_local_prefect_server.py",
+    "test_harness_start_cost.py", "test_harness_stranger.py", "test_harness_without_extra.py",
+    "test_local_prefect_server.py",
     "test_plugin_docs.py", "test_pods_cli.py", "test_prefect_compat_detection.py",
     "test_prefect_database_template.py", "test_prefect_retention.py",
     "test_prefect_server_blocks.py", "test_prefect_server_seeded.py",
