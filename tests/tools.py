@@ -6,6 +6,7 @@ it, saying what to install; it never errors. Each finder takes where to look as 
 
 from __future__ import annotations
 
+import os
 import shutil
 from pathlib import Path
 
@@ -64,9 +65,10 @@ def pushgateway_missing(path: str | None = None) -> str | None:
 def chromium_missing(binary: Path = CHROMIUM) -> str | None:
     """Why the UI test skips: Playwright drives Debian's Chromium at BINARY (no browser of its
     own is downloaded)."""
-    if binary.is_file():
+    if binary.is_file() and os.access(binary, os.X_OK):
         return None
-    return _reason(f"Chromium is not installed ({binary} is missing)", CHROMIUM_PACKAGE)
+    return _reason(f"Chromium is not installed ({binary} is missing or not executable)",
+                   CHROMIUM_PACKAGE)
 
 
 def postgresql_missing(root: Path = POSTGRESQL_ROOT) -> str | None:

@@ -67,9 +67,13 @@ def test_the_pushgateway_is_found_by_debians_name_or_upstreams(tmp_path: Path) -
 def test_chromium_and_postgresql_are_looked_for_where_debian_installs_them(
         tmp_path: Path) -> None:
     browser = tmp_path / "usr" / "bin" / "chromium"
-    assert chromium_missing(browser) == (
-        f"Chromium is not installed ({browser} is missing) (Debian: apt-get install chromium; "
-        ".ci/run installs it)")
+    missing = (f"Chromium is not installed ({browser} is missing or not executable) (Debian: "
+               "apt-get install chromium; .ci/run installs it)")
+    assert chromium_missing(browser) == missing
+    browser.parent.mkdir(parents=True)
+    browser.write_text("")  # a file that cannot run (as a binary hidden by an empty one)
+    assert chromium_missing(browser) == missing
+    browser.unlink()
     program(browser.parent, "chromium")
     assert chromium_missing(browser) is None
 
