@@ -86,29 +86,47 @@ def run_named(server: PrefectServer, name: str) -> Any:
     return runs[0] if runs else None
 
 
-def submit(page: Any, server: PrefectServer, name: str, attempts: int = 3) -> Any:
+def submit(page: Any, server: PrefectServer, name: str, attempts: int = 5) -> Any:
     """Submit the form and return the run the server made of it.
 
     The form checks its parameters with the server before it sends the run; on a loaded
     machine that check can fail, and the form then stays open with an error toast. Submit
     again then, but only while the server has no run of that name, so a run is never made
-    twice; a form that never submits fails with what the page says."""
+    twice; a form that never submits fails with what the page says and with the API calls
+    that failed meanwhile (s62's clone: three attempts all ended in "Something went wrong")."""
     said: list[str] = []
-    for _ in range(attempts):
-        page.get_by_role("button", name="Submit").click()
-        try:
-            # A submitted form leaves for the deployment's page.
-            page.wait_for_url(re.compile(r"/deployments/deployment/[^/?]+(\?.*)?$"), timeout=scaled(45_000))
-        except sync_api.TimeoutError:
-            said.append(page.locator("body").inner_text()[-1500:])
-            run = run_named(server, name)
-        else:
-            return wait_until(lambda: run_named(server, name), 90,
-                              "the run submitted from the form", API_POLL_SECONDS)
-        if run is not None:
-            return run
-    raise AssertionError(f"the form never made a run named {name!r}; the page said:\n"
-                         + "\n---\n".join(said))
+    failed: list[str] = []
+
+    def answered(response: Any) -> None:
+        if "/api/" in response.url and response.status >= 400:
+            failed.append(f"{response.request.method} {response.url} -> {response.status}")
+
+    def lost(request: Any) -> None:
+        if "/api/" in request.url:
+            failed.append(f"{request.method} {request.url} -> {request.failure}")
+
+    page.on("response", answered)
+    page.on("requestfailed", lost)
+    try:
+        for _ in range(attempts):
+            page.get_by_role("button", name="Submit").click()
+            try:
+                # A submitted form leaves for the deployment's page.
+                page.wait_for_url(re.compile(r"/deployments/deployment/[^/?]+(\?.*)?$"),
+                                  timeout=scaled(45_000))
+            except sync_api.TimeoutError:
+                said.append(page.locator("body").inner_text()[-1500:])
+                run = run_named(server, name)
+            else:
+                return wait_until(lambda: run_named(server, name), 90,
+                                  "the run submitted from the form", API_POLL_SECONDS)
+            if run is not None:
+                return run
+    finally:
+        page.remove_listener("response", answered)
+        page.remove_listener("requestfailed", lost)
+    raise AssertionError(f"the form never made a run named {name!r}; the API calls that failed: "
+                         f"{failed or 'none'}; the page said:\n" + "\n---\n".join(said))
 
 
 def test_a_custom_run_of_plan_from_the_ui_form_completes(
