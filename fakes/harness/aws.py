@@ -12,9 +12,11 @@ from __future__ import annotations
 
 import copy
 import os
+import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any, cast
+from types import ModuleType
+from typing import Any
 
 import boto3
 import botocore.loaders
@@ -84,8 +86,8 @@ def _shared_loader() -> botocore.loaders.Loader:
     return _LOADER
 
 
-# botocore's own `create_loader`, while `_share_loader_in_new_sessions` has replaced it.
-_BOTOCORE_CREATE_LOADER: Any = None
+# The modules whose `create_loader` `_share_loader_in_new_sessions` has replaced, and their own.
+_REPLACED_LOADERS: dict[ModuleType, Any] = {}
 
 
 def _loader_for_new_session(search_path_string: str | None = None) -> botocore.loaders.Loader:
@@ -93,11 +95,12 @@ def _loader_for_new_session(search_path_string: str | None = None) -> botocore.l
     process's one loader for the default data path (an `AWS_DATA_PATH` gets its own)."""
     if search_path_string is None:
         return _shared_loader()
-    return cast(botocore.loaders.Loader, _BOTOCORE_CREATE_LOADER(search_path_string))
+    return botocore.loaders.create_loader(search_path_string)
 
 
 def _share_loader_in_new_sessions(on: bool) -> None:
-    """Every botocore session made meanwhile (moto's own included) shares `_shared_loader()`.
+    """Every botocore session made meanwhile (moto's own included), and moto's service models,
+    share `_shared_loader()`.
 
     moto makes sessions of its own: three when `moto.ec2` is imported (its region and zone
     tables, `RegionsAndZonesBackend`) and one for its backends' region lists
@@ -105,15 +108,22 @@ def _share_loader_in_new_sessions(on: bool) -> None:
     `endpoints.json` and EC2's service model (~2 MB of JSON) again: ~0.9 s of CPU a process,
     measured (benchmarks/RESULTS.md). A botocore session looks its loader up as
     `botocore.session.create_loader` when first asked for it (`Session._register_data_loader`),
-    so that name is what is replaced; the data is read-only once loaded, as the sessions of
-    `InProcessAws.session()` already share it."""
-    global _BOTOCORE_CREATE_LOADER
-    if on and _BOTOCORE_CREATE_LOADER is None:
-        _BOTOCORE_CREATE_LOADER = botocore.session.create_loader
-        botocore.session.create_loader = _loader_for_new_session
-    elif not on and _BOTOCORE_CREATE_LOADER is not None:
-        botocore.session.create_loader = _BOTOCORE_CREATE_LOADER
-        _BOTOCORE_CREATE_LOADER = None
+    so that name is what is replaced. moto parses each service's model once more for its
+    answers, with a loader of its own that first lists every service botocore has (~10,000
+    `stat` calls): `moto.core.utils.create_loader` once moto is imported (called again then),
+    ~0.25 s of a cluster's first node group. The data is read-only once loaded, as the
+    sessions of `InProcessAws.session()` already share it."""
+    if not on:
+        for module, original in _REPLACED_LOADERS.items():
+            module.create_loader = original  # type: ignore[attr-defined]
+        _REPLACED_LOADERS.clear()
+        return
+    for name in ("botocore.session", "moto.core.utils"):
+        user = sys.modules.get(name)
+        original = getattr(user, "create_loader", None)
+        if user is not None and original is not None and user not in _REPLACED_LOADERS:
+            _REPLACED_LOADERS[user] = original
+            user.create_loader = _loader_for_new_session  # type: ignore[attr-defined]
 
 
 class InProcessAws(FakeAws):
@@ -138,7 +148,7 @@ class InProcessAws(FakeAws):
     def start(self) -> InProcessAws:
         if self._mock is not None:
             return self
-        from kube_elevator.tasks.core.collector import gc_paused
+        from kube_elevator.tasks.core.collector import gc_paused, keep_imports_out_of_collections
 
         _share_loader_in_new_sessions(True)  # before moto.ec2's import makes its sessions
         try:
@@ -147,6 +157,8 @@ class InProcessAws(FakeAws):
                 from moto import mock_aws
 
                 extend_moto()
+                keep_imports_out_of_collections()
+            _share_loader_in_new_sessions(True)  # moto's, now imported
         except BaseException:
             _share_loader_in_new_sessions(bool(_RUNNING))
             raise

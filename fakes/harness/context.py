@@ -7,8 +7,8 @@ import functools
 import inspect
 import os
 import sys
-from collections.abc import Callable
-from contextlib import ExitStack
+from collections.abc import Callable, Iterator
+from contextlib import ExitStack, contextmanager, suppress
 from pathlib import Path
 from types import TracebackType
 from typing import Any, TypeVar, cast
@@ -49,6 +49,24 @@ def wants_prefect_server(asked: bool | None) -> bool:
     return "prefect" in sys.modules
 
 
+@contextmanager
+def flow_heartbeats_off() -> Iterator[None]:
+    """No heartbeat thread in the flow runs this context starts: Prefect's own setting
+    (`PREFECT_FLOWS_HEARTBEAT_FREQUENCY`, None: no heartbeats) in a settings context of its own.
+    """
+    from prefect.settings import PREFECT_FLOWS_HEARTBEAT_FREQUENCY, temporary_settings
+
+    settings = temporary_settings(updates={PREFECT_FLOWS_HEARTBEAT_FREQUENCY: None})
+    settings.__enter__()
+    try:
+        yield
+    finally:
+        # ValueError: ended in another context (an async fixture's teardown task); the one it
+        # was entered in has ended, and the setting with it.
+        with suppress(ValueError):
+            settings.__exit__(None, None, None)
+
+
 class fake_cluster:  # named as moto's mock_aws, which it sits beside
     """A fresh `FakeCluster` for a `with` block, or for each call of a decorated function.
 
@@ -61,6 +79,11 @@ class fake_cluster:  # named as moto's mock_aws, which it sits beside
     temporary server's start (20-50 s) in each process; PREFECT_API_URL then stays set for the
     process. None: yes when Prefect is imported already (the code under test runs flows) and
     `ELEVATOR_HARNESS_PREFECT_SERVER` is not "0" ("1": always).
+    `flow_heartbeats`: whether this process's flow runs send Prefect's heartbeats meanwhile.
+    None: not while Prefect talks to that local server, which the harness chose (a throwaway
+    server no automation watches for silent runs; a sync run's end otherwise waits up to 1 s
+    for Prefect's heartbeat thread, docs/harness.md); as Prefect's settings say otherwise.
+    True: as Prefect's settings say. False: none.
     `validation`, `defaulting`, `admission_defaults`: the fake API's write layers, each on
     unless turned off (docs/harness.md, Validation and defaulting).
 
@@ -75,7 +98,7 @@ class fake_cluster:  # named as moto's mock_aws, which it sits beside
     def __init__(self, *, aws: AwsMode = "in-process", start_time: float | None = None,
                  scheduler_profile: str = DEFAULT_PROFILE, seed: int = 1,
                  workdir: Path | None = None, set_environment: bool = True,
-                 prefect_server: bool | None = None,
+                 prefect_server: bool | None = None, flow_heartbeats: bool | None = None,
                  validation: bool = True, defaulting: bool = True,
                  admission_defaults: bool = True) -> None:
         self._options: dict[str, Any] = {"aws": aws, "start_time": start_time,
@@ -85,17 +108,23 @@ class fake_cluster:  # named as moto's mock_aws, which it sits beside
                                          "admission_defaults": admission_defaults}
         self._set_environment = set_environment
         self._prefect_server = prefect_server
+        self._flow_heartbeats = flow_heartbeats
         self._open: list[ExitStack] = []
 
     def __enter__(self) -> FakeCluster:
         aws = self._options["aws"]
         if isinstance(aws, str):  # the extra's absence in one line at once, not after a server
             require_moto(IN_PROCESS_MOTO_MODULES if aws == "in-process" else MOTO_MODULES)
+        chosen_server = None
         if wants_prefect_server(self._prefect_server):
             from kube_elevator.tasks.adapters.prefect_server import use_local_server
 
-            use_local_server("shared")
+            chosen_server = use_local_server("shared")
+        heartbeats = (self._flow_heartbeats if self._flow_heartbeats is not None
+                      else chosen_server is None)
         with ExitStack() as stack:
+            if not heartbeats:
+                stack.enter_context(flow_heartbeats_off())
             cluster = stack.enter_context(FakeCluster(**self._options))
             if self._set_environment:
                 stack.enter_context(cluster.environment())
