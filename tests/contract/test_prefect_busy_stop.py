@@ -144,3 +144,20 @@ def test_a_cancel_the_server_answers_busy_is_sent_again_at_once_until_it_lands(
     assert proxy.answers[:3] == [503, 503, 503] and len(proxy.answers) == 4
     assert 200 <= proxy.answers[3] < 300
     assert sleeps == [BUSY_RETRY_SECONDS] * 3
+
+
+def test_a_cancels_read_of_the_run_the_server_answers_busy_is_sent_again_at_once(
+        deployment_id: UUID) -> None:
+    """The cancel first reads the run (one that ended meanwhile keeps its state): a busy answer
+    to that read costs the same short pause, not Prefect's backoff, and the cancel goes on."""
+    from prefect.client.orchestration import get_client
+
+    with get_client(sync_client=True) as client:
+        run_id = client.create_flow_run_from_deployment(deployment_id).id
+    sleeps: list[float] = []
+    with busy_proxy(lambda method, path: method == "GET"
+                    and path.endswith(f"/flow_runs/{run_id}")) as proxy:
+        cancelled = cancel_runs([run_id], "serve stopped", sleep=sleeps.append)
+    assert cancelled == [run_id]
+    assert proxy.answers == [503, 503, 503, 200]
+    assert sleeps == [BUSY_RETRY_SECONDS] * 3

@@ -70,7 +70,7 @@ def test_a_users_script_without_the_extra_is_told_what_to_install(
 def test_a_users_flow_without_the_extra_is_told_before_any_prefect_server_starts(
         tmp_path: Path) -> None:
     """Before: without PREFECT_API_URL the shared Prefect server started first (12.9 s at load
-    ~6, 39 s on a new PREFECT_HOME at load 8.5, s62's walkthrough from the wheel), then the
+    ~8, 39 s on a new PREFECT_HOME at load 8.5, s62's walkthrough from the wheel), then the
     refusal, and the server stayed until idle (5 min)."""
     home = tmp_path / "prefect-home"
     env = {name: value for name, value in os.environ.items()
