@@ -115,13 +115,17 @@ class fake_cluster:  # named as moto's mock_aws, which it sits beside
         aws = self._options["aws"]
         if isinstance(aws, str):  # the extra's absence in one line at once, not after a server
             require_moto(IN_PROCESS_MOTO_MODULES if aws == "in-process" else MOTO_MODULES)
-        chosen_server = None
+        on_chosen_server = False
         if wants_prefect_server(self._prefect_server):
-            from kube_elevator.tasks.adapters.prefect_server import use_local_server
+            from kube_elevator.tasks.adapters.prefect_server import (
+                on_a_local_server,
+                use_local_server,
+            )
 
-            chosen_server = use_local_server("shared")
+            use_local_server("shared")
+            on_chosen_server = on_a_local_server()  # this block's, or an earlier block's
         heartbeats = (self._flow_heartbeats if self._flow_heartbeats is not None
-                      else chosen_server is None)
+                      else not on_chosen_server)
         with ExitStack() as stack:
             if not heartbeats:
                 stack.enter_context(flow_heartbeats_off())

@@ -111,6 +111,12 @@ def idle_seconds() -> float:
     return float(os.environ.get(IDLE_VARIABLE, IDLE_SECONDS))
 
 
+def on_a_local_server() -> bool:
+    """Whether Prefect talks to the local server `use_local_server` pointed this process at
+    (found now, or by an earlier call: PREFECT_API_URL stays set for the process)."""
+    return bool(_POINTED_AT) and configured_api_url() == _POINTED_AT[0]
+
+
 def configured_api_url() -> str | None:
     """The PREFECT_API_URL Prefect's settings hold (the environment, a profile, a .env)."""
     from prefect.settings import get_current_settings
@@ -159,10 +165,15 @@ def _use_local_server(kind: Kind, schedules: bool, timeout: float | None) -> Loc
     return server
 
 
+# The URL `point_prefect_at` last set in this process.
+_POINTED_AT: list[str] = []
+
+
 def point_prefect_at(url: str) -> None:
     """PREFECT_API_URL = `url` in the environment, and in Prefect's process-wide settings when
     Prefect has read them already (`prefect.context.refresh_global_settings_context`, which
     rereads the environment; a settings context entered by the caller keeps its own)."""
+    _POINTED_AT[:] = [url]
     os.environ["PREFECT_API_URL"] = url
     context = sys.modules.get("prefect.context")
     if context is None:
