@@ -79,7 +79,7 @@ class fake_cluster:  # named as moto's mock_aws, which it sits beside
     temporary server's start (20-50 s) in each process; PREFECT_API_URL then stays set for the
     process. None: yes when Prefect is imported already (the code under test runs flows) and
     `ELEVATOR_HARNESS_PREFECT_SERVER` is not "0" ("1": always).
-    `flow_heartbeats`: whether this process's flow runs send Prefect's heartbeats meanwhile.
+    `flow_heartbeats`: whether the flow runs of the block (its thread) send Prefect's heartbeats.
     None: not while Prefect talks to that local server, which the harness chose (a throwaway
     server no automation watches for silent runs; a sync run's end otherwise waits up to 1 s
     for Prefect's heartbeat thread, docs/harness.md); as Prefect's settings say otherwise.
