@@ -10,6 +10,8 @@ import os
 import subprocess
 import sys
 import urllib.request
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from benchmarks.deadlines import scaled
@@ -165,16 +167,26 @@ def api(url: str, body: dict[str, object] | None = None) -> object:
         return json.loads(answer.read())
 
 
-def test_the_users_flow_run_and_its_logs_are_on_the_shared_server_after_its_process_ends(
-        tmp_path: Path) -> None:
-    """The process's end skips the collector's passes, not Prefect's exit handlers: the run's
-    last state and its log lines, which Prefect's workers send as the process ends, arrive."""
+@contextmanager
+def shared_server_env(tmp_path: Path) -> Iterator[dict[str, str]]:
+    """A user's environment: no PREFECT_API_URL, a new PREFECT_HOME whose shared local server
+    stays while the test reads it (this process counts as its user), and is stopped after."""
     home = tmp_path / "prefect-home"
     home.mkdir()
     env = temporary_server_env(home)
     env.pop("ELEVATOR_HARNESS_PREFECT_SERVER", None)  # the harness's default, as a user's
-    register_user(home, os.getpid())  # the server stays until this test has read it
+    register_user(home, os.getpid())
     try:
+        yield env
+    finally:
+        stop_shared_server(home)
+
+
+def test_the_users_flow_run_and_its_logs_are_on_the_shared_server_after_its_process_ends(
+        tmp_path: Path) -> None:
+    """The process's end skips the collector's passes, not Prefect's exit handlers: the run's
+    last state and its log lines, which Prefect's workers send as the process ends, arrive."""
+    with shared_server_env(tmp_path) as env:
         done = subprocess.run([sys.executable, "-c", LOGGING_FLOW], env=env, cwd=ROOT,
                               capture_output=True, text=True, timeout=scaled(600), check=False)
         assert done.returncode == 0, done.stderr[-3000:]
@@ -185,8 +197,6 @@ def test_the_users_flow_run_and_its_logs_are_on_the_shared_server_after_its_proc
                    {"logs": {"flow_run_id": {"any_": [answer["run"]]}}})
         assert isinstance(logs, list)
         assert "counted 2 nodes" in [log["message"] for log in logs]
-    finally:
-        stop_shared_server(home)
 
 
 # A user's flow on the shared local server, in as many `fake_cluster(**options)` blocks one
@@ -219,12 +229,7 @@ def test_the_users_flow_runs_send_no_heartbeats_to_the_harnesss_own_server_unles
     silent runs, so the harness turns them off there (Prefect's own setting, in a settings
     context of its own), in a process's later blocks too (PREFECT_API_URL stays set from the
     first); `flow_heartbeats=True` keeps Prefect's."""
-    home = tmp_path / "prefect-home"
-    home.mkdir()
-    env = temporary_server_env(home)
-    env.pop("ELEVATOR_HARNESS_PREFECT_SERVER", None)  # the harness's default, as a user's
-    register_user(home, os.getpid())  # the server stays until this test has read it
-    try:
+    with shared_server_env(tmp_path) as env:
         found = {}
         for name, options, blocks in (("default", {}, 2), ("asked", {"flow_heartbeats": True}, 1)):
             done = subprocess.run(
@@ -247,8 +252,6 @@ def test_the_users_flow_runs_send_no_heartbeats_to_the_harnesss_own_server_unles
         wait_until(lambda: heartbeats("asked") > 0, 60, "the asked run's heartbeat",
                    interval=0.5)
         assert [heartbeats("default", index) for index in (0, 1)] == [0, 0]
-    finally:
-        stop_shared_server(home)
 
 
 # Heavy packages a user's script on the harness need not load (benchmarks/RESULTS.md): moto
