@@ -13,8 +13,12 @@ import threading
 from kube_elevator.flows.cli.stopping import RunsShieldedFromCtrlC, ctrl_c_blocked
 
 # The child says it started, then sleeps; the test sends it SIGINT. A KeyboardInterrupt would
-# end it with code 1; blocked, the signal waits and the child ends its work: code 0.
-CHILD = ("import sys, time\n"
+# end it with code 1; blocked, the signal waits and the child ends its work: code 0. The child
+# takes Python's own handler first: a shell without job control (a script's `cmd &`) starts the
+# suite with SIGINT ignored, which every child inherits, and then no child would take it at all;
+# setting a handler leaves the inherited mask, the thing under test, as it was.
+CHILD = ("import signal, sys, time\n"
+         "signal.signal(signal.SIGINT, signal.default_int_handler)\n"
          "print('started', flush=True)\n"
          "time.sleep(1.0)\n"
          "print('finished', flush=True)\n")
