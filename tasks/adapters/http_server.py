@@ -155,8 +155,8 @@ def _prompt_stopping_server_type() -> type[Any]:
     """uvicorn's Server, stopping as soon as it is asked and its connections have closed.
 
     uvicorn notices `should_exit` on a 0.1 s tick, then pauses a fixed 0.1 s after asking its
-    connections to close: 0.15 s of waiting in every stop, which a harness block ends with
-    (a third of a user's flow's wait, issue 40). Here `request_exit` wakes the loop at once,
+    connections to close: 0.15 s of waiting in every stop, and every `fake_cluster()` block
+    ends with one (issue 40: a user's flow on it). Here `request_exit` wakes the loop at once,
     and the shutdown waits for what is open, polling every 5 ms, within the same graceful
     timeout, then as uvicorn: listeners closed, leftover tasks cancelled at the timeout, the
     app's lifespan shutdown unless forced."""
