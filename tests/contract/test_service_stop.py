@@ -17,6 +17,7 @@ from starlette.requests import Request
 from starlette.responses import PlainTextResponse
 from starlette.routing import Route
 
+from benchmarks.event_latency import wait_until
 from kube_elevator.flows.cli.services import ServiceThread
 
 WAIT_SECONDS = 30.0
@@ -93,8 +94,7 @@ def test_a_request_in_flight_is_answered_before_the_stop_returns() -> None:
     assert slow.began.wait(WAIT_SECONDS)
     stopping = stop_in_a_thread(service)
     # The listener closes first: a new connection is refused while the request is held.
-    while not refused(service.port):
-        assert stopping.is_alive()
+    wait_until(lambda: refused(service.port), WAIT_SECONDS, "the listener to close")
     assert stopping.is_alive() and not slow.shut_down.is_set()
     slow.release.set()
     client.join(WAIT_SECONDS)
@@ -115,7 +115,6 @@ def test_a_request_past_the_graceful_timeout_is_cancelled_and_the_stop_returns()
     client.join(WAIT_SECONDS)
     assert not stopping.is_alive() and slow.shut_down.is_set()
     assert len(outcome) == 1 and outcome[0] != (200, "answered")
-    slow.release.set()
 
 
 @pytest.mark.parametrize("idle_connections", [0, 3])
