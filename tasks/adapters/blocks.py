@@ -143,16 +143,32 @@ def kube_client_from_block(name: str) -> KubeClient:
     return KubeClient.from_config_dict(kubeconfig, context, f"cluster block {name!r}")
 
 
+# The slugs of the block types the flows take by name (`register_block_types`).
+BLOCK_TYPE_SLUGS = ("kubernetes-cluster-config", "kubernetes-credentials", "aws-credentials")
+
+
 def register_block_types() -> list[str]:
     """Register the block types the flows take by name with the current Prefect server (what
     `prefect block register -m prefect_kubernetes` and `-m prefect_aws` do for these three),
     so its UI offers them under Blocks; their slugs. Without the `blocks` extra: none.
+
+    A server that has all three already (a `prefect server start` registers the installed
+    collections' at its start; an earlier serve did) is only asked: importing the collections
+    was a second or two of CPU on every `serve` start. A block saved later registers its own
+    schema as it saves (Prefect's `Block.save`), so a newer collection's is not lost.
 
     Example:
         ```python
         slugs = ke.register_block_types()   # with PREFECT_API_URL set to your server
         ```
     """
+    import importlib.util
+
+    if any(importlib.util.find_spec(name) is None
+           for name in ("prefect_aws", "prefect_kubernetes")):
+        return []
+    if _server_has_block_types(BLOCK_TYPE_SLUGS):
+        return list(BLOCK_TYPE_SLUGS)
     try:
         from prefect_aws import AwsCredentials
         from prefect_kubernetes.credentials import KubernetesClusterConfig, KubernetesCredentials
@@ -163,3 +179,16 @@ def register_block_types() -> list[str]:
         block_type.register_type_and_schema()
         registered.append(block_type.get_block_type_slug())
     return registered
+
+
+def _server_has_block_types(slugs: tuple[str, ...]) -> bool:
+    from prefect.client.orchestration import get_client
+    from prefect.exceptions import ObjectNotFound
+
+    with get_client(sync_client=True) as client:
+        for slug in slugs:
+            try:
+                client.read_block_type_by_slug(slug)
+            except ObjectNotFound:
+                return False
+    return True
