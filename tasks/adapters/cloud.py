@@ -11,6 +11,7 @@ Every failure is a `CloudError` saying whether retrying can help.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -25,7 +26,9 @@ from kube_elevator.tasks.core.timeouts import Timeouts, timeouts
 
 if TYPE_CHECKING:
     import boto3
+    import botocore.session
     from botocore.config import Config
+    from botocore.loaders import Loader
     from mypy_boto3_autoscaling import AutoScalingClient
     from mypy_boto3_ec2 import EC2Client
 
@@ -149,24 +152,25 @@ class AsgClient(FleetCalls):
         """Clients from boto3's default chain (honours AWS_ENDPOINT_URL, AWS_DEFAULT_REGION,
         profiles, instance roles), or from a prefect-aws `AwsCredentials` block by name."""
         endpoint_url: str | None = None
+        make_client: Any
         if aws_credentials_block:
             session, endpoint_url, block_region = _session_from_block(aws_credentials_block)
-            region = region or block_region
+            region = region or block_region or session.region_name
+            make_client = session.client
         else:
-            import boto3  # here: the simulator's in-memory world uses this module's plans only
-
-            session = boto3.Session(region_name=region)
-        region = region or session.region_name
+            chain = _default_chain_session()
+            region = region or chain.get_config_variable("region")
+            make_client = chain.create_client
         if not region:
             raise CloudError(
                 "no AWS region: pass a region or set AWS_DEFAULT_REGION", retryable=False
             )
         # endpoint_url=None leaves botocore's own lookup (AWS_ENDPOINT_URL...) in charge.
         settings = client_config(timeouts())
-        autoscaling = session.client(
+        autoscaling = make_client(
             "autoscaling", region_name=region, endpoint_url=endpoint_url, config=settings
         )
-        ec2 = session.client("ec2", region_name=region, endpoint_url=endpoint_url, config=settings)
+        ec2 = make_client("ec2", region_name=region, endpoint_url=endpoint_url, config=settings)
         return cls(autoscaling, ec2)
 
     # --- reads ------------------------------------------------------------------------------
@@ -412,6 +416,28 @@ def termination_plan(group: AutoScalingGroup, batch: Sequence[NodeRecord],
         else:
             plan.append(Termination(member.instance_id, member))
     return plan
+
+
+def _default_chain_session() -> botocore.session.Session:
+    """botocore's session on the default chain, new for every tick (the environment, profile,
+    credentials and endpoint are read afresh), on the process's one loader of AWS's service
+    models: a new session parsed EC2's model again (several MB of JSON), 0.2-0.4 s of CPU in
+    every tick's clients. For these two services boto3's session adds nothing to botocore's
+    clients (its customizations are S3's and the resources')."""
+    import botocore.session
+
+    chain = botocore.session.Session()
+    chain.register_component("data_loader",
+                             _service_models(chain.get_config_variable("data_path")))
+    return chain
+
+
+@functools.cache
+def _service_models(data_path: str | None) -> Loader:
+    """One loader (it keeps what it parsed) per AWS_DATA_PATH, as botocore makes each session's."""
+    from botocore.loaders import create_loader
+
+    return create_loader(data_path)
 
 
 def _session_from_block(name: str) -> tuple[boto3.Session, str | None, str | None]:

@@ -503,6 +503,28 @@ def test_from_environment_uses_the_default_chain(
     assert cloud.group(name("env")).desired_capacity == 1
 
 
+def test_each_call_reads_the_environment_afresh_on_one_parse_of_the_service_models(
+    aws: FakeAws, name: Callable[[str], str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A tick's clients are new (the region, endpoint and credentials as the environment says
+    now) while AWS's service models, EC2's several MB of JSON, are parsed once a process."""
+    for key, value in aws.env().items():
+        monkeypatch.setenv(key, value)
+    aws.create_asg(name("fresh"), 0, 2, 1)
+    first = AsgClient.from_environment()
+    monkeypatch.setenv("AWS_DEFAULT_REGION", "eu-west-1")
+    monkeypatch.setenv("AWS_ENDPOINT_URL", aws.endpoint_url + "/")
+    second = AsgClient.from_environment()
+    assert first.ec2 is not second.ec2
+    assert (first.autoscaling.meta.region_name, second.autoscaling.meta.region_name) == (
+        aws.region, "eu-west-1")
+    assert second.ec2.meta.endpoint_url == aws.endpoint_url + "/"
+    for service in ("autoscaling", "ec2"):
+        models = [getattr(cloud, service).meta.service_model for cloud in (first, second)]
+        assert models[0]._service_description is models[1]._service_description, service
+    assert first.group(name("fresh")).desired_capacity == 1
+
+
 def test_credentials_block_without_prefect_aws_says_what_to_do(
         monkeypatch: pytest.MonkeyPatch) -> None:
     """Without the `blocks` extra (the import fails as where it is not installed), a block
