@@ -30,12 +30,12 @@ from kube_elevator.fakes.aws import (
     environ_set,
     extend_moto,
     moto_required,
+    session_on_shared_models,
 )
 
 # moto's EC2 loads ~2,600 default AMIs each time its state is reset (twice a test: ~1 s); the
 # harness's launch templates name an image moto does not check, so by default they are skipped.
 LOAD_AMIS = "MOTO_EC2_LOAD_DEFAULT_AMIS"
-_LOADER: botocore.loaders.Loader | None = None
 # The InProcessAws started and not stopped, outermost first: moto's state is one per process,
 # so a nested one saves the outer's and gives it back when it stops.
 _RUNNING: list[InProcessAws] = []
@@ -79,13 +79,6 @@ def _restore_moto(saved: _SavedMoto) -> None:
             BackendDict._instances.append(service)  # type: ignore[misc]
 
 
-def _shared_loader() -> botocore.loaders.Loader:
-    global _LOADER
-    if _LOADER is None:
-        _LOADER = botocore.loaders.create_loader()
-    return _LOADER
-
-
 # The modules whose `create_loader` `_share_loader_in_new_sessions` has replaced, and their own.
 _REPLACED_LOADERS: dict[ModuleType, Any] = {}
 
@@ -93,14 +86,15 @@ _REPLACED_LOADERS: dict[ModuleType, Any] = {}
 def _loader_for_new_session(search_path_string: str | None = None) -> botocore.loaders.Loader:
     """What a botocore session made while an `InProcessAws` runs reads its models with: the
     process's one loader for the default data path (an `AWS_DATA_PATH` gets its own)."""
-    if search_path_string is None:
-        return _shared_loader()
-    return botocore.loaders.create_loader(search_path_string)
+    from kube_elevator.tasks.adapters.cloud import service_models_loader
+
+    return service_models_loader(search_path_string)
 
 
 def _share_loader_in_new_sessions(on: bool) -> None:
     """Every botocore session made meanwhile (moto's own included), and moto's service models,
-    share `_shared_loader()`.
+    share the process's one loader
+    (`service_models_loader`).
 
     moto makes sessions of its own: three when `moto.ec2` is imported (its region and zone
     tables, `RegionsAndZonesBackend`) and one for its backends' region lists
@@ -199,11 +193,9 @@ class InProcessAws(FakeAws):
     def session(self) -> boto3.Session:
         """A new boto3 session (its own event hooks) whose service models and endpoint data
         come from one loader per process: loading them anew costs ~0.3 s a session."""
-        botocore_session = botocore.session.get_session()
-        botocore_session.register_component("data_loader", _shared_loader())
-        return boto3.Session(aws_access_key_id=FAKE_ACCESS_KEY_ID,
-                             aws_secret_access_key=FAKE_SECRET_ACCESS_KEY,
-                             region_name=self.region, botocore_session=botocore_session)
+        return session_on_shared_models(aws_access_key_id=FAKE_ACCESS_KEY_ID,
+                                        aws_secret_access_key=FAKE_SECRET_ACCESS_KEY,
+                                        region_name=self.region)
 
     def __enter__(self) -> InProcessAws:
         return self.start()

@@ -428,13 +428,15 @@ def _default_chain_session() -> botocore.session.Session:
 
     chain = botocore.session.Session()
     chain.register_component("data_loader",
-                             _service_models(chain.get_config_variable("data_path")))
+                             service_models_loader(chain.get_config_variable("data_path")))
     return chain
 
 
 @functools.cache
-def _service_models(data_path: str | None) -> Loader:
-    """One loader (it keeps what it parsed) per AWS_DATA_PATH, as botocore makes each session's."""
+def service_models_loader(data_path: str | None = None) -> Loader:
+    """The process's one loader of AWS's service models (it keeps what it parsed) for a data
+    path (AWS_DATA_PATH; None, botocore's own), as botocore would make each session's. What it
+    holds is read-only once loaded, so sessions share it."""
     from botocore.loaders import create_loader
 
     return create_loader(data_path)

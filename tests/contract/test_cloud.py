@@ -521,8 +521,26 @@ def test_each_call_reads_the_environment_afresh_on_one_parse_of_the_service_mode
     assert second.ec2.meta.endpoint_url == aws.endpoint_url + "/"
     for service in ("autoscaling", "ec2"):
         models = [getattr(cloud, service).meta.service_model for cloud in (first, second)]
-        assert models[0]._service_description is models[1]._service_description, service
+        parsed_once = models[0]._service_description is models[1]._service_description
+        assert parsed_once, f"each tick's clients parsed {service}'s model again"
     assert first.group(name("fresh")).desired_capacity == 1
+
+
+def test_the_fakes_sessions_share_the_service_models_and_keep_hooks_of_their_own(
+        aws: FakeAws) -> None:
+    """Each of the fake's sessions is new (hooks registered on one reach no other) while EC2's
+    model is parsed once; the shared loader's search path does not grow a session at a time."""
+    from kube_elevator.tasks.adapters.cloud import service_models_loader
+
+    first, second = aws.session(), aws.session()
+    assert first.events is not second.events
+    clients = [session.client("ec2", endpoint_url=aws.endpoint_url)
+               for session in (first, second)]
+    parsed_once = clients[0].meta.service_model._service_description is \
+        clients[1].meta.service_model._service_description
+    assert parsed_once, "each session parsed EC2's model again"
+    paths = service_models_loader().search_paths
+    assert len(paths) == len(set(paths)), paths
 
 
 def test_credentials_block_without_prefect_aws_says_what_to_do(
