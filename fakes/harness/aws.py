@@ -93,8 +93,7 @@ def _loader_for_new_session(search_path_string: str | None = None) -> botocore.l
 
 def _share_loader_in_new_sessions(on: bool) -> None:
     """Every botocore session made meanwhile (moto's own included), and moto's service models,
-    share the process's one loader
-    (`service_models_loader`).
+    share the process's one loader (`service_models_loader`).
 
     moto makes sessions of its own: three when `moto.ec2` is imported (its region and zone
     tables, `RegionsAndZonesBackend`) and one for its backends' region lists
