@@ -85,17 +85,16 @@ def require_moto(modules: Iterable[str]) -> None:
             raise moto_missing(module)
 
 
-def session_on_shared_models(**options: Any) -> boto3.Session:
-    """A new boto3 session (its own event hooks, credentials and region: `options`) whose
-    service models and endpoint data come from the process's one loader: a new session parsed
-    EC2's model (~2 MB of JSON) again, ~0.3 s of CPU, in every tick a test made clients for."""
-    from kube_elevator.tasks.adapters.cloud import service_models_loader
+def boto3_session_on_shared_models(**options: Any) -> boto3.Session:
+    """A new boto3 session (its own event hooks, credentials and region: `options`) on the
+    ticks' botocore session (`tasks.adapters.cloud.session_on_shared_models`): AWS's service
+    models parsed once a process, not again in every tick a test made clients for."""
+    from kube_elevator.tasks.adapters.cloud import session_on_shared_models
 
-    core = botocore.session.get_session()
-    loader = service_models_loader(core.get_config_variable("data_path"))
-    core.register_component("data_loader", loader)
+    core = session_on_shared_models()
     session = boto3.Session(botocore_session=core, **options)
     # boto3 adds its own data folder to the loader's search path at every session: once will do.
+    loader = core.get_component("data_loader")
     loader.search_paths[:] = list(dict.fromkeys(loader.search_paths))
     return session
 
@@ -194,9 +193,9 @@ class FakeAws:
         """A new boto3 session with the fake's region and dummy credentials.
 
         New each time, so hooks registered on it reach no other session's clients; AWS's
-        service models from the process's one loader (`session_on_shared_models`).
+        service models from the process's one loader (`boto3_session_on_shared_models`).
         """
-        return session_on_shared_models(
+        return boto3_session_on_shared_models(
             aws_access_key_id=FAKE_ACCESS_KEY_ID,
             aws_secret_access_key=FAKE_SECRET_ACCESS_KEY,
             region_name=self.region,

@@ -27,10 +27,10 @@ from kube_elevator.fakes.aws import (
     FAKE_ACCESS_KEY_ID,
     FAKE_SECRET_ACCESS_KEY,
     FakeAws,
+    boto3_session_on_shared_models,
     environ_set,
     extend_moto,
     moto_required,
-    session_on_shared_models,
 )
 
 # moto's EC2 loads ~2,600 default AMIs each time its state is reset (twice a test: ~1 s); the
@@ -192,9 +192,9 @@ class InProcessAws(FakeAws):
     def session(self) -> boto3.Session:
         """A new boto3 session (its own event hooks) whose service models and endpoint data
         come from one loader per process: loading them anew costs ~0.3 s a session."""
-        return session_on_shared_models(aws_access_key_id=FAKE_ACCESS_KEY_ID,
-                                        aws_secret_access_key=FAKE_SECRET_ACCESS_KEY,
-                                        region_name=self.region)
+        return boto3_session_on_shared_models(aws_access_key_id=FAKE_ACCESS_KEY_ID,
+                                              aws_secret_access_key=FAKE_SECRET_ACCESS_KEY,
+                                              region_name=self.region)
 
     def __enter__(self) -> InProcessAws:
         return self.start()

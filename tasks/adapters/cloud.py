@@ -158,7 +158,7 @@ class AsgClient(FleetCalls):
             region = region or block_region or session.region_name
             make_client = session.client
         else:
-            chain = _default_chain_session()
+            chain = session_on_shared_models()
             region = region or chain.get_config_variable("region")
             make_client = chain.create_client
         if not region:
@@ -418,18 +418,18 @@ def termination_plan(group: AutoScalingGroup, batch: Sequence[NodeRecord],
     return plan
 
 
-def _default_chain_session() -> botocore.session.Session:
-    """botocore's session on the default chain, new for every tick (the environment, profile,
-    credentials and endpoint are read afresh), on the process's one loader of AWS's service
-    models: a new session parsed EC2's model again (several MB of JSON), 0.2-0.4 s of CPU in
-    every tick's clients. For these two services boto3's session adds nothing to botocore's
-    clients (its customizations are S3's and the resources')."""
+def session_on_shared_models() -> botocore.session.Session:
+    """A new botocore session on the default chain (the environment, profile, credentials and
+    endpoint read afresh: every tick makes one) that reads AWS's service models through the
+    process's one loader: a new session parsed EC2's model again (several MB of JSON), 0.2-0.4 s
+    of CPU in every tick's clients. For these two services boto3's session adds nothing to
+    botocore's clients (its customizations are S3's and the resources')."""
     import botocore.session
 
-    chain = botocore.session.Session()
-    chain.register_component("data_loader",
-                             service_models_loader(chain.get_config_variable("data_path")))
-    return chain
+    session = botocore.session.Session()
+    session.register_component("data_loader",
+                               service_models_loader(session.get_config_variable("data_path")))
+    return session
 
 
 @functools.cache
