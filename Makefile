@@ -80,9 +80,11 @@ test: $(STAMP) $(CHECKOV_STAMP)
 # requires otherwise moves), with the extras that admit it (.ci/prefect_extras.py: an older
 # release goes without `blocks`, which states its own floor). The lock holds the newest release
 # (make test runs it); CI runs this on the floor of pyproject.toml's range, and on PREFECT_NEWEST
-# when that is newer than the lock's (.ci/run). PREFECT_TEST_WORKERS is -n.
+# when that is newer than the lock's (.ci/run). PREFECT_TEST_WORKERS is -n; PREFECT_PYTEST_ARGS,
+# pytest's own (.ci/run's tests to run again).
 PREFECT_VERSION ?= 3.8.6
 PREFECT_TEST_WORKERS ?= 2
+PREFECT_PYTEST_ARGS ?=
 PREFECT_VENV := .venv-prefect-$(PREFECT_VERSION)
 $(PREFECT_VENV)/.installed: pyproject.toml requirements/test.txt .ci/prefect_extras.py $(STAMP)
 	$(BIN)/uv venv --quiet --allow-existing --python $(PYTHON) $(PREFECT_VENV)
@@ -101,7 +103,7 @@ test-prefect: $(PREFECT_VENV)/.installed $(CHECKOV_STAMP)
 		prefect.__version__, 'in $(PREFECT_VENV)', flush=True)"
 	@$(OWN_BYTECODE)
 	$(PREFECT_VENV)/bin/python -m pytest -q -n $(PREFECT_TEST_WORKERS) --dist loadfile \
-		--no-loadscope-reorder \
+		--no-loadscope-reorder $(PREFECT_PYTEST_ARGS) \
 		-m 'prefect and not benchmark'
 
 lint: $(STAMP)
